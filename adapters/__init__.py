@@ -1,0 +1,29 @@
+"""One module per framework; each exports `ADAPTER`. The registry finds them by import."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+
+from adapters.base import Adapter
+
+_NOT_ADAPTERS = {"base"}
+
+
+@cache
+def registry() -> dict[str, Adapter]:
+    found: dict[str, Adapter] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name in _NOT_ADAPTERS or info.name.startswith("_"):
+            continue
+        adapter = importlib.import_module(f"{__name__}.{info.name}").ADAPTER
+        found[adapter.name] = adapter
+    return found
+
+
+def get(name: str) -> Adapter:
+    try:
+        return registry()[name]
+    except KeyError:
+        raise KeyError(f"unknown framework {name!r}; known: {', '.join(registry())}") from None

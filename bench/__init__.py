@@ -1,0 +1,1 @@
+"""cellbench's engine: framework-agnostic load generation, metrics, verdicts and result files."""
