@@ -6,9 +6,9 @@ import importlib
 import pkgutil
 from functools import cache
 
-from adapters.base import Adapter
+from bench.adapter import Adapter
 
-_NOT_ADAPTERS = {"base"}
+_NOT_ADAPTERS: set[str] = set()
 
 
 @cache

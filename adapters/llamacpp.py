@@ -10,7 +10,7 @@ Readiness is `/health`: `/v1/models` answers before the KV cache exists and requ
 
 from __future__ import annotations
 
-from adapters.base import Adapter, Capabilities, ServeCommand, ServeContext
+from bench.adapter import Adapter, Capabilities, ServeCommand, ServeContext
 from bench.installs import SdistCMakeBuild
 
 BUILD = "11434"
