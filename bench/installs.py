@@ -149,8 +149,9 @@ def build_jobs() -> int:
 class SdistCMakeBuild:
     """Build CMake targets from the source tree inside a PyPI source distribution.
 
-    `pip download --no-binary :all:` fetches the sdist through the user's own pip configuration
-    (mirrors, proxies), which is the one network path cellbench may rely on.
+    `pip download --no-binary <package>` fetches the sdist through the user's own pip configuration
+    (mirrors, proxies), which is the one network path cellbench may rely on. Only the package
+    itself is forced to source: `:all:` would also build its build requirements (CMake!) from source.
     """
 
     framework: str
@@ -193,8 +194,9 @@ class SdistCMakeBuild:
     def build(self, prefix: Path, log: IO[str]) -> Installation:
         work = prefix / "src"
         work.mkdir()
+        package = self.sdist.split("==")[0]
         run_logged(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", self.sdist, "-d", str(work)],
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", package, self.sdist, "-d", str(work)],
             log,
         )
         (archive,) = [p for p in work.iterdir() if p.name.endswith((".tar.gz", ".zip"))]

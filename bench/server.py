@@ -1,0 +1,278 @@
+"""Start, check and stop one inference server process, never leaking it.
+
+The rules, each from an incident or a measurement:
+- the port is checked free before start: a stale server still holding it once made a failed start
+  look ready (SiliconBench), so a held port is a start failure naming the holder;
+- the server runs in its own process group (vLLM and wrappers fork children) and is stopped by
+  SIGTERM to the group, a bounded wait, then SIGKILL;
+- readiness polls the adapter's endpoint and fails fast when the process exits;
+- after "ready", the listening socket must belong to our process tree;
+- every started group is recorded in a pid file under the cache, so a later session can reap
+  what a hard-killed session left behind (only processes whose start time still matches).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+
+from bench.adapter import ServeCommand
+from bench.paths import cache_root
+
+STOP_GRACE_S = 15.0
+
+
+class ServerStartError(RuntimeError):
+    """The server never became ready; `str()` is the one-line reason, `log_path` the evidence."""
+
+    def __init__(self, reason: str, log_path: Path | None = None, *, transient: bool = False):
+        super().__init__(reason)
+        self.log_path = log_path
+        self.transient = transient  # port taken / refused while starting: worth one retry
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    returncode: int | None  # None: still running when we stopped it (we did the stopping)
+    signal: str | None  # the signal that ended it, if any
+    stopped_by_us: bool
+
+
+def port_holder(host: str, port: int) -> str | None:
+    """Who holds `host:port`, or None when it is free to bind."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+            return None
+        except OSError:
+            pass
+    for conn in _listeners(port):
+        if conn.pid:
+            try:
+                proc = psutil.Process(conn.pid)
+                return f"pid {conn.pid} ({' '.join(proc.cmdline())[:120]})"
+            except psutil.Error:
+                return f"pid {conn.pid}"
+    return "an unknown process"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _listeners(port: int) -> list:
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return []
+    return [c for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class ServerProcess:
+    """One server: `start()`, `wait_ready()`, `stop()`. Use `launch()` to get all three right."""
+
+    def __init__(
+        self,
+        command: ServeCommand,
+        *,
+        host: str,
+        port: int,
+        ready_path: str,
+        startup_timeout_s: float,
+        log_path: Path,
+    ):
+        self.command = command
+        self.host = host
+        self.port = port
+        self.ready_path = ready_path
+        self.startup_timeout_s = startup_timeout_s
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.ready_after_s: float | None = None
+        self.exit: ExitInfo | None = None
+        self._started_at = 0.0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        holder = port_holder(self.host, self.port)
+        if holder is not None:
+            raise ServerStartError(f"port {self.port} is already held by {holder}", transient=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"$ {' '.join(self.command.argv)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                self.command.argv,
+                env={**os.environ, **self.command.env},
+                cwd=self.command.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, so we can stop its children too
+            )
+        self._started_at = time.monotonic()
+        _register(self.proc.pid)
+
+    def wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = self._started_at + self.startup_timeout_s
+        url = self.base_url + self.ready_path
+        with httpx.Client(timeout=5.0) as client:
+            while True:
+                code = self.proc.poll()
+                if code is not None:
+                    raise ServerStartError(
+                        f"server exited with {_describe_exit(code)} while starting; log: {self.log_path}",
+                        self.log_path,
+                    )
+                try:
+                    if client.get(url).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise ServerStartError(
+                        f"server not ready on {self.ready_path} after {self.startup_timeout_s:.0f} s; log: {self.log_path}",
+                        self.log_path,
+                    )
+                time.sleep(0.2)
+        self.ready_after_s = round(time.monotonic() - self._started_at, 3)
+        stranger = self._foreign_listener()
+        if stranger:
+            raise ServerStartError(f"port {self.port} answers, but from {stranger}, not the server we started")
+
+    def _foreign_listener(self) -> str | None:
+        assert self.proc is not None
+        ours = {self.proc.pid}
+        with contextlib.suppress(psutil.Error):
+            ours |= {c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)}
+        for conn in _listeners(self.port):
+            if conn.pid and conn.pid not in ours:
+                return f"pid {conn.pid}"
+        return None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> ExitInfo:
+        """SIGTERM the group, wait up to `grace_s`, then SIGKILL. Idempotent."""
+        if self.proc is None:
+            return ExitInfo(None, None, False)
+        if self.exit is not None:
+            return self.exit
+        pid = self.proc.pid
+        died_on_its_own = self.proc.poll() is not None
+        try:
+            _signal_group(pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        finally:
+            # Whatever happened above (a timeout alarm included), the group gets SIGKILL.
+            _signal_group(pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+            _unregister(pid)
+        code = self.proc.returncode
+        self.exit = ExitInfo(
+            returncode=code,
+            signal=signal.Signals(-code).name if code is not None and code < 0 else None,
+            stopped_by_us=not died_on_its_own,
+        )
+        return self.exit
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        return f"signal {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def _same_process(pid: int, create_time: float) -> bool:
+    try:
+        return abs(psutil.Process(pid).create_time() - create_time) < 0.01
+    except psutil.Error:
+        return False
+
+
+# --- pid files: what a hard-killed session left behind ---------------------------------------
+
+
+def _pid_dir() -> Path:
+    return cache_root() / "servers"
+
+
+def _register(pid: int) -> None:
+    with contextlib.suppress(psutil.Error, OSError):
+        d = _pid_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        proc, owner = psutil.Process(pid), psutil.Process()
+        record = {
+            "pid": pid,
+            "create_time": proc.create_time(),
+            "cmd": proc.cmdline(),
+            "owner": owner.pid,
+            "owner_create_time": owner.create_time(),
+        }
+        (d / f"{pid}.json").write_text(json.dumps(record))
+
+
+def _unregister(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        (_pid_dir() / f"{pid}.json").unlink()
+
+
+def reap_orphans() -> list[str]:
+    """Stop server groups that an earlier, hard-killed session started; returns what was reaped.
+
+    A group is reaped only if the session that started it is gone and its leader still exists
+    with the recorded start time, so neither a live session's server nor a reused pid that now
+    belongs to someone else is ever touched.
+    """
+    reaped: list[str] = []
+    d = _pid_dir()
+    if not d.is_dir():
+        return reaped
+    for entry in d.glob("*.json"):
+        try:
+            info = json.loads(entry.read_text())
+            if _same_process(info["owner"], info["owner_create_time"]):
+                continue  # its session is still running: not an orphan
+            proc = psutil.Process(info["pid"])
+            if abs(proc.create_time() - info["create_time"]) < 0.01:
+                _signal_group(info["pid"], signal.SIGKILL)
+                reaped.append(f"pid {info['pid']}: {' '.join(info['cmd'])[:100]}")
+        except (psutil.NoSuchProcess, OSError, ValueError, KeyError):
+            pass
+        with contextlib.suppress(OSError):
+            entry.unlink()
+    return reaped
