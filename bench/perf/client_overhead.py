@@ -1,0 +1,232 @@
+"""How much the load generator costs per SSE chunk, against a server that costs nothing.
+
+    python -m bench.perf.client_overhead [--concurrency 50 --interval-ms 10 --tokens 200 --rounds 3]
+
+A zero-work SSE server runs in a separate process (its CPU is not the client's), pinned to the
+last core when there are two or more, while this process takes the others. Every response
+streams `--tokens` content chunks, one per `--interval-ms` on an absolute schedule per stream, so
+the offered rate is concurrency / interval chunks/s (default 50 x 100/s = 5,000/s). The real
+`run_level` drives it; the script prints JSON: offered and delivered chunks/s, client CPU per
+chunk and share of a core, schedule lag, loop lag and ITL against the paced interval. Delivered
+below ~95% of offered, or ITL p99 well above the interval, means the client distorts timings at
+that rate (shared/research/loadgen_anchors.md §10-§11).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import psutil
+
+from bench.loadgen import EVENT_LOOP, LevelConfig, run_level
+from bench.metrics import summarize_level
+from bench.prompts import Prompt
+
+MODEL = "perf-model"
+
+# ------------------------------------------------------------------ the server (child process)
+
+_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
+)
+
+
+def _frame(payload: bytes) -> bytes:
+    """One HTTP/1.1 chunked-encoding frame; one frame per token, like a server flushing each."""
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _event(choices: list, usage: dict | None = None) -> bytes:
+    obj = {
+        "id": "chatcmpl-perf",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": MODEL,
+        "system_fingerprint": None,
+        "choices": choices,
+    }
+    if usage is not None:
+        obj["usage"] = usage
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _choice(delta: dict, finish: str | None = None) -> list:
+    return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+
+
+_ROLE = _frame(_event(_choice({"role": "assistant", "content": ""})))
+_TOKEN = _frame(_event(_choice({"content": " tok"})))  # ~190 bytes, like a vLLM chunk
+
+
+def _tail(n: int) -> bytes:
+    usage = {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}
+    return _frame(_event(_choice({}, "length")) + _event([], usage) + b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+class _PacedSSE(asyncio.Protocol):
+    """HTTP/1.1 keep-alive; each POST streams max_tokens chunks, token k at t0 + k * interval."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Future | None = None  # the response being streamed (a reference keeps it alive)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        length = 0
+        for line in self.buf[:end].split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        if len(self.buf) < end + 4 + length:
+            return
+        body, self.buf = self.buf[end + 4 : end + 4 + length], self.buf[end + 4 + length :]
+        self.task = asyncio.ensure_future(self._stream(int(json.loads(body).get("max_tokens", 16))))
+
+    async def _stream(self, n: int) -> None:
+        loop = asyncio.get_running_loop()
+        write = self.transport.write
+        write(_HEAD + _ROLE)
+        t0 = loop.time()
+        for k in range(1, n + 1):
+            delay = t0 + k * self.interval - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self.transport.is_closing():
+                return
+            write(_TOKEN)
+        write(_tail(n))
+
+
+def serve(interval: float, core: int | None) -> None:
+    """Child entry point: print `PORT <n>`, serve until stdin closes (the parent is gone)."""
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+    try:
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+    except ImportError:
+        loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(loop.create_server(lambda: _PacedSSE(interval), "127.0.0.1", 0, backlog=1024))
+    print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
+    threading.Thread(target=lambda: (sys.stdin.buffer.read(), os._exit(0)), daemon=True).start()
+    loop.run_forever()
+
+
+# ------------------------------------------------------------------ the client (this process)
+
+
+def measure(
+    concurrency: int = 50, interval_ms: float = 10.0, tokens: int = 200, rounds: int = 3, pin: bool = True
+) -> dict[str, Any]:
+    """Run one closed-loop level of concurrency x rounds requests against the paced server."""
+    cpus = sorted(os.sched_getaffinity(0))
+    server_core = cpus[-1] if pin and len(cpus) >= 2 else None
+    cmd = [sys.executable, "-m", "bench.perf.client_overhead", "--serve", "--interval-ms", str(interval_ms)]
+    if server_core is not None:
+        cmd += ["--core", str(server_core)]
+        os.sched_setaffinity(0, set(cpus[:-1]))
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"perf server did not start: {line!r}")
+        server = psutil.Process(proc.pid)
+        prompts = [
+            Prompt(name=f"p{i}", messages=({"role": "user", "content": "go"},), max_tokens=tokens)
+            for i in range(concurrency)
+        ]
+        warm = [Prompt(name="warm", messages=({"role": "user", "content": "go"},), max_tokens=5)]
+        cfg = LevelConfig(
+            base_url=f"http://127.0.0.1:{line.split()[1]}",
+            model=MODEL,
+            concurrency=concurrency,
+            requests=concurrency * rounds,
+            warmup=1,
+            extra_body={"stream_options": {"include_usage": True}},
+        )
+        cpu0 = server.cpu_times()
+        run = run_level(cfg, prompts, warm)
+        cpu1 = server.cpu_times()
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if server_core is not None:
+            os.sched_setaffinity(0, set(cpus))
+    s = summarize_level(run)
+    wall = s["wall_time_s"]
+    chunks = s["chunks_total"]
+    client = s["client"]
+    offered = concurrency * 1000.0 / interval_ms
+    server_cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    return {
+        "config": {
+            "concurrency": concurrency,
+            "interval_ms": interval_ms,
+            "tokens_per_response": tokens,
+            "requests": cfg.requests,
+            "loop": EVENT_LOOP,
+            "cpus": len(cpus),
+            "server_core": server_core,
+        },
+        "successful": s["successful"],
+        "failed": s["failed"],
+        "wall_time_s": round(wall, 3),
+        "offered_chunks_per_s": offered,
+        "delivered_chunks_per_s": round(chunks / wall, 1) if wall else None,
+        "delivered_fraction": round(chunks / wall / offered, 4) if wall else None,
+        "client_cpu_us_per_chunk": round(client["cpu_share"] * wall / chunks * 1e6, 1) if chunks else None,
+        "client_cpu_share": round(client["cpu_share"], 3),
+        "server_cpu_share": round(server_cpu / wall, 3) if wall else None,
+        "schedule_lag_ms": {"p50": _r(s["schedule_lag_ms"]["p50"]), "p99": _r(s["schedule_lag_ms"]["p99"])},
+        "loop_lag_p99_ms": _r(client["loop_lag_p99_ms"]),
+        "itl_ms": {"paced": interval_ms, "p50": _r(s["itl_ms"]["p50"]), "p99": _r(s["itl_ms"]["p99"])},
+        "ttft_ms": {"p50": _r(s["ttft_ms"]["p50"]), "p99": _r(s["ttft_ms"]["p99"])},
+        "client_bound": client["client_bound"],
+        "client_bound_reasons": client["reasons"],
+    }
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--concurrency", type=int, default=50)
+    ap.add_argument("--interval-ms", type=float, default=10.0, help="per-stream token interval")
+    ap.add_argument("--tokens", type=int, default=200, help="content chunks per response")
+    ap.add_argument("--rounds", type=int, default=3, help="requests per slot")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to separate cores")
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--core", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.serve:
+        serve(args.interval_ms / 1000.0, args.core)
+        return
+    result = measure(args.concurrency, args.interval_ms, args.tokens, args.rounds, pin=not args.no_pin)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""The load generator against scripted SSE servers on 127.0.0.1.
+
+`ScriptServer` is a protocol fixture, not a stand-in for an inference server: each request's
+last message is a script (`stream 5 0.01`, `status 404`, `stall`, `cut`, `nofinish`) that
+decides what the server writes and when. It runs in a background thread with its own loop
+because `run_level` owns the main thread's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import signal
+import socket
+import threading
+import time
+
+import pytest
+from aiohttp import web
+
+from bench.loadgen import LevelConfig, Progress, run_level
+from bench.prompts import Prompt
+from bench.records import ErrorType
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def sse(obj: dict | str) -> bytes:
+    return f"data: {obj if isinstance(obj, str) else json.dumps(obj)}\n\n".encode()
+
+
+def delta(d: dict, finish: str | None = None) -> bytes:
+    return sse(
+        {
+            "object": "chat.completion.chunk",
+            "model": "served-m",
+            "choices": [{"index": 0, "delta": d, "finish_reason": finish}],
+        }
+    )
+
+
+class ScriptServer:
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._loop = asyncio.new_event_loop()
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    def __enter__(self) -> ScriptServer:
+        self._thread.start()
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _start(self) -> None:
+        await self._runner.setup()
+        await web.SockSite(self._runner, self._sock).start()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.bodies.append(body)
+        script = body["messages"][-1]["content"].split()
+        if script[0] == "status":
+            status = int(script[1])
+            return web.Response(status=status, text=f"error {status} " + "x" * 1000)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        counted = True
+        try:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(delta({"role": "assistant", "content": ""}))
+            if script[0] == "stream":  # stream N DELAY: N content chunks DELAY s apart
+                n, pause = int(script[1]), float(script[2])
+                for i in range(n):
+                    await asyncio.sleep(pause)
+                    await resp.write(delta({"content": f"t{i}"}))
+                await resp.write(
+                    delta({}, "stop") + sse({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": n}})
+                )
+                self.in_flight -= 1  # before [DONE]: the client's next send can only follow it
+                counted = False
+                await resp.write(sse("[DONE]"))
+            elif script[0] == "stall":  # role chunk, then nothing
+                await asyncio.sleep(30)
+            elif script[0] == "cut":  # two tokens, then the connection drops mid-response
+                await resp.write(delta({"content": "a"}) + delta({"content": "b"}))
+                await asyncio.sleep(0.05)
+                request.transport.abort()
+                return resp
+            elif script[0] == "nofinish":  # a clean HTTP end without finish_reason or [DONE]
+                await resp.write(delta({"content": "a"}))
+            await resp.write_eof()
+            return resp
+        finally:
+            if counted:
+                self.in_flight -= 1
+
+
+@pytest.fixture
+def server():
+    with ScriptServer() as srv:
+        yield srv
+
+
+def prompts(script: str, n: int = 1, prefix: str = "p", tools=None) -> list[Prompt]:
+    return [
+        Prompt(name=f"{prefix}{i}", messages=({"role": "user", "content": script},), max_tokens=16, tools=tools)
+        for i in range(n)
+    ]
+
+
+def level(base_url: str, **kw) -> LevelConfig:
+    defaults = dict(base_url=base_url, model="req-model", concurrency=1, requests=1, warmup=0)
+    return LevelConfig(**{**defaults, **kw})
+
+
+def test_closed_loop_bounds_concurrency_and_counts_requests(server):
+    calls: list[Progress] = []
+    cfg = level(server.base_url, concurrency=4, requests=16, progress=calls.append)
+    run = run_level(cfg, prompts("stream 10 0.03", 5), [])
+    assert server.max_in_flight == 4  # never more than 4, and the slots did overlap
+    assert len(server.bodies) == 16 and len(run.records) == 16
+    assert [r.index for r in run.records] == list(range(16))
+    assert [r.prompt_name for r in run.records[:6]] == ["p0", "p1", "p2", "p3", "p4", "p0"]
+    assert all(r.ok for r in run.records), [r.error for r in run.records if not r.ok]
+    r = run.records[0]
+    assert r.t_sched <= r.t_send < r.t_first_byte < r.t_first_token <= r.t_end
+    assert r.n_chunks == 10 and r.usage_completion_tokens == 10 and r.usage_prompt_tokens == 7
+    assert r.served_model == "served-m" and r.done_marker
+    assert run.t_start == min(x.t_send for x in run.records) and run.t_end == max(x.t_end for x in run.records)
+    assert not run.partial and run.stop_reason is None
+    assert run.client.cpu_share > 0.0 and run.client.loop_lag_p99_ms is not None
+    assert run.client.schedule_lag_p99_ms is not None and run.client.schedule_lag_p99_ms < 1000
+    assert calls and calls[-1].done == 16 and calls[-1].total == 16 and calls[-1].failed == 0
+    assert calls[-1].output_tps > 0
+
+
+def test_a_broken_progress_callback_does_not_break_the_level(server, caplog):
+    def broken(progress: Progress) -> None:
+        raise RuntimeError("display gone")
+
+    run = run_level(level(server.base_url, requests=3, progress=broken), prompts("stream 2 0"), [])
+    assert all(r.ok for r in run.records) and len(run.records) == 3
+    assert "progress callback failed" in caplog.text
+
+
+def test_warmup_runs_first_sequentially_with_its_own_prompts(server):
+    cfg = level(server.base_url, concurrency=2, requests=4, warmup=3)
+    run = run_level(cfg, prompts("stream 2 0.01 measured", 2, "m"), prompts("stream 2 0.01 warm", 2, "w"))
+    assert [r.prompt_name for r in run.warmup_records] == ["w0", "w1", "w0"]
+    assert all(r.warmup and r.ok for r in run.warmup_records)
+    assert all(not r.warmup for r in run.records) and len(run.records) == 4
+    assert [b["messages"][0]["content"].split()[-1] for b in server.bodies[:3]] == ["warm"] * 3
+    w = run.warmup_records
+    assert w[0].t_end <= w[1].t_send and w[1].t_end <= w[2].t_send  # one at a time
+    assert max(r.t_end for r in w) <= run.t_start  # and all before the measured phase
+
+
+def test_request_body_model_tools_and_extra_body(server):
+    tools = ({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},)
+    extra = {"stream_options": {"include_usage": True}, "temperature": 0.5}
+    run_level(level(server.base_url, extra_body=extra), prompts("stream 1 0", tools=tools), [])
+    run_level(level(server.base_url), prompts("stream 1 0"), [])
+    with_tools, plain = server.bodies
+    assert with_tools == {
+        "model": "req-model",
+        "messages": [{"role": "user", "content": "stream 1 0"}],
+        "max_tokens": 16,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.5,
+        "tools": [tools[0]],
+    }
+    assert "tools" not in plain and "temperature" not in plain
+    assert gc.get_freeze_count() == 0  # the level's GC freeze is undone
+
+
+@pytest.mark.parametrize("status, kind", [(404, ErrorType.HTTP_4XX), (500, ErrorType.HTTP_5XX)])
+def test_http_errors_are_typed_with_status_and_body_head(server, status, kind):
+    run = run_level(level(server.base_url, requests=2), prompts(f"status {status}"), [])
+    for r in run.records:
+        assert r.error.type is kind and r.error.http_status == status == r.http_status
+        assert r.error.body_head.startswith(f"error {status} xxx") and len(r.error.body_head) == 300
+        assert str(status) in r.error.message
+
+
+def test_connection_refused_is_connect():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    run = run_level(
+        level(f"http://127.0.0.1:{port}", requests=2, warmup=1), prompts("stream 1 0"), prompts("stream 1 0")
+    )
+    assert [r.error.type for r in run.warmup_records + run.records] == [ErrorType.CONNECT] * 3
+    assert run.records[0].error.message
+
+
+def test_per_request_timeout_names_the_limit(server):
+    t0 = time.perf_counter()
+    run = run_level(level(server.base_url, request_timeout_s=0.3), prompts("stall"), [])
+    assert time.perf_counter() - t0 < 5
+    err = run.records[0].error
+    assert err.type is ErrorType.TIMEOUT and "request_timeout_s=0.3" in err.message
+    assert run.records[0].t_end - run.records[0].t_send == pytest.approx(0.3, abs=0.25)
+
+
+@pytest.mark.parametrize("script", ["cut", "nofinish"])
+def test_stream_cut_midway_is_truncated(server, script):
+    run = run_level(level(server.base_url), prompts(script), [])
+    r = run.records[0]
+    assert r.error.type is ErrorType.TRUNCATED, r.error
+    assert r.n_chunks >= 1 and r.t_end is not None
+
+
+def test_deadline_stops_the_level_and_cancels_in_flight(server):
+    t0 = time.perf_counter()
+    cfg = level(server.base_url, concurrency=2, requests=10, warmup=1, deadline=t0 + 0.6)
+    run = run_level(cfg, prompts("stream 100 0.05"), prompts("stream 1 0"))
+    assert time.perf_counter() - t0 < 3  # promptly, not after 5 s streams
+    assert run.partial and "deadline" in run.stop_reason and "2/10" in run.stop_reason
+    assert len(run.warmup_records) == 1 and run.warmup_records[0].ok
+    assert [r.error.type for r in run.records] == [ErrorType.CANCELLED] * 2
+    assert all(r.n_chunks > 0 and "deadline" in r.error.message for r in run.records)
+    assert all(r.t_end <= t0 + 1.0 for r in run.records)
+
+
+def test_deadline_already_past_sends_nothing(server):
+    cfg = level(server.base_url, requests=5, warmup=2, deadline=time.perf_counter() - 1)
+    run = run_level(cfg, prompts("stream 1 0"), prompts("stream 1 0"))
+    assert run.partial and run.records == [] and run.warmup_records == [] and server.bodies == []
+
+
+class _Interrupt(BaseException):
+    """Stands in for pytest-timeout's `Failed`, which derives from BaseException."""
+
+
+@pytest.mark.timeout(0)  # this test arms SIGALRM itself, as pytest-timeout's signal method does
+@pytest.mark.parametrize("after_s", [0.15, 0.2, 0.25, 0.3, 0.35])
+def test_signal_interrupt_propagates_out_of_the_level(server, after_s):
+    """Wherever the signal lands (a task, a timer callback, a transport's data_received), the
+    BaseException ends run_level promptly instead of being logged by the loop."""
+
+    def interrupt(signum, frame):
+        raise _Interrupt("timeout")
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, after_s)
+        t0 = time.perf_counter()
+        with pytest.raises(_Interrupt):
+            run_level(level(server.base_url, concurrency=8, requests=16), prompts("stream 400 0.002"), [])
+        assert time.perf_counter() - t0 < after_s + 1.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
