@@ -49,8 +49,13 @@ class ExitInfo:
 
 
 def port_holder(host: str, port: int) -> str | None:
-    """Who holds `host:port`, or None when it is free to bind."""
+    """Who holds `host:port`, or None when it is free to bind.
+
+    SO_REUSEADDR as servers set it: connections of a stopped server lingering in TIME_WAIT do not
+    hold the port, a listening process does.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
             return None

@@ -1,0 +1,206 @@
+"""The pytest plugin: options, one test per (framework, split) cell, verdicts as report categories.
+
+The fine verdict rides on the test report (`report.cellbench`, plain JSON-able data, so it
+crosses from xdist workers to the controller), while the pytest outcome stays coarse: ok and
+degraded pass, wrong-model / all-failed / failed / oom fail, skipped skips. The terminal counts
+`degraded` and `capped` as their own categories and ends with one line of verdict counts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import adapters
+from bench import profiles
+from bench.cell import CellConfig, CellOutcome
+from bench.results import new_run_id
+from bench.server import reap_orphans
+from bench.verdicts import Verdict
+
+SPLITS = ("chat", "agent")
+CELL_OUTCOME = pytest.StashKey[CellOutcome]()
+RUN_ID = pytest.StashKey[str]()
+LEVELS = pytest.StashKey[tuple]()
+PROFILE = pytest.StashKey["profiles.ModelProfile"]()
+VERDICTS = pytest.StashKey[Counter]()
+
+# verdict -> (category, letter, verbose word) for pytest_report_teststatus
+_STATUS = {
+    Verdict.OK: ("passed", ".", "OK"),
+    Verdict.DEGRADED: ("degraded", "D", "DEGRADED"),
+    Verdict.CAPPED: ("capped", "C", "CAPPED"),
+    Verdict.WRONG_MODEL: ("failed", "F", "WRONG-MODEL"),
+    Verdict.ALL_FAILED: ("failed", "F", "ALL-FAILED"),
+    Verdict.OOM: ("failed", "F", "OOM"),
+    Verdict.FAILED: ("failed", "F", "FAILED"),
+}
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise pytest.UsageError(f"--concurrency takes comma-separated integers, got {text!r}") from None
+    if not levels or min(levels) < 1:
+        raise pytest.UsageError(f"--concurrency levels must be >= 1, got {text!r}")
+    return levels
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("cellbench", "cellbench benchmark cells")
+    g.addoption("--model", default="tiny", help="model profile name (models/<name>.yaml) or a profile path [tiny]")
+    g.addoption("--concurrency", default="1,8,16", help="closed-loop concurrency levels [1,8,16]")
+    g.addoption("--requests", type=int, default=100, help="measured requests per level [100]")
+    g.addoption("--warmup", type=int, default=3, help="warm-up requests per level, not measured [3]")
+    g.addoption("--results-dir", type=Path, default=None, help="results root [<rootdir>/results]")
+    g.addoption("--run-id", default=None, help="run id shared by every cell of this session [UTC timestamp]")
+    g.addoption("--share-server", action="store_true", help="one server for all levels (default: one per level)")
+    g.addoption("--port", type=int, default=None, help="server port (0: any free port) [the adapter's port]")
+    g.addoption("--install", action="store_true", help="install a missing framework instead of skipping its cells")
+    g.addoption("--request-timeout", type=float, default=300.0, help="per-request timeout, seconds [300]")
+    g.addoption("--ignore-eos", action="store_true", help="send ignore_eos where the framework accepts it")
+    g.addoption("--tools-param", action="store_true", help="send agent tools in the request's `tools` parameter")
+    g.addoption("--prompts", type=Path, default=None, help="a prompt file to use instead of the shipped split")
+    g.addoption("--degraded-threshold", type=float, default=0.2, help="failure share that makes a cell degraded")
+    g.addoption("--strict-verdicts", action="store_true", help="degraded and capped cells fail the run")
+    g.addoption("--host-lock-timeout", type=float, default=3600.0, help="seconds to wait for another cell [3600]")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in adapters.registry():
+        config.addinivalue_line("markers", f"{name}: framework {name}")
+    workerinput = getattr(config, "workerinput", None)
+    config.stash[RUN_ID] = (workerinput or {}).get("cellbench_run_id") or config.getoption("run_id") or new_run_id()
+    config.stash[VERDICTS] = Counter()
+    # Bad options are usage errors now, not one failed test per cell later.
+    config.stash[LEVELS] = _levels(config.getoption("concurrency"))
+    try:
+        config.stash[PROFILE] = profiles.load_profile(config.getoption("model"))
+    except profiles.ProfileError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(), "cellbench-xdist")
+    if workerinput is None:
+        config.pluginmanager.register(VerdictTally(config), "cellbench-verdicts")
+
+
+class _XdistHooks:
+    """Every worker gets the controller's run id, so one session writes one run."""
+
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput["cellbench_run_id"] = node.config.stash[RUN_ID]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return
+    reaped = reap_orphans()
+    if reaped:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter:
+            reporter.write_line(f"cellbench: stopped {len(reaped)} server(s) left by a killed session: {reaped}")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "cell_id" not in metafunc.fixturenames:
+        return
+    params = [
+        pytest.param((name, split), id=f"{name}-{split}", marks=[getattr(pytest.mark, split), getattr(pytest.mark, name)])
+        for name in sorted(adapters.registry())
+        for split in SPLITS
+    ]
+    metafunc.parametrize("cell_id", params)
+
+
+@pytest.fixture
+def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> CellConfig:
+    framework, split = cell_id
+    opt = request.config.getoption
+    return CellConfig(
+        framework=framework,
+        split=split,
+        profile=request.config.stash[PROFILE],
+        results_root=opt("results_dir") or request.config.rootpath / "results",
+        run_id=request.config.stash[RUN_ID],
+        levels=request.config.stash[LEVELS],
+        requests=opt("requests"),
+        warmup=opt("warmup"),
+        share_server=opt("share_server"),
+        port=opt("port"),
+        request_timeout_s=opt("request_timeout"),
+        install=opt("install"),
+        ignore_eos=opt("ignore_eos"),
+        tools_param=opt("tools_param"),
+        prompts_path=opt("prompts"),
+        degraded_fraction=opt("degraded_threshold"),
+    )
+
+
+@pytest.fixture
+def enforce_verdict(request: pytest.FixtureRequest):
+    """Record the cell's outcome for the report, then assert its verdict as a pytest outcome."""
+
+    def enforce(outcome: CellOutcome) -> None:
+        request.node.stash[CELL_OUTCOME] = outcome
+        verdict, reason = outcome.verdict.verdict, outcome.verdict.reason
+        if verdict is Verdict.SKIPPED:
+            pytest.skip(reason)
+        failing = verdict.is_failure or (request.config.getoption("strict_verdicts") and verdict is not Verdict.OK)
+        if failing:
+            where = f"\nresult: {outcome.result_path}" if outcome.result_path else ""
+            pytest.fail(f"{verdict.value}: {reason}{where}", pytrace=False)
+
+    return enforce
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    outcome = item.stash.get(CELL_OUTCOME, None)
+    if outcome is not None and report.when == "call":
+        report.cellbench = {
+            "verdict": outcome.verdict.verdict.value,
+            "reason": outcome.verdict.reason,
+            "annotations": list(outcome.verdict.annotations),
+            "result_path": str(outcome.result_path) if outcome.result_path else None,
+        }
+        report.user_properties.append(("cellbench_verdict", outcome.verdict.verdict.value))
+    return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    data = getattr(report, "cellbench", None)
+    if not data or report.when != "call" or report.skipped:
+        return None
+    verdict = Verdict(data["verdict"])
+    if report.failed and verdict in (Verdict.DEGRADED, Verdict.CAPPED):  # --strict
+        category, letter, word = "failed", "F", verdict.value.upper()
+    else:
+        category, letter, word = _STATUS[verdict]
+    color = {"passed": "green", "failed": "red"}.get(category, "yellow")
+    return category, letter, (word, {color: True})
+
+
+class VerdictTally:
+    """Counts verdicts as reports arrive (on the controller under xdist) and prints them last."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "cellbench", None)
+        if data and report.when == "call":
+            self.config.stash[VERDICTS][data["verdict"]] += 1
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        counts = self.config.stash[VERDICTS]
+        if not counts:
+            return
+        order = [v.value for v in Verdict]
+        line = ", ".join(f"{counts[v]} {v}" for v in order if counts[v])
+        terminalreporter.write_sep("=", f"cellbench verdicts: {line}")
+        results = self.config.getoption("results_dir") or self.config.rootpath / "results"
+        terminalreporter.write_line(f"run {self.config.stash[RUN_ID]}; results under {results}")

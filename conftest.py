@@ -1,0 +1,7 @@
+"""Loads cellbench's pytest plugin and fixtures for the cells in bench/ and the tests in tests/.
+
+pytester is here because pytest only honours `pytest_plugins` in the root conftest; the suite's
+own plugin tests run real pytest sessions with it.
+"""
+
+pytest_plugins = ["bench.plugin", "fixtures.server", "pytester"]

@@ -1,0 +1,175 @@
+"""Real cells against the real llama-server on the built-in tiny model.
+
+Each test runs cellbench the way a user does (`pytest -m chat -k llamacpp ...` in a fresh pytest
+process) or drives `run_cell` with the real server fixture, then checks what a user relies on:
+the verdict, the result file against its schema, token counts against the server's own usage,
+and that no server process outlives the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+import adapters
+from bench import profiles
+from bench.cell import CellConfig, run_cell
+from bench.installs import NotInstalled, ensure_installed
+from bench.paths import PROJECT_ROOT
+from bench.results import new_run_id, validate
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def llama_server() -> str:
+    try:
+        return ensure_installed(adapters.get("llamacpp").recipe, allow_install=False).executable("llama-server")
+    except NotInstalled as exc:
+        pytest.fail(f"integration tests need llama-server: {exc}")
+
+
+def llama_servers(binary: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["exe", "cmdline", "status"]):
+        cmd = proc.info["cmdline"] or []
+        if cmd and cmd[0] == binary and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
+@pytest.fixture
+def no_leaked_servers(llama_server):
+    before = {p.pid for p in llama_servers(llama_server)}
+    yield
+    leaked = [p for p in llama_servers(llama_server) if p.pid not in before]
+    assert not leaked, f"llama-server left running: {[p.pid for p in leaked]}"
+
+
+def run_pytest(*args: str, tmp_path: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--results-dir", str(tmp_path / "results"), *args]
+    return subprocess.run(
+        cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}
+    )
+
+
+def result_files(tmp_path: Path) -> list[Path]:
+    return sorted(p for p in (tmp_path / "results").rglob("*.json"))
+
+
+def load_valid(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    validate(data)
+    return data
+
+
+def test_chat_cell_ok_and_tokens_equal_server_usage(tmp_path, no_leaked_servers):
+    proc = run_pytest("-m", "chat", "-k", "llamacpp", "--requests", "20", "--concurrency", "1,4", "--port", "0",
+                      tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "1 passed" in proc.stdout and "cellbench verdicts: 1 ok" in proc.stdout
+    (path,) = result_files(tmp_path)
+    assert path.parent.name == "chat" and path.name.startswith("llamacpp_")
+    result = load_valid(path)
+    assert result["verdict"]["verdict"] == "ok"
+    assert [lv["concurrency"] for lv in result["levels"]] == [1, 4]
+    assert result["model"]["served"]["listed"] == ["tiny"] and result["model"]["served"]["responses"] == ["tiny"]
+    assert result["framework"]["version"] and len(result["servers"]) == 2, "one server per level"
+    records = [json.loads(line) for line in (path.parent / result["requests_file"]).read_text().splitlines()]
+    for level in result["levels"]:
+        assert level["successful"] == 20 and level["usage_available"]
+        measured = [r for r in records if r["concurrency"] == level["concurrency"] and not r["warmup"]]
+        assert len(measured) == 20
+        assert all(r["tokens_source"] == "usage" for r in measured)
+        assert level["output_tokens_total"] == sum(r["usage_completion_tokens"] for r in measured)
+        assert level["input_tokens_total"] == sum(r["usage_prompt_tokens"] for r in measured)
+
+
+def test_agent_cell_runs_the_agent_split(tmp_path, no_leaked_servers):
+    proc = run_pytest("-m", "agent", "-k", "llamacpp", "--requests", "8", "--concurrency", "2", "--warmup", "1",
+                      "--port", "0", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    (path,) = result_files(tmp_path)
+    result = load_valid(path)
+    assert result["split"] == "agent" and result["verdict"]["verdict"] == "ok"
+    assert result["levels"][0]["input_tokens_total"] / 8 > 1000, "agent prompts are prefill-heavy"
+
+
+def test_profile_naming_another_model_is_wrong_model(tmp_path, no_leaked_servers):
+    # The server really serves the tiny GGUF under another name; llama-server accepts any
+    # requested id, so only /v1/models and the responses' `model` field can tell.
+    profile = tmp_path / "mislabelled.yaml"
+    profile.write_text(
+        (PROJECT_ROOT / "models" / "tiny.yaml").read_text().replace(
+            "gguf: {served_id: tiny}", "gguf: {served_id: tiny, alias: qwen3-0.6b-bf16}"
+        )
+    )
+    assert "alias: qwen3-0.6b-bf16" in profile.read_text()
+    proc = run_pytest("-m", "chat", "-k", "llamacpp", f"--model={profile}", "--requests", "4",
+                      "--concurrency", "1", "--warmup", "0", "--port", "0", tmp_path=tmp_path)
+    assert proc.returncode == 1
+    assert "wrong-model: /v1/models lists qwen3-0.6b-bf16, not tiny" in proc.stdout
+    result = load_valid(result_files(tmp_path)[0])
+    assert result["verdict"]["verdict"] == "wrong-model"
+    assert result["model"]["served"]["responses"] == ["qwen3-0.6b-bf16"]
+
+
+def test_held_port_is_failed_not_a_false_ready(tmp_path, no_leaked_servers):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        proc = run_pytest("-m", "chat", "-k", "llamacpp", "--requests", "2", "--concurrency", "1",
+                          "--port", str(port), tmp_path=tmp_path)
+    assert proc.returncode == 1
+    assert f"failed: port {port} is already held by pid {os.getpid()}" in proc.stdout
+
+
+def test_server_killed_mid_level_gives_typed_failures_and_a_result(tmp_path, server_launcher, no_leaked_servers):
+    killed = threading.Event()
+
+    def launch_then_kill(command, adapter, host, port, log_path):
+        server = server_launcher(command, adapter, host, port, log_path)
+
+        def kill():
+            os.killpg(server.proc.pid, signal.SIGKILL)
+            killed.set()
+
+        threading.Timer(1.0, kill).start()
+        return server
+
+    cfg = CellConfig(
+        framework="llamacpp", split="chat", profile=profiles.load_profile("tiny"), results_root=tmp_path,
+        run_id=new_run_id(), levels=(4,), requests=2000, warmup=0, port=0, request_timeout_s=30,
+    )
+    outcome = run_cell(cfg, launch_then_kill)
+    assert killed.is_set()
+    result = load_valid(outcome.result_path)
+    level = result["levels"][0]
+    assert level["successful"] > 0 and level["failed"] > 0
+    assert set(level["errors"]) <= {"connect", "truncated"} and level["errors"], level["errors"]
+    assert outcome.verdict.verdict.value in ("degraded", "all-failed")
+    assert result["servers"][0]["exit"] == {"returncode": -9, "signal": "SIGKILL", "stopped_by_us": False}
+
+
+def test_pytest_timeout_still_stops_the_server(tmp_path, no_leaked_servers):
+    proc = run_pytest("-m", "chat", "-k", "llamacpp", "--requests", "5000", "--concurrency", "1", "--port", "0",
+                      "--timeout", "4", tmp_path=tmp_path)
+    assert proc.returncode == 1
+    assert "Timeout (>4.0s) from pytest-timeout" in proc.stdout
+
+
+def test_real_profile_without_network_is_skipped_with_a_reason(tmp_path):
+    proc = run_pytest("-m", "chat", "-k", "llamacpp", "--model", "qwen3-0.6b", "-rs", tmp_path=tmp_path,
+                      env={"HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "1 skipped" in proc.stdout and "unsloth/Qwen3-0.6B-GGUF" in proc.stdout
