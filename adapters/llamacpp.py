@@ -60,7 +60,7 @@ ADAPTER = Adapter(
     model_format="gguf",
     default_port=8001,
     ready_path="/health",
-    recipe=RECIPE,
+    recipes={"*": RECIPE},
     serve=serve,
     capabilities=Capabilities(include_usage=True, ignore_eos=True, done_marker=True, unknown_model="accepted"),
     startup_timeout_s=120.0,

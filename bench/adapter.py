@@ -9,8 +9,8 @@ framework's name.
 from __future__ import annotations
 
 import platform
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -47,6 +47,7 @@ class ServeContext:
     port: int
     split: str
     concurrency: int
+    platform: str = ""  # the platform tag the command is for (e.g. "linux-x86_64+cuda")
 
 
 @dataclass(frozen=True)
@@ -60,25 +61,56 @@ class ServeCommand:
 
 
 def this_platform() -> str:
-    """`linux-x86_64`, `darwin-arm64`, ... (CUDA adds a separate flag, not a platform)."""
+    """`linux-x86_64`, `darwin-arm64`, ...: the OS and CPU, without accelerators."""
     return f"{platform.system().lower()}-{platform.machine().lower().replace('amd64', 'x86_64')}"
+
+
+def host_platforms() -> tuple[str, ...]:
+    """The platform tags this host offers, most specific first: `linux-x86_64+cuda` when an
+    NVIDIA GPU answers `nvidia-smi`, then the plain `linux-x86_64`."""
+    from bench.machine import detect  # machine detection runs nvidia-smi: only when asked
+
+    base = this_platform()
+    return (f"{base}+cuda", base) if detect().gpus else (base,)
 
 
 @dataclass(frozen=True)
 class Adapter:
+    """A framework as data. `recipes` and `serve` may differ per platform tag: a recipe keyed
+    `"*"` applies wherever no tag-specific one exists; `serve` reads `ServeContext.platform`."""
+
     name: str
     platforms: frozenset[str]
     model_format: ModelFormat
     default_port: int
     ready_path: str
-    recipe: Recipe
+    recipes: Mapping[str, Recipe]
     serve: Callable[[ServeContext], ServeCommand]
     capabilities: Capabilities = Capabilities()
     startup_timeout_s: float = 300.0
+    served_id: Callable[[ModelRef], str] | None = None  # when the server names the model itself
     notes: str = ""
 
+    def platform_here(self) -> str | None:
+        """The most specific platform tag of this host that the adapter supports, or None."""
+        return next((tag for tag in host_platforms() if tag in self.platforms), None)
+
     def runs_here(self) -> bool:
-        return this_platform() in self.platforms
+        return self.platform_here() is not None
+
+    def recipe_for(self, platform_tag: str) -> Recipe:
+        return self.recipes.get(platform_tag) or self.recipes["*"]
+
+    @property
+    def recipe(self) -> Recipe:
+        """The recipe for this host (the generic one where the adapter does not run here)."""
+        return self.recipe_for(self.platform_here() or "*")
+
+    def model_for_server(self, model: ModelRef) -> ModelRef:
+        """The model with the id this framework's server will list (e.g. mlx-lm: the absolute path)."""
+        if self.served_id is None:
+            return model
+        return replace(model, served_id=self.served_id(model))
 
     def request_extras(self) -> dict:
         """Fields every benchmark request carries for this framework."""

@@ -18,7 +18,7 @@ import httpx
 
 import adapters
 from bench import profiles
-from bench.adapter import Adapter, ModelRef, ServeCommand, ServeContext, this_platform
+from bench.adapter import Adapter, ServeCommand, ServeContext, this_platform
 from bench.installs import Installation, InstallError, NotInstalled, ensure_installed
 from bench.loadgen import LevelConfig, run_level
 from bench.machine import detect
@@ -67,21 +67,22 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     paths = cell_paths(cfg.results_root, cfg.profile.results_name, machine.slug, cfg.split, cfg.framework, cfg.run_id)
     started_at, t0 = now_iso(), time.monotonic()
 
-    if not adapter.runs_here():
+    platform_tag = adapter.platform_here()
+    if platform_tag is None:
         return _skipped(f"{adapter.name} runs on {', '.join(sorted(adapter.platforms))}; this is {this_platform()}")
     try:
-        install = ensure_installed(adapter.recipe, allow_install=cfg.install)
+        install = ensure_installed(adapter.recipe_for(platform_tag), allow_install=cfg.install)
     except NotInstalled as exc:
         return _skipped(f"{exc} (or pass --install)")
     except InstallError as exc:
         return CellOutcome(CellVerdict(Verdict.FAILED, str(exc)), None)
     try:
-        model = profiles.resolve(cfg.profile, adapter.model_format)
+        model = adapter.model_for_server(profiles.resolve(cfg.profile, adapter.model_format))
     except profiles.ProfileUnavailable as exc:
         return _skipped(str(exc))
     prompt_set = _prompts(cfg)
 
-    run = _LevelsRun(cfg, adapter, install, model, prompt_set, paths, launch)
+    run = _LevelsRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
     run.execute()
 
     evidence = Evidence(
@@ -93,7 +94,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     result = {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
-        "framework": {"name": adapter.name, **_version_block(install)},
+        "framework": {"name": adapter.name, "platform": platform_tag, **_version_block(install)},
         "split": cfg.split,
         "model": {
             "profile": cfg.profile.name,
@@ -154,8 +155,9 @@ def list_models(base_url: str) -> tuple[str, ...] | None:
 class _LevelsRun:
     """The mutable part of a cell: servers started, levels measured, what the server said."""
 
-    def __init__(self, cfg, adapter, install, model, prompt_set, paths: CellPaths, launch: Launcher):
+    def __init__(self, cfg, adapter, install, model, prompt_set, paths: CellPaths, launch: Launcher, platform_tag):
         self.cfg, self.adapter, self.install, self.model = cfg, adapter, install, model
+        self.platform_tag = platform_tag
         self.prompt_set, self.paths, self.launch = prompt_set, paths, launch
         self.summaries: list[dict] = []
         self.servers: list[dict] = []
@@ -185,7 +187,7 @@ class _LevelsRun:
     def _run_group(self, levels: tuple[int, ...], sidecar) -> bool:
         label = "shared" if len(levels) > 1 else f"c{levels[0]}"
         port = self._port()
-        ctx = ServeContext(self.install, self.model, self.cfg.host, port, self.cfg.split, max(levels))
+        ctx = ServeContext(self.install, self.model, self.cfg.host, port, self.cfg.split, max(levels), self.platform_tag)
         command = self.adapter.serve(ctx)
         log_path = self.paths.server_log(label)
         server_info = {"levels": list(levels), "port": port, "command": command.to_json(), "log": str(log_path)}

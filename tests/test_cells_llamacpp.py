@@ -94,6 +94,16 @@ def test_chat_cell_ok_and_tokens_equal_server_usage(tmp_path, no_leaked_servers)
         assert level["input_tokens_total"] == sum(r["usage_prompt_tokens"] for r in measured)
 
 
+def test_share_server_runs_every_level_on_one_server(tmp_path, no_leaked_servers):
+    proc = run_pytest("-m", "chat", "-k", "llamacpp", "--share-server", "--requests", "4", "--concurrency", "1,2",
+                      "--warmup", "1", "--port", "0", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    result = load_valid(result_files(tmp_path)[0])
+    assert result["run_config"]["levels_share_server"] is True
+    assert [s["levels"] for s in result["servers"]] == [[1, 2]]
+    assert [lv["concurrency"] for lv in result["levels"]] == [1, 2]
+
+
 def test_agent_cell_runs_the_agent_split(tmp_path, no_leaked_servers):
     proc = run_pytest("-m", "agent", "-k", "llamacpp", "--requests", "8", "--concurrency", "2", "--warmup", "1",
                       "--port", "0", tmp_path=tmp_path)
