@@ -24,5 +24,5 @@ bench: setup
 	$(PY) -m pytest -m chat --html=results/report.html --self-contained-html $(ARGS)
 
 test: setup
-	$(PY) -m bench.cli install llamacpp
+	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm
 	$(PY) -m pytest tests -p no:cacheprovider $(ARGS)

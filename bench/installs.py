@@ -27,6 +27,7 @@ from filelock import FileLock
 from bench.paths import frameworks_dir
 
 MARKER = "install.json"
+UNKNOWN_VERSION = "unknown"  # nothing installed: the running server is asked for its version
 
 
 class InstallError(RuntimeError):
@@ -230,3 +231,74 @@ def _first_version_line(lines: list[str]) -> str | None:
         if line.lower().startswith("version"):
             return line.split(":", 1)[-1].strip()
     return None
+
+
+@dataclass(frozen=True)
+class PipVenv:
+    """A virtual environment of pinned packages, installed through the user's own pip configuration.
+
+    The venv uses the interpreter cellbench runs on, so a framework never depends on whatever
+    `python3` happens to be on PATH. `uninstall` removes what the resolver pulled in but the
+    server must not import (a mismatched torchvision breaks vLLM's startup). The versions that
+    matter for a result are read back from the venv itself (`importlib.metadata`), since the
+    resolver picks every unpinned dependency and a local build tag such as `+cpu` says which
+    torch a run used.
+    """
+
+    framework: str
+    version: str  # the cache key: the main package's pinned version
+    packages: tuple[str, ...]  # pinned requirement strings, e.g. "mlx-lm==0.32.2"
+    executables: tuple[str, ...]  # console scripts in the venv's bin/, or "python"
+    report: tuple[str, ...]  # distributions whose installed versions go into `details["packages"]`
+    uninstall: tuple[str, ...] = ()
+    dirs: tuple[str, ...] = ()  # empty directories made in the prefix: caches a server expects to exist
+
+    def install_hint(self) -> str:
+        return f"cellbench install {self.framework}"
+
+    def external(self) -> Installation | None:
+        return None  # a server's Python dependencies are too entangled to trust a user's own venv
+
+    def build(self, prefix: Path, log: IO[str]) -> Installation:
+        venv = prefix / "venv"
+        python = venv / "bin" / "python"
+        run_logged([sys.executable, "-m", "venv", str(venv)], log)
+        pip = [str(python), "-m", "pip", "--disable-pip-version-check", "--no-input"]
+        run_logged([*pip, "install", *self.packages], log)
+        if self.uninstall:
+            run_logged([*pip, "uninstall", "-y", *self.uninstall], log)
+        for name in self.dirs:
+            (prefix / name).mkdir(parents=True, exist_ok=True)
+        freeze = prefix / "pip-freeze.txt"
+        with freeze.open("w") as out:  # every resolved version, for reproducing a result
+            subprocess.run([*pip, "freeze", "--all"], stdout=out, stderr=log, stdin=subprocess.DEVNULL, check=True)
+        binaries = {name: str(venv / "bin" / name) for name in self.executables}
+        missing = [path for path in binaries.values() if not Path(path).is_file()]
+        if missing:
+            raise InstallError(f"the install finished without {', '.join(missing)}; build log: {log.name}")
+        return Installation(
+            framework=self.framework,
+            version=self.version,
+            prefix=prefix,
+            executables=binaries,
+            source="cache",
+            details={"packages": self._versions(python, log), "requirements": list(self.packages),
+                     "removed": list(self.uninstall), "freeze": str(freeze)},
+        )
+
+    def _versions(self, python: Path, log: IO[str]) -> dict[str, str | None]:
+        """Installed versions of `report` (None: not installed), as the venv's own Python sees them."""
+        script = (
+            "import importlib.metadata as m, json, sys\n"
+            "def v(d):\n"
+            "    try: return m.version(d)\n"
+            "    except m.PackageNotFoundError: return None\n"
+            "print(json.dumps({d: v(d) for d in sys.argv[1:]}))"
+        )
+        log.write(f"\n$ {python} -c <importlib.metadata versions> {' '.join(self.report)}\n")
+        log.flush()
+        probe = subprocess.run([str(python), "-c", script, *self.report], capture_output=True, text=True,
+                               stdin=subprocess.DEVNULL)
+        log.write(probe.stdout + probe.stderr)
+        probe.check_returncode()
+        return json.loads(probe.stdout)

@@ -1,0 +1,72 @@
+"""Hugging Face transformers' own OpenAI server, `transformers serve`, with continuous batching.
+
+SiliconBench's command is `transformers serve --continuous-batching --device mps --dtype bfloat16
+--attn-implementation sdpa --port 8009 $HF_MODEL` with `PYTORCH_ENABLE_MPS_FALLBACK=1`; the same
+flags on CUDA, and `--device cpu` elsewhere. The server lists its positional model argument
+verbatim as the model id and answers 400 to any other id, so the adapter passes the absolute
+path and expects exactly that. It rejects unknown request fields (422 on `ignore_eos`), ends
+streams without `data: [DONE]`, and puts usage on the chunk that carries `finish_reason`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
+from bench.installs import PipVenv
+
+TRANSFORMERS = "5.24.0"
+TORCH = "2.13.0"
+
+# One recipe everywhere: PyPI's torch wheel is the Metal-enabled build on macOS and the CUDA build
+# on Linux (which runs on CPU too); a machine whose pip configuration offers a `+cpu` build of the
+# same version gets that. torchvision is left out: text generation does not need it, and a
+# torchvision built for another torch breaks `import transformers`.
+RECIPE = PipVenv(
+    framework="hf_transformers",
+    version=TRANSFORMERS,
+    packages=(f"transformers[serving]=={TRANSFORMERS}", f"torch=={TORCH}"),
+    executables=("transformers",),
+    report=("transformers", "torch", "tokenizers"),
+)
+
+ACCELERATED = {
+    "darwin-arm64": ("mps", {"PYTORCH_ENABLE_MPS_FALLBACK": "1"}),  # ops MPS lacks run on the CPU
+    "linux-x86_64+cuda": ("cuda", {}),
+}
+
+
+def serve(ctx: ServeContext) -> ServeCommand:
+    argv = [
+        ctx.install.executable("transformers"), "serve", "--continuous-batching",
+        "--host", ctx.host,
+        "--port", str(ctx.port),
+    ]
+    env = {"HF_HUB_OFFLINE": "1"}
+    if ctx.platform in ACCELERATED:
+        device, device_env = ACCELERATED[ctx.platform]
+        argv += ["--device", device, "--dtype", "bfloat16", "--attn-implementation", "sdpa"]
+        env.update(device_env)
+    else:
+        argv += ["--device", "cpu"]  # the checkpoint's own dtype: CPUs without bf16 units are slow at it
+    argv.append(served_id(ctx.model))
+    return ServeCommand(argv=argv, env=env)
+
+
+def served_id(model: ModelRef) -> str:
+    assert model.path is not None  # hf models are local folders
+    return str(Path(model.path).resolve())
+
+
+ADAPTER = Adapter(
+    name="hf_transformers",
+    platforms=frozenset({"linux-x86_64", "linux-x86_64+cuda", "darwin-arm64"}),
+    model_format="hf",
+    default_port=8009,
+    ready_path="/v1/models",
+    recipes={"*": RECIPE},
+    serve=serve,
+    capabilities=Capabilities(include_usage=True, ignore_eos=False, done_marker=False, unknown_model="400"),
+    startup_timeout_s=180.0,
+    served_id=served_id,
+)
