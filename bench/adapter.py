@@ -12,9 +12,12 @@ import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from bench.installs import Installation, Recipe
+
+if TYPE_CHECKING:  # profiles import this module
+    from bench.profiles import ModelProfile
 
 ModelFormat = Literal["gguf", "hf", "mlx", "ollama"]
 
@@ -60,6 +63,19 @@ class ServeCommand:
         return {"argv": self.argv, "env": self.env, "cwd": str(self.cwd) if self.cwd else None}
 
 
+class NotConfigured(LookupError):
+    """An adapter defined by the user's profile or command line has nothing to run; says how."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An adapter made concrete for one profile (and endpoint): what a cell runs."""
+
+    adapter: Adapter
+    install: Installation
+    model: ModelRef
+
+
 def this_platform() -> str:
     """`linux-x86_64`, `darwin-arm64`, ...: the OS and CPU, without accelerators."""
     return f"{platform.system().lower()}-{platform.machine().lower().replace('amd64', 'x86_64')}"
@@ -89,6 +105,9 @@ class Adapter:
     capabilities: Capabilities = Capabilities()
     startup_timeout_s: float = 300.0
     served_id: Callable[[ModelRef], str] | None = None  # when the server names the model itself
+    # Set by adapters that a profile or `--endpoint` defines instead of code (the generic
+    # `openai` one): (profile, endpoint or None) -> Bound, or raises NotConfigured.
+    bind: Callable[[ModelProfile, str | None], Bound] | None = None
     notes: str = ""
 
     def platform_here(self) -> str | None:
@@ -111,6 +130,11 @@ class Adapter:
         if self.served_id is None:
             return model
         return replace(model, served_id=self.served_id(model))
+
+    @property
+    def takes_endpoint(self) -> bool:
+        """Whether `--endpoint` (an already-running server of unknown make) can be this framework."""
+        return self.bind is not None
 
     def request_extras(self) -> dict:
         """Fields every benchmark request carries for this framework."""

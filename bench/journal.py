@@ -70,9 +70,11 @@ class Journal:
         return self.directory / f"journal_{self.day}.json"
 
     @classmethod
-    def open(cls, directory: Path, *, model: str, machine: str, day: str | None = None) -> Journal:
+    def open(
+        cls, directory: Path, *, model: str, machine: str, day: str | None = None, started_at: str | None = None
+    ) -> Journal:
         """Today's journal, continuing one an earlier session of the same day started."""
-        journal = cls(directory, day or date.today().isoformat(), model, machine)
+        journal = cls(directory, day or date.today().isoformat(), model, machine, started_at or _now())
         if journal.state_path.is_file():
             state = json.loads(journal.state_path.read_text())
             journal.started_at = state["started_at"]

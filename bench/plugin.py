@@ -10,15 +10,19 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 import adapters
 from bench import profiles
 from bench.cell import CellConfig, CellOutcome
-from bench.results import new_run_id
+from bench.journal import CellEntry, Journal
+from bench.machine import detect
+from bench.report import rebuild_split
+from bench.results import new_run_id, now_iso
 from bench.server import reap_orphans
-from bench.verdicts import Verdict
+from bench.verdicts import Verdict, dominant_error
 
 SPLITS = ("chat", "agent")
 CELL_OUTCOME = pytest.StashKey[CellOutcome]()
@@ -26,6 +30,7 @@ RUN_ID = pytest.StashKey[str]()
 LEVELS = pytest.StashKey[tuple]()
 PROFILE = pytest.StashKey["profiles.ModelProfile"]()
 VERDICTS = pytest.StashKey[Counter]()
+ENDPOINT = pytest.StashKey["str | None"]()
 
 # verdict -> (category, letter, verbose word) for pytest_report_teststatus
 _STATUS = {
@@ -49,6 +54,21 @@ def _levels(text: str) -> tuple[int, ...]:
     return levels
 
 
+def _endpoint(text: str | None) -> str | None:
+    """`http://127.0.0.1:8080` (a trailing `/` or `/v1` dropped: requests add `/v1/...` themselves)."""
+    if text is None:
+        return None
+    url = text.rstrip("/").removesuffix("/v1")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None or parts.path:
+        raise pytest.UsageError(f"--endpoint takes a server's base URL such as http://127.0.0.1:8080, got {text!r}")
+    return url
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("cellbench", "cellbench benchmark cells")
     g.addoption("--model", default="tiny", help="model profile name (models/<name>.yaml) or a profile path [tiny]")
@@ -67,6 +87,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--degraded-threshold", type=float, default=0.2, help="failure share that makes a cell degraded")
     g.addoption("--strict-verdicts", action="store_true", help="degraded and capped cells fail the run")
     g.addoption("--host-lock-timeout", type=float, default=3600.0, help="seconds to wait for another cell [3600]")
+    g.addoption("--endpoint", default=None,
+                help="benchmark this already-running server (e.g. http://127.0.0.1:8080) with the generic "
+                     "openai adapter; only its cells run, nothing is started or stopped")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -77,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[VERDICTS] = Counter()
     # Bad options are usage errors now, not one failed test per cell later.
     config.stash[LEVELS] = _levels(config.getoption("concurrency"))
+    config.stash[ENDPOINT] = _endpoint(config.getoption("endpoint"))
     try:
         config.stash[PROFILE] = profiles.load_profile(config.getoption("model"))
     except profiles.ProfileError as exc:
@@ -84,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "cellbench-xdist")
     if workerinput is None:
-        config.pluginmanager.register(VerdictTally(config), "cellbench-verdicts")
+        config.pluginmanager.register(RunRecorder(config), "cellbench-recorder")
 
 
 class _XdistHooks:
@@ -107,9 +131,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "cell_id" not in metafunc.fixturenames:
         return
+    # An endpoint is one server of unknown make: only adapters that bind to it can address it.
+    registry = adapters.registry()
+    endpoint = metafunc.config.stash[ENDPOINT]
+    names = sorted(name for name, a in registry.items() if a.takes_endpoint or not endpoint)
     params = [
         pytest.param((name, split), id=f"{name}-{split}", marks=[getattr(pytest.mark, split), getattr(pytest.mark, name)])
-        for name in sorted(adapters.registry())
+        for name in names
         for split in SPLITS
     ]
     metafunc.parametrize("cell_id", params)
@@ -136,6 +164,7 @@ def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> Cel
         tools_param=opt("tools_param"),
         prompts_path=opt("prompts"),
         degraded_fraction=opt("degraded_threshold"),
+        endpoint=request.config.stash[ENDPOINT],
     )
 
 
@@ -156,17 +185,41 @@ def enforce_verdict(request: pytest.FixtureRequest):
     return enforce
 
 
+def _results_root(config: pytest.Config) -> Path:
+    return config.getoption("results_dir") or config.rootpath / "results"
+
+
+def _evidence(result: dict) -> dict:
+    """What the journal shows for a failure: the dominant error and the server logs."""
+    evidence: dict = {"server_logs": [s["log"] for s in result.get("servers", []) if s.get("log")]}
+    dominant = dominant_error(tuple(result.get("levels", ())))
+    if dominant:
+        evidence["dominant_error"] = dominant
+    return evidence
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     outcome = item.stash.get(CELL_OUTCOME, None)
     if outcome is not None and report.when == "call":
+        # Plain data only: under xdist the report travels to the controller.
         report.cellbench = {
             "verdict": outcome.verdict.verdict.value,
             "reason": outcome.verdict.reason,
             "annotations": list(outcome.verdict.annotations),
             "result_path": str(outcome.result_path) if outcome.result_path else None,
+            "evidence": _evidence(outcome.result),
         }
+        cell_id = item.callspec.params.get("cell_id") if hasattr(item, "callspec") else None
+        if cell_id is not None:  # a benchmark cell (not a plugin test's stand-in): it goes in the journal
+            report.cellbench.update(
+                framework=cell_id[0],
+                split=cell_id[1],
+                model=item.config.stash[PROFILE].results_name,
+                machine=detect().slug,
+                results_root=str(_results_root(item.config)),
+            )
         report.user_properties.append(("cellbench_verdict", outcome.verdict.verdict.value))
     return report
 
@@ -184,16 +237,42 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
     return category, letter, (word, {color: True})
 
 
-class VerdictTally:
-    """Counts verdicts as reports arrive (on the controller under xdist) and prints them last."""
+class RunRecorder:
+    """On the controller: counts verdicts, writes the journal after every cell, and at the end
+    rebuilds comparison.json, REPORT.md and the plots of every split this session touched."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
+        self.started_at = now_iso()
+        self.journals: dict[Path, Journal] = {}
+        self.split_dirs: set[Path] = set()
+        self.written: list[Path] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "cellbench", None)
-        if data and report.when == "call":
-            self.config.stash[VERDICTS][data["verdict"]] += 1
+        if not data or report.when != "call":
+            return
+        self.config.stash[VERDICTS][data["verdict"]] += 1
+        if "framework" not in data:
+            return
+        directory = Path(data["results_root"]) / data["model"] / data["machine"]
+        if directory not in self.journals:
+            self.journals[directory] = Journal.open(
+                directory, model=data["model"], machine=data["machine"], started_at=self.started_at
+            )
+        self.journals[directory].record(
+            CellEntry(data["framework"], data["split"], data["verdict"], data["reason"], data["result_path"],
+                      data["annotations"], data["evidence"])
+        )
+        if data["result_path"]:
+            self.split_dirs.add(Path(data["result_path"]).parent)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        for split_dir in sorted(self.split_dirs):
+            self.written += rebuild_split(split_dir)[1][:2]  # comparison.json, REPORT.md
+        for journal in self.journals.values():
+            journal.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+            self.written.append(journal.md_path)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         counts = self.config.stash[VERDICTS]
@@ -202,5 +281,6 @@ class VerdictTally:
         order = [v.value for v in Verdict]
         line = ", ".join(f"{counts[v]} {v}" for v in order if counts[v])
         terminalreporter.write_sep("=", f"cellbench verdicts: {line}")
-        results = self.config.getoption("results_dir") or self.config.rootpath / "results"
-        terminalreporter.write_line(f"run {self.config.stash[RUN_ID]}; results under {results}")
+        terminalreporter.write_line(f"run {self.config.stash[RUN_ID]}; results under {_results_root(self.config)}")
+        for path in self.written:
+            terminalreporter.write_line(f"  {path}")

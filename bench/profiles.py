@@ -15,6 +15,13 @@ Schema (`builtin` profiles name no repos: the model is built locally):
       gguf:   {repo: owner/name, file: x.gguf, served_id: str, alias: str}
       hf|mlx: {repo: owner/name, served_id: str, alias: str}
       ollama: {tag: str, served_id: str}         # served_id defaults to the tag
+    openai:                        # optional: a server for the generic `openai` adapter
+      command: [argv...]           # may name {host}, {port}, {model_path}; absent: only --endpoint
+      env: {NAME: value}           # added to the server's environment; may name the same
+      ready_path: /v1/models       # GET answering 200 means ready
+      port: 8012                   # the server's port unless --port says otherwise
+      format: gguf                 # the format whose file is {model_path} and whose id is served
+      served_id: str               # the id the server lists; default: that format's served_id
 
 `alias` is the name the serve command gives the model where the framework lets us choose; it
 defaults to `served_id`.
@@ -25,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
@@ -36,7 +43,7 @@ from bench.paths import PROJECT_ROOT, models_dir
 
 PROFILES_DIR = PROJECT_ROOT / "models"
 FORMATS: tuple[str, ...] = get_args(ModelFormat)
-TOP_FIELDS = ("name", "results_name", "builtin", "sampling", "formats", "ignore_eos")
+TOP_FIELDS = ("name", "results_name", "builtin", "sampling", "formats", "ignore_eos", "openai")
 ENTRY_FIELDS = ("repo", "file", "tag", "served_id", "alias")
 # Request fields the engine owns; a profile's `sampling` overriding them would corrupt a run.
 ENGINE_FIELDS = ("model", "messages", "stream", "stream_options", "max_tokens", "tools")
@@ -48,6 +55,9 @@ SOURCE_FIELDS: dict[str, tuple[str, ...]] = {
     "ollama": ("tag",),
 }
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+OPENAI_FIELDS = ("command", "env", "ready_path", "port", "format", "served_id")
+COMMAND_PLACEHOLDERS = ("host", "port", "model_path")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
 class ProfileError(ValueError):
@@ -79,6 +89,18 @@ class FormatEntry:
 
 
 @dataclass(frozen=True)
+class OpenAIServer:
+    """How to start (or only how to address) a server for the generic `openai` adapter."""
+
+    command: tuple[str, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    ready_path: str = "/v1/models"
+    port: int = 8012
+    format: str | None = None
+    served_id: str | None = None
+
+
+@dataclass(frozen=True)
 class ModelProfile:
     name: str
     results_name: str
@@ -87,6 +109,7 @@ class ModelProfile:
     source: Path
     builtin: str | None = None
     ignore_eos: bool = False  # ask for max_tokens every time, where the server accepts ignore_eos
+    openai: OpenAIServer | None = None
 
 
 class _Schema:
@@ -149,7 +172,43 @@ class _Schema:
         ignore_eos = data.get("ignore_eos", False)
         if not isinstance(ignore_eos, bool):
             raise self.fail("ignore_eos", f"must be true or false, got {ignore_eos!r}")
-        return ModelProfile(name, results_name, sampling, entries, self.source, builtin, ignore_eos)
+        openai = self.openai(data["openai"], entries) if "openai" in data else None
+        return ModelProfile(name, results_name, sampling, entries, self.source, builtin, ignore_eos, openai)
+
+    def openai(self, raw: Any, entries: dict[str, FormatEntry]) -> OpenAIServer:
+        raw = self.mapping(raw, "openai")
+        self.known_keys(raw, OPENAI_FIELDS, "openai")
+        command = None
+        if "command" in raw:
+            if not isinstance(raw["command"], list) or not raw["command"]:
+                raise self.fail("openai.command", "must be a non-empty list of strings (an argv)")
+            command = tuple(self.template(arg, f"openai.command[{i}]") for i, arg in enumerate(raw["command"]))
+        env = self.mapping(raw.get("env", {}), "openai.env")
+        env = {key: self.template(value, f"openai.env.{key}") for key, value in env.items()}
+        ready_path = self.text(raw, "ready_path", "openai.ready_path") or "/v1/models"
+        if not ready_path.startswith("/"):
+            raise self.fail("openai.ready_path", f"must be a path starting with /, got {ready_path!r}")
+        port = raw.get("port", 8012)
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise self.fail("openai.port", f"must be a port number, got {port!r}")
+        fmt = self.text(raw, "format", "openai.format")
+        if fmt is not None and fmt not in entries:
+            raise self.fail("openai.format", f"names no format of this profile; it has {', '.join(entries)}")
+        uses_path = any("{model_path}" in arg for arg in [*(command or ()), *env.values()])
+        if uses_path and fmt is None and len(entries) > 1:
+            raise self.fail("openai.format", "is required when the command names {model_path} and the profile "
+                                             f"has several formats ({', '.join(entries)})")
+        served_id = self.text(raw, "served_id", "openai.served_id")
+        return OpenAIServer(command, env, ready_path, port, fmt, served_id)
+
+    def template(self, value: Any, field: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(field, f"must be a non-empty string, got {value!r}")
+        for name in _PLACEHOLDER.findall(value):
+            if name not in COMMAND_PLACEHOLDERS:
+                raise self.fail(field, f"unknown placeholder {{{name}}}; known: "
+                                       + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS))
+        return value
 
     def entry(self, fmt: str, raw: Any, builtin: str | None) -> FormatEntry:
         field = f"formats.{fmt}"

@@ -72,7 +72,8 @@ def _totals(levels: tuple[dict, ...]) -> tuple[int, int]:
     return done, failed
 
 
-def _dominant_error(levels: tuple[dict, ...]) -> dict | None:
+def dominant_error(levels: tuple[dict, ...]) -> dict | None:
+    """The most frequent (error type, HTTP status) over all levels, with its count."""
     counts: dict[tuple, int] = {}
     for lv in levels:
         dom = lv.get("dominant_error")
@@ -108,7 +109,7 @@ def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
     if ev.oom:
         return CellVerdict(Verdict.OOM, ev.oom, notes)
     done, failed = _totals(ev.levels)
-    dominant = _dominant_error(ev.levels)
+    dominant = dominant_error(ev.levels)
     if ev.identity is not None and (why := ev.identity.mismatch()):
         return CellVerdict(Verdict.WRONG_MODEL, why, notes)
     if done and failed / done >= ALL_FAILED_FRACTION:

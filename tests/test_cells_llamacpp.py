@@ -63,7 +63,8 @@ def run_pytest(*args: str, tmp_path: Path, env: dict | None = None) -> subproces
 
 
 def result_files(tmp_path: Path) -> list[Path]:
-    return sorted(p for p in (tmp_path / "results").rglob("*.json"))
+    """Cell results only: not comparison.json, not the journal's state."""
+    return sorted(p for p in (tmp_path / "results").rglob("*_*.json") if not p.name.startswith("journal_"))
 
 
 def load_valid(path: Path) -> dict:
@@ -92,6 +93,12 @@ def test_chat_cell_ok_and_tokens_equal_server_usage(tmp_path, no_leaked_servers)
         assert all(r["tokens_source"] == "usage" for r in measured)
         assert level["output_tokens_total"] == sum(r["usage_completion_tokens"] for r in measured)
         assert level["input_tokens_total"] == sum(r["usage_prompt_tokens"] for r in measured)
+    # the session's reports, rebuilt from the result files at its end
+    comparison = json.loads((path.parent / "comparison.json").read_text())
+    assert comparison["provenance"]["llamacpp"]["run_id"] == result["run_id"]
+    assert "## Concurrency 4" in (path.parent / "REPORT.md").read_text()
+    (journal,) = path.parent.parent.glob("journal_*.md")
+    assert "| llamacpp | ok |" in journal.read_text()
 
 
 def test_share_server_runs_every_level_on_one_server(tmp_path, no_leaked_servers):
@@ -176,6 +183,27 @@ def test_pytest_timeout_still_stops_the_server(tmp_path, no_leaked_servers):
                       "--timeout", "4", tmp_path=tmp_path)
     assert proc.returncode == 1
     assert "Timeout (>4.0s) from pytest-timeout" in proc.stdout
+
+
+SILICONBENCH = PROJECT_ROOT.parent / "shared" / "data" / "siliconbench"
+
+
+@pytest.mark.skipif(not SILICONBENCH.is_dir(), reason="SiliconBench's prompt files are not beside the project")
+@pytest.mark.parametrize("split", ["chat", "agent"])
+def test_siliconbench_prompt_files_run_unchanged(tmp_path, split, no_leaked_servers):
+    source = SILICONBENCH / f"{split}_benchmark_prompts.json"
+    proc = run_pytest("-m", split, "-k", "llamacpp", f"--prompts={source}", "--requests", "6", "--concurrency", "2",
+                      "--warmup", "1", "--port", "0", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    result = load_valid(result_files(tmp_path)[0])
+    assert result["run_config"]["prompts"] == {"source": str(source), "format": "siliconbench", "count": 100,
+                                               "tools_param": False}
+    records = [json.loads(line) for line in (result_files(tmp_path)[0].parent / result["requests_file"]).open()]
+    measured = [r for r in records if not r["warmup"]]
+    assert [r["prompt_name"] for r in measured][:2] and all(r["error"] is None for r in measured)
+    names = json.loads(source.read_text())
+    assert {r["prompt_name"] for r in measured} <= {p["name"] for p in names}
+    assert not {r["prompt_name"] for r in records if r["warmup"]} & {p["name"] for p in names}, "warm-up is apart"
 
 
 def test_real_profile_without_network_is_skipped_with_a_reason(tmp_path):

@@ -1,0 +1,74 @@
+"""mistral.rs' `mistralrs serve`, built from git with Metal on Apple silicon.
+
+SiliconBench's command: `mistralrs serve -p 8003 -m $HF_MODEL --format gguf -f $GGUF_MODEL`, here
+also bound to our host (its default is 0.0.0.0). `-m` must be a local directory: given a Hub repo
+id, mistral.rs lists the repo on every start and a TLS failure there took the server down before
+it bound its port. SiliconBench pointed `-m` at the HF snapshot and `-f` at the GGUF; a cell hands
+an adapter one model format, so here `-m` is the GGUF's own directory and the tokenizer and chat
+template come from the GGUF's metadata. The server lists its single model as `default`, which is
+the id every request sends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
+from bench.scripted_install import ScriptedInstall, Step
+
+REPO = "https://github.com/EricLBuehler/mistral.rs.git"
+# Unattended shells do not read the user's profile, so cargo may be missing from PATH (SiliconBench).
+CARGO_BUILD = (
+    '[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"; '
+    'MISTRALRS_METAL_PRECOMPILE=0 cargo build --release --features "metal accelerate"'
+)
+
+RECIPE = ScriptedInstall(
+    framework="mistralrs",
+    version="git-main",
+    steps=(
+        Step(("git", "clone", REPO, "{prefix}/mistral.rs")),
+        Step(CARGO_BUILD, cwd="mistral.rs"),
+    ),
+    update_commands=(
+        Step(("git", "pull"), cwd="mistral.rs"),
+        Step(CARGO_BUILD, cwd="mistral.rs"),
+    ),
+    executables={"mistralrs": "mistral.rs/target/release/mistralrs"},
+    version_probe=("git", "-C", "{prefix}/mistral.rs", "describe", "--tags", "--always"),
+    env_var="MISTRALRS",
+    path_name="mistralrs",
+)
+
+
+def serve(ctx: ServeContext) -> ServeCommand:
+    assert ctx.model.path is not None  # a GGUF file
+    gguf = Path(ctx.model.path)
+    argv = [
+        ctx.install.executable("mistralrs"), "serve",
+        "-p", str(ctx.port),
+        "--host", ctx.host,
+        "-m", str(gguf.parent),
+        "--format", "gguf",
+        "-f", gguf.name,
+    ]
+    return ServeCommand(argv=argv)
+
+
+def served_id(model: ModelRef) -> str:
+    return "default"
+
+
+ADAPTER = Adapter(
+    name="mistralrs",
+    platforms=frozenset({"darwin-arm64"}),
+    model_format="gguf",
+    default_port=8003,
+    ready_path="/v1/models",
+    recipes={"*": RECIPE},
+    serve=serve,
+    # A request naming another model is refused (its status is not pinned down here).
+    capabilities=Capabilities(include_usage=True, ignore_eos=False, done_marker=True, unknown_model="error"),
+    startup_timeout_s=300.0,
+    served_id=served_id,
+)

@@ -1,0 +1,56 @@
+"""Ollama, installed with Homebrew on macOS, serving a registry tag it has pulled.
+
+SiliconBench's command: `OLLAMA_HOST=0.0.0.0:8006 OLLAMA_NUM_PARALLEL=16 OLLAMA_KEEP_ALIVE=10m
+OLLAMA_CONTEXT_LENGTH=16384 ollama serve`, here bound to our host. Its serve script sets the
+16384 context on both splits (its README's "chat runs untouched" notwithstanding), so both splits
+get it. Ollama serves whatever its model store holds: the model is the profile's tag (no local
+file), sent in every request, and a tag that was never pulled (`ollama pull <tag>`) answers 404 on
+every request, which the cell reports as wrong-model because `/v1/models` does not list it.
+SiliconBench stopped any running Ollama first (`pkill`, `launchctl stop`); cellbench never touches
+processes it did not start, and the Ollama app's own server listens on another port (11434).
+"""
+
+from __future__ import annotations
+
+from bench.adapter import Adapter, Capabilities, ServeCommand, ServeContext
+from bench.scripted_install import ScriptedInstall, Step
+
+RECIPE = ScriptedInstall(
+    framework="ollama",
+    version="brew",
+    steps=(Step(("brew", "install", "ollama")),),
+    update_commands=(Step(("brew", "upgrade", "ollama")),),
+    executables={"ollama": "ollama"},  # on PATH once brew has installed it
+    version_probe=("{ollama}", "--version"),  # "ollama version is 0.12.3" (a warning first when no server runs)
+    env_var="OLLAMA_BIN",
+    path_name="ollama",
+)
+
+NUM_PARALLEL = 16
+KEEP_ALIVE = "10m"
+CONTEXT_LENGTH = {"chat": 16384, "agent": 16384}
+
+
+def serve(ctx: ServeContext) -> ServeCommand:
+    env = {
+        "OLLAMA_HOST": f"{ctx.host}:{ctx.port}",
+        "OLLAMA_NUM_PARALLEL": str(NUM_PARALLEL),
+        "OLLAMA_KEEP_ALIVE": KEEP_ALIVE,
+        "OLLAMA_CONTEXT_LENGTH": str(CONTEXT_LENGTH.get(ctx.split, CONTEXT_LENGTH["chat"])),
+    }
+    return ServeCommand(argv=[ctx.install.executable("ollama"), "serve"], env=env)
+
+
+ADAPTER = Adapter(
+    name="ollama",
+    platforms=frozenset({"darwin-arm64"}),
+    model_format="ollama",
+    default_port=8006,
+    ready_path="/v1/models",
+    recipes={"*": RECIPE},
+    serve=serve,
+    # The OpenAI layer drops fields it does not know, so `ignore_eos` would be silently ignored.
+    capabilities=Capabilities(include_usage=True, ignore_eos=False, done_marker=True, unknown_model="404"),
+    startup_timeout_s=300.0,
+    notes="the profile's tag must be pulled first: ollama pull <tag>",
+)

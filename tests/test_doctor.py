@@ -1,0 +1,92 @@
+"""`cellbench doctor` on this machine, and what `pytest -m chat` says about frameworks it cannot run.
+
+This machine is Linux on x86_64 without a GPU, with llama.cpp built in the framework cache (CI's
+`make test` builds it first): llama.cpp runs here and is installed; the Apple-only and CUDA-only
+frameworks cannot run, and every one of them says so in one line that names the platform.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from bench.adapter import host_platforms, this_platform
+from bench.cli import main
+from bench.paths import PROJECT_ROOT
+
+ELSEWHERE = ("mistralrs", "vllm_metal", "vllm_mlx", "omlx", "ollama", "sglang")
+
+pytestmark = pytest.mark.skipif(
+    host_platforms() != ("linux-x86_64",), reason=f"expects a Linux x86_64 host without a GPU, not {host_platforms()}"
+)
+
+
+@pytest.fixture
+def report(capsys, monkeypatch) -> dict:
+    monkeypatch.delenv("LLAMA_SERVER", raising=False)  # the cached build, not a user's own
+    assert main(["doctor", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    return {r["framework"]: r for r in data["frameworks"]}
+
+
+def test_llamacpp_runs_here_and_is_installed_from_the_cache(report):
+    llamacpp = report["llamacpp"]
+    assert llamacpp["runnable"] and llamacpp["platform"] == "linux-x86_64"
+    assert llamacpp["installed"] and llamacpp["source"] == "cache" and llamacpp["version"] == "b11434"
+    assert llamacpp["install_command"] == "cellbench install llamacpp"
+    assert "linux-x86_64+cuda" in llamacpp["platforms"] and "darwin-arm64" in llamacpp["platforms"]
+
+
+def test_omlx_cannot_run_here_and_says_where_it_runs_and_how_to_install(report):
+    omlx = report["omlx"]
+    assert not omlx["runnable"] and omlx["platforms"] == ["darwin-arm64"] and "installed" not in omlx
+    assert omlx["install_command_for"] == "darwin-arm64"
+    assert "git clone https://github.com/jundot/omlx.git" in omlx["install_command"]
+    assert any("git pull" in step for step in omlx["update_commands"])
+
+
+def test_every_framework_has_a_report(report):
+    for name in ELSEWHERE:
+        assert not report[name]["runnable"], name
+        assert report[name]["install_command"].startswith(f"cellbench install {name} (runs: "), name
+    assert report["sglang"]["install_by_platform"]["linux-x86_64+cuda"] != report["sglang"]["install_command"]
+    assert report["openai"]["runnable"] and "--endpoint" in report["openai"]["install_command"]
+
+
+def test_the_table_names_the_platform_of_what_cannot_run(capsys):
+    assert main(["doctor"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["framework", "platforms", "runnable", "here", "installed", "install"]
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert re.search(r"yes \(linux-x86_64\)\s+b11434 \(cache\)\s+cellbench install llamacpp", rows["llamacpp"])
+    assert re.search(r"^omlx\s+darwin-arm64\s+no \(this is linux-x86_64\)\s+-\s+\[darwin-arm64\] cellbench install omlx",
+                     rows["omlx"])
+
+
+def test_install_refuses_a_framework_that_cannot_run_here(capsys):
+    assert main(["install", "omlx"]) == 1
+    assert "omlx: runs on darwin-arm64; this is linux-x86_64" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_chat_cells_of_frameworks_that_cannot_run_here_skip_with_one_line_each(tmp_path):
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "chat", "-rs",
+           "--requests", "2", "--concurrency", "1", "--port", "0", f"--results-dir={tmp_path / 'results'}",
+           "-k", "not llamacpp and not mlx_lm and not hf_transformers and not vllm-"]
+    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k != "LLAMA_SERVER"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    assert re.search(r"\b7 skipped\b", out) and "cellbench verdicts: 7 skipped" in out
+    skips = [line for line in out.splitlines() if line.startswith("SKIPPED [1] ")]
+    for name in ELSEWHERE:
+        (line,) = [line for line in skips if f": {name} runs on " in line]
+        assert line.endswith(f"; this is {this_platform()}"), line
+    (generic,) = [line for line in skips if ": openai: " in line]
+    assert "--endpoint http://127.0.0.1:PORT" in generic
+    assert not [p for p in tmp_path.rglob("*.json") if not p.name.startswith("journal_")], "a skipped cell writes no result"

@@ -1,0 +1,177 @@
+"""The generic `openai` adapter for real: an already-running server named by `--endpoint`, and a
+server started from a command in a model profile, both a llama-server on the built-in tiny model.
+
+The endpoint's llama-server is this test's own process (its own process group, stopped in a
+`finally`); the cell must run its levels against it without starting or stopping anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+import adapters
+from bench import profiles
+from bench.cell import CellConfig, run_cell
+from bench.installs import NotInstalled, ensure_installed
+from bench.paths import PROJECT_ROOT
+from bench.results import new_run_id, validate
+from bench.server import free_port
+from bench.verdicts import Verdict
+
+pytestmark = pytest.mark.integration
+
+HOST = "127.0.0.1"
+# The built-in tiny model with `ignore_eos` sent as a plain request field: the generic adapter never
+# sends it by itself, and a random model otherwise ends some answers on their first token.
+TINY_FOR_OPENAI = """\
+name: tiny-openai
+results_name: tiny-openai
+builtin: tiny
+sampling: {{temperature: 1.0, ignore_eos: true}}
+formats:
+  gguf: {{served_id: tiny}}
+{extra}"""
+
+
+@pytest.fixture(scope="module")
+def llama_server() -> str:
+    try:
+        return ensure_installed(adapters.get("llamacpp").recipe, allow_install=False).executable("llama-server")
+    except NotInstalled as exc:
+        pytest.fail(f"integration tests need llama-server: {exc}")
+
+
+@pytest.fixture
+def endpoint(llama_server, tmp_path):
+    """A llama-server serving the tiny GGUF as `tiny`, started and stopped by this test alone."""
+    gguf = profiles.resolve(profiles.load_profile("tiny"), "gguf").path
+    port = free_port(HOST)
+    log = (tmp_path / "endpoint.log").open("wb")
+    proc = subprocess.Popen(
+        [llama_server, "-m", str(gguf), "--host", HOST, "--port", str(port), "--alias", "tiny",
+         "--parallel", "2", "-c", "8192", "--no-webui"],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, f"llama-server exited: {(tmp_path / 'endpoint.log').read_text()[-2000:]}"
+            try:
+                if httpx.get(f"http://{HOST}:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "llama-server not ready after 60 s"
+            time.sleep(0.2)
+        yield proc, f"http://{HOST}:{port}"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+        log.close()
+
+
+def write_profile(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "tiny-openai.yaml"
+    path.write_text(TINY_FOR_OPENAI.format(extra=extra))
+    return path
+
+
+def run_pytest(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--results-dir={tmp_path / 'results'}", *args]
+    return subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+
+
+def only_result(tmp_path: Path) -> dict:
+    (path,) = sorted(p for p in (tmp_path / "results").rglob("openai_*.json"))
+    data = json.loads(path.read_text())
+    validate(data)
+    return data
+
+
+def test_endpoint_runs_the_levels_against_a_running_server(endpoint, tmp_path):
+    proc, url = endpoint
+    profile = write_profile(tmp_path)
+    out = run_pytest("-m", "chat", "-v", f"--endpoint={url}/v1", f"--model={profile}", "--requests", "6",
+                     "--concurrency", "1,2", "--warmup", "1", tmp_path=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "test_cell[openai-chat] OK" in out.stdout and "1 passed" in out.stdout
+    assert "llamacpp" not in out.stdout, "with --endpoint only the generic adapter's cells exist"
+    result = only_result(tmp_path)
+    assert result["verdict"]["verdict"] == "ok", result["verdict"]
+    assert result["framework"]["name"] == "openai" and result["framework"]["install_source"] == "--endpoint"
+    assert result["framework"]["version_source"] == "server: GET /props" and result["framework"]["version"]
+    assert result["servers"] == [{
+        "levels": [1, 2], "external": url, "ready_after_s": None,
+        "reported_version": {"path": "/props", "version": result["framework"]["version"]},
+        "exit": {"returncode": None, "signal": None, "stopped_by_us": False},
+    }]
+    assert result["run_config"]["levels_share_server"] is True
+    assert result["model"]["requested"] == "tiny" and result["model"]["path"] is None
+    assert result["model"]["served"] == {"listed": ["tiny"], "responses": ["tiny"]}
+    assert [level["successful"] for level in result["levels"]] == [6, 6]
+    assert proc.poll() is None, "the cell must not stop a server it did not start"
+
+
+def test_profile_command_starts_checks_and_stops_the_server(llama_server, tmp_path):
+    command = [llama_server, "-m", "{model_path}", "--host", "{host}", "--port", "{port}", "--alias", "tiny",
+               "-c", "8192", "--no-webui"]
+    profile = write_profile(tmp_path, f"openai: {{command: {json.dumps(command)}, ready_path: /health}}\n")
+    out = run_pytest("-m", "chat", "-k", "openai", f"--model={profile}", "--port", "0", "--requests", "4",
+                     "--concurrency", "2", "--warmup", "1", tmp_path=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    result = only_result(tmp_path)
+    assert result["verdict"]["verdict"] == "ok", result["verdict"]
+    (server,) = result["servers"]
+    gguf = str(profiles.resolve(profiles.load_profile("tiny"), "gguf").path)
+    assert server["command"]["argv"] == [llama_server, "-m", gguf, "--host", HOST, "--port", str(server["port"]),
+                                         "--alias", "tiny", "-c", "8192", "--no-webui"]
+    assert server["exit"]["stopped_by_us"] is True
+    assert result["framework"]["install_source"] == f"{profile}: openai.command"
+    assert result["model"]["path"] == gguf
+
+
+def _fail_launch(*args):
+    raise AssertionError("nothing may be started")
+
+
+def test_without_a_command_or_endpoint_the_cell_says_how_to_give_one(tmp_path):
+    cfg = CellConfig(framework="openai", split="chat", profile=profiles.load_profile("tiny"),
+                     results_root=tmp_path, run_id=new_run_id())
+    outcome = run_cell(cfg, _fail_launch)
+    assert outcome.verdict.verdict is Verdict.SKIPPED and outcome.result_path is None
+    assert "openai: {command: [...]}" in outcome.verdict.reason
+    assert "--endpoint http://127.0.0.1:PORT" in outcome.verdict.reason
+
+
+def test_an_endpoint_that_does_not_answer_fails_the_cell_with_a_result(tmp_path):
+    url = f"http://{HOST}:{free_port(HOST)}"
+    cfg = CellConfig(framework="openai", split="chat", profile=profiles.load_profile("tiny"),
+                     results_root=tmp_path, run_id=new_run_id(), endpoint=url, requests=2, levels=(1,))
+    outcome = run_cell(cfg, _fail_launch)
+    assert outcome.verdict.verdict is Verdict.FAILED
+    assert outcome.verdict.reason.startswith(f"endpoint {url} does not answer GET /v1/models")
+    validate(outcome.result)
+    assert outcome.result["servers"][0]["external"] == url and "start_error" in outcome.result["servers"][0]
+
+
+@pytest.mark.parametrize("bad", ["ftp://127.0.0.1:80", "127.0.0.1:8080", "http://127.0.0.1", "http://127.0.0.1:8080/api"])
+def test_a_bad_endpoint_is_a_usage_error(pytester: pytest.Pytester, bad):
+    pytester.makepyfile(test_nothing="def test_nothing(): pass\n")
+    result = pytester.runpytest("-p", "bench.plugin", f"--endpoint={bad}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--endpoint takes a server's base URL such as http://127.0.0.1:8080*"])
