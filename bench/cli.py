@@ -104,7 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     doctor = sub.add_parser("doctor", help="which frameworks run here, what is installed, how to install the rest")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     doctor.set_defaults(func=_doctor)
-    args = parser.parse_args(argv)
+    report = sub.add_parser("report", help="rebuild comparison.json, REPORT.md and plots from result files alone",
+                            add_help=False)
+    report.set_defaults(func=None)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "report":  # its options are bench.report's own
+        from bench import report as report_module
+
+        return report_module.main([a for a in (argv if argv is not None else sys.argv[1:]) if a != "report"])
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return args.func(args)
 
 

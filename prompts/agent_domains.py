@@ -340,7 +340,7 @@ def _email_result(name: str, args: dict, rng: random.Random, budget: int, slots:
                     budget, lambda xs: {"total": len(xs), "messages": xs})
     if name == "read_email":
         sender = person(rng)
-        body = [f"Hi,", ""]
+        body = ["Hi,", ""]
         while sum(len(x) + 1 for x in body) < budget - 200:
             body.append(" ".join(rng.sample(corpus.EMAIL_SENTENCES, 3)))
             body.append(rng.choice(rng.choice(corpus.TOPICS)[1]))

@@ -20,22 +20,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-import adapters
 from bench import profiles
 from bench.cell import CellConfig, run_cell
-from bench.installs import NotInstalled, ensure_installed
 from bench.paths import PROJECT_ROOT
 from bench.results import new_run_id, validate
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def llama_server() -> str:
-    try:
-        return ensure_installed(adapters.get("llamacpp").recipe, allow_install=False).executable("llama-server")
-    except NotInstalled as exc:
-        pytest.fail(f"integration tests need llama-server: {exc}")
 
 
 def llama_servers(binary: str) -> list[psutil.Process]:

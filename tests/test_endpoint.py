@@ -18,10 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-import adapters
 from bench import profiles
 from bench.cell import CellConfig, run_cell
-from bench.installs import NotInstalled, ensure_installed
 from bench.paths import PROJECT_ROOT
 from bench.results import new_run_id, validate
 from bench.server import free_port
@@ -40,14 +38,6 @@ sampling: {{temperature: 1.0, ignore_eos: true}}
 formats:
   gguf: {{served_id: tiny}}
 {extra}"""
-
-
-@pytest.fixture(scope="module")
-def llama_server() -> str:
-    try:
-        return ensure_installed(adapters.get("llamacpp").recipe, allow_install=False).executable("llama-server")
-    except NotInstalled as exc:
-        pytest.fail(f"integration tests need llama-server: {exc}")
 
 
 @pytest.fixture

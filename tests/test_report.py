@@ -194,6 +194,10 @@ def test_python_m_bench_report_rebuilds_from_files_alone(built, tmp_path):
     missing = run_report("--results-dir", str(root), "--machine", "nosuchmachine")
     assert missing.returncode == 1 and "no result directories" in missing.stderr
 
+    via_cli = subprocess.run([sys.executable, "-m", "bench.cli", "report", "--results-dir", str(root)],
+                             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert via_cli.returncode == 0 and via_cli.stdout == proc.stdout, "`cellbench report` is the same command"
+
 
 def test_rebuild_filters_by_model_and_machine(tmp_path, real):
     _, template = real
