@@ -212,10 +212,7 @@ class SdistCMakeBuild:
             log,
         )
         shutil.rmtree(work)  # the sources are 300+ MB; the build log and binaries are what we keep
-        binaries = {name: str(build / "bin" / name) for name in self.executables}
-        for path in binaries.values():
-            if not Path(path).is_file():
-                raise InstallError(f"the build finished without {path}")
+        binaries = _require({name: str(build / "bin" / name) for name in self.executables}, log)
         return Installation(
             framework=self.framework,
             version=self.version,
@@ -224,6 +221,14 @@ class SdistCMakeBuild:
             source="cache",
             details={"sdist": self.sdist, "cmake_flags": list(self.cmake_flags)},
         )
+
+
+def _require(executables: dict[str, str], log: IO[str]) -> dict[str, str]:
+    """The executables an install promised, or InstallError naming the ones it did not produce."""
+    missing = [path for path in executables.values() if not Path(path).is_file()]
+    if missing:
+        raise InstallError(f"the install finished without {', '.join(missing)}; build log: {log.name}")
+    return executables
 
 
 def _first_version_line(lines: list[str]) -> str | None:
@@ -272,10 +277,7 @@ class PipVenv:
         freeze = prefix / "pip-freeze.txt"
         with freeze.open("w") as out:  # every resolved version, for reproducing a result
             subprocess.run([*pip, "freeze", "--all"], stdout=out, stderr=log, stdin=subprocess.DEVNULL, check=True)
-        binaries = {name: str(venv / "bin" / name) for name in self.executables}
-        missing = [path for path in binaries.values() if not Path(path).is_file()]
-        if missing:
-            raise InstallError(f"the install finished without {', '.join(missing)}; build log: {log.name}")
+        binaries = _require({name: str(venv / "bin" / name) for name in self.executables}, log)
         return Installation(
             framework=self.framework,
             version=self.version,
