@@ -1,0 +1,321 @@
+"""One eval row: start its server, run its client, read its result, compute its table cells.
+
+Per round (`round_<k>/` under the row's directory): a server through the same launcher as the
+benchmark cells, the client as an argument list with a wall-clock limit in its own process
+group, then the result JSON checked for sanity and turned into cell texts. A failed round ends
+the row with the reason and an excerpt of the log that explains it; the next row still runs.
+Nothing here edits a table: edits happen once, at session end, on the controller.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import adapters
+from bench import profiles
+from bench.adapter import ServeContext
+from bench.cell import Launcher, list_models
+from bench.eval.config import EvalRow
+from bench.installs import ensure_installed
+from bench.server import ServerStartError, free_port, log_tail
+
+KILL_GRACE_S = 10.0
+# Lines worth quoting when a client or server fails without a traceback.
+_ERROR_LINE = re.compile(r"error|failed|exception|out of memory|outofmemory|killed|modulenotfound|refused", re.I)
+
+
+class RowUnavailable(Exception):
+    """The row cannot run on this machine (framework, model or GPUs missing): a skip, with the reason."""
+
+
+@dataclass(frozen=True)
+class RowContext:
+    run_dir: Path
+    repo_root: Path
+    auto_env: dict[str, str]
+    rounds: int = 1
+    smoke: int | None = None
+    table_from: str = "round1"  # or "mean"
+    host: str = "127.0.0.1"
+    port: int | None = 0  # 0: any free port; None: the adapter's
+    install: bool = False
+    gpus: tuple[int, ...] = ()
+    # Rounds already run this session, by (run signature, round): rows that run the same client
+    # against the same server (an accuracy row and a speed row of one benchmark) share one run.
+    shared_rounds: dict | None = None
+
+
+@dataclass
+class RowRun:
+    row_id: str
+    status: str = "fail"  # "ok" | "fail"
+    reason: str = ""
+    excerpt: str = ""
+    gpus: list[int] = field(default_factory=list)
+    rounds: list[dict] = field(default_factory=list)
+    cells: dict[str, str] | None = None  # the text each table column gets; None when the row failed
+    spread: dict[str, dict] = field(default_factory=dict)
+    source_note: str = ""
+
+    def to_json(self) -> dict:
+        return {"id": self.row_id, "status": self.status, "reason": self.reason, "fail_excerpt": self.excerpt,
+                "gpus": self.gpus, "rounds": self.rounds, "cells": self.cells, "spread": self.spread,
+                "source_note": self.source_note}
+
+
+def excerpt(*logs: Path, limit: int = 2000) -> str:
+    """The last traceback in the first log that has one, else the last error-looking line."""
+    for log in logs:
+        text = log_tail(log, 400)
+        start = text.rfind("Traceback (most recent call last)")
+        if start >= 0:
+            return text[start:][-limit:]
+    for log in logs:
+        lines = [line for line in log_tail(log, 50).splitlines() if _ERROR_LINE.search(line)]
+        if lines:
+            return lines[-1][-limit:]
+    return ""
+
+
+def _model_profile(hf_model_id: str) -> profiles.ModelProfile:
+    """A cellbench model profile by name, else the shipped profile that declares this repo id."""
+    try:
+        return profiles.load_profile(hf_model_id)
+    except profiles.ProfileError:
+        pass
+    for name in profiles.available_profiles():
+        profile = profiles.load_profile(name)
+        if any(entry.repo == hf_model_id for entry in profile.formats.values()):
+            return profile
+    raise RowUnavailable(f"no model profile is named or declares {hf_model_id!r} (shipped: "
+                         f"{', '.join(profiles.available_profiles())})")
+
+
+class _Server:
+    """What a row needs from its server profile, resolved once: adapter, install, model."""
+
+    def __init__(self, row: EvalRow, ctx: RowContext):
+        sp = row.server_profile
+        adapter = adapters.get(sp.framework)
+        self.platform = adapter.platform_here()
+        if self.platform is None:
+            raise RowUnavailable(f"{adapter.name} does not run on this machine")
+        if sp.server_gpus > len(ctx.gpus):
+            raise RowUnavailable(f"server profile {sp.name!r} needs {sp.server_gpus} GPU(s); "
+                                 f"{len(ctx.gpus)} leased (pass --gpu-pool)")
+        try:
+            self.install = ensure_installed(adapter.recipe_for(self.platform), allow_install=ctx.install)
+            model = profiles.resolve(_model_profile(row.hf_model_id), adapter.model_format)
+        except (profiles.ProfileUnavailable, LookupError) as exc:
+            raise RowUnavailable(str(exc)) from exc
+        self.model = adapter.model_for_server(model)
+        self.adapter = adapter if sp.boot_timeout_s is None else replace(adapter, startup_timeout_s=sp.boot_timeout_s)
+        self.profile, self.ctx = sp, ctx
+
+    def command(self, port: int):
+        sp = self.profile
+        ctx = ServeContext(self.install, self.model, self.ctx.host, port, sp.split, sp.max_concurrency, self.platform)
+        command = self.adapter.serve(ctx)
+        env = {**command.env, **self.ctx.auto_env, **sp.env}
+        if sp.server_gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.ctx.gpus[: sp.server_gpus])
+        return replace(command, env=env)
+
+    def port(self) -> int:
+        if self.ctx.port == 0:
+            return free_port(self.ctx.host)
+        return self.ctx.port or self.adapter.default_port
+
+
+def _run_client(argv: list[str], cwd: Path, env: dict[str, str], log: Path, timeout_s: float) -> dict:
+    """Run the client in its own process group; at the limit the whole group is stopped."""
+    t0 = time.monotonic()
+    with log.open("ab") as out:
+        out.write(f"$ {' '.join(argv)}\n".encode())
+        out.flush()
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            return {"argv": argv, "returncode": None, "timed_out": False, "duration_s": 0.0,
+                    "error": f"cannot start: {exc}"}
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _stop_group(proc)  # also on Ctrl-C: a client never outlives its row
+    return {"argv": argv, "returncode": proc.returncode, "timed_out": timed_out,
+            "duration_s": round(time.monotonic() - t0, 3), "tail": log_tail(log, 20)}
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)  # children it left behind, even when it has exited itself
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=wait)
+            if sig is signal.SIGTERM:
+                return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _max_samples(row: EvalRow, smoke: int | None) -> int | str:
+    """The row's sample count, lowered to N under `--smoke N` (never raised by it)."""
+    caps = [n for n in (smoke, row.max_samples) if n]
+    return min(caps) if caps else ""
+
+
+def sanity(result: Any) -> str | None:
+    """Why a client's result cannot be trusted, or None. Only run health is judged here, never the
+    model's quality: a model that answers everything wrong still refreshes its row."""
+    if not isinstance(result, dict) or not isinstance(result.get("summary"), dict):
+        return "result has no summary block"
+    summary = result["summary"]
+    total = summary.get("total_samples")
+    failed = summary.get("failed_requests", result.get("speed", {}).get("failed_requests"))
+    if isinstance(total, int) and total <= 0:
+        return "result covers no samples"
+    if isinstance(total, int) and isinstance(failed, int) and failed * 2 > total:
+        return f"{failed} of {total} requests failed"
+    return None
+
+
+def _round(row: EvalRow, server: _Server, ctx: RowContext, k: int, launch: Launcher) -> dict:
+    round_dir = ctx.run_dir / row.id / f"round_{k}"
+    out_dir = round_dir / "out"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    server_log, client_log = round_dir / "server.log", round_dir / "client.log"
+    info: dict[str, Any] = {"round": k, "status": "fail", "dir": str(round_dir), "server_log": str(server_log),
+                            "client_log": str(client_log)}
+    port = server.port()
+    command = server.command(port)
+    info["server"] = {"framework": server.adapter.name, "version": server.install.version, "port": port,
+                      "command": command.to_json()}
+    try:
+        running = launch(command, server.adapter, ctx.host, port, server_log)
+    except ServerStartError as exc:
+        return {**info, "reason": f"server boot: {exc}", "fail_excerpt": excerpt(server_log)}
+    try:
+        info["server"]["ready_after_s"] = running.ready_after_s
+        listed = list_models(running.base_url)
+        if listed is not None and server.model.served_id not in listed:
+            return {**info, "reason": f"wrong model: server lists {list(listed)}, not {server.model.served_id!r}"}
+        values = {"python": sys.executable, "host": ctx.host, "port": port, "output_dir": out_dir,
+                  "max_samples": _max_samples(row, ctx.smoke),
+                  "model": server.model.served_id, "hf_model_id": row.hf_model_id, "repo_root": ctx.repo_root,
+                  "row_id": row.id, "round": k}
+        argv = row.client_argv(values, smoke=ctx.smoke)
+        env = {**os.environ, **ctx.auto_env, "OUTPUT_DIR": str(out_dir)}
+        info["client"] = _run_client(argv, ctx.repo_root, env, client_log, row.timeout_s)
+    finally:
+        stopped = running.stop()
+        info["server"]["exit"] = {"returncode": stopped.returncode, "signal": stopped.signal,
+                                  "stopped_by_us": stopped.stopped_by_us}
+    client = info["client"]
+    if client.get("error") or client["timed_out"] or client["returncode"] != 0:
+        why = client.get("error") or (f"client timed out after {row.timeout_s:g} s" if client["timed_out"]
+                                      else f"client exit {client['returncode']}")
+        return {**info, "reason": why, "fail_excerpt": excerpt(client_log, server_log)}
+    return _read_result(row, info, out_dir / row.result_json)
+
+
+def _read_result(row: EvalRow, info: dict, path: Path) -> dict:
+    info["result_json"] = str(path)
+    if not path.is_file():
+        return {**info, "reason": f"result.json missing: {path.name} (client wrote {sorted(p.name for p in path.parent.iterdir())})"}
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return {**info, "reason": f"result.json unreadable: {exc}"}
+    problem = sanity(result)
+    if problem:
+        return {**info, "reason": f"sanity: {problem}"}
+    values, cells = {}, {}
+    for column, spec in row.cells.items():
+        try:
+            values[column] = spec.values(result)
+            cells[column] = spec.render(values[column])
+        except KeyError as exc:
+            return {**info, "reason": f"column {column}: {exc.args[0]}"}
+        except ValueError as exc:
+            return {**info, "reason": f"column {column}: format error: {exc}"}
+    return {**info, "status": "ok", "values": values, "cells": cells}
+
+
+def spread(rounds: list[dict]) -> dict[str, dict]:
+    """Per column and value: every round's value and, where numeric, mean, sample stdev, min, max."""
+    out: dict[str, dict] = {}
+    for column in rounds[0]["values"]:
+        out[column] = {}
+        for alias in rounds[0]["values"][column]:
+            series = [r["values"][column][alias] for r in rounds]
+            entry: dict[str, Any] = {"values": series}
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in series):
+                entry.update(mean=statistics.fmean(series), min=min(series), max=max(series),
+                             stdev=statistics.stdev(series) if len(series) > 1 else 0.0)
+            out[column][alias] = entry
+    return out
+
+
+def run_signature(row: EvalRow) -> tuple:
+    """Rows with equal signatures would run the very same client against the very same server."""
+    return (row.server_profile.name, row.hf_model_id, row.client, row.max_samples, row.timeout_s)
+
+
+def _shared_round(row: EvalRow, ctx: RowContext, k: int) -> dict | None:
+    """Another row's round k with this row's signature, re-read for this row's cells."""
+    earlier = (ctx.shared_rounds or {}).get((run_signature(row), k))
+    if earlier is None:
+        return None
+    info = {key: value for key, value in earlier.items() if key not in ("values", "cells", "reason", "status")}
+    info["shared_with"] = earlier.get("shared_with", earlier["row"])
+    client = info.get("client") or {}
+    if "result_json" not in earlier or client.get("returncode") != 0:
+        return {**info, "status": "fail", "reason": earlier["reason"]}
+    return _read_result(row, info, Path(earlier["result_json"]).parent / row.result_json)
+
+
+def run_row(row: EvalRow, ctx: RowContext, launch: Launcher) -> RowRun:
+    """All rounds of one row (raises RowUnavailable before starting anything when it cannot run here)."""
+    server = _Server(row, ctx)
+    run = RowRun(row.id, gpus=list(ctx.gpus[: row.server_profile.server_gpus]))
+    for k in range(1, ctx.rounds + 1):
+        outcome = _shared_round(row, ctx, k)
+        if outcome is None:
+            outcome = {"row": row.id, **_round(row, server, ctx, k, launch)}
+            if ctx.shared_rounds is not None:
+                ctx.shared_rounds[(run_signature(row), k)] = outcome
+        run.rounds.append(outcome)
+        if outcome["status"] != "ok":
+            run.reason = f"round {k}: {outcome['reason']}"
+            run.excerpt = outcome.get("fail_excerpt", "")
+            return run
+    run.spread = spread(run.rounds)
+    if ctx.table_from == "mean" and ctx.rounds > 1:
+        try:
+            means = {column: {alias: entry["mean"] for alias, entry in aliases.items()}
+                     for column, aliases in run.spread.items()}
+            run.cells = {column: row.cells[column].render(means[column]) for column in row.cells}
+        except (KeyError, ValueError) as exc:
+            run.reason = f"cannot average the rounds: a value is not numeric or does not format ({exc})"
+            return run
+        run.source_note = f"(n={ctx.rounds} mean)"
+    else:
+        run.cells = dict(run.rounds[0]["cells"])
+    run.status = "ok"
+    return run

@@ -1,0 +1,79 @@
+"""What a refreshed table row says about where its numbers came from.
+
+Source cells read `<prefix> [<hardware>, <workload>]`. The prefix names the code that produced
+the numbers (`PR #N`, `main <sha7>`, `local <sha7>`, `dirty <sha7>`), so a reviewer can tell a
+number measured on merged code from one measured on a workstation with uncommitted edits. The
+hardware tag is the accelerator when there is one (H200, M5 Pro), else the CPU model; it is what
+distinguishes one machine's row from another's, so it is overridable for a renamed machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from bench.machine import Machine
+
+# NVIDIA names carry form factors and memory sizes ("NVIDIA H100 80GB HBM3"): the model is the tag.
+_NVIDIA_MODEL = re.compile(r"\b(GB\d{3}|B\d{3}|H\d{3}|A\d{3}|L40S?|L4|T4|V100|RTX\s?\w+)\b", re.I)
+_CPU_NOISE = re.compile(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$|\b\d+-core\b", re.I)
+
+
+def hardware_tag(machine: Machine, override: str | None = None) -> str:
+    """`H200`, `M5 Pro`, `Intel Xeon`: the accelerator's model, else the CPU's."""
+    if override:
+        return override
+    if machine.gpus:
+        name = machine.gpus[0]
+        found = _NVIDIA_MODEL.search(name)
+        return found.group(1).upper().replace(" ", "") if found else name.removeprefix("NVIDIA ").strip()
+    if machine.chip:
+        return machine.chip.removeprefix("Apple ").strip()
+    return " ".join(_CPU_NOISE.sub(" ", machine.cpu).split()) or "unknown"
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
+    if not shutil.which("git"):
+        return None
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _pr_number(root: Path) -> str | None:
+    """The pull request under test: CI's ref (`refs/pull/N/merge`), else `gh pr view` when gh is here."""
+    ref = os.environ.get("GITHUB_REF", "")
+    found = re.fullmatch(r"refs/pull/(\d+)/(merge|head)", ref)
+    if found:
+        return found.group(1)
+    if shutil.which("gh"):
+        try:
+            out = subprocess.run(["gh", "pr", "view", "--json", "number", "-q", ".number"], cwd=root,
+                                 capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if out.returncode == 0 and out.stdout.strip().isdigit():
+            return out.stdout.strip()
+    return None
+
+
+def source_prefix(root: Path) -> str:
+    """`dirty <sha7>` when tracked files differ from HEAD (the numbers may come from edits no one
+    can check out), else `PR #N`, else `main <sha7>` on main, else `local <sha7>`."""
+    head = _git(root, "rev-parse", "--short=7", "HEAD")
+    if head is None or head.returncode != 0:
+        return "local (no git)"
+    sha = head.stdout.strip()
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    if status is None or status.returncode != 0 or status.stdout.strip():
+        return f"dirty {sha}"
+    pr = _pr_number(root)
+    if pr:
+        return f"PR #{pr}"
+    branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
+    return f"main {sha}" if branch is not None and branch.stdout.strip() == "main" else f"local {sha}"

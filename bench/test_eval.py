@@ -1,0 +1,10 @@
+"""The eval rows: one test per row of `models/<model>/eval.yaml`, e.g. `test_eval_row[arith-llamacpp-c4]`.
+
+`pytest -m eval` runs them all; `-k <row id>` one. A passing row rewrites its reference-table row
+in `benchmarks/eval/benchmark_*.py` when the session ends (not under `--smoke` or
+`--no-table-update`).
+"""
+
+
+def test_eval_row(eval_row, run_eval_row):
+    run_eval_row(eval_row)

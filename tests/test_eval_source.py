@@ -1,0 +1,74 @@
+"""Source cells: the hardware tag and the git prefix that say where a table's numbers came from."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.eval.source import hardware_tag, source_prefix
+from bench.machine import Machine
+
+
+def _machine(cpu="Intel(R) Xeon(R) Processor", chip=None, gpus=()):
+    return Machine(slug="x", host="h", os="Linux", cpu=cpu, chip=chip, gpus=tuple(gpus), cores=2, memory_gib=24.0)
+
+
+@pytest.mark.parametrize(("machine", "tag"), [
+    (_machine(gpus=["NVIDIA H200"]), "H200"),
+    (_machine(gpus=["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"]), "H100"),
+    (_machine(gpus=["NVIDIA GeForce RTX 4090"]), "RTX4090"),
+    (_machine(gpus=["Some Future Card"]), "Some Future Card"),
+    (_machine(cpu="Apple M5 Pro", chip="Apple M5 Pro"), "M5 Pro"),
+    (_machine(), "Intel Xeon"),
+    (_machine(cpu="AMD EPYC 7B13 64-Core Processor"), "AMD EPYC 7B13"),
+    (_machine(cpu="Intel(R) Core(TM) i9-13900K CPU @ 3.00GHz"), "Intel Core i9-13900K"),
+])
+def test_hardware_tag_is_the_accelerator_else_the_cpu(machine, tag):
+    assert hardware_tag(machine) == tag
+
+
+def test_hardware_tag_can_be_overridden():
+    assert hardware_tag(_machine(gpus=["NVIDIA H200"]), "H200-lab2") == "H200-lab2"
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.delenv("GITHUB_REF", raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no `gh` here: the prefix must not depend on it
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x")
+    (tmp_path / "f.py").write_text("a = 1\n")
+    _git(tmp_path, "add", "f.py")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "f")
+    return tmp_path
+
+
+def test_prefix_on_main_names_the_commit(repo):
+    assert source_prefix(repo) == f"main {_git(repo, 'rev-parse', '--short=7', 'HEAD')}"
+
+
+def test_prefix_on_another_branch_is_local(repo):
+    _git(repo, "checkout", "-q", "-b", "topic")
+    assert source_prefix(repo).startswith("local ")
+
+
+def test_uncommitted_tracked_edits_make_it_dirty_untracked_files_do_not(repo):
+    (repo / "new.txt").write_text("untracked\n")
+    assert source_prefix(repo).startswith("main ")
+    (repo / "f.py").write_text("a = 2\n")
+    assert source_prefix(repo) == f"dirty {_git(repo, 'rev-parse', '--short=7', 'HEAD')}"
+
+
+def test_a_pull_request_ref_wins_over_the_branch(repo, monkeypatch):
+    monkeypatch.setenv("GITHUB_REF", "refs/pull/316/merge")
+    assert source_prefix(repo) == "PR #316"
+
+
+def test_outside_git_it_says_so(tmp_path):
+    assert source_prefix(tmp_path) == "local (no git)"
