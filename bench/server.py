@@ -8,7 +8,12 @@ The rules, each from an incident or a measurement:
 - readiness polls the adapter's endpoint and fails fast when the process exits;
 - after "ready", the listening socket must belong to our process tree;
 - every started group is recorded in a pid file under the cache, so a later session can reap
-  what a hard-killed session left behind (only processes whose start time still matches).
+  what a hard-killed session left behind (only processes whose start time still matches);
+- with `memory_limit_bytes` the server runs inside a fresh memory cgroup (bench.memlimit) from
+  its first byte; a machine that cannot enforce the limit fails the start with the reason, and
+  the cgroup is removed once the server's processes are gone;
+- whenever the server ends, and when it dies while starting, the kernel is asked whether it was
+  killed for memory (bench.oom): `ExitInfo.oom` / `ServerStartError.oom` carry the evidence.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from pathlib import Path
 import httpx
 import psutil
 
+from bench import memlimit
 from bench.adapter import ServeCommand
+from bench.oom import OomWatch
 from bench.paths import cache_root
 
 STOP_GRACE_S = 15.0
@@ -35,10 +42,13 @@ STOP_GRACE_S = 15.0
 class ServerStartError(RuntimeError):
     """The server never became ready; `str()` is the one-line reason, `log_path` the evidence."""
 
-    def __init__(self, reason: str, log_path: Path | None = None, *, transient: bool = False):
+    def __init__(
+        self, reason: str, log_path: Path | None = None, *, transient: bool = False, oom: dict | None = None
+    ):
         super().__init__(reason)
         self.log_path = log_path
         self.transient = transient  # port taken / refused while starting: worth one retry
+        self.oom = oom  # evidence that it was killed for memory while loading (bench.oom); never retried
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,16 @@ class ExitInfo:
     returncode: int | None  # None: still running when we stopped it (we did the stopping)
     signal: str | None  # the signal that ended it, if any
     stopped_by_us: bool
+    oom: dict | None = None  # evidence that it (or a process of its tree) was killed for memory
+    memory: dict | None = None  # the memory cgroup it ran in (limit, peak, oom kills), when limited
+
+    def to_json(self) -> dict:
+        out = {"returncode": self.returncode, "signal": self.signal, "stopped_by_us": self.stopped_by_us}
+        if self.oom is not None:
+            out["oom"] = self.oom
+        if self.memory is not None:
+            out["memory"] = self.memory
+        return out
 
 
 def port_holder(host: str, port: int) -> str | None:
@@ -105,6 +125,7 @@ class ServerProcess:
         ready_path: str,
         startup_timeout_s: float,
         log_path: Path,
+        memory_limit_bytes: int | None = None,
     ):
         self.command = command
         self.host = host
@@ -115,6 +136,9 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.ready_after_s: float | None = None
         self.exit: ExitInfo | None = None
+        self.memory_limit_bytes = memory_limit_bytes
+        self.cgroup: memlimit.MemoryCgroup | None = None
+        self.oom_watch: OomWatch | None = None
         self._started_at = 0.0
 
     @property
@@ -125,21 +149,71 @@ class ServerProcess:
         holder = port_holder(self.host, self.port)
         if holder is not None:
             raise ServerStartError(f"port {self.port} is already held by {holder}", transient=True)
+        env = {**os.environ, **self.command.env}
+        argv = list(self.command.argv)
+        if self.memory_limit_bytes is not None:
+            try:
+                self.cgroup = memlimit.create(self.memory_limit_bytes)
+            except memlimit.MemoryLimitUnavailable as exc:
+                raise ServerStartError(str(exc)) from exc
+            try:
+                argv = self.cgroup.wrap(argv, env.get("PATH"))
+            except BaseException:
+                self._remove_cgroup()
+                raise
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            log.write(f"$ {' '.join(self.command.argv)}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                self.command.argv,
-                env={**os.environ, **self.command.env},
-                cwd=self.command.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, so we can stop its children too
-            )
+        try:
+            with self.log_path.open("ab") as log:
+                log.write(f"$ {' '.join(self.command.argv)}\n".encode())
+                if self.cgroup is not None:
+                    limit = memlimit.format_size(self.cgroup.limit_bytes)
+                    log.write(f"# memory limit {limit}: cgroup v{self.cgroup.version} {self.cgroup.path}\n".encode())
+                log.flush()
+                self.proc = subprocess.Popen(
+                    argv,
+                    env=env,
+                    cwd=self.command.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group, so we can stop its children too
+                )
+        except BaseException:
+            self._remove_cgroup()
+            raise
         self._started_at = time.monotonic()
+        self.oom_watch = OomWatch(self.proc.pid, self.cgroup)
         _register(self.proc.pid)
+
+    def note_tree(self, pids: dict[int, str] | None = None) -> None:
+        """Remember the server's live processes, so a child killed later can be named (bench.oom).
+
+        Called while waiting for readiness and at stop; a ResourceSampler passes what it sees.
+        """
+        if self.oom_watch is None:
+            return
+        with contextlib.suppress(psutil.Error, OSError):
+            if pids:
+                self.oom_watch.add(pids)
+            else:
+                self.oom_watch.note()
+
+    def _detect_oom(self, returncode: int | None, *, killed_by_us: bool, clean_stop: bool = False) -> dict | None:
+        if self.oom_watch is None:
+            return None
+        try:
+            return self.oom_watch.detect(returncode, killed_by_us=killed_by_us, clean_stop=clean_stop)
+        except Exception:  # noqa: BLE001 - evidence gathering must never hide how the server ended
+            return None
+
+    def _remove_cgroup(self) -> dict | None:
+        if self.cgroup is None:
+            return None
+        cg = self.cgroup
+        info = cg.to_json()
+        cg.kill_all()  # anything left inside was started by the server: setsid'd daemons included
+        info["removed"] = cg.remove()
+        return info
 
     def wait_ready(self) -> None:
         assert self.proc is not None
@@ -149,10 +223,16 @@ class ServerProcess:
             while True:
                 code = self.proc.poll()
                 if code is not None:
-                    raise ServerStartError(
-                        f"server exited with {_describe_exit(code)} while starting; log: {self.log_path}",
-                        self.log_path,
-                    )
+                    if self.oom_watch is not None:
+                        self.oom_watch.note_group()  # children may outlive the leader
+                    oom = self._detect_oom(code, killed_by_us=False)
+                    if oom:
+                        detail = oom.get("line") or oom.get("note") or f"pid {oom.get('pid')}"
+                        what = f"was killed for memory while starting ({oom['source']}): {detail}"
+                    else:
+                        what = f"exited with {_describe_exit(code)} while starting"
+                    raise ServerStartError(f"server {what}; log: {self.log_path}", self.log_path, oom=oom)
+                self.note_tree()
                 try:
                     if client.get(url).status_code == 200:
                         break
@@ -168,6 +248,8 @@ class ServerProcess:
         stranger = self._foreign_listener()
         if stranger:
             raise ServerStartError(f"port {self.port} answers, but from {stranger}, not the server we started")
+        if self.cgroup is not None and self.proc.pid not in self.cgroup.pids():
+            raise ServerStartError(f"the server (pid {self.proc.pid}) is not inside its memory cgroup {self.cgroup.path}")
 
     def _foreign_listener(self) -> str | None:
         assert self.proc is not None
@@ -190,6 +272,12 @@ class ServerProcess:
             return self.exit
         pid = self.proc.pid
         died_on_its_own = self.proc.poll() is not None
+        memory = None
+        if self.oom_watch is not None:
+            with contextlib.suppress(Exception):
+                self.oom_watch.note()
+                if died_on_its_own:
+                    self.oom_watch.note_group()
         try:
             _signal_group(pid, signal.SIGTERM)
             try:
@@ -202,19 +290,34 @@ class ServerProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
             _unregister(pid)
-        code = self.proc.returncode
+            code = self.proc.returncode
+            # Our SIGKILL after the grace period is not an OOM; only the kernel or cgroup can say so.
+            we_killed = not died_on_its_own and code == -signal.SIGKILL
+            oom = self._detect_oom(code, killed_by_us=we_killed, clean_stop=not died_on_its_own and not we_killed)
+            memory = self._remove_cgroup()
         self.exit = ExitInfo(
             returncode=code,
-            signal=signal.Signals(-code).name if code is not None and code < 0 else None,
+            signal=_signal_name(code),
             stopped_by_us=not died_on_its_own,
+            oom=oom,
+            memory=memory,
         )
         return self.exit
 
 
 def _describe_exit(code: int) -> str:
     if code < 0:
-        return f"signal {signal.Signals(-code).name}"
+        return f"signal {_signal_name(code)}"
     return f"exit code {code}"
+
+
+def _signal_name(code: int | None) -> str | None:
+    if code is None or code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

@@ -2,12 +2,19 @@
 
 The rules apply top to bottom; the first that matches wins, and every verdict carries a one-line
 reason a user can act on. Failure rate is over all measured requests of all levels.
+
+OOM comes right after `skipped`, before a start failure: a server the kernel killed for memory
+while loading also "exited during start", and the evidence is the more useful reason. An OOM is
+never retried (the machine lacks the memory; a retry chases a ghost regression, seed Phase 3):
+its JSON says `"retryable": false`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+
+from bench.oom import describe_oom
 
 
 class Verdict(str, Enum):
@@ -52,7 +59,7 @@ class Evidence:
     identity: Identity | None = None
     skipped: str | None = None
     start_failure: str | None = None
-    oom: str | None = None
+    oom: dict | str | None = None  # bench.oom evidence (ExitInfo.oom / ServerStartError.oom), or a reason
     capped: str | None = None
 
 
@@ -62,8 +69,16 @@ class CellVerdict:
     reason: str
     annotations: tuple[str, ...] = field(default=())
 
+    @property
+    def retryable(self) -> bool | None:
+        """False for an OOM (never retried); None: the verdict alone does not decide."""
+        return False if self.verdict is Verdict.OOM else None
+
     def to_json(self) -> dict:
-        return {"verdict": self.verdict.value, "reason": self.reason, "annotations": list(self.annotations)}
+        out = {"verdict": self.verdict.value, "reason": self.reason, "annotations": list(self.annotations)}
+        if self.retryable is not None:
+            out["retryable"] = self.retryable
+        return out
 
 
 def _totals(levels: tuple[dict, ...]) -> tuple[int, int]:
@@ -104,10 +119,11 @@ def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
     notes = annotations_for(ev.levels)
     if ev.skipped:
         return CellVerdict(Verdict.SKIPPED, ev.skipped)
+    if ev.oom:  # before a start failure: an OOM while loading is also an exit during start
+        reason = describe_oom(ev.oom) if isinstance(ev.oom, dict) else ev.oom
+        return CellVerdict(Verdict.OOM, reason, notes)
     if ev.start_failure:  # at any level; the levels measured before it stay in the result
         return CellVerdict(Verdict.FAILED, ev.start_failure, notes)
-    if ev.oom:
-        return CellVerdict(Verdict.OOM, ev.oom, notes)
     done, failed = _totals(ev.levels)
     dominant = dominant_error(ev.levels)
     if ev.identity is not None and (why := ev.identity.mismatch()):

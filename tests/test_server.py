@@ -1,4 +1,5 @@
-"""Server lifecycle mechanics on real processes: held ports, fail-fast, group stop, orphan reaping.
+"""Server lifecycle mechanics on real processes: held ports, fail-fast, group stop, orphan reaping,
+memory limits and OOM evidence (real kernel OOM kills inside a memory cgroup).
 
 The "server" here is a few lines of Python serving `/health` (the lifecycle does not care what
 answers); the real inference servers are exercised by the cell integration tests.
@@ -13,10 +14,13 @@ import sys
 import textwrap
 import time
 
+import httpx
 import psutil
 import pytest
 
+from bench import memlimit
 from bench.adapter import ServeCommand
+from bench.oom import read_kernel_log
 from bench.server import ServerProcess, ServerStartError, free_port, port_holder, reap_orphans
 
 HEALTH_SERVER = textwrap.dedent(
@@ -151,3 +155,183 @@ def test_reaps_only_servers_whose_session_is_gone(tmp_path, cache):
         if psutil.pid_exists(server_pid):
             os.killpg(server_pid, 9)
     assert not list((cache / "servers").glob("*.json"))
+
+
+# --- memory limits and OOM evidence (bench.memlimit, bench.oom) -----------------------------------
+
+needs_cgroup = pytest.mark.skipif(
+    memlimit.unavailable() is not None, reason=f"memory cgroups unavailable: {memlimit.unavailable()}"
+)
+
+# A "server" that eats memory: at load (`load`), on GET /grow (`grow`), or in a child process it
+# spawned, once the file argv[3] appears (`child`). Memory is touched page by page so it is charged.
+HOG_SERVER = textwrap.dedent(
+    """
+    import http.server, os, subprocess, sys, time
+    port, mode = int(sys.argv[1]), sys.argv[2]
+    HOG = "b = bytearray(512 << 20)\\nfor i in range(0, len(b), 4096): b[i] = 1\\n"
+    if mode == "load":
+        exec(HOG)
+    if mode == "child":
+        go = sys.argv[3]
+        subprocess.Popen([sys.executable, "-c", f"import os, time\\nwhile not os.path.exists({go!r}): time.sleep(0.02)\\n" + HOG])
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path in ("/health", "/grow") else 404)
+            self.end_headers(); self.wfile.write(b"ok"); self.wfile.flush()
+            if self.path == "/grow":
+                exec(HOG)
+        def log_message(self, *a): pass
+    http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+    """
+)
+
+
+def make_hog(tmp_path, mode, *, limit=None, timeout=20.0):
+    script = tmp_path / "hog_server.py"
+    script.write_text(HOG_SERVER)
+    port = free_port()
+    argv = [sys.executable, str(script), str(port), mode, str(tmp_path / "go")]
+    return ServerProcess(ServeCommand(argv=argv), host="127.0.0.1", port=port, ready_path="/health",
+                         startup_timeout_s=timeout, log_path=tmp_path / "hog.log", memory_limit_bytes=limit)
+
+
+def wait_dead(server, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while server.alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not server.alive(), "the kernel did not kill the server"
+
+
+@needs_cgroup
+def test_oom_during_the_run_gives_evidence_and_cleans_up(tmp_path, cache):
+    server = make_hog(tmp_path, "grow", limit=96 << 20)
+    server.start()
+    cgroup_path = server.cgroup.path
+    try:
+        server.wait_ready()
+        pgid = server.proc.pid
+        assert server.proc.pid in server.cgroup.pids()
+        assert httpx.get(server.base_url + "/grow", timeout=10).status_code == 200
+        t0 = time.monotonic()
+        wait_dead(server)
+        died_after = time.monotonic() - t0
+    finally:
+        exit_info = server.stop(grace_s=2)
+    assert exit_info.returncode == -9 and exit_info.signal == "SIGKILL" and not exit_info.stopped_by_us
+    ev = exit_info.oom
+    assert ev is not None and ev["source"] == "cgroup oom_kill" and ev["pid"] == pgid
+    assert ev["cgroup"]["limit_bytes"] == 96 << 20 and ev["cgroup"]["oom_kill"] >= 1
+    if ev.get("line"):
+        assert f"Killed process {pgid} (" in ev["line"]
+    assert exit_info.memory["limit_bytes"] == 96 << 20 and exit_info.memory["removed"]
+    assert exit_info.memory["effective_limit_bytes"] in (None, 96 << 20)
+    assert exit_info.memory["peak_bytes"] <= 96 << 20
+    assert exit_info.to_json()["oom"] == ev
+    assert not cgroup_path.exists(), "the cgroup is removed after the stop"
+    assert group_members(pgid) == [], "no orphan"
+    assert died_after < 10
+
+
+@needs_cgroup
+def test_oom_while_loading_is_a_start_error_with_evidence(tmp_path, cache):
+    server = make_hog(tmp_path, "load", limit=64 << 20)
+    server.start()
+    cgroup_path = server.cgroup.path
+    try:
+        with pytest.raises(ServerStartError, match="killed for memory while starting") as err:
+            server.wait_ready()
+    finally:
+        exit_info = server.stop(grace_s=2)
+    assert err.value.oom is not None and err.value.oom["source"] == "cgroup oom_kill"
+    assert err.value.oom["pid"] == server.proc.pid and not err.value.transient
+    assert exit_info.oom is not None, "the stop that follows agrees"
+    assert not cgroup_path.exists()
+
+
+@needs_cgroup
+def test_oom_of_a_child_while_the_server_lives(tmp_path, cache):
+    server = make_hog(tmp_path, "child", limit=128 << 20)
+    server.start()
+    try:
+        server.wait_ready()
+        children = psutil.Process(server.proc.pid).children()
+        assert len(children) == 1
+        child = children[0]
+        (tmp_path / "go").touch()
+        wait_gone(child)
+        assert server.alive(), "only the child was killed"
+    finally:
+        exit_info = server.stop(grace_s=5)
+    assert exit_info.stopped_by_us, "we stopped the server..."
+    assert exit_info.oom is not None and exit_info.oom["pid"] == child.pid, "...but its child was OOM-killed"
+
+
+@needs_cgroup
+def test_kernel_log_names_a_child_of_an_unlimited_server(tmp_path, cache):
+    """No cgroup of the server's own: the kernel line for a pid of its tree is the evidence."""
+    if oom_log_unreadable():
+        pytest.skip(f"kernel log not readable: {oom_log_unreadable()}")
+    server = make_hog(tmp_path, "child")
+    server.start()
+    trap = memlimit.create(64 << 20)  # only the child goes in here, moved by the test
+    try:
+        server.wait_ready()
+        child = psutil.Process(server.proc.pid).children()[0]
+        (trap.path / "cgroup.procs").write_text(str(child.pid))
+        (tmp_path / "go").touch()
+        wait_gone(child)
+    finally:
+        exit_info = server.stop(grace_s=5)
+        trap.kill_all()
+        trap.remove()
+    ev = exit_info.oom
+    assert ev is not None and ev["source"] == "kernel log" and ev["pid"] == child.pid
+    assert f"Killed process {child.pid} (" in ev["line"]
+
+
+def wait_gone(proc: psutil.Process, timeout: float = 15.0) -> None:
+    """Until `proc` is dead: a zombie counts (the server, its parent, never reaps it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"pid {proc.pid} still alive after {timeout} s")
+
+
+def oom_log_unreadable() -> str | None:
+    return read_kernel_log()[1]
+
+
+def test_a_normal_stop_is_not_an_oom(tmp_path, cache):
+    server = make(tmp_path, free_port())
+    server.start()
+    try:
+        server.wait_ready()
+    finally:
+        exit_info = server.stop(grace_s=5)
+    assert exit_info.oom is None and exit_info.memory is None
+    assert exit_info.to_json() == {"returncode": exit_info.returncode, "signal": exit_info.signal,
+                                   "stopped_by_us": True}
+
+
+def test_our_sigkill_after_the_grace_period_is_not_an_oom(tmp_path, cache):
+    argv = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"]
+    server = make(tmp_path, free_port(), argv=argv)
+    server.start()
+    time.sleep(0.3)
+    exit_info = server.stop(grace_s=0.5)
+    assert exit_info.signal == "SIGKILL" and exit_info.stopped_by_us and exit_info.oom is None
+
+
+def test_a_machine_without_memory_cgroups_fails_the_start_with_the_reason(tmp_path, cache, monkeypatch):
+    # Simulates what a non-root user or a machine without the controller gets from the probe.
+    monkeypatch.setattr(memlimit, "_parent", lambda *a: "no cgroup v1 memory controller mounted")
+    server = make_hog(tmp_path, "grow", limit=64 << 20)
+    with pytest.raises(ServerStartError, match="cannot enforce a memory limit: no cgroup v1 memory controller"):
+        server.start()
+    assert server.proc is None, "never started unlimited"

@@ -95,3 +95,50 @@ def test_nothing_measured_is_a_failure():
 def test_chunk_bundling_annotation_rides_along():
     v = classify(Evidence(levels=(level(per_chunk=True),), identity=GOOD_ID))
     assert v.verdict is Verdict.OK and v.annotations == ("chunk-bundling",)
+
+
+# --- OOM: evidence from bench.oom (ExitInfo.oom / ServerStartError.oom) ---------------------------
+
+KERNEL_LINE = ("Memory cgroup out of memory: Killed process 18244 (llama-server) total-vm:540856kB, "
+               "anon-rss:65152kB, file-rss:6752kB, shmem-rss:0kB, UID:0 pgtables:192kB oom_score_adj:0")
+OOM_EVIDENCE = {"source": "cgroup oom_kill", "pid": 18244, "process": "llama-server", "line": KERNEL_LINE,
+                "lines": [KERNEL_LINE], "cgroup": {"limit_bytes": 8 << 30, "oom_kill": 1}}
+
+
+def test_oom_reason_quotes_the_kernel_line():
+    v = classify(Evidence(levels=(level(),), identity=GOOD_ID, oom=OOM_EVIDENCE))
+    assert v.verdict is Verdict.OOM
+    assert v.reason == f"killed for memory (cgroup oom_kill, limit 8 GiB): {KERNEL_LINE}"
+
+
+@pytest.mark.parametrize(
+    "others",
+    [
+        {"levels": (level(ok=0, failed=100, dominant={"type": "connect", "http_status": None, "count": 100}),)},
+        {"levels": (level(ok=70, failed=30),)},
+        {"levels": (level(),), "capped": "budget ran out"},
+        {"levels": (level(ok=0, failed=100, dominant={"type": "http_4xx", "http_status": 404, "count": 100}),)},
+        {"start_failure": "server was killed for memory while starting"},
+    ],
+    ids=["all-failed", "degraded", "capped", "404s", "start-failure"],
+)
+def test_oom_takes_precedence(others):
+    ev = Evidence(identity=GOOD_ID, oom=OOM_EVIDENCE, **others)
+    assert classify(ev).verdict is Verdict.OOM
+
+
+def test_skipped_still_wins_over_oom():
+    assert classify(Evidence(skipped="not installed", oom=OOM_EVIDENCE)).verdict is Verdict.SKIPPED
+
+
+def test_oom_is_never_retried():
+    v = classify(Evidence(oom=OOM_EVIDENCE))
+    assert v.retryable is False and v.to_json()["retryable"] is False
+    ok = classify(Evidence(levels=(level(),), identity=GOOD_ID))
+    assert "retryable" not in ok.to_json(), "other verdicts keep the schema's shape"
+
+
+def test_oom_evidence_without_a_kernel_line():
+    ev = {"source": "vmstat oom_kill", "pid": 7, "process": "vllm", "note": "SIGKILL sent by no one here"}
+    v = classify(Evidence(oom=ev))
+    assert v.verdict is Verdict.OOM and v.reason == "pid 7 (vllm) killed for memory (vmstat oom_kill): SIGKILL sent by no one here"
