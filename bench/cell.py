@@ -9,10 +9,13 @@ its levels against that already-running server (adapters with a `bind` hook only
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from datetime import datetime, timezone
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -20,18 +23,21 @@ import httpx
 import adapters
 from bench import profiles
 from bench.adapter import Adapter, NotConfigured, ServeCommand, ServeContext, this_platform
+from bench.comparison import LoadedResult, load_results, select_latest, suspicious
 from bench.installs import UNKNOWN_VERSION, Installation, InstallError, NotInstalled, ensure_installed
-from bench.loadgen import LevelConfig, run_level
+from bench.loadgen import LevelConfig, Progress, run_level
 from bench.machine import detect
 from bench.metrics import summarize_level
 from bench.prompts import PromptSet, load_prompts, load_split
+from bench.resources import ResourceSampler
 from bench.results import SCHEMA_VERSION, CellPaths, cell_paths, now_iso, write_json_atomic
 from bench.server import ExitInfo, ServerProcess, ServerStartError, free_port
 from bench.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 
-Launcher = Callable[[ServeCommand, Adapter, str, int, Path], ServerProcess]
-"""Start a server for (command, adapter, host, port, log path) and return it ready, or raise
-ServerStartError. The launcher owns the server's cleanup; the cell stops it early when it can."""
+Launcher = Callable[..., ServerProcess]
+"""`launch(command, adapter, host, port, log_path, memory_limit_bytes=None)`: start a server and
+return it ready, or raise ServerStartError. The launcher owns the server's cleanup; the cell
+stops it early when it can."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,12 @@ class CellConfig:
     prompts_path: Path | None = None
     degraded_fraction: float = 0.2
     endpoint: str | None = None  # an already-running server (base URL): no lifecycle
+    # called with (concurrency, bench.loadgen.Progress) about once a second while a level runs
+    progress: Callable[[int, Progress], None] | None = field(default=None, compare=False, repr=False)
+    budget_s: float | None = None  # wall-clock budget of the whole cell; at the deadline it ends capped
+    stall_timeout_s: float | None = None  # no chunk and no finished request for this long: capped
+    memory_limit_bytes: int | None = None  # each server runs in a memory cgroup of this size
+    skip_existing_s: float | None = None  # a non-failed result of this cell this recent (or this run) stands
 
 
 @dataclass
@@ -85,6 +97,9 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         return CellOutcome(CellVerdict(Verdict.FAILED, str(exc)), None)
     except (profiles.ProfileUnavailable, NotConfigured) as exc:
         return _skipped(str(exc))
+    existing = _existing_result(cfg, paths, machine.slug)
+    if existing is not None:
+        return CellOutcome(CellVerdict(Verdict.SKIPPED, f"resumed: kept {existing.name}", ("resumed",)), existing)
     prompt_set = _prompts(cfg)
 
     run = _LevelsRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
@@ -94,9 +109,13 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         levels=tuple(run.summaries),
         identity=Identity(model.served_id, run.listed, tuple(sorted(run.response_models))) if run.summaries else None,
         start_failure=run.start_failure,
+        oom=run.oom,
+        capped=run.capped,
     )
     verdict = classify(evidence, degraded_fraction=cfg.degraded_fraction)
-    result = {
+    if run.retried:
+        verdict = replace(verdict, annotations=(*verdict.annotations, "retried"))
+    result: dict = {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
         "framework": {"name": adapter.name, "platform": platform_tag, **_version_block(install, run.reported_version)},
@@ -129,8 +148,38 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         "verdict": verdict.to_json(),
         "requests_file": paths.requests.name,
     }
+    flagged = _suspicious(paths, result)
+    if flagged:  # an annotation: it never changes the verdict
+        verdict = replace(verdict, annotations=(*verdict.annotations, "suspicious"))
+        result["verdict"] = {**verdict.to_json(), "suspicious": flagged}
     write_json_atomic(paths.result, result)
     return CellOutcome(verdict, paths.result, result)
+
+
+def _suspicious(paths: CellPaths, result: dict) -> str | None:
+    """Why `result` is suspicious against the previous result of the same cell (machine, model,
+    split, framework), chosen as comparison.json chooses (run id, then finish time, never mtime)."""
+    current = LoadedResult(paths.result, result)
+    loaded, _ = load_results(paths.split_dir)
+    older = [r for r in loaded if r.path != paths.result and r.recency() < current.recency()]
+    selection = select_latest([*older, current], machine=current.machine, model=current.model, split=current.split)
+    previous = selection.previous.get(current.framework)
+    return suspicious(result, previous.data) if previous else None
+
+
+def _existing_result(cfg: CellConfig, paths: CellPaths, machine: str) -> Path | None:
+    """--skip-existing: this cell's newest result of this machine, when it is of this run (or within
+    the window) and not a failure. Chosen by run id and finish time, never by mtime; another
+    machine's file never counts and is never touched."""
+    if cfg.skip_existing_s is None:
+        return None
+    loaded, _ = load_results(paths.split_dir)
+    mine = [r for r in loaded if r.framework == cfg.framework and r.split == cfg.split]
+    newest = select_latest(mine, machine=machine, model=cfg.profile.results_name, split=cfg.split).chosen.get(cfg.framework)
+    if newest is None or Verdict(newest.data["verdict"]["verdict"]).is_failure:
+        return None
+    age = (datetime.now(timezone.utc) - datetime.fromisoformat(newest.finished_at)).total_seconds()
+    return newest.path if newest.run_id == cfg.run_id or age <= cfg.skip_existing_s else None
 
 
 def _skipped(reason: str) -> CellOutcome:
@@ -207,7 +256,11 @@ class _LevelsRun:
         self.listed: tuple[str, ...] | None = None
         self.response_models: set[str] = set()
         self.start_failure: str | None = None
+        self.oom: dict | None = None
+        self.capped: str | None = None
+        self.retried: str | None = None
         self.reported_version: dict | None = None
+        self.deadline = None if cfg.budget_s is None else time.perf_counter() + cfg.budget_s
         self.extra_body = self._extra_body()
         self.shared = cfg.share_server or cfg.endpoint is not None  # an endpoint is one server throughout
 
@@ -228,28 +281,55 @@ class _LevelsRun:
                     break
 
     def _run_group(self, levels: tuple[int, ...], sidecar) -> bool:
+        """One server for `levels`; False when the cell must stop (start failure, OOM, capped)."""
         server_info: dict = {"levels": list(levels)}
         self.servers.append(server_info)
         try:
-            server = self._start(levels, server_info)
+            server = self._start_once_more_if_transient(levels, server_info)
         except ServerStartError as exc:
             self.start_failure = str(exc)
+            self.oom = exc.oom
             server_info["start_error"] = str(exc)
+            if exc.oom:
+                server_info["oom"] = exc.oom
             return False
         server_info["ready_after_s"] = server.ready_after_s
+        pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
+        label = "shared" if len(levels) > 1 else f"c{levels[0]}"
+        # An endpoint's process is not ours to watch: nothing is sampled for it.
+        sampler = ResourceSampler(pid, self.paths.split_dir / f"{self.paths.stem}.{label}.resources.jsonl",
+                                  cgroup=getattr(server, "cgroup", None),
+                                  on_tree=getattr(server, "note_tree", None)) if pid else None
         try:
-            listed = list_models(server.base_url)
-            if listed is not None:
-                self.listed = listed
-            if self.install.version == UNKNOWN_VERSION:
-                server_info["reported_version"] = self.reported_version = reported_version(server.base_url)
-            for concurrency in levels:
-                self._run_level(server, concurrency, sidecar)
+            with sampler or contextlib.nullcontext():
+                listed = list_models(server.base_url)
+                if listed is not None:
+                    self.listed = listed
+                if self.install.version == UNKNOWN_VERSION:
+                    server_info["reported_version"] = self.reported_version = reported_version(server.base_url)
+                for concurrency in levels:
+                    if not self._run_level(server, concurrency, sidecar):
+                        break
         finally:
             exit_info = server.stop()
-            server_info["exit"] = {"returncode": exit_info.returncode, "signal": exit_info.signal,
-                                   "stopped_by_us": exit_info.stopped_by_us}
-        return True
+            server_info["exit"] = exit_info.to_json()
+            if sampler is not None:  # the file name, not the path: results stay valid when moved or committed
+                server_info["resources"] = {**sampler.summary(), "path": sampler.path.name}
+            self.oom = self.oom or exit_info.oom
+        return self.oom is None and self.capped is None
+
+    def _start_once_more_if_transient(self, levels: tuple[int, ...], server_info: dict) -> ServerProcess | _Endpoint:
+        """A port taken or a connection refused while starting is retried once, on a fresh port
+        where the port is ours to choose; the first failure stays on record. A server that
+        started is never retried, whatever happened to it later."""
+        try:
+            return self._start(levels, server_info)
+        except ServerStartError as exc:
+            if not exc.transient or exc.oom or self.cfg.endpoint is not None:
+                raise
+            self.retried = server_info["retried_after"] = str(exc)
+            time.sleep(2.0)
+            return self._start(levels, server_info)
 
     def _start(self, levels: tuple[int, ...], server_info: dict) -> ServerProcess | _Endpoint:
         if self.cfg.endpoint is not None:
@@ -261,14 +341,19 @@ class _LevelsRun:
         command = self.adapter.serve(ctx)
         log_path = self.paths.server_log(label)
         server_info.update(port=port, command=command.to_json(), log=str(log_path))
-        return self.launch(command, self.adapter, self.cfg.host, port, log_path)
+        return self.launch(command, self.adapter, self.cfg.host, port, log_path,
+                           memory_limit_bytes=self.cfg.memory_limit_bytes)
 
     def _port(self) -> int:
         if self.cfg.port == 0:
             return free_port(self.cfg.host)
         return self.cfg.port or self.adapter.default_port
 
-    def _run_level(self, server: ServerProcess | _Endpoint, concurrency: int, sidecar) -> None:
+    def _run_level(self, server: ServerProcess | _Endpoint, concurrency: int, sidecar) -> bool:
+        """Measure one level; False when it was cut short (budget, hang) and the cell ends capped."""
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            self.capped = f"cell budget of {self.cfg.budget_s:g} s spent before c={concurrency}"
+            return False
         level_cfg = LevelConfig(
             base_url=server.base_url,
             model=self.model.served_id,
@@ -277,10 +362,21 @@ class _LevelsRun:
             warmup=self.cfg.warmup,
             request_timeout_s=self.cfg.request_timeout_s,
             extra_body=self.extra_body,
+            progress=partial(self.cfg.progress, concurrency) if self.cfg.progress else None,
+            deadline=self.deadline,
+            stall_timeout_s=self.cfg.stall_timeout_s,
         )
         run = run_level(level_cfg, self.prompt_set.prompts, self.prompt_set.warmup)
         summary = summarize_level(run)
-        self.summaries.append(summary)
+        if run.records:  # a level stopped during warm-up measured nothing; the capped reason says so
+            self.summaries.append(summary)
         self.response_models.update(summary["served_models"])
         for record in [*run.warmup_records, *run.records]:
             sidecar.write(json.dumps({"concurrency": concurrency, **record.to_json()}) + "\n")
+        if run.stop_reason is None:
+            return True
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            self.capped = f"cell budget of {self.cfg.budget_s:g} s reached at c={concurrency}: {run.stop_reason}"
+        else:
+            self.capped = f"{run.stop_reason} at c={concurrency}"
+        return False

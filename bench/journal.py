@@ -18,6 +18,9 @@ from pathlib import Path
 from bench.verdicts import Verdict
 
 JOURNAL_VERSION = 1
+# The day a journal is named after, when a caller fixes it (YYYY-MM-DD): the weekly run sets it
+# for its pytest sessions, so a run that crosses midnight keeps writing one journal.
+JOURNAL_DAY_ENV = "CELLBENCH_JOURNAL_DAY"
 
 
 def _now() -> str:
@@ -73,8 +76,11 @@ class Journal:
     def open(
         cls, directory: Path, *, model: str, machine: str, day: str | None = None, started_at: str | None = None
     ) -> Journal:
-        """Today's journal, continuing one an earlier session of the same day started."""
-        journal = cls(directory, day or date.today().isoformat(), model, machine, started_at or _now())
+        """Today's journal (or that of `day`, else of $CELLBENCH_JOURNAL_DAY), continuing one an
+        earlier session of the same day started."""
+        day = day or os.environ.get(JOURNAL_DAY_ENV) or date.today().isoformat()
+        date.fromisoformat(day)  # a bad day fails here, not as a journal named after it
+        journal = cls(directory, day, model, machine, started_at or _now())
         if journal.state_path.is_file():
             state = json.loads(journal.state_path.read_text())
             journal.started_at = state["started_at"]
@@ -128,7 +134,7 @@ def _status(cells, *, interrupted: bool) -> str:
         return "partial"
     if Verdict.OOM.value in verdicts:
         return "completed_with_oom"
-    if verdicts & {Verdict.FAILED.value, Verdict.ALL_FAILED.value, Verdict.WRONG_MODEL.value}:
+    if verdicts & {Verdict.FAILED.value, Verdict.ALL_FAILED.value, Verdict.WRONG_MODEL.value, Verdict.CAPPED.value}:
         return "completed_with_failures"
     if Verdict.SKIPPED.value in verdicts:
         return "completed_with_skips"
@@ -163,7 +169,7 @@ def render(j: Journal) -> str:
         lines += [f"## {split.capitalize()}", "", "| Framework | Status | Notes |", "|-----------|--------|-------|"]
         lines += [_cell_line(c) for c in sorted(j.cells.values(), key=lambda c: c.framework) if c.split == split]
         lines.append("")
-    failures = [c for c in j.cells.values() if c.verdict in ("failed", "all-failed", "wrong-model", "degraded")]
+    failures = [c for c in j.cells.values() if c.verdict in ("failed", "all-failed", "wrong-model", "degraded", "capped")]
     lines += ["## Failures", ""]
     for c in sorted(failures, key=lambda c: c.key):
         ev = c.evidence

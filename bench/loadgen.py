@@ -19,6 +19,7 @@ import contextlib
 import gc
 import json
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,7 +53,8 @@ class Progress:
     total: int
     failed: int
     output_tps: float  # output-bearing events per second over the last interval (≈ tokens/s)
-    elapsed_s: float
+    elapsed_s: float  # since the measured phase started
+    output_events: int = 0  # output-bearing events of the measured phase so far (rates over any span)
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,9 @@ class LevelConfig:
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # stream_options, temperature, ...
     deadline: float | None = None  # perf_counter() value: stop sending, cancel what is in flight
     progress: Callable[[Progress], None] | None = None  # called at most ~once per second
+    # The hang watchdog: no output event and no finished request for this long stops the level
+    # like a deadline, with the reason "no progress for ..." (a stopped server, a wedged engine).
+    stall_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -117,12 +122,39 @@ def run_level(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Seque
     if cfg.warmup and not warmup_prompts:
         raise ValueError("no warm-up prompts")
     level = _Level(cfg, prompts, warmup_prompts)
-    with _quiet_gc():
+    with _unraisable_interrupts(level.interrupt), _quiet_gc():
         runner = getattr(asyncio, "Runner", None)
         if runner is None:  # Python 3.10: no loop_factory; the default loop
-            return asyncio.run(level.run())
-        with runner(loop_factory=uvloop.new_event_loop if uvloop else None) as r:
-            return r.run(level.run())
+            run = asyncio.run(level.run())
+        else:
+            with runner(loop_factory=uvloop.new_event_loop if uvloop else None) as r:
+                run = r.run(level.run())
+    if level.fatal:  # it landed where nothing could raise it (the loop's shutdown, a finalizer)
+        raise level.fatal[0]
+    return run
+
+
+@contextlib.contextmanager
+def _unraisable_interrupts(on_interrupt: Callable[[BaseException], None]) -> Iterator[None]:
+    """Hand interrupts that Python could only report as unraisable to `on_interrupt`.
+
+    A signal handler's exception raised inside a weakref callback or a finalizer is "ignored":
+    the level's GC (`_quiet_gc`'s collection, a dying task leaving asyncio's WeakSet of tasks)
+    is where pytest-timeout's signal lands now and then on a loaded machine, and the level would
+    then run to its end as if no timeout had fired."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_value is not None and _is_interrupt(unraisable.exc_value):
+            on_interrupt(unraisable.exc_value)
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 @contextlib.contextmanager
@@ -150,7 +182,7 @@ class _Flight:
     def __init__(self, record: RequestRecord) -> None:
         self.record = record
         self.stream = ChatStream(record)
-        self.reason: str | None = None  # "timeout" or "deadline"
+        self.reason: str | None = None  # "timeout", "deadline" or "stall"
         self.released_at = 0.0  # when the connection was given back: the slot is open again
 
 
@@ -170,22 +202,24 @@ class _Level:
         self.progress = cfg.progress
         self.t0 = 0.0  # start of the measured phase
         self.measuring = False
+        self.fatal: list[BaseException] = []  # interrupts caught where they could not propagate
+        self.main: asyncio.Task | None = None
         self.session: aiohttp.ClientSession
 
     async def run(self) -> LevelRun:
         """The level, guarded so that an interrupt (pytest-timeout's signal raises a BaseException
         subclass wherever the main thread is) ends it even when it lands in a loop callback or a
-        transport, where asyncio would only log it."""
+        transport, where asyncio would only log it (or, via `run_level`, where Python could only
+        report it as unraisable)."""
         loop = asyncio.get_running_loop()
-        main = asyncio.current_task()
-        fatal: list[BaseException] = []
+        self.main = asyncio.current_task()
+        if self.fatal:  # it landed before the loop ran
+            raise self.fatal[0]
 
         def on_loop_exception(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
             exc = context.get("exception")
             if exc is not None and _is_interrupt(exc):
-                fatal.append(exc)
-                if main is not None:
-                    main.cancel()
+                self.interrupt(exc)
             else:
                 loop.default_exception_handler(context)
 
@@ -193,9 +227,15 @@ class _Level:
         try:
             return await self._run()
         except asyncio.CancelledError:
-            if fatal:
-                raise fatal[0] from None
+            if self.fatal:
+                raise self.fatal[0] from None
             raise
+
+    def interrupt(self, exc: BaseException) -> None:
+        """An interrupt that landed where it cannot propagate: end the level, then raise it."""
+        self.fatal.append(exc)
+        if self.main is not None and not self.main.done():
+            self.main.cancel()
 
     async def _run(self) -> LevelRun:
         cfg = self.cfg
@@ -216,6 +256,7 @@ class _Level:
                 warmup_records = await self._warmup()
                 cpu0, wall0 = time.process_time(), _perf()
                 self.t0, self.measuring = wall0, True
+                self.chunks = 0  # progress counts the measured phase only, as its elapsed time does
                 await self._measured(wall0)
                 cpu1, wall1 = time.process_time(), _perf()
         finally:
@@ -353,8 +394,8 @@ class _Level:
             limit = f"request_timeout_s={self.cfg.request_timeout_s:g}"
             flight.stream.fail(ErrorType.TIMEOUT, f"timed out after {waited:.2f} s ({limit}); {stage}", now)
         else:
-            message = f"cancelled at the level deadline after {waited:.2f} s in flight; {stage}"
-            flight.stream.fail(ErrorType.CANCELLED, message, now)
+            why = "by the hang watchdog" if flight.reason == "stall" else "at the level deadline"
+            flight.stream.fail(ErrorType.CANCELLED, f"cancelled {why} after {waited:.2f} s in flight; {stage}", now)
 
     def _may_send(self) -> bool:
         """False once the level is stopping (checked here too: the deadline timer may lag)."""
@@ -380,14 +421,29 @@ class _Level:
         for task in list(self.in_flight):
             self._cancel(task, "deadline")
 
+    def _on_stall(self, quiet_s: float) -> None:
+        if self.stop_reason is not None:
+            return
+        span = f"{quiet_s / 60:.0f} min" if quiet_s >= 120 else f"{quiet_s:.0f} s"
+        self.stop_reason = (f"no progress for {span}: no output and no finished request; "
+                            f"{len(self.records)}/{self.cfg.requests} measured requests done, "
+                            f"{len(self.in_flight)} in flight cancelled")
+        for task in list(self.in_flight):
+            self._cancel(task, "stall")
+
     async def _tick(self) -> None:
         """Loop-lag probe: how late a 10 ms sleep wakes up; also drives the progress callback."""
         last_report, last_chunks = self.t0, 0
+        seen, seen_at = (self.chunks, len(self.records)), self.t0
         while True:
             expected = _perf() + _TICK_S
             await asyncio.sleep(_TICK_S)
             now = _perf()
             self.loop_lags.append(max(0.0, now - expected))
+            if (self.chunks, len(self.records)) != seen:
+                seen, seen_at = (self.chunks, len(self.records)), now
+            elif self.cfg.stall_timeout_s is not None and now - seen_at >= self.cfg.stall_timeout_s:
+                self._on_stall(now - seen_at)
             if now - last_report >= _PROGRESS_S:
                 self._report(now, (self.chunks - last_chunks) / (now - last_report))
                 last_report, last_chunks = now, self.chunks
@@ -397,7 +453,8 @@ class _Level:
         if self.progress is None:
             return
         try:
-            self.progress(Progress(len(self.records), self.cfg.requests, self.failed, output_tps, now - self.t0))
+            self.progress(Progress(len(self.records), self.cfg.requests, self.failed, output_tps, now - self.t0,
+                                   self.chunks))
         except Exception:  # noqa: BLE001
             self.progress = None
             _log.exception("progress callback failed; disabled for the rest of the level")

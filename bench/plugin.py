@@ -3,11 +3,15 @@
 The fine verdict rides on the test report (`report.cellbench`, plain JSON-able data, so it
 crosses from xdist workers to the controller), while the pytest outcome stays coarse: ok and
 degraded pass, wrong-model / all-failed / failed / oom fail, skipped skips. The terminal counts
-`degraded` and `capped` as their own categories and ends with one line of verdict counts.
+`degraded` and `capped` as their own categories and ends with one line of verdict counts and
+the files the session wrote. With `--html`, the same report data fills the pytest-html report
+(bench/html_report.py); during long levels each cell writes a rate-limited progress line
+(bench/progress.py).
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,10 +19,11 @@ from urllib.parse import urlsplit
 import pytest
 
 import adapters
-from bench import profiles
+from bench import html_report, memlimit, profiles
 from bench.cell import CellConfig, CellOutcome
 from bench.journal import CellEntry, Journal
 from bench.machine import detect
+from bench.progress import DEFAULT_INTERVAL_S, ProgressLine, terminal_writer
 from bench.report import rebuild_split
 from bench.results import new_run_id, now_iso
 from bench.server import reap_orphans
@@ -31,6 +36,9 @@ LEVELS = pytest.StashKey[tuple]()
 PROFILE = pytest.StashKey["profiles.ModelProfile"]()
 VERDICTS = pytest.StashKey[Counter]()
 ENDPOINT = pytest.StashKey["str | None"]()
+HANG_S = pytest.StashKey[dict]()
+MEMORY_LIMIT = pytest.StashKey["int | None"]()
+TIMEOUT_MARGIN_S = 60.0  # under --timeout: time to stop the server and write the result
 
 # verdict -> (category, letter, verbose word) for pytest_report_teststatus
 _STATUS = {
@@ -69,6 +77,40 @@ def _endpoint(text: str | None) -> str | None:
     return url
 
 
+def _hang_seconds(text: str) -> dict[str, float]:
+    """`chat=30,agent=45` (minutes; fractions allowed) -> seconds per split; 0 turns the watchdog off."""
+    try:
+        pairs = dict(part.split("=", 1) for part in text.split(",") if part.strip())
+        minutes = {split.strip(): float(value) for split, value in pairs.items()}
+    except ValueError:
+        raise pytest.UsageError(f"--hang-minutes takes split=minutes pairs such as chat=30,agent=45, got {text!r}") from None
+    unknown = set(minutes) - set(SPLITS)
+    if unknown or any(m < 0 for m in minutes.values()):
+        raise pytest.UsageError(f"--hang-minutes: splits are {', '.join(SPLITS)} and minutes >= 0, got {text!r}")
+    return {split: m * 60.0 for split, m in minutes.items()}
+
+
+def _memory_limit(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return memlimit.parse_size(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--memory-limit: {exc}") from None
+
+
+def _cell_budget(config: pytest.Config) -> float | None:
+    """--cell-budget, else pytest-timeout's --timeout less a margin: the cell stops itself and keeps
+    its levels before the signal-method backstop kills the test with nothing written."""
+    budget = config.getoption("cell_budget")
+    timeout = getattr(config.option, "timeout", None)
+    backstop = timeout - TIMEOUT_MARGIN_S if timeout else None
+    if backstop is not None and backstop <= 0:
+        backstop = None
+    candidates = [b for b in (budget, backstop) if b is not None]
+    return min(candidates) if candidates else None
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("cellbench", "cellbench benchmark cells")
     g.addoption("--model", default="tiny", help="model profile name (models/<name>.yaml) or a profile path [tiny]")
@@ -90,6 +132,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--endpoint", default=None,
                 help="benchmark this already-running server (e.g. http://127.0.0.1:8080) with the generic "
                      "openai adapter; only its cells run, nothing is started or stopped")
+    g.addoption("--progress-interval", type=float, default=DEFAULT_INTERVAL_S,
+                help="seconds between a cell's progress lines during a level; none for shorter levels, "
+                     f"0 turns them off [{DEFAULT_INTERVAL_S:g}]")
+    g.addoption("--cell-budget", type=float, default=None, metavar="SECONDS",
+                help="wall-clock budget per cell: at the deadline the level stops, finished and partial levels "
+                     "are kept and the cell ends capped [none; pytest's --timeout minus a margin when given]")
+    g.addoption("--hang-minutes", default="chat=30,agent=45", metavar="chat=30,agent=45",
+                help="no output and no finished request for this long cancels the level: capped, 'no progress' "
+                     "[chat=30,agent=45]")
+    g.addoption("--memory-limit", default=None, metavar="SIZE",
+                help="run each server in a memory cgroup of SIZE (e.g. 8G) to emulate a smaller machine")
+    g.addoption("--skip-existing", type=float, nargs="?", const=0.0, default=None, metavar="HOURS",
+                help="skip cells with a non-failed result of this machine in this run (--run-id), or newer than HOURS")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -101,6 +156,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # Bad options are usage errors now, not one failed test per cell later.
     config.stash[LEVELS] = _levels(config.getoption("concurrency"))
     config.stash[ENDPOINT] = _endpoint(config.getoption("endpoint"))
+    config.stash[HANG_S] = _hang_seconds(config.getoption("hang_minutes"))
+    config.stash[MEMORY_LIMIT] = _memory_limit(config.getoption("memory_limit"))
     try:
         config.stash[PROFILE] = profiles.load_profile(config.getoption("model"))
     except profiles.ProfileError as exc:
@@ -109,6 +166,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_XdistHooks(), "cellbench-xdist")
     if workerinput is None:
         config.pluginmanager.register(RunRecorder(config), "cellbench-recorder")
+        if config.pluginmanager.hasplugin("html"):
+            config.pluginmanager.register(html_report.HtmlColumns(), "cellbench-html")
+            html_report.add_session_facts(config, run_id=config.stash[RUN_ID], machine=detect().to_json(),
+                                          model=config.stash[PROFILE].results_name)
 
 
 class _XdistHooks:
@@ -122,6 +183,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):
         return
     reaped = reap_orphans()
+    memlimit.reap_stale()  # empty memory cgroups of sessions that are gone
     if reaped:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter:
@@ -151,7 +213,7 @@ def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> Cel
         framework=framework,
         split=split,
         profile=request.config.stash[PROFILE],
-        results_root=opt("results_dir") or request.config.rootpath / "results",
+        results_root=_results_root(request.config),
         run_id=request.config.stash[RUN_ID],
         levels=request.config.stash[LEVELS],
         requests=opt("requests"),
@@ -165,6 +227,12 @@ def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> Cel
         prompts_path=opt("prompts"),
         degraded_fraction=opt("degraded_threshold"),
         endpoint=request.config.stash[ENDPOINT],
+        progress=ProgressLine(f"{framework}-{split}", terminal_writer(request.config),
+                              interval_s=opt("progress_interval")),
+        budget_s=_cell_budget(request.config),
+        stall_timeout_s=request.config.stash[HANG_S].get(split) or None,
+        memory_limit_bytes=request.config.stash[MEMORY_LIMIT],
+        skip_existing_s=None if opt("skip_existing") is None else opt("skip_existing") * 3600.0,
     )
 
 
@@ -186,16 +254,28 @@ def enforce_verdict(request: pytest.FixtureRequest):
 
 
 def _results_root(config: pytest.Config) -> Path:
-    return config.getoption("results_dir") or config.rootpath / "results"
+    """--results-dir (relative to where pytest was invoked), else <rootdir>/results; absolute."""
+    given = config.getoption("results_dir")
+    return config.invocation_params.dir / given if given else config.rootpath / "results"
 
 
 def _evidence(result: dict) -> dict:
-    """What the journal shows for a failure: the dominant error and the server logs."""
+    """What the journal shows: the dominant error and the server logs of a failure, and why the
+    cell is suspicious (bench.cell compared it with the cell's previous result)."""
     evidence: dict = {"server_logs": [s["log"] for s in result.get("servers", []) if s.get("log")]}
     dominant = dominant_error(tuple(result.get("levels", ())))
     if dominant:
         evidence["dominant_error"] = dominant
+    suspicious = result.get("verdict", {}).get("suspicious")
+    if suspicious:
+        evidence["suspicious"] = suspicious
     return evidence
+
+
+def _html_path(config: pytest.Config) -> Path | None:
+    """Where pytest-html writes its report (resolved as pytest-html does), or None without --html."""
+    html = config.getoption("htmlpath", None) if config.pluginmanager.hasplugin("html") else None
+    return Path.cwd() / Path(os.path.expandvars(html)).expanduser() if html else None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -210,7 +290,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             "annotations": list(outcome.verdict.annotations),
             "result_path": str(outcome.result_path) if outcome.result_path else None,
             "evidence": _evidence(outcome.result),
+            "row": html_report.row_data(outcome.result),
         }
+        if outcome.result.get("framework"):
+            report.cellbench["framework_version"] = [outcome.result["framework"]["name"],
+                                                     outcome.result["framework"]["version"]]
         cell_id = item.callspec.params.get("cell_id") if hasattr(item, "callspec") else None
         if cell_id is not None:  # a benchmark cell (not a plugin test's stand-in): it goes in the journal
             report.cellbench.update(
@@ -221,6 +305,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                 results_root=str(_results_root(item.config)),
             )
         report.user_properties.append(("cellbench_verdict", outcome.verdict.verdict.value))
+        if _html_path(item.config) is not None:  # built here: under xdist only this side has the files
+            report.extras = [*getattr(report, "extras", []), *html_report.extras_for(report.cellbench, outcome.result)]
     return report
 
 
@@ -253,6 +339,8 @@ class RunRecorder:
         if not data or report.when != "call":
             return
         self.config.stash[VERDICTS][data["verdict"]] += 1
+        if data.get("framework_version"):
+            html_report.add_framework_version(self.config, *data["framework_version"])
         if "framework" not in data:
             return
         directory = Path(data["results_root"]) / data["model"] / data["machine"]
@@ -269,7 +357,10 @@ class RunRecorder:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         for split_dir in sorted(self.split_dirs):
-            self.written += rebuild_split(split_dir)[1][:2]  # comparison.json, REPORT.md
+            written = rebuild_split(split_dir)[1]
+            self.written += written[:2]  # comparison.json, REPORT.md
+            if written[2:]:
+                self.written.append(written[2].parent)  # plots/
         for journal in self.journals.values():
             journal.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
             self.written.append(journal.md_path)
@@ -282,5 +373,6 @@ class RunRecorder:
         line = ", ".join(f"{counts[v]} {v}" for v in order if counts[v])
         terminalreporter.write_sep("=", f"cellbench verdicts: {line}")
         terminalreporter.write_line(f"run {self.config.stash[RUN_ID]}; results under {_results_root(self.config)}")
-        for path in self.written:
-            terminalreporter.write_line(f"  {path}")
+        html = _html_path(self.config)
+        for path in [*self.written, *([html] if html else [])]:
+            terminalreporter.write_line(f"  {path}{os.sep if path.is_dir() else ''}")

@@ -280,6 +280,7 @@ class ServerProcess:
                     self.oom_watch.note_group()
         try:
             _signal_group(pid, signal.SIGTERM)
+            _signal_group(pid, signal.SIGCONT)  # a stopped (SIGSTOP, T-state) server cannot act on TERM
             try:
                 self.proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:

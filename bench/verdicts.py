@@ -128,6 +128,8 @@ def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
     dominant = dominant_error(ev.levels)
     if ev.identity is not None and (why := ev.identity.mismatch()):
         return CellVerdict(Verdict.WRONG_MODEL, why, notes)
+    if ev.capped:  # stopped by the budget or the hang watchdog: its cancellations are not the server's failures
+        return CellVerdict(Verdict.CAPPED, ev.capped, notes)
     if done and failed / done >= ALL_FAILED_FRACTION:
         if dominant and dominant.get("http_status") in NOT_LOADED_STATUSES:
             return CellVerdict(
@@ -136,8 +138,6 @@ def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
                 notes,
             )
         return CellVerdict(Verdict.ALL_FAILED, f"{failed}/{done} requests failed, {_describe(dominant)}", notes)
-    if ev.capped:
-        return CellVerdict(Verdict.CAPPED, ev.capped, notes)
     if done and failed / done >= degraded_fraction:
         return CellVerdict(Verdict.DEGRADED, f"{failed}/{done} requests failed, {_describe(dominant)}", notes)
     bound = [lv["concurrency"] for lv in ev.levels if lv.get("client", {}).get("client_bound")]

@@ -144,8 +144,8 @@ def test_held_port_is_failed_not_a_false_ready(tmp_path, no_leaked_servers):
 def test_server_killed_mid_level_gives_typed_failures_and_a_result(tmp_path, server_launcher, no_leaked_servers):
     killed = threading.Event()
 
-    def launch_then_kill(command, adapter, host, port, log_path):
-        server = server_launcher(command, adapter, host, port, log_path)
+    def launch_then_kill(command, adapter, host, port, log_path, **options):
+        server = server_launcher(command, adapter, host, port, log_path, **options)
 
         def kill():
             os.killpg(server.proc.pid, signal.SIGKILL)

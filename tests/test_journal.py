@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from bench.journal import CellEntry, Journal
+import pytest
+
+from bench.journal import JOURNAL_DAY_ENV, CellEntry, Journal
 
 
 def journal(tmp_path, day="2026-11-29"):
@@ -70,3 +72,25 @@ def test_status_values(tmp_path):
     j.record(CellEntry("c", "chat", "oom", "killed"))
     j.finish(interrupted=False)
     assert j.status == "completed_with_oom"
+
+
+def test_suspicious_cells_are_listed_for_review_whatever_their_verdict(tmp_path):
+    j = journal(tmp_path)
+    reason = "output throughput against run 20261122T100000Z-aaaa: c=8: 40.0 tok/s vs 410.0 tok/s (10.2x lower)"
+    j.record(CellEntry("vllm", "chat", "ok", "300/300 requests ok", "r.json", ["suspicious"], {"suspicious": reason}))
+    j.record(CellEntry("llamacpp", "chat", "ok", "300/300 requests ok"))
+    j.finish(interrupted=False)
+    text = j.md_path.read_text()
+    assert "| vllm | ok | 300/300 requests ok (suspicious) |" in text
+    assert f"## Suspicious Results\n\n- vllm / chat: {reason}\n\n## Notes" in text
+    assert j.status == "completed", "suspicious is an annotation, not a failure"
+
+
+def test_the_day_can_be_fixed_by_the_caller(tmp_path, monkeypatch):
+    monkeypatch.setenv(JOURNAL_DAY_ENV, "2026-11-29")  # a weekly run that started before midnight
+    j = Journal.open(tmp_path, model="tiny", machine="m")
+    assert j.day == "2026-11-29" and j.md_path.name == "journal_2026-11-29.md"
+    assert Journal.open(tmp_path, model="tiny", machine="m", day="2026-12-06").day == "2026-12-06"
+    monkeypatch.setenv(JOURNAL_DAY_ENV, "next monday")
+    with pytest.raises(ValueError):
+        Journal.open(tmp_path, model="tiny", machine="m")

@@ -150,6 +150,25 @@ def test_closed_loop_bounds_concurrency_and_counts_requests(server):
     assert calls[-1].output_tps > 0
 
 
+def test_progress_arrives_about_once_a_second_with_growing_elapsed(server):
+    """What bench.progress.ProgressLine relies on: reports during the level about a second
+    apart, elapsed and output events counted from the measured phase's start (warm-up apart)
+    and growing, and a last report when done."""
+    calls: list[tuple[float, Progress]] = []
+    cfg = level(server.base_url, concurrency=1, requests=4, warmup=1,
+                progress=lambda p: calls.append((time.monotonic(), p)))
+    run = run_level(cfg, prompts("stream 8 0.08"), prompts("stream 5 0", prefix="w"))  # ~0.65 s a request
+    *during, (_, last) = calls
+    assert len(during) >= 2 and last.done == last.total == 4
+    elapsed = [p.elapsed_s for _, p in calls]
+    assert elapsed == sorted(elapsed) and 0.95 <= elapsed[0] <= 3.0  # upper bounds: a loaded CI machine
+    gaps = [b - a for (a, _), (b, _) in zip(during, during[1:])]
+    assert all(0.95 <= g <= 3.0 for g in gaps), gaps
+    assert [p.done for _, p in calls] == sorted(p.done for _, p in calls) and all(p.output_tps > 0 for _, p in during)
+    events = [p.output_events for _, p in calls]
+    assert events == sorted(events) and events[-1] == sum(r.n_chunks for r in run.records) == 32
+
+
 def test_a_broken_progress_callback_does_not_break_the_level(server, caplog):
     def broken(progress: Progress) -> None:
         raise RuntimeError("display gone")
@@ -268,3 +287,19 @@ def test_signal_interrupt_propagates_out_of_the_level(server, after_s):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_interrupt_python_could_only_report_as_unraisable_still_ends_the_level(server):
+    """A signal can land in a weakref callback or a finalizer (a dying task leaves asyncio's
+    WeakSet of tasks; `gc.collect` runs callbacks), where Python only prints "Exception ignored".
+    Here a finalizer raises it, deterministically, from the progress callback ~1 s in."""
+
+    class Doomed:
+        def __del__(self):
+            raise _Interrupt("timeout")
+
+    t0 = time.perf_counter()
+    with pytest.raises(_Interrupt):
+        run_level(level(server.base_url, concurrency=2, requests=8, progress=lambda p: Doomed()),
+                  prompts("stream 400 0.002"), [])  # ~3.2 s without the interrupt
+    assert time.perf_counter() - t0 < 2.5

@@ -1,8 +1,23 @@
-"""The plugin in real pytest sessions: verdicts become outcomes, categories and one summary line."""
+"""The plugin in real pytest sessions: verdicts become outcomes, categories and one summary line;
+the suspicious flag against a cell's previous result; rate-limited progress lines."""
 
 from __future__ import annotations
 
+import json
+import os
+import time
+from pathlib import Path
+
 import pytest
+
+from bench.cell import _suspicious
+from bench.loadgen import ClientHealth, LevelConfig, LevelRun, Progress
+from bench.machine import detect
+from bench.metrics import summarize_level
+from bench.progress import ProgressLine
+from bench.records import ErrorType, RequestError, RequestRecord
+from bench.results import cell_paths, validate
+from bench.verdicts import Evidence, Identity, classify
 
 CELLS = """
 import pytest
@@ -67,3 +82,236 @@ def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args, message):
     result = pytester.runpytest("-p", "bench.plugin", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+# ---------------------------------------------------------------- results written by hand
+
+
+def hand_result(split_dir: Path, *, run_id: str, framework: str = "llamacpp", tps: float = 100.0,
+                levels: tuple[int, ...] = (1, 2), failed: int = 0, finished_at: str = "2026-11-29T10:00:00+00:00",
+                log_text: str = "main: server is listening on http://127.0.0.1:8001\n", write: bool = True) -> dict:
+    """A schema-valid result of this machine, made without a server: synthetic requests (4 per
+    level, `failed` of them HTTP 500) summarised by bench.metrics, output throughput set to `tps`,
+    and a server log per level holding `log_text`. Written under its canonical name."""
+    split_dir.mkdir(parents=True, exist_ok=True)
+    summaries, servers = [], []
+    for c in levels:
+        records = []
+        for i in range(4):
+            t = i * 0.5
+            rec = RequestRecord(index=i, prompt_name=f"p{i}", t_sched=t, t_send=t, t_first_byte=t + 0.01,
+                                t_first_token=t + 0.02, t_end=t + 0.2, chunk_times=[t + 0.02 + k * 0.02 for k in range(10)],
+                                usage_completion_tokens=10, usage_prompt_tokens=7, finish_reason="stop",
+                                served_model="tiny", http_status=200, done_marker=True)
+            if i < failed:
+                rec = RequestRecord(index=i, prompt_name=f"p{i}", t_sched=t, t_send=t, t_end=t + 0.01, http_status=500,
+                                    error=RequestError(ErrorType.HTTP_5XX, "HTTP 500: boom", 500, "boom"))
+            records.append(rec)
+        run = LevelRun(LevelConfig("http://127.0.0.1:1", "tiny", c, 4, 0), records, [], 0.0, 1.7, 1.8e9, False, None,
+                       ClientHealth(0.05, 1.0, 1.0))
+        summary = summarize_level(run)
+        summary["output_throughput_tps"] = tps if summary["successful"] else 0.0
+        summaries.append(summary)
+        log = split_dir / "logs" / f"{framework}_{run_id}_c{c}.server.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(log_text)
+        servers.append({"levels": [c], "port": 8001, "command": {"argv": ["llama-server"], "env": {}}, "log": str(log),
+                        "ready_after_s": 1.0, "exit": {"returncode": 0, "signal": None, "stopped_by_us": True}})
+    verdict = classify(Evidence(levels=tuple(summaries), identity=Identity("tiny", ("tiny",), ("tiny",))))
+    result = {
+        "schema_version": 1, "run_id": run_id,
+        "framework": {"name": framework, "version": "b9999", "install_source": "test", "install": {}},
+        "split": split_dir.name,
+        "model": {"profile": "tiny", "results_name": split_dir.parent.parent.name, "format": "gguf", "path": None,
+                  "requested": "tiny", "served": {"listed": ["tiny"], "responses": ["tiny"]}},
+        "machine": detect().to_json() | {"slug": split_dir.parent.name},
+        "run_config": {"levels": list(levels), "requests_per_level": 4, "warmup": 0, "levels_share_server": False,
+                       "request_timeout_s": 300.0, "request_extras": {},
+                       "prompts": {"source": "chat", "format": "cellbench", "count": 4, "tools_param": False}},
+        "servers": servers, "started_at": finished_at, "finished_at": finished_at, "duration_s": 2.0,
+        "levels": summaries, "verdict": verdict.to_json(), "requests_file": f"{framework}_{run_id}.requests.jsonl",
+    }
+    validate(result)
+    if write:
+        (split_dir / f"{framework}_{run_id}.json").write_text(json.dumps(result))
+    return result
+
+
+def cell_dir(root: Path, split: str = "chat") -> Path:
+    return root / "tiny" / detect().slug / split
+
+
+# ---------------------------------------------------------------- suspicious
+
+
+def test_suspicious_against_the_previous_result_of_the_same_cell(tmp_path):
+    split_dir = cell_dir(tmp_path)
+    hand_result(split_dir, run_id="20261122T100000Z-aaaa", tps=1000.0, finished_at="2026-11-22T10:05:00+00:00")
+    current = hand_result(split_dir, run_id="20261129T100000Z-bbbb", tps=50.0, write=False)
+    paths = cell_paths(tmp_path, "tiny", detect().slug, "chat", "llamacpp", current["run_id"])
+    reason = _suspicious(paths, current)
+    assert reason and "20261122T100000Z-aaaa" in reason and "c=1: 50.0 tok/s vs 1000.0 tok/s (20.0x lower)" in reason
+    # within 10x: not suspicious
+    assert _suspicious(paths, hand_result(split_dir, run_id="20261129T100000Z-bbbb", tps=150.0, write=False)) is None
+
+
+def test_suspicious_baseline_is_chosen_by_run_id_never_mtime_nor_across_splits(tmp_path):
+    chat = cell_dir(tmp_path)
+    hand_result(chat, run_id="20261122T100000Z-aaaa", tps=100.0)  # the real previous result
+    stale = hand_result(chat, run_id="20260701T100000Z-cccc", tps=1.0)  # older run, newest mtime
+    os.utime(chat / f"llamacpp_{stale['run_id']}.json", (time.time() + 3600,) * 2)
+    hand_result(chat, run_id="20261122T100000Z-dddd", framework="vllm", tps=1.0)  # another framework
+    hand_result(cell_dir(tmp_path, "agent"), run_id="20261122T100000Z-eeee", tps=1.0)  # another split
+    current = hand_result(chat, run_id="20261129T100000Z-bbbb", tps=120.0, write=False)
+    paths = cell_paths(tmp_path, "tiny", detect().slug, "chat", "llamacpp", current["run_id"])
+    assert _suspicious(paths, current) is None
+    # and a first result has nothing to compare with
+    first = hand_result(cell_dir(tmp_path / "fresh"), run_id="20261129T100000Z-bbbb", write=False)
+    assert _suspicious(cell_paths(tmp_path / "fresh", "tiny", detect().slug, "chat", "llamacpp", first["run_id"]),
+                       first) is None
+
+
+STAND_IN_CELLS = """
+import json
+from pathlib import Path
+
+from bench.cell import CellOutcome
+from bench.verdicts import CellVerdict, Verdict
+
+CELLS = json.loads(Path(__file__).with_name("cells.json").read_text())
+
+
+def test_cell(cell_id, enforce_verdict):
+    spec = CELLS["-".join(cell_id)]
+    v = spec["result"]["verdict"]
+    verdict = CellVerdict(Verdict(v["verdict"]), v["reason"], tuple(v["annotations"]))
+    enforce_verdict(CellOutcome(verdict, Path(spec["path"]), spec["result"]))
+"""
+
+
+def stand_in_cells(directory: Path, results: dict[str, dict]) -> None:
+    """A test file in `directory` with real cell ids (`test_cell[llamacpp-chat]`) whose outcomes
+    are the given results, written where a cell writes them (`directory/results/...`): the
+    journal and comparison see them as real. Run it with `--results-dir results`."""
+    cells = {}
+    for cell, result in results.items():
+        split_dir = cell_dir(directory / "results", result["split"])
+        path = split_dir / f"{result['framework']['name']}_{result['run_id']}.json"
+        path.write_text(json.dumps(result))
+        cells[cell] = {"path": str(path), "result": result}
+    (directory / "cells.json").write_text(json.dumps(cells))
+    (directory / "test_stand_in_cells.py").write_text(STAND_IN_CELLS)
+
+
+def test_suspicious_goes_to_the_verdict_annotations_and_the_journal(pytester: pytest.Pytester):
+    split_dir = cell_dir(pytester.path / "results")
+    result = hand_result(split_dir, run_id="20261129T100000Z-bbbb", write=False)
+    reason = "output throughput against run 20261122T100000Z-aaaa: c=1: 100.0 tok/s vs 1000.0 tok/s (10.0x lower)"
+    result["verdict"] = {**result["verdict"], "annotations": ["suspicious"], "suspicious": reason}  # as run_cell does
+    stand_in_cells(pytester.path, {"llamacpp-chat": result})
+    proc = pytester.runpytest("-p", "bench.plugin", "-k", "llamacpp-chat", "--results-dir", "results")
+    proc.assert_outcomes(passed=1)
+    (journal,) = split_dir.parent.glob("journal_*.md")
+    text = journal.read_text()
+    assert "| llamacpp | ok | 8/8 requests ok; c=1: 100.0 tok/s, c=2: 100.0 tok/s (suspicious) |" in text
+    assert f"## Suspicious Results\n\n- llamacpp / chat: {reason}\n" in text
+    state = json.loads(journal.with_suffix(".json").read_text())
+    assert state["cells"][0]["evidence"]["suspicious"] == reason
+    assert state["cells"][0]["annotations"] == ["suspicious"]
+
+
+def test_terminal_summary_lists_the_files_written(pytester: pytest.Pytester):
+    stand_in_cells(pytester.path, {"llamacpp-chat": hand_result(cell_dir(pytester.path / "results"),
+                                                           run_id="20261129T100000Z-bbbb", write=False)})
+    proc = pytester.runpytest("-p", "bench.plugin", "-k", "llamacpp-chat", "--results-dir", "results",
+                              "--html", "out/report.html")
+    proc.assert_outcomes(passed=1)
+    split_dir = cell_dir(pytester.path / "results")
+    proc.stdout.fnmatch_lines([
+        "*cellbench verdicts: 1 ok*",
+        f"  {split_dir / 'comparison.json'}",
+        f"  {split_dir / 'REPORT.md'}",
+        f"  {split_dir / 'plots'}{os.sep}",
+        f"  {split_dir.parent}{os.sep}journal_*.md",
+        f"  {pytester.path / 'out' / 'report.html'}",
+    ])
+    assert (pytester.path / "out" / "report.html").is_file()
+
+
+# ---------------------------------------------------------------- progress lines
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def feed(line: ProgressLine, clock: FakeClock, concurrency: int, seconds: int, total: int = 1000) -> None:
+    """Report once a second for `seconds` seconds of a level, as the load generator does: 250
+    output events a second on average, in bursts (500, 0, 500, ...) as batches arrive."""
+    for s in range(1, seconds + 1):
+        clock.now += 1.0
+        done = total if s == seconds else s
+        line(concurrency, Progress(done=done, total=total, failed=s // 20, output_tps=500.0 * (s % 2),
+                                   elapsed_s=float(s), output_events=250 * s))
+
+
+def test_progress_is_one_line_per_interval_and_none_for_short_levels():
+    clock, lines = FakeClock(), []
+    line = ProgressLine("llamacpp-chat", lines.append, interval_s=30, clock=clock)
+    feed(line, clock, 1, 29)  # shorter than the interval: silent, the final report included
+    assert lines == []
+    feed(line, clock, 8, 100)  # lines at 30, 60 and 90 s; the last report (done) writes nothing
+    assert lines == [
+        "llamacpp-chat c=8: 30/1000 requests (1 failed), 250.0 tok/s, 30 s",
+        "llamacpp-chat c=8: 60/1000 requests (3 failed), 250.0 tok/s, 60 s",
+        "llamacpp-chat c=8: 90/1000 requests (4 failed), 250.0 tok/s, 90 s",
+    ]
+    lines.clear()
+    feed(line, clock, 8, 45)  # the same concurrency again (elapsed restarts): a new level
+    assert [ln.split(": ")[1].split(" ")[0] for ln in lines] == ["30/1000"]
+
+
+def test_progress_interval_zero_is_off_and_reports_may_arrive_late():
+    clock, lines = FakeClock(), []
+    feed(ProgressLine("x", lines.append, interval_s=0, clock=clock), clock, 1, 100)
+    assert lines == []
+    line = ProgressLine("x", lines.append, interval_s=30, clock=clock)
+    clock.now += 40
+    line(1, Progress(done=5, total=10, failed=0, output_tps=9.0, elapsed_s=40.0, output_events=40))  # already late
+    line(1, Progress(done=6, total=10, failed=0, output_tps=9.0, elapsed_s=41.0, output_events=41))
+    assert lines == ["x c=1: 5/10 requests, 1.0 tok/s, 40 s"]
+
+
+PROGRESS_CELL = """
+import time
+
+from bench.loadgen import Progress
+
+def test_cell(cell_config):
+    def report(done, elapsed_s):
+        cell_config.progress(4, Progress(done=done, total=10, failed=0, output_tps=99.0, elapsed_s=elapsed_s,
+                                         output_events=int(12.5 * elapsed_s)))
+
+    report(1, 0.0)
+    time.sleep(1.6)
+    report(2, 1.6)  # past the 1.5 s interval: a line
+    report(3, 1.7)  # too soon after it: none
+"""
+
+
+@pytest.mark.parametrize("xdist", [False, True])
+def test_progress_lines_reach_the_terminal(pytester: pytest.Pytester, xdist):
+    pytester.makepyfile(test_progress=PROGRESS_CELL)
+    args = ["-p", "bench.plugin", "-k", "llamacpp-chat", "--progress-interval", "1.5"]
+    if xdist:  # a worker writes to its stderr, inherited from the controller
+        proc = pytester.runpytest_subprocess(*args, "-n", "1")
+        proc.stderr.fnmatch_lines(["[[]gw0[]] llamacpp-chat c=4: 2/10 requests, 12.5 tok/s, 2 s"])
+    else:
+        proc = pytester.runpytest_subprocess(*args)
+        proc.stdout.fnmatch_lines(["llamacpp-chat c=4: 2/10 requests, 12.5 tok/s, 2 s"])
+    assert "3/10" not in proc.stdout.str() + proc.stderr.str(), "one line per interval"
+    proc.assert_outcomes(passed=1)

@@ -83,6 +83,12 @@ def test_client_bound_level_degrades_the_cell():
     assert v.verdict is Verdict.DEGRADED and "client-bound at concurrency 16" in v.reason
 
 
+def test_capped_wins_over_the_cancellations_it_caused():
+    stalled = level(ok=0, failed=8, dominant={"type": "cancelled", "http_status": None, "count": 8})
+    v = classify(Evidence(levels=(stalled,), identity=GOOD_ID, capped="no progress for 30 min at c=8"))
+    assert v.verdict is Verdict.CAPPED and v.reason == "no progress for 30 min at c=8"
+
+
 def test_capped_keeps_its_reason():
     v = classify(Evidence(levels=(level(),), identity=GOOD_ID, capped="budget 60 s ran out during c=8"))
     assert v.verdict is Verdict.CAPPED

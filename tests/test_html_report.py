@@ -1,0 +1,322 @@
+"""The pytest-html report, checked where a reader sees it: rendered by headless Chromium.
+
+pytest-html 4 builds its rows with JavaScript from a JSON blob, so the raw file does not hold
+them; `chromium --dump-dom` gives the DOM after the scripts ran. Plugin-level sessions use stand-in
+cells (real cell ids, outcomes from results written by hand: tests/test_plugin.py); one session
+runs the real llamacpp chat cell. Chromium comes from the system (`make test` installs Debian's
+`chromium` when it is missing); without it these tests fail with what to install.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from test_plugin import cell_dir, hand_result, stand_in_cells
+
+from bench import html_report
+from bench.machine import detect
+from bench.paths import PROJECT_ROOT
+
+CHROMIUM_HINT = ("tests/test_html_report.py needs Chromium: apt-get install -y --no-install-recommends chromium "
+                 "(as root), or set CHROMIUM=/path/to/chromium")
+XSS = "<script>alert(1)</script>"
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def chromium() -> str:
+    found = os.environ.get("CHROMIUM") or next(
+        filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    if not found:
+        pytest.fail(CHROMIUM_HINT, pytrace=False)
+    return found
+
+
+def rendered(html: Path, query: str = "") -> str:
+    """The DOM of `html` after its scripts ran, in a fresh profile (pytest-html keeps the sort
+    direction in sessionStorage; a fresh profile starts from the defaults)."""
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
+        cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom", html.as_uri() + query]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "</html>" in proc.stdout, proc.stderr[-2000:]
+    return proc.stdout
+
+
+class ResultsTable(HTMLParser):
+    """The rendered results table: its header cells, per row the text of each `col-*` cell, and
+    the environment table's texts. `<template>` content (pytest-html's row blueprints) is skipped."""
+
+    def __init__(self, dom: str) -> None:
+        super().__init__()
+        self.headers: list[dict[str, str]] = []
+        self.rows: list[dict[str, str]] = []
+        self.environment: list[str] = []
+        self._cell: str | None = None
+        self._in_head = self._in_env = False
+        self._templates = 0
+        self.feed(dom)
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "template" or self._templates:
+            self._templates += tag == "template"
+        elif tag == "thead" and a.get("id") == "results-table-head":
+            self._in_head = True
+        elif tag == "table" and a.get("id") == "environment":
+            self._in_env = True
+        elif tag == "th" and self._in_head:
+            self.headers.append(a)
+        elif tag == "tr" and "collapsible" in a.get("class", "").split():
+            self.rows.append({})
+        elif tag == "td" and self.rows and (kind := re.match(r"col-(\w+)", a.get("class", ""))):
+            self._cell = kind.group(1)
+            self.rows[-1][self._cell] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "template":
+            self._templates -= 1
+        elif tag == "thead":
+            self._in_head = False
+        elif tag == "table":
+            self._in_env = False
+        elif tag == "td":
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell:
+            self.rows[-1][self._cell] += data
+        elif self._in_env and data.strip():
+            self.environment.append(data.strip())
+
+    def column(self, kind: str) -> dict[str, str]:
+        """testId -> the text of column `kind`, for every row."""
+        return {row["testId"]: " ".join(row[kind].split()) for row in self.rows}
+
+
+# ---------------------------------------------------------------- units
+
+
+def test_row_numbers_are_the_highest_level_and_the_failure_rate_is_over_all_levels(tmp_path):
+    result = hand_result(cell_dir(tmp_path), run_id="20261129T100000Z-bbbb", levels=(1, 8, 2), failed=1,
+                         tps=321.0, write=False)
+    top = next(lv for lv in result["levels"] if lv["concurrency"] == 8)
+    assert html_report.row_data(result) == {
+        "level": 8, "output_tps": 321.0, "ttft_p50_ms": top["ttft_ms"]["p50"], "tpot_p50_ms": top["tpot_ms"]["p50"],
+        "failure_rate": 3 / 12,
+    }
+    assert html_report.row_data({})["level"] is None  # a skipped cell: no numbers
+
+
+def test_sort_keys_order_numbers_as_numbers_and_verdicts_by_severity():
+    values = [9.5, 100.0, 12.0, 0.0, None, 1234567.25]
+    keys = [html_report.number_key(v) for v in values]
+    assert [v for _, v in sorted(zip(keys, values, strict=True))] == [None, 0.0, 9.5, 12.0, 100.0, 1234567.25]
+    cells = {v: html_report.row_cells({"verdict": v, "reason": "r", "annotations": []})[0]
+             for v in ("ok", "failed", "degraded", "skipped", "wrong-model")}
+    assert sorted(cells, key=cells.get) == ["failed", "wrong-model", "degraded", "ok", "skipped"]
+
+
+def test_server_text_is_escaped_in_every_extra(tmp_path):
+    result = hand_result(cell_dir(tmp_path), run_id="20261129T100000Z-bbbb", log_text=f"boot\n{XSS}\n", write=False)
+    data = {"verdict": "ok", "reason": f"fine {XSS}", "annotations": ["suspicious"],
+            "evidence": {"suspicious": f"10x {XSS}"}, "result_path": "r.json"}
+    extras = html_report.extras_for(data, result)
+    assert [e["format_type"] for e in extras] == ["html", "image", "json", "text", "text"]
+    html = extras[0]["content"]
+    assert XSS not in html and html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 4  # reason, flag, 2 logs
+    assert XSS not in "".join(html_report.row_cells(data))
+    assert base64.b64decode(extras[1]["content"]).startswith(b"\x89PNG")
+    assert extras[3]["content"] == f"boot\n{XSS}" and extras[3]["name"] == "server log c1 (last 60 lines)"
+
+
+def test_log_tail_is_the_last_lines(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_bytes(b"".join(b"line %d\n" % i for i in range(10000)) + b"\xff bad byte\n")
+    tail = html_report.tail_lines(log, 3)
+    assert tail == "line 9998\nline 9999\n\ufffd bad byte"
+
+
+# ---------------------------------------------------------------- sessions with stand-in cells
+
+
+def project_ini(directory: Path) -> None:
+    """The project's own pytest.ini (generate_report_on_test, strict markers) in `directory`."""
+    shutil.copy(PROJECT_ROOT / "pytest.ini", directory / "pytest.ini")
+
+
+def pytest_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-p", "bench.plugin", "-p", "no:cacheprovider", "--results-dir", "results",
+            "--html", "report.html", "--self-contained-html", *args]
+
+
+def four_cells(root: Path) -> dict[str, dict]:
+    """ok (suspicious), degraded, all-failed and a second ok; throughputs whose string order is
+    not their numeric order. One server log carries a script tag."""
+    chat = cell_dir(root)
+    suspicious = "output throughput against run 20261122T100000Z-aaaa: c=2: 9.5 tok/s vs 950.0 tok/s (100.0x lower)"
+    cells = {
+        "llamacpp-chat": hand_result(chat, run_id="20261129T100000Z-bbbb", tps=9.5, log_text=f"ready\n{XSS}\n",
+                                     write=False),
+        "vllm-chat": hand_result(chat, run_id="20261129T100000Z-bbbb", framework="vllm", tps=100.0, failed=1,
+                                 write=False),
+        "mlx_lm-chat": hand_result(chat, run_id="20261129T100000Z-bbbb", framework="mlx_lm", tps=12.0, failed=4,
+                                   write=False),
+        "hf_transformers-chat": hand_result(chat, run_id="20261129T100000Z-bbbb", framework="hf_transformers",
+                                            tps=1234.0, write=False),
+    }
+    v = cells["llamacpp-chat"]["verdict"]
+    cells["llamacpp-chat"]["verdict"] = {**v, "annotations": ["suspicious"], "suspicious": suspicious}
+    return cells
+
+
+CELL_IDS = "llamacpp-chat or vllm-chat or mlx_lm-chat or hf_transformers-chat"
+VERDICTS = {
+    "test_stand_in_cells.py::test_cell[hf_transformers-chat]": "ok",
+    "test_stand_in_cells.py::test_cell[llamacpp-chat]": "ok suspicious",
+    "test_stand_in_cells.py::test_cell[mlx_lm-chat]": "all-failed",
+    "test_stand_in_cells.py::test_cell[vllm-chat]": "degraded",
+}
+
+
+@dataclass
+class Session:
+    html: Path
+    proc: subprocess.CompletedProcess
+    dom: str  # the report as rendered, default sort
+
+
+@pytest.fixture(scope="module", params=[pytest.param([], id="single"), pytest.param(["-n", "2"], id="xdist")])
+def stand_in_report(request, tmp_path_factory) -> Session:
+    """One session of four stand-in cells with --html, without and with xdist."""
+    directory = tmp_path_factory.mktemp("stand-in-report")
+    project_ini(directory)
+    stand_in_cells(directory, four_cells(directory / "results"))
+    proc = subprocess.run(pytest_command("-k", CELL_IDS, *request.param), cwd=directory, capture_output=True,
+                          text=True, timeout=600)
+    return Session(directory / "report.html", proc, rendered(directory / "report.html"))
+
+
+def test_verdict_and_metric_columns_in_the_rendered_report(stand_in_report):
+    html, proc = stand_in_report.html, stand_in_report.proc
+    assert proc.returncode == pytest.ExitCode.TESTS_FAILED, proc.stdout[-3000:]  # the all-failed cell
+    assert "cellbench verdicts: 2 ok, 1 degraded, 1 all-failed" in proc.stdout
+    table = ResultsTable(stand_in_report.dom)
+    sortable = {h["data-column-type"] for h in table.headers if "sortable" in h.get("class", "").split()}
+    assert {"verdict", "level", "output_tps", "ttft_p50", "tpot_p50", "failure_rate"} <= sortable
+    assert table.column("verdict") == VERDICTS
+    assert table.column("output_tps")["test_stand_in_cells.py::test_cell[hf_transformers-chat]"] == "1234.0"
+    assert table.column("level")["test_stand_in_cells.py::test_cell[vllm-chat]"] == "c=2"
+    assert table.column("failure_rate")["test_stand_in_cells.py::test_cell[mlx_lm-chat]"] == "100.0%"
+    assert table.column("failure_rate")["test_stand_in_cells.py::test_cell[vllm-chat]"] == "25.0%"
+    assert stand_in_report.dom.count('<img src="data:image/png;base64,') == 4  # one plot per cell, inlined
+
+
+def test_columns_sort_numerically_in_the_browser(stand_in_report):
+    html = stand_in_report.html
+    by_tps = ResultsTable(rendered(html, "?sort=output_tps")).column("output_tps")
+    assert list(by_tps.values()) == ["0.0", "9.5", "100.0", "1234.0"]  # as strings, 9.5 would come last
+    by_verdict = ResultsTable(rendered(html, "?sort=verdict")).column("verdict")
+    assert [v.split()[0] for v in by_verdict.values()] == ["all-failed", "degraded", "ok", "ok"]  # worst first
+
+
+def test_server_log_script_tags_stay_text(stand_in_report):
+    assert XSS not in stand_in_report.html.read_text()
+    dom = stand_in_report.dom
+    assert XSS not in dom, "a server log line became markup"
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom  # shown, as text, in the log tail
+    assert "server log c1" in dom and "ready" in dom
+
+
+def test_environment_names_the_run_machine_and_framework_versions(stand_in_report):
+    env = ResultsTable(stand_in_report.dom).environment
+    run_id = re.search(r"^run (\S+);", stand_in_report.proc.stdout, re.M).group(1)
+    assert env[env.index("cellbench run") + 1] == run_id
+    assert "machine" in env and f"slug: {detect().slug}" in env
+    assert "frameworks" in env and {"llamacpp: b9999", "vllm: b9999", "mlx_lm: b9999"} <= set(env)
+
+
+def test_report_of_a_killed_run_has_the_cells_that_finished(tmp_path):
+    project_ini(tmp_path)
+    stand_in_cells(tmp_path, {"llamacpp-chat": four_cells(tmp_path / "results")["llamacpp-chat"]})
+    (tmp_path / "test_zz_hang.py").write_text(
+        "import time\nfrom pathlib import Path\n\n\n"
+        "def test_hang():\n    Path('hang-started').touch()\n    time.sleep(600)\n"
+    )
+    proc = subprocess.Popen(pytest_command("-k", "llamacpp-chat or hang"), cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "hang-started").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the session ended before its second test"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    html = tmp_path / "report.html"
+    assert html.is_file(), "no report left by the killed run"
+    table = ResultsTable(rendered(html))
+    assert table.column("verdict") == {"test_stand_in_cells.py::test_cell[llamacpp-chat]": "ok suspicious"}
+    assert "1/2 test done." in html.read_text()  # pytest-html's running state: the run did not finish
+
+
+# ---------------------------------------------------------------- the real llamacpp cell
+
+
+@pytest.mark.integration
+def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama_server):
+    results = tmp_path / "results"
+    chat = cell_dir(results)
+    # A previous result of this cell, written by hand, 1000x faster than any real one: suspicious.
+    hand_result(chat, run_id="20260101T000000Z-0000", tps=1e6, finished_at="2026-01-01T00:10:00+00:00")
+    html = results / "report.html"
+    # `--opt=PATH`: pytest would take an existing path given as a separate argument for a test path
+    cmd = [sys.executable, "-m", "pytest", "-m", "chat", "-k", "llamacpp", "--requests", "4", "--concurrency", "1,2",
+           "--port", "0", "-p", "no:cacheprovider", "--host-lock-timeout", "1500", f"--results-dir={results}",
+           f"--html={html}", "--self-contained-html", "--progress-interval=2"]
+    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    (result_path,) = [p for p in chat.glob("llamacpp_*.json") if "20260101" not in p.name]
+    result = json.loads(result_path.read_text())
+    assert result["verdict"]["verdict"] == "ok" and "suspicious" in result["verdict"]["annotations"]
+    assert "against run 20260101T000000Z-0000" in result["verdict"]["suspicious"]
+    # every artefact of the session, and the terminal lists them
+    (journal,) = chat.parent.glob("journal_*.md")
+    written = [chat / "comparison.json", chat / "REPORT.md", chat / "plots" / "throughput.png", journal, html]
+    assert all(p.is_file() for p in written), [p for p in written if not p.is_file()]
+    for path in (chat / "comparison.json", chat / "REPORT.md", journal, html):
+        assert f"  {path}\n" in proc.stdout
+    assert "## Suspicious Results\n\n- llamacpp / chat: output throughput against run 20260101T000000Z-0000" in \
+        journal.read_text()
+    # progress lines: load generator -> cell -> plugin -> terminal, only for levels longer than 2 s
+    for level in result["levels"]:
+        line = rf"^llamacpp-chat c={level['concurrency']}: \d/4 requests, \d+\.\d tok/s, \d+ s$"
+        if level["wall_time_s"] > 3:
+            assert re.search(line, proc.stdout, re.M), proc.stdout[-3000:]
+        elif level["wall_time_s"] < 2:
+            assert not re.search(line, proc.stdout, re.M)
+    # the rendered report
+    dom = rendered(html)
+    table = ResultsTable(dom)
+    assert table.column("verdict") == {"bench/test_cells.py::test_cell[llamacpp-chat]": "ok suspicious"}
+    assert table.column("level") == {"bench/test_cells.py::test_cell[llamacpp-chat]": "c=2"}
+    top = result["levels"][-1]
+    assert table.column("output_tps")["bench/test_cells.py::test_cell[llamacpp-chat]"] == \
+        f"{top['output_throughput_tps']:.1f}"
+    assert table.column("failure_rate")["bench/test_cells.py::test_cell[llamacpp-chat]"] == "0.0%"
+    assert "server log c2" in dom and "data:image/png;base64," in dom
+    assert result["framework"]["version"] in " ".join(table.environment)

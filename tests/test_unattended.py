@@ -1,0 +1,121 @@
+"""What an unattended run meets, on a real llama-server: a budget, a hang, an OOM, a port race, a resume.
+
+Each test checks what the Monday-morning reader relies on: the verdict and its reason, that the
+result file keeps what was measured, that no server outlives its cell, and that the next cell
+still runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_cells_llamacpp import llama_servers, no_leaked_servers  # noqa: F401  (a fixture)
+
+from bench import profiles
+from bench.cell import CellConfig, run_cell
+from bench.paths import PROJECT_ROOT
+from bench.results import new_run_id, validate
+from bench.verdicts import Verdict
+
+pytestmark = pytest.mark.integration
+
+
+def _cfg(tmp_path: Path, **overrides) -> CellConfig:
+    base = dict(framework="llamacpp", split="chat", profile=profiles.load_profile("tiny"), results_root=tmp_path,
+                run_id=new_run_id(), levels=(1,), requests=4, warmup=0, port=0, request_timeout_s=60)
+    return CellConfig(**{**base, **overrides})
+
+
+def test_a_budget_too_small_for_the_levels_ends_capped_and_keeps_the_finished_levels(tmp_path, server_launcher,
+                                                                                    no_leaked_servers):  # noqa: F811
+    budget, t0 = 60.0, time.perf_counter()
+    launched = []
+
+    def launch_late(command, adapter, host, port, log_path, **options):
+        # The second level's server comes up 1.5 s before the budget ends, however fast the first
+        # level was, so the budget runs out inside c=1 on a busy machine and an idle one alike.
+        if launched:
+            time.sleep(max(0.0, t0 + budget - 1.5 - time.perf_counter()))
+        launched.append(port)
+        return server_launcher(command, adapter, host, port, log_path, **options)
+
+    outcome = run_cell(_cfg(tmp_path, levels=(2, 1), requests=24, budget_s=budget), launch_late)
+    assert outcome.verdict.verdict is Verdict.CAPPED, outcome.verdict.reason
+    assert outcome.verdict.reason.startswith("cell budget of 60 s reached at c=1: deadline reached")
+    result = json.loads(outcome.result_path.read_text())
+    validate(result)
+    first, capped = result["levels"]
+    assert (first["concurrency"], first["partial"], first["num_requests"]) == (2, False, 24)
+    assert capped["concurrency"] == 1 and capped["partial"] and capped["successful"] < 24
+    assert result["verdict"]["verdict"] == "capped"
+
+
+def test_a_stopped_server_ends_capped_no_progress_and_the_next_cell_runs(tmp_path, server_launcher, llama_server,
+                                                                          no_leaked_servers):  # noqa: F811
+    started = []
+
+    def launch(command, adapter, host, port, log_path, **options):
+        started.append(server_launcher(command, adapter, host, port, log_path, **options))
+        return started[-1]
+
+    def stop_server_after_two_requests(concurrency, progress):
+        if progress.done >= 2 and len(started) == 1:
+            os.killpg(started[0].proc.pid, signal.SIGSTOP)
+            started.append("stopped")
+
+    cfg = _cfg(tmp_path, requests=2000, stall_timeout_s=3.0, progress=stop_server_after_two_requests)
+    hung = run_cell(cfg, launch)
+    assert hung.verdict.verdict is Verdict.CAPPED
+    assert hung.verdict.reason.startswith("no progress for 3 s") and hung.verdict.reason.endswith("at c=1")
+    level = json.loads(hung.result_path.read_text())["levels"][0]
+    assert level["partial"] and level["successful"] > 0  # what finished before the hang is kept
+    assert not llama_servers(llama_server) or all(p.status() != "stopped" for p in llama_servers(llama_server))
+
+    after = run_cell(_cfg(tmp_path, requests=3), server_launcher)
+    assert after.verdict.verdict is Verdict.OK, after.verdict.reason
+
+
+def test_a_memory_limit_below_the_agent_split_ends_oom_with_the_kernel_line(tmp_path, llama_server):
+    cmd = [sys.executable, "-m", "pytest", "-m", "agent", "-k", "llamacpp", "--requests", "3", "--concurrency", "2",
+           "--port", "0", "--memory-limit", "48M", "-p", "no:cacheprovider", f"--results-dir={tmp_path}"]
+    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1
+    assert "cellbench verdicts: 1 oom" in done.stdout
+    (journal,) = tmp_path.rglob("journal_*.md")
+    oom_section = journal.read_text().split("## OOM Cells")[1].split("##")[0]
+    assert "llamacpp / agent: killed for memory (cgroup oom_kill, limit 48 MiB)" in oom_section
+    assert "Killed process" in oom_section  # the kernel's own line is the evidence
+
+
+def test_a_held_port_is_retried_once_and_recorded(tmp_path, server_launcher, no_leaked_servers):  # noqa: F811
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    threading.Timer(1.0, holder.close).start()  # the port frees up before the retry
+    outcome = run_cell(_cfg(tmp_path, port=port, requests=2), server_launcher)
+    assert outcome.verdict.verdict is Verdict.OK, outcome.verdict.reason
+    assert "retried" in outcome.verdict.annotations
+    server = json.loads(outcome.result_path.read_text())["servers"][0]
+    assert f"port {port} is already held" in server["retried_after"]
+
+
+def test_skip_existing_keeps_this_runs_result_and_reruns_a_failed_one(tmp_path, server_launcher):
+    cfg = _cfg(tmp_path, requests=2)
+    first = run_cell(cfg, server_launcher)
+    assert first.verdict.verdict is Verdict.OK
+    resumed = run_cell(_cfg(tmp_path, requests=2, run_id=cfg.run_id, skip_existing_s=0.0), server_launcher)
+    assert resumed.verdict.verdict is Verdict.SKIPPED and "resumed" in resumed.verdict.annotations
+    assert resumed.result_path == first.result_path
+    # A later run without a window measures again; with a window the recent result stands.
+    assert run_cell(_cfg(tmp_path, requests=2, skip_existing_s=0.0), server_launcher).verdict.verdict is Verdict.OK
+    assert run_cell(_cfg(tmp_path, requests=2, skip_existing_s=3600.0), server_launcher).verdict.verdict is Verdict.SKIPPED
