@@ -187,6 +187,51 @@ def cell_plot(result: dict[str, Any]) -> bytes:
     return _png(fig)
 
 
+RESOURCES_PNG = "resources.png"
+
+
+def _resource_samples(split_dir: Path, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The result's resource sidecars (one per server), in time order; [] when it has none."""
+    samples: list[dict[str, Any]] = []
+    for server in result.get("servers", []):
+        name = (server.get("resources") or {}).get("path")
+        path = split_dir / name if name else None
+        if path is None or not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            try:
+                samples.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut short by a killed run
+    return sorted(samples, key=lambda s: s.get("wall", 0.0))
+
+
+def resources_over_time(comparison: dict[str, Any], split_dir: Path) -> Path | None:
+    """Server tree RSS and CPU over the cell's time, one line per framework; plots/resources.png.
+
+    None when no chosen result has a resource sidecar (results written before the sampler)."""
+    series = {fw: _resource_samples(split_dir, comparison["results"][fw]) for fw in comparison["frameworks"]}
+    series = {fw: s for fw, s in series.items() if s}
+    if not series:
+        return None
+    fig = _figure(7, 5.5)
+    rss_ax, cpu_ax = fig.subplots(2, 1, sharex=True)
+    for fw, samples in series.items():
+        t0 = samples[0]["wall"]
+        t = [s["wall"] - t0 for s in samples]
+        rss_ax.plot(t, [(s.get("tree") or {}).get("rss_bytes", 0) / 2**30 for s in samples], label=fw)
+        cpu_ax.plot(t, [(s.get("tree") or {}).get("cpu_percent", 0) for s in samples], label=fw)
+    rss_ax.set_ylabel("server RSS (GiB)")
+    cpu_ax.set_ylabel("server CPU (%)")
+    cpu_ax.set_xlabel("seconds since the cell's first server started")
+    for ax in (rss_ax, cpu_ax):
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+    rss_ax.legend(loc="best")
+    rss_ax.set_title(_title(comparison, "Server resources"), fontsize=10)
+    return _save(fig, Path(split_dir) / PLOTS_DIR / RESOURCES_PNG)
+
+
 def write_plots(comparison: dict[str, Any], split_dir: Path) -> list[Path]:
     """Every figure REPORT.md embeds, under `<split_dir>/plots/` (none when nothing is compared).
 
@@ -197,7 +242,9 @@ def write_plots(comparison: dict[str, Any], split_dir: Path) -> list[Path]:
     if comparison["frameworks"]:
         written.append(throughput_vs_concurrency(comparison, split_dir))
         written += [latency_distributions(comparison, level, split_dir) for level in all_levels(comparison)]
+        resources = resources_over_time(comparison, split_dir)
+        written += [resources] if resources else []
     for old in (split_dir / PLOTS_DIR).glob("*.png"):
-        if (old.name == THROUGHPUT_PNG or old.name.startswith("latency_c")) and old not in written:
+        if (old.name in (THROUGHPUT_PNG, RESOURCES_PNG) or old.name.startswith("latency_c")) and old not in written:
             old.unlink()
     return written

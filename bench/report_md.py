@@ -128,6 +128,8 @@ def _bullets(title: str, items: list[str], none: str) -> list[str]:
 def _caption(plot: Path) -> str:
     if plot.name == plots.THROUGHPUT_PNG:
         return "Output throughput against concurrency"
+    if plot.name == plots.RESOURCES_PNG:
+        return "Server memory and CPU over the cell"
     return f"TTFT and TPOT at concurrency {plot.stem.removeprefix('latency_c')}"
 
 
