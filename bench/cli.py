@@ -2,12 +2,14 @@
 
 `cellbench install [fw...]` installs frameworks into the cache; `cellbench doctor [--json]` says,
 for every framework, where it runs, whether it can run here, what is installed (version and
-where from) and the command that installs it.
+where from) and the command that installs it. `cellbench report` rebuilds the reports from
+result files (bench.report); `cellbench weekly` runs the unattended weekly pipeline (bench.weekly).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 
@@ -107,11 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="rebuild comparison.json, REPORT.md and plots from result files alone",
                             add_help=False)
     report.set_defaults(func=None)
+    weekly = sub.add_parser("weekly", help="the unattended weekly run: update, chat, agent, reports, weekly/<date> branch",
+                            add_help=False)
+    weekly.set_defaults(func=None)
+    clean = sub.add_parser("clean", help="delete this machine's stale results; refuse (and name) anything else",
+                           add_help=False)
+    clean.set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)
-    if args.command == "report":  # its options are bench.report's own
-        from bench import report as report_module
-
-        return report_module.main([a for a in (argv if argv is not None else sys.argv[1:]) if a != "report"])
+    if args.command in ("report", "weekly", "clean"):  # their options are the modules' own
+        module = importlib.import_module({"report": "bench.report", "weekly": "bench.weekly",
+                                          "clean": "bench.cleanup"}[args.command])
+        given = list(argv if argv is not None else sys.argv[1:])
+        given.remove(args.command)
+        return module.main(given)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return args.func(args)

@@ -1,0 +1,67 @@
+"""`cellbench weekly` on this machine: real cells, then the weekly/<date> branch holds the truth."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from bench.machine import detect
+from bench.paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A checkout on main with one adapter edited and not committed (an adapter fix made this week)."""
+    repo = tmp_path / "repo"
+    (repo / "adapters").mkdir(parents=True)
+    (repo / ".gitignore").write_text("/results/\n")
+    (repo / "adapters" / "demo.py").write_text("PORT = 1\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "start")
+    (repo / "adapters" / "demo.py").write_text("PORT = 2\n")
+    return repo
+
+
+def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_journal(repo, llama_server):
+    main_head = _git(repo, "rev-parse", "main")
+    cmd = [sys.executable, "-m", "bench.cli", "weekly", f"--repo={repo}", "--no-update", "--",
+           "-k", "llamacpp", "--requests", "2", "--concurrency", "1", "--warmup", "0", "--port", "0"]
+    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    summary = json.loads(done.stdout[done.stdout.rindex("\n{") + 1:])
+    branch = f"weekly/{date.today().isoformat()}"
+    assert summary["branch"] == branch and summary["not_ok"] == []
+
+    # The user's checkout never moved: still main, main untouched, results still on disk.
+    assert _git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert _git(repo, "rev-parse", "main") == main_head
+    machine = detect().slug
+    scoped = f"results/tiny/{machine}"
+    assert (repo / scoped / "chat").is_dir()
+
+    log = _git(repo, "log", "--format=%s", f"main..{branch}").splitlines()
+    assert log[0].startswith(f"results: weekly run {date.today().isoformat()} (chat + agent)")
+    assert log[1] == "adapter fix(demo): as run in the weekly benchmark"
+    assert _git(repo, "show", f"{branch}:adapters/demo.py") == "PORT = 2"
+    files = _git(repo, "show", "--name-only", "--format=", branch).splitlines()
+    for split in ("chat", "agent"):
+        assert f"{scoped}/{split}/comparison.json" in files and f"{scoped}/{split}/REPORT.md" in files
+        assert any(f.startswith(f"{scoped}/{split}/llamacpp_") and f.endswith(".json") for f in files)
+    assert f"{scoped}/journal_{date.today().isoformat()}.md" in files
+    journal = _git(repo, "show", f"{branch}:{scoped}/journal_{date.today().isoformat()}.md")
+    assert f"Branch: {branch}" in journal and "pytest -m agent: exit 0" in journal
+    assert "| llamacpp | ok |" in journal
+    assert "adapters/demo.py" not in files  # the adapter fix is its own commit, not mixed with results
