@@ -18,13 +18,14 @@ Accuracy (summary)
 
 | Model | Config        | accuracy | correct | parseable_samples | unparseable_samples | total_samples | failed_requests | Source                                |
 | ----- | ------------- | -------- | ------- | ----------------- | ------------------- | ------------- | --------------- | ------------------------------------- |
-| tiny  | llamacpp, c=4 | 0.00%    | 0       | 0                 | 50                  | 50            | 0               | local 13c8565 [Intel Xeon, n=50, c=4] |
+| tiny  | llamacpp, c=4 | 0.00%    | 0       | 0                 | 50                  | 50            | 0               | main 5a5f61f [Intel Xeon, n=50, c=4]  |
+| tiny  | vllm, c=4     | 0.00%    | 0       | 0                 | 50                  | 50            | 0               | main 5a5f61f [Intel Xeon, n=50, c=4]  |
 
 Speed (speed)
 
 | Model | Config        | latency_mean_s | latency_p50_s | latency_p95_s | throughput_qps | output_tok_per_s | Source                                |
 | ----- | ------------- | -------------- | ------------- | ------------- | -------------- | ---------------- | ------------------------------------- |
-| tiny  | llamacpp, c=4 | 1.184          | 0.106         | 6.228         | 3.36           | 214.9            | local 13c8565 [Intel Xeon, n=50, c=4] |
+| tiny  | llamacpp, c=4 | 0.366          | 0.125         | 2.439         | 10.58          | 677.1            | main 5a5f61f [Intel Xeon, n=50, c=4]  |
 
 Local v1 Pipeline Result (this workspace, 2026-11-29)
 

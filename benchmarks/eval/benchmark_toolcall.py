@@ -24,13 +24,13 @@ Validity (summary)
 
 | Model | Config        | valid_rate | tool_call_rate | known_name_rate | json_args_rate | schema_valid_rate | total_samples | failed_requests | Source                                |
 | ----- | ------------- | ---------- | -------------- | --------------- | -------------- | ----------------- | ------------- | --------------- | ------------------------------------- |
-| tiny  | llamacpp, c=4 | 0.00%      | 0.00%          | 0.00%           | 0.00%          | 0.00%             | 50            | 0               | local 13c8565 [Intel Xeon, n=50, c=4] |
+| tiny  | llamacpp, c=4 | 0.00%      | 0.00%          | 0.00%           | 0.00%          | 0.00%             | 50            | 0               | main 5a5f61f [Intel Xeon, n=50, c=4]  |
 
 Speed (speed)
 
 | Model | Config        | latency_mean_s | latency_p50_s | latency_p95_s | throughput_qps | output_tok_per_s | Source                                |
 | ----- | ------------- | -------------- | ------------- | ------------- | -------------- | ---------------- | ------------------------------------- |
-| tiny  | llamacpp, c=4 | 6.466          | 5.837         | 12.319        | 0.61           | 156.1            | local 13c8565 [Intel Xeon, n=50, c=4] |
+| tiny  | llamacpp, c=4 | 5.044          | 4.676         | 7.531         | 0.78           | 199.3            | main 5a5f61f [Intel Xeon, n=50, c=4]  |
 
 Local v1 Pipeline Result (this workspace, 2026-11-29)
 
