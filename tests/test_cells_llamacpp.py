@@ -37,11 +37,21 @@ def llama_servers(binary: str) -> list[psutil.Process]:
     return found
 
 
+def _ours_or_orphaned(proc: psutil.Process) -> bool:
+    """Started by this test process, or left without a parent (a session that ended leaked it).
+    Another session's live server (an eval run beside this suite, say) is neither."""
+    try:
+        ppid = proc.ppid()
+    except psutil.Error:
+        return False
+    return ppid in (os.getpid(), 1) or not psutil.pid_exists(ppid)
+
+
 @pytest.fixture
 def no_leaked_servers(llama_server):
     before = {p.pid for p in llama_servers(llama_server)}
     yield
-    leaked = [p for p in llama_servers(llama_server) if p.pid not in before]
+    leaked = [p for p in llama_servers(llama_server) if p.pid not in before and _ours_or_orphaned(p)]
     assert not leaked, f"llama-server left running: {[p.pid for p in leaked]}"
 
 
