@@ -153,22 +153,23 @@ def test_held_port_is_failed_not_a_false_ready(tmp_path, no_leaked_servers):
 
 def test_server_killed_mid_level_gives_typed_failures_and_a_result(tmp_path, server_launcher, no_leaked_servers):
     killed = threading.Event()
+    started = []
 
-    def launch_then_kill(command, adapter, host, port, log_path, **options):
-        server = server_launcher(command, adapter, host, port, log_path, **options)
+    def launch(command, adapter, host, port, log_path, **options):
+        started.append(server_launcher(command, adapter, host, port, log_path, **options))
+        return started[-1]
 
-        def kill():
-            os.killpg(server.proc.pid, signal.SIGKILL)
+    def kill_after_two_requests(concurrency, progress):  # however slow the machine is today
+        if progress.done >= 2 and not killed.is_set():
+            os.killpg(started[0].proc.pid, signal.SIGKILL)
             killed.set()
-
-        threading.Timer(1.0, kill).start()
-        return server
 
     cfg = CellConfig(
         framework="llamacpp", split="chat", profile=profiles.load_profile("tiny"), results_root=tmp_path,
         run_id=new_run_id(), levels=(4,), requests=2000, warmup=0, port=0, request_timeout_s=30,
+        progress=kill_after_two_requests,
     )
-    outcome = run_cell(cfg, launch_then_kill)
+    outcome = run_cell(cfg, launch)
     assert killed.is_set()
     result = load_valid(outcome.result_path)
     level = result["levels"][0]
