@@ -4,12 +4,13 @@ Three layers, each usable alone:
 
 * `SSEDecoder`  - incremental event framing (WHATWG "event stream" rules): events split across
   reads or several per read, `\\n`, `\\r\\n` and bare `\\r` line ends, `data:` with or without the
-  space, multi-line `data`, `event:` names, comment lines (`: keepalive 10/11`, mlx-lm).
+  space, multi-line `data`, `event:` names, comment lines (`: keepalive 10/11`, mlx-lm); an
+  event still unfinished after `MAX_EVENT_BYTES` is an error, not a buffer that grows without end.
 * `parse_chunk` - one event's payload as a `Chunk`: output-bearing or not, answer-bearing or not,
   `finish_reason`, usage, `model`, or an SSE error event.
 * `ChatStream`  - applies timed reads to a `RequestRecord`: the stamps and the end-of-stream
-  verdict of shared/design/metrics.md (`t_first_token`, `t_first_answer`, chunk times, `t_end`,
-  `truncated` / `empty_output` / `invalid_sse` / `stream_error_event`).
+  verdict (`t_first_token`, `t_first_answer`, chunk times, `t_end`, `truncated` /
+  `empty_output` / `invalid_sse` / `stream_error_event`).
 
 The per-event path is measured (tests/test_sse_benchmark.py); keep it to a split, a `json.loads`
 and a few dict look-ups. Nothing here touches the network or reads a clock: the caller passes the
@@ -24,6 +25,9 @@ from typing import Any, NamedTuple
 from bench.records import ErrorType, RequestError, RequestRecord
 
 DONE = b"[DONE]"
+# The largest event (or line) the decoder holds before giving up on the stream. A streamed chunk
+# is under a kilobyte; a whole answer in one event, with logprobs, a few megabytes.
+MAX_EVENT_BYTES = 16 * 2**20
 HEAD_CHARS = 200  # how much output text a record keeps (RequestRecord.output_text_head)
 _MESSAGE_CHARS = 300  # error messages quote at most this much of the server's words
 
@@ -55,29 +59,44 @@ class SSEFormatError(ValueError):
     """The payload of a `data:` event is not a chat completion chunk (bad JSON, wrong shape)."""
 
 
+class SSEOverflow(ValueError):
+    """An event, or a single line, grew past the decoder's cap before it ended."""
+
+
 class SSEDecoder:
     """Incremental SSE framing: `feed(bytes)` returns the events completed by those bytes.
 
     Feeding a stream in any split (1-byte pieces or one piece) yields the same events. Lines end
     with `\\n`, `\\r\\n` or `\\r`; a trailing `\\r` is held back until the next byte says whether a
     `\\n` follows. `comments` counts comment lines (keep-alives), which never form an event.
+    Memory is bounded: once more than `max_event_bytes` were fed while an event or line stayed
+    unfinished, `feed` raises `SSEOverflow` and drops what it held. A long line costs linear
+    time: its pieces are joined once, when its end arrives.
     """
 
-    __slots__ = ("_buf", "_data", "_event", "comments")
+    __slots__ = ("_buf", "_parts", "_data", "_event", "_spill", "comments", "max_event_bytes")
 
-    def __init__(self) -> None:
-        self._buf = b""  # an unterminated line
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._buf = b""  # an unterminated line (its first piece)
+        self._parts: list[bytes] = []  # the later pieces of a long unterminated line
         self._data: list[bytes] = []  # `data` lines of the event being built
         self._event: str | None = None
+        self._spill = 0  # bytes of the unfinished event (an upper bound: its reads' sizes)
         self.comments = 0
+        self.max_event_bytes = max_event_bytes
 
     @property
     def pending(self) -> int:
         """Bytes of an unterminated last line (a stream cut mid-line leaves them)."""
-        return len(self._buf)
+        return len(self._buf) + sum(map(len, self._parts))
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        buf = self._buf + chunk if self._buf else chunk
+        if self._buf:  # rare: the last read ended mid-line
+            buf = self._continue_line(chunk)
+            if buf is None:
+                return []
+        else:
+            buf = chunk
         held_cr = b""
         if b"\r" in buf:  # rare (\r\n servers): normalise, keeping a final \r for the next read
             if buf[-1:] == b"\r":
@@ -97,7 +116,34 @@ class SSEDecoder:
                 self.comments += 1
             else:
                 self._field(line)
+        if self._buf or self._data:  # rare: an event goes on in the next read
+            self._grow(self._held() if events else self._spill + len(chunk))
+        elif self._spill:
+            self._spill = 0
         return events
+
+    def _continue_line(self, chunk: bytes) -> bytes | None:
+        """The line left unterminated, with `chunk` after it; None while no line end has come (the
+        piece is kept, not joined: joining on every read would make a long line quadratic)."""
+        if self._buf[-1:] != b"\r" and b"\n" not in chunk and b"\r" not in chunk:
+            self._parts.append(chunk)
+            self._grow(self._spill + len(chunk))
+            return None
+        if not self._parts:
+            return self._buf + chunk
+        buf = b"".join((self._buf, *self._parts, chunk))
+        self._parts = []
+        return buf
+
+    def _held(self) -> int:
+        return len(self._buf) + sum(map(len, self._data))
+
+    def _grow(self, spill: int) -> None:
+        self._spill = spill
+        if spill > self.max_event_bytes:
+            self._buf, self._parts, self._data, self._spill = b"", [], [], 0
+            raise SSEOverflow(f"SSE event over {self.max_event_bytes / 2**20:g} MiB: {spill} bytes read "
+                              "without the event ending")
 
     def flush(self) -> list[SSEEvent]:
         """At EOF: the last event if its `data` lines were complete but the blank line never came.
@@ -219,9 +265,10 @@ class ChatStream:
     `feed(data, now)` for every body read (`now` = its arrival time), then `close(now)` at EOF.
     Stamps: `t_first_byte` (first read), `t_first_token` (first output event), `t_first_answer`
     (first content/tool-call event), one chunk time per output event, `t_end` (`[DONE]`, or EOF
-    after a `finish_reason`). Verdicts (`record.error`): `stream_error_event`, `invalid_sse`,
-    `empty_output` (no output event; the message names the finish_reason), `truncated` (EOF
-    without `[DONE]` and without a finish_reason). Once `finished`, later bytes are ignored.
+    after a `finish_reason`). Verdicts (`record.error`): `stream_error_event`, `invalid_sse` (a
+    payload that is not a chunk, or an event over `MAX_EVENT_BYTES`), `empty_output` (no output
+    event; the message names the finish_reason), `truncated` (EOF without `[DONE]` and without a
+    finish_reason). Once `finished`, later bytes are ignored.
     """
 
     __slots__ = ("record", "finished", "events", "_decoder", "_head", "_bytes")
@@ -241,7 +288,12 @@ class ChatStream:
         self._bytes += len(data)
         if self.finished:
             return
-        for event in self._decoder.feed(data):
+        try:
+            events = self._decoder.feed(data)
+        except SSEOverflow as exc:
+            self.fail(ErrorType.INVALID_SSE, str(exc), now)
+            return
+        for event in events:
             self._on_event(event, now)
             if self.finished:
                 return

@@ -1,4 +1,4 @@
-"""SSE framing and chunk interpretation, one test per server quirk (shared/research/real_servers_cpu.md).
+"""SSE framing and chunk interpretation, one test per quirk seen from real servers.
 
 Streams are scripted byte strings fed with scripted arrival times, so every stamp is exact.
 """
@@ -6,11 +6,12 @@ Streams are scripted byte strings fed with scripted arrival times, so every stam
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 
 from bench.records import ErrorType, RequestRecord
-from bench.sse import ChatStream, SSEDecoder, SSEEvent, SSEFormatError, parse_chunk
+from bench.sse import MAX_EVENT_BYTES, ChatStream, SSEDecoder, SSEEvent, SSEFormatError, SSEOverflow, parse_chunk
 
 
 def event(obj: dict | str, *, eol: str = "\n", space: bool = True) -> bytes:
@@ -107,6 +108,59 @@ def test_crlf_line_ends_split_between_cr_and_lf():
     assert dec.feed(b'data: {"a":1}\r') == []
     assert dec.feed(b"\n\r") == []  # the \r\n ends the line; the lone \r waits for its \n
     assert dec.feed(b"\n") == [SSEEvent(b'{"a":1}')]
+
+
+def test_a_long_line_in_many_pieces_is_one_event():
+    line = b"data: " + b"x" * 300_000 + b"\r\n\r\n"
+    dec = SSEDecoder()
+    pieces = [line[i : i + 4096] for i in range(0, len(line) - 3, 4096)] + [line[-3:-1], line[-1:]]
+    got = [e for piece in pieces for e in dec.feed(piece)]
+    assert got == [SSEEvent(b"x" * 300_000)] and dec.pending == 0
+
+
+def test_a_line_over_the_cap_raises_and_drops_what_it_held():
+    dec = SSEDecoder(max_event_bytes=1000)
+    assert dec.feed(b"data: " + b"x" * 600) == []
+    with pytest.raises(SSEOverflow, match=r"SSE event over .* MiB: 1206 bytes read without the event ending"):
+        dec.feed(b"x" * 600)
+    assert dec.pending == 0
+    assert dec.feed(b'data: {"a":1}\n\n') == [SSEEvent(b'{"a":1}')]  # the decoder still works
+
+
+def test_an_event_of_many_lines_over_the_cap_raises():
+    dec = SSEDecoder(max_event_bytes=1000)
+    with pytest.raises(SSEOverflow):
+        for _ in range(100):
+            dec.feed(b"data: 0123456789\n")  # whole lines, but the event never ends
+
+
+def test_many_small_events_in_misaligned_reads_never_reach_the_cap():
+    stream = b"".join(event(content(f"t{i}")) for i in range(200))
+    dec = SSEDecoder(max_event_bytes=len(event(content("t0"))) * 2)
+    got = [e for i in range(0, len(stream), 37) for e in dec.feed(stream[i : i + 37])]
+    assert len(got) == 200
+
+
+def test_a_50_mb_event_fails_the_request_without_holding_it():
+    """A server that sends one huge event: the request fails as invalid_sse once the decoder's cap
+    is passed, and the stream holds no more than the cap, whatever the body's size."""
+    big = event(content("x" * (50 * 2**20)))
+    rec = RequestRecord(index=0, prompt_name="p", t_send=0.0)
+    stream = ChatStream(rec)
+    stream.feed(event(ROLE), 0.1)
+    tracemalloc.start()
+    try:
+        for i in range(0, len(big), 2**16):
+            stream.feed(big[i : i + 2**16], 0.2)
+        stream.feed(DONE, 0.3)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    stream.close(0.4)
+    assert rec.error.type is ErrorType.INVALID_SSE
+    assert rec.error.message.startswith(f"SSE event over {MAX_EVENT_BYTES // 2**20} MiB")
+    assert rec.t_end == 0.2 and not rec.done_marker
+    assert peak < MAX_EVENT_BYTES + 2**20
 
 
 # ------------------------------------------------------------------ one chunk
