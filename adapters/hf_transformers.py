@@ -66,7 +66,7 @@ ADAPTER = Adapter(
     ready_path="/v1/models",
     recipes={"*": RECIPE},
     serve=serve,
-    capabilities=Capabilities(include_usage=True, ignore_eos=False, done_marker=False, unknown_model="400"),
+    capabilities=Capabilities(ignore_eos=False),  # 422 on `ignore_eos`
     startup_timeout_s=180.0,
     served_id=served_id,
 )

@@ -91,6 +91,6 @@ ADAPTER = Adapter(
     ready_path="/health",
     recipes={"*": CPU, "darwin-arm64": METAL, **{tag: CUDA for tag in CUDA_PLATFORMS}},
     serve=serve,
-    capabilities=Capabilities(include_usage=True, ignore_eos=True, done_marker=True, unknown_model="accepted"),
+    capabilities=Capabilities(ignore_eos=True),
     startup_timeout_s=120.0,
 )

@@ -67,8 +67,7 @@ ADAPTER = Adapter(
     ready_path="/v1/models",
     recipes={"*": RECIPE},
     serve=serve,
-    # A request naming another model is refused (its status is not pinned down here).
-    capabilities=Capabilities(include_usage=True, ignore_eos=False, done_marker=True, unknown_model="error"),
+    capabilities=Capabilities(ignore_eos=False),
     startup_timeout_s=300.0,
     served_id=served_id,
 )

@@ -60,10 +60,8 @@ ADAPTER = Adapter(
     ready_path="/v1/models",
     recipes=RECIPES,
     serve=serve,
-    # `ignore_eos` is accepted but not honoured, so it is not sent; keep-alive comments arrive
-    # while a long prompt is processed.
-    capabilities=Capabilities(include_usage=True, ignore_eos=False, done_marker=True, sse_comments=True,
-                              unknown_model="error"),
+    # `ignore_eos` is accepted but not honoured, so it is not sent.
+    capabilities=Capabilities(ignore_eos=False),
     startup_timeout_s=120.0,
     served_id=served_id,
 )

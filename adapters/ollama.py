@@ -50,7 +50,7 @@ ADAPTER = Adapter(
     recipes={"*": RECIPE},
     serve=serve,
     # The OpenAI layer drops fields it does not know, so `ignore_eos` would be silently ignored.
-    capabilities=Capabilities(include_usage=True, ignore_eos=False, done_marker=True, unknown_model="404"),
+    capabilities=Capabilities(ignore_eos=False),
     startup_timeout_s=300.0,
     notes="the profile's tag must be pulled first: ollama pull <tag>",
 )

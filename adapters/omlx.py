@@ -101,7 +101,7 @@ ADAPTER = Adapter(
     recipes={"*": RECIPE},
     serve=serve,
     # Tokens arrive bundled, 2-14 per SSE delta; a listed model other than the loaded one answers 409.
-    capabilities=Capabilities(include_usage=True, ignore_eos=False, done_marker=True, unknown_model="409"),
+    capabilities=Capabilities(ignore_eos=False),
     startup_timeout_s=300.0,
     served_id=link_name,
 )

@@ -104,7 +104,7 @@ ADAPTER = Adapter(
     ready_path="/v1/models",
     recipes={"*": UsersServer()},
     serve=serve,
-    capabilities=Capabilities(include_usage=True, ignore_eos=False, done_marker=True, unknown_model="error"),
+    capabilities=Capabilities(ignore_eos=False),
     startup_timeout_s=300.0,
     bind=bind,
 )

@@ -99,8 +99,7 @@ ADAPTER = Adapter(
     ready_path="/v1/models",
     recipes={"darwin-arm64": MPS, **{tag: CUDA for tag in CUDA_PLATFORMS}},
     serve=serve,
-    # The request's model field is not checked against the served name.
-    capabilities=Capabilities(include_usage=True, ignore_eos=True, done_marker=True, unknown_model="accepted"),
+    capabilities=Capabilities(ignore_eos=True),
     startup_timeout_s=300.0,
     served_id=served_id,
 )

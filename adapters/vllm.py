@@ -70,6 +70,6 @@ ADAPTER = Adapter(
     ready_path="/health",
     recipes={"*": CPU, "linux-x86_64+cuda": CUDA},
     serve=serve,
-    capabilities=Capabilities(include_usage=True, ignore_eos=True, done_marker=True, unknown_model="404"),
+    capabilities=Capabilities(ignore_eos=True),
     startup_timeout_s=300.0,
 )

@@ -59,7 +59,7 @@ ADAPTER = Adapter(
     ready_path="/v1/models",
     recipes={"*": RECIPE},
     serve=serve,
-    capabilities=Capabilities(include_usage=True, ignore_eos=True, done_marker=True, unknown_model="404"),
+    capabilities=Capabilities(ignore_eos=True),
     startup_timeout_s=300.0,
     served_id=served_id,
 )

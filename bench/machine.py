@@ -4,6 +4,19 @@ SiliconBench learnt this the hard way: an unscoped run on a second Mac deleted 4
 the first one, and a stale result from another machine won a latest-by-mtime race. The slug comes
 from the accelerator when there is one (an NVIDIA model such as `h200`, an Apple chip such as
 `m5pro`), else from the CPU model; `CELLBENCH_MACHINE` overrides it.
+
+`nvidia-smi` decides whether there is an NVIDIA GPU. Not installed, or "No devices were found":
+no GPU. Any other failure (an error exit, a hang past `NVIDIA_SMI_TIMEOUT_S`) means the question
+is unanswered, which is not the same as "no GPU": the machine block records `gpu_probe_error`,
+and the slug becomes the CPU's with `-unknown-gpu` appended (e.g. `intelxeonprocessor-unknown-gpu`).
+Why not the CPU's slug: a GPU host whose driver misbehaves for one session would file GPU-less
+numbers among its CPU-only results and its comparisons, and `cellbench clean` would treat them as
+that machine's. Why not refuse: every caller (cells, reports, clean, weekly) would have to turn
+the refusal into a clear line, and a host that really has no GPU but a broken `nvidia-smi` could
+not run at all. The marked slug keeps such results apart, and the suffix and the recorded error
+say what to fix (or set `CELLBENCH_MACHINE`). The answer is kept for the life of the process,
+failure included, so every cell of a session files under one slug and a hanging `nvidia-smi`
+costs its timeout once; the next session asks again.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ class Machine:
     gpus: tuple[str, ...]
     cores: int
     memory_gib: float
+    gpu_probe_error: str | None = None  # why `nvidia-smi` gave no answer; None when it answered or is absent
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -60,9 +74,30 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _nvidia_gpus() -> tuple[str, ...]:
-    names = _run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
-    return tuple(n.strip() for n in names.splitlines() if n.strip())
+NVIDIA_SMI_TIMEOUT_S = 10.0
+_NO_DEVICES = "No devices were found"
+
+
+def probe_nvidia_gpus() -> tuple[tuple[str, ...], str | None]:
+    """The NVIDIA GPUs' names, and why `nvidia-smi` could not say (None when it could).
+
+    No `nvidia-smi` on PATH, or one that finds no devices, is a definite "no GPU"."""
+    argv = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+    if not shutil.which(argv[0]):
+        return (), None
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL, errors="replace")
+    except subprocess.TimeoutExpired:
+        return (), f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S:g} s"
+    except OSError as exc:
+        return (), f"nvidia-smi could not run: {exc}"
+    said = " ".join((done.stdout + " " + done.stderr).split())
+    if _NO_DEVICES in said:
+        return (), None
+    if done.returncode != 0:
+        return (), f"nvidia-smi exited with code {done.returncode}: {said[:200] or 'no output'}"
+    return tuple(n.strip() for n in done.stdout.splitlines() if n.strip()), None
 
 
 def slugify(text: str) -> str:
@@ -74,11 +109,13 @@ def slugify(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", text) or "unknown"
 
 
-def machine_slug(cpu: str, chip: str | None, gpus: tuple[str, ...]) -> str:
+def machine_slug(cpu: str, chip: str | None, gpus: tuple[str, ...], gpu_probe_error: str | None = None) -> str:
     if os.environ.get("CELLBENCH_MACHINE"):
         return os.environ["CELLBENCH_MACHINE"]
     if gpus:
         return slugify(gpus[0])
+    if gpu_probe_error:
+        return f"{slugify(chip or cpu)}-unknown-gpu"
     return slugify(chip or cpu)
 
 
@@ -86,9 +123,9 @@ def machine_slug(cpu: str, chip: str | None, gpus: tuple[str, ...]) -> str:
 def detect() -> Machine:
     cpu = _cpu_model()
     chip = cpu if platform.system() == "Darwin" and cpu.startswith("Apple") else None
-    gpus = _nvidia_gpus()
+    gpus, gpu_probe_error = probe_nvidia_gpus()
     return Machine(
-        slug=machine_slug(cpu, chip, gpus),
+        slug=machine_slug(cpu, chip, gpus, gpu_probe_error),
         host=socket.gethostname(),
         os=f"{platform.system()} {platform.release()}",
         cpu=cpu,
@@ -96,4 +133,5 @@ def detect() -> Machine:
         gpus=gpus,
         cores=os.cpu_count() or 0,
         memory_gib=round(psutil.virtual_memory().total / 2**30, 1),
+        gpu_probe_error=gpu_probe_error,
     )

@@ -16,6 +16,10 @@ Linux, in order of strength:
 macOS: `jetsam`, from `log show` (the unified log): `Process <name> [<pid>] killed by jetsam
 reason <reason>` or xnu's `memorystatus: killing_... pid <pid> [<name>] (<reason> ...)`.
 The parser is tested on line shapes published from real devices; no Mac ran it here.
+
+When the server died of a SIGKILL nobody here sent and no source could be read (the kernel log,
+/proc/vmstat, or the unified log), detection raises `OomUndecided` instead of answering "no OOM":
+the caller records the reason next to the exit, and the verdict is not `oom` for want of evidence.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ MAX_LINES = 12
 _KILLED = re.compile(r"Killed process (\d+) \(([^)]*)\)")
 _OOM_KILL = re.compile(r"oom-kill:(.*)$")
 _REAPED = re.compile(r"oom_reaper: reaped process (\d+) \(([^)]*)\)")
+
+
+class OomUndecided(RuntimeError):
+    """The server may have been killed for memory, but nothing that could tell was readable."""
 
 
 @dataclass(frozen=True)
@@ -279,12 +287,13 @@ def detect_oom(
     before it are ignored. `killed_by_us`: we SIGKILLed it after the stop grace period, so its
     SIGKILL alone means nothing; only the kernel or the cgroup can still say OOM. `clean_stop`:
     we stopped it and it went on SIGTERM; on macOS the (slow) unified log is then not read.
-    Returns None when there is no such evidence (an exit 1, our own SIGKILL, a crash).
+    Returns None when there is no such evidence (an exit 1, our own SIGKILL, a crash). Raises
+    `OomUndecided` when the server died of a SIGKILL nobody here sent and no source was readable.
     """
     names = dict(pids) if isinstance(pids, Mapping) else {p: "" for p in pids}
     names.setdefault(pid, "")
     if sys.platform == "darwin":
-        return None if clean_stop else _detect_jetsam(pid, names, returncode, started_wall)
+        return None if clean_stop else _detect_jetsam(pid, names, returncode, started_wall, killed_by_us)
     base = {"pid": pid, "process": names.get(pid) or None, "returncode": returncode, "signal": _signal_name(returncode)}
 
     cgroup_kills = cgroup.oom_kills() if cgroup is not None else None
@@ -297,14 +306,13 @@ def detect_oom(
         evidence = {"source": "cgroup oom_kill", **base, "line": None, "lines": []}
     elif kills:
         evidence = {"source": "kernel log", **base, "line": None, "lines": []}
-    elif (
-        log_error
-        and returncode == -signal.SIGKILL
-        and not killed_by_us
-        and vmstat_before is not None
-        and (now := vmstat_oom_kills()) is not None
-        and now > vmstat_before
-    ):
+    elif log_error and returncode == -signal.SIGKILL and not killed_by_us:
+        now = vmstat_oom_kills() if vmstat_before is not None else None
+        if now is None:
+            raise OomUndecided(f"died of a SIGKILL nobody here sent; the kernel log was not readable ({log_error}) "
+                               "and /proc/vmstat has no oom_kill counter")
+        if now <= vmstat_before:
+            return None  # no OOM kill anywhere on the system since the server started
         return {
             "source": "vmstat oom_kill",
             **base,
@@ -330,10 +338,14 @@ def detect_oom(
     return evidence
 
 
-def _detect_jetsam(pid: int, names: Mapping[int, str], returncode: int | None, started_wall: float | None) -> dict | None:
+def _detect_jetsam(
+    pid: int, names: Mapping[int, str], returncode: int | None, started_wall: float | None, killed_by_us: bool
+) -> dict | None:
     if started_wall is None:
         started_wall = time.time() - 600  # the seed's `--last 10m`
-    kills, _ = jetsam_kills(started_wall)  # an unreadable log is no evidence either way
+    kills, log_error = jetsam_kills(started_wall)
+    if log_error and returncode == -signal.SIGKILL and not killed_by_us:  # jetsam kills with SIGKILL
+        raise OomUndecided(f"died of a SIGKILL nobody here sent; the unified log was not readable ({log_error})")
     ours = [k for k in kills if k.pid in names]
     if not ours:
         return None

@@ -1,6 +1,6 @@
 """What one request leaves behind: its timestamps, token counts and, if it failed, a typed error.
 
-Times are `time.perf_counter()` seconds. Field names follow ../design/metrics.md (`t_sched`,
+Times are `time.perf_counter()` seconds. Field names follow docs/metrics.md (`t_sched`,
 `t_send`, `t_first_byte`, `t_first_token`, `t_first_answer`, chunk times, `t_end`).
 """
 

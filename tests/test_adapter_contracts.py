@@ -9,6 +9,7 @@ recipe those frameworks use is exercised for real: a git clone, a shell step, a 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -22,7 +23,7 @@ from adapters import openai as generic
 from bench.adapter import NotConfigured
 from bench.installs import UNKNOWN_VERSION
 from bench import profiles
-from bench.adapter import Adapter, ModelRef, ServeCommand, ServeContext
+from bench.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
 from bench.installs import Installation, InstallError, NotInstalled, build_log_path, ensure_installed, install_dir
 from bench.scripted_install import ScriptedInstall, Step, fill
 
@@ -221,6 +222,23 @@ def test_every_platform_has_a_recipe_with_a_hint(name):
         assert platform in adapter.recipes or "*" in adapter.recipes, (name, platform)
         recipe = adapter.recipe_for(platform)
         assert recipe.framework == name and recipe.install_hint().strip()
+
+
+def test_ignore_eos_is_sent_only_to_servers_that_honour_it():
+    # transformers serve answers 422 to it; mlx-lm and ollama accept it and ignore it (early stops
+    # would pass for full-length replies); the others, the generic adapter included, are not known to.
+    honoured = {name for name, adapter in adapters.registry().items() if adapter.capabilities.ignore_eos}
+    assert honoured == {"llamacpp", "sglang", "vllm", "vllm_metal"}
+
+
+def test_every_capability_changes_the_request():
+    """A capability is a claim about what the engine does with it: a field nothing reads is gone."""
+    assert {f.name for f in dataclasses.fields(Capabilities)} == {"include_usage", "ignore_eos"}
+    llamacpp = adapters.get("llamacpp")
+    assert llamacpp.request_extras() == {"stream_options": {"include_usage": True}}
+    quiet = dataclasses.replace(llamacpp, capabilities=Capabilities(include_usage=False))
+    assert quiet.request_extras() == {}
+    # ignore_eos: the cell's request body carries it only where declared (tests/test_cells_python_servers.py).
 
 
 def test_cuda_and_metal_builds_of_llamacpp_are_their_own_cache_entries():

@@ -132,7 +132,6 @@ def test_chat_cell_ok_with_server_usage(tmp_path, framework):
         assert level["usage_available"] and all(r["tokens_source"] == "usage" for r in ok)
         assert level["output_tokens_total"] == sum(r["usage_completion_tokens"] for r in ok)
         assert level["input_tokens_total"] == sum(r["usage_prompt_tokens"] for r in ok)
-        assert all(r["done_marker"] == caps.done_marker for r in ok), "the adapter declares the stream's end right"
         if caps.ignore_eos:
             assert all(r["finish_reason"] == "length" for r in ok), "ignore_eos is honoured: every reply runs to max_tokens"
 

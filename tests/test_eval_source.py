@@ -11,8 +11,9 @@ from bench.eval.source import hardware_tag, source_prefix
 from bench.machine import Machine
 
 
-def _machine(cpu="Intel(R) Xeon(R) Processor", chip=None, gpus=()):
-    return Machine(slug="x", host="h", os="Linux", cpu=cpu, chip=chip, gpus=tuple(gpus), cores=2, memory_gib=24.0)
+def _machine(cpu="Intel(R) Xeon(R) Processor", chip=None, gpus=(), gpu_probe_error=None):
+    return Machine(slug="x", host="h", os="Linux", cpu=cpu, chip=chip, gpus=tuple(gpus), cores=2, memory_gib=24.0,
+                   gpu_probe_error=gpu_probe_error)
 
 
 @pytest.mark.parametrize(("machine", "tag"), [
@@ -24,6 +25,8 @@ def _machine(cpu="Intel(R) Xeon(R) Processor", chip=None, gpus=()):
     (_machine(), "Intel Xeon"),
     (_machine(cpu="AMD EPYC 7B13 64-Core Processor"), "AMD EPYC 7B13"),
     (_machine(cpu="Intel(R) Core(TM) i9-13900K CPU @ 3.00GHz"), "Intel Core i9-13900K"),
+    # nvidia-smi failed: never the CPU-only machine's tag, whose row it would replace
+    (_machine(gpu_probe_error="nvidia-smi exited with code 9: ..."), "Intel Xeon + unknown GPU"),
 ])
 def test_hardware_tag_is_the_accelerator_else_the_cpu(machine, tag):
     assert hardware_tag(machine) == tag
@@ -58,11 +61,26 @@ def test_prefix_on_another_branch_is_local(repo):
     assert source_prefix(repo).startswith("local ")
 
 
-def test_uncommitted_tracked_edits_make_it_dirty_untracked_files_do_not(repo):
-    (repo / "new.txt").write_text("untracked\n")
-    assert source_prefix(repo).startswith("main ")
+def test_uncommitted_tracked_edits_make_it_dirty(repo):
     (repo / "f.py").write_text("a = 2\n")
     assert source_prefix(repo) == f"dirty {_git(repo, 'rev-parse', '--short=7', 'HEAD')}"
+
+
+def test_an_untracked_file_makes_it_dirty_even_in_a_new_directory(repo):
+    (repo / "bench").mkdir()
+    (repo / "bench" / "new_client.py").write_text("print('numbers no commit holds')\n")
+    assert source_prefix(repo) == f"dirty {_git(repo, 'rev-parse', '--short=7', 'HEAD')}"
+
+
+def test_ignored_files_leave_it_clean(repo):
+    (repo / ".gitignore").write_text("/results/\n.venv/\n")
+    _git(repo, "add", ".gitignore")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "ignore")
+    (repo / "results").mkdir()
+    (repo / "results" / "run.json").write_text("{}\n")
+    (repo / ".venv").mkdir()
+    (repo / ".venv" / "pyvenv.cfg").write_text("home = /usr\n")
+    assert source_prefix(repo) == f"main {_git(repo, 'rev-parse', '--short=7', 'HEAD')}"
 
 
 def test_a_pull_request_ref_wins_over_the_branch(repo, monkeypatch):

@@ -1,7 +1,10 @@
 """Machine slugs scope the results tree; they must be stable and match SiliconBench's names."""
 
+import os
+
 import pytest
 
+from bench import machine
 from bench.machine import detect, machine_slug, slugify
 
 
@@ -36,3 +39,64 @@ def test_detect_describes_this_machine():
     m = detect()
     assert m.cores >= 1 and m.memory_gib > 0 and m.cpu and m.host
     assert m.slug and m.slug == m.slug.lower()
+
+
+# --- nvidia-smi: an answer, no GPU, or no answer -------------------------------------------------
+
+
+@pytest.fixture
+def fake_smi(tmp_path, monkeypatch):
+    """Put a scripted `nvidia-smi` first on PATH; detect() forgets this machine before and after."""
+    monkeypatch.delenv("CELLBENCH_MACHINE", raising=False)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    detect.cache_clear()
+
+    def install(script: str) -> None:
+        smi = tmp_path / "nvidia-smi"
+        smi.write_text("#!/bin/sh\n" + script)
+        smi.chmod(0o755)
+
+    yield install
+    detect.cache_clear()
+
+
+def test_a_gpu_nvidia_smi_names_is_the_machine(fake_smi):
+    fake_smi('echo "NVIDIA H200 NVL"\necho "NVIDIA H200 NVL"\n')
+    m = detect()
+    assert m.gpus == ("NVIDIA H200 NVL", "NVIDIA H200 NVL") and m.slug == "h200"
+    assert m.gpu_probe_error is None and m.to_json()["gpu_probe_error"] is None
+
+
+def test_no_devices_found_is_a_cpu_machine(fake_smi):
+    fake_smi('echo "No devices were found"\nexit 6\n')
+    m = detect()
+    assert m.gpus == () and m.gpu_probe_error is None and m.slug == slugify(m.chip or m.cpu)
+
+
+def test_a_failing_nvidia_smi_is_recorded_and_never_the_cpu_slug(fake_smi):
+    fake_smi('echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver." >&2\nexit 9\n')
+    m = detect()
+    assert m.gpus == ()
+    assert m.gpu_probe_error.startswith("nvidia-smi exited with code 9: NVIDIA-SMI has failed")
+    assert m.slug == slugify(m.chip or m.cpu) + "-unknown-gpu"
+    assert m.to_json()["gpu_probe_error"] == m.gpu_probe_error
+
+
+def test_a_hanging_nvidia_smi_times_out_once_per_process(fake_smi, tmp_path, monkeypatch):
+    monkeypatch.setattr(machine, "NVIDIA_SMI_TIMEOUT_S", 0.5)
+    calls = tmp_path / "calls"
+    fake_smi(f'echo x >> "{calls}"\nexec sleep 30\n')
+    m = detect()
+    assert m.gpu_probe_error == "nvidia-smi did not answer within 0.5 s"
+    assert m.slug.endswith("-unknown-gpu")
+    assert detect() is m and calls.read_text().count("x") == 1, "one session, one slug: the answer is kept"
+    detect.cache_clear()  # a new session asks again, and a driver that recovered is believed
+    fake_smi('echo "NVIDIA H200"\n')
+    assert detect().slug == "h200" and detect().gpu_probe_error is None
+
+
+def test_the_override_still_records_why_the_probe_failed(fake_smi, monkeypatch):
+    fake_smi("exit 255\n")
+    monkeypatch.setenv("CELLBENCH_MACHINE", "lab-h200")
+    m = detect()
+    assert m.slug == "lab-h200" and m.gpu_probe_error == "nvidia-smi exited with code 255: no output"

@@ -146,6 +146,76 @@ def test_exit_1_is_not_an_oom():
     assert watch.detect(1) is None
 
 
+# --- when detection cannot answer: recorded, never an OOM and never "no OOM" ---------------------
+
+
+@pytest.fixture
+def blind(monkeypatch):
+    """A Linux host where neither the kernel log nor /proc/vmstat can be read."""
+    monkeypatch.setattr(oom.sys, "platform", "linux")
+    monkeypatch.setattr(oom, "read_kernel_log", lambda: ([], "cannot read /dev/kmsg: Operation not permitted"))
+    monkeypatch.setattr(oom, "vmstat_oom_kills", lambda: None)
+
+
+def _detect(returncode, *, killed_by_us=False, vmstat_before=None):
+    return oom.detect_oom(1234, started_monotonic=time.monotonic(), returncode=returncode,
+                          killed_by_us=killed_by_us, vmstat_before=vmstat_before)
+
+
+def test_an_unexplained_sigkill_with_nothing_readable_is_undecided(blind):
+    with pytest.raises(oom.OomUndecided, match="kernel log was not readable.*Operation not permitted"):
+        _detect(-signal.SIGKILL, vmstat_before=5)
+    assert _detect(-signal.SIGKILL, killed_by_us=True) is None, "our own SIGKILL needs no evidence"
+    assert _detect(1) is None, "an exit 1 is a crash, not a question for the OOM killer"
+
+
+def test_a_still_counter_clears_an_unexplained_sigkill(monkeypatch):
+    monkeypatch.setattr(oom.sys, "platform", "linux")
+    monkeypatch.setattr(oom, "read_kernel_log", lambda: ([], "cannot read /dev/kmsg"))
+    monkeypatch.setattr(oom, "vmstat_oom_kills", lambda: 7)
+    assert _detect(-signal.SIGKILL, vmstat_before=7) is None
+    assert _detect(-signal.SIGKILL, vmstat_before=6)["source"] == "vmstat oom_kill"
+
+
+def test_an_unreadable_unified_log_leaves_a_jetsam_kill_undecided(monkeypatch):
+    monkeypatch.setattr(oom, "jetsam_kills", lambda since: ([], "log show: exit code 1"))
+    with pytest.raises(oom.OomUndecided, match="unified log was not readable \\(log show: exit code 1\\)"):
+        oom._detect_jetsam(1234, {1234: ""}, -signal.SIGKILL, time.time(), killed_by_us=False)
+    assert oom._detect_jetsam(1234, {1234: ""}, 1, time.time(), killed_by_us=False) is None
+
+
+def _server(tmp_path, code: str):
+    from bench.adapter import ServeCommand
+    from bench.server import ServerProcess, free_port
+
+    return ServerProcess(ServeCommand([sys.executable, "-c", code]), host="127.0.0.1", port=free_port(),
+                         ready_path="/", startup_timeout_s=30, log_path=tmp_path / "server.log")
+
+
+def test_a_server_that_died_undecided_records_why_and_is_not_an_oom(tmp_path, blind):
+    server = _server(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    server.start()
+    assert server.proc.wait(timeout=30) == -signal.SIGKILL
+    exit_info = server.stop()
+    assert exit_info.oom is None and exit_info.signal == "SIGKILL"
+    assert server.oom_check_error.startswith("OomUndecided: died of a SIGKILL nobody here sent")
+    assert exit_info.to_json()["oom_check_error"] == server.oom_check_error
+
+
+def test_a_failing_detector_is_recorded_not_swallowed(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", "/sys/fs/cgroup/memory/x/memory.oom_control")
+
+    monkeypatch.setattr(oom, "detect_oom", broken)
+    server = _server(tmp_path, "import sys; sys.exit(3)")
+    server.start()
+    assert server.proc.wait(timeout=30) == 3
+    exit_info = server.stop()
+    assert exit_info.oom is None and exit_info.returncode == 3, "how the server ended is kept"
+    assert server.oom_check_error == (
+        "PermissionError: [Errno 13] Permission denied: '/sys/fs/cgroup/memory/x/memory.oom_control'")
+
+
 # --- the kernel log, as this machine writes it (Linux 6.18, cgroup v1, recorded 2025) ------------
 
 RECORDED = [

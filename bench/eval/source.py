@@ -4,7 +4,9 @@ Source cells read `<prefix> [<hardware>, <workload>]`. The prefix names the code
 the numbers (`PR #N`, `main <sha7>`, `local <sha7>`, `dirty <sha7>`), so a reviewer can tell a
 number measured on merged code from one measured on a workstation with uncommitted edits. The
 hardware tag is the accelerator when there is one (H200, M5 Pro), else the CPU model; it is what
-distinguishes one machine's row from another's, so it is overridable for a renamed machine.
+distinguishes one machine's row from another's, so it is overridable for a renamed machine. When
+`nvidia-smi` failed (`Machine.gpu_probe_error`), the tag is the CPU's plus `+ unknown GPU`, so such
+a run never replaces the CPU-only machine's row.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def hardware_tag(machine: Machine, override: str | None = None) -> str:
         return found.group(1).upper().replace(" ", "") if found else name.removeprefix("NVIDIA ").strip()
     if machine.chip:
         return machine.chip.removeprefix("Apple ").strip()
-    return " ".join(_CPU_NOISE.sub(" ", machine.cpu).split()) or "unknown"
+    cpu = " ".join(_CPU_NOISE.sub(" ", machine.cpu).split()) or "unknown"
+    return f"{cpu} + unknown GPU" if machine.gpu_probe_error else cpu
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
@@ -63,13 +66,15 @@ def _pr_number(root: Path) -> str | None:
 
 
 def source_prefix(root: Path) -> str:
-    """`dirty <sha7>` when tracked files differ from HEAD (the numbers may come from edits no one
-    can check out), else `PR #N`, else `main <sha7>` on main, else `local <sha7>`."""
+    """`dirty <sha7>` when the checkout differs from HEAD (the numbers may come from files no one
+    can check out): a tracked file edited, or an untracked file that `.gitignore` does not cover
+    (a new module, a prompt file); else `PR #N`, else `main <sha7>` on main, else `local <sha7>`.
+    Ignored files (results, caches, `.venv`) leave it clean. A `git status` that fails says `dirty`."""
     head = _git(root, "rev-parse", "--short=7", "HEAD")
     if head is None or head.returncode != 0:
         return "local (no git)"
     sha = head.stdout.strip()
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    status = _git(root, "status", "--porcelain", "--untracked-files=all")
     if status is None or status.returncode != 0 or status.stdout.strip():
         return f"dirty {sha}"
     pr = _pr_number(root)

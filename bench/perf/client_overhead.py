@@ -9,7 +9,7 @@ the offered rate is concurrency / interval chunks/s (default 50 x 100/s = 5,000/
 `run_level` drives it; the script prints JSON: offered and delivered chunks/s, client CPU per
 chunk and share of a core, schedule lag, loop lag and ITL against the paced interval. Delivered
 below ~95% of offered, or ITL p99 well above the interval, means the client distorts timings at
-that rate (shared/research/loadgen_anchors.md §10-§11).
+that rate.
 """
 
 from __future__ import annotations

@@ -26,12 +26,6 @@ Speed (speed)
 | Model | Config        | latency_mean_s | latency_p50_s | latency_p95_s | throughput_qps | output_tok_per_s | Source                                |
 | ----- | ------------- | -------------- | ------------- | ------------- | -------------- | ---------------- | ------------------------------------- |
 | tiny  | llamacpp, c=4 | 0.366          | 0.125         | 2.439         | 10.58          | 677.1            | main 5a5f61f [Intel Xeon, n=50, c=4]  |
-
-Local v1 Pipeline Result (this workspace, 2026-11-29)
-
-| Model | Config                    | accuracy | parseable_samples | latency_p50_s | throughput_qps | output_tok_per_s | Source                                                     |
-| ----- | ------------------------- | -------- | ----------------- | ------------- | -------------- | ---------------- | ---------------------------------------------------------- |
-| tiny  | llamacpp (host lock), c=4 | 0.00%    | 0                 | 0.082         | 45.22          | 2894.1           | local 13c8565 [Intel Xeon, n=50, c=4, host lock, load 1.6] |
 """
 
 from __future__ import annotations

@@ -31,12 +31,6 @@ Speed (speed)
 | Model | Config        | latency_mean_s | latency_p50_s | latency_p95_s | throughput_qps | output_tok_per_s | Source                                |
 | ----- | ------------- | -------------- | ------------- | ------------- | -------------- | ---------------- | ------------------------------------- |
 | tiny  | llamacpp, c=4 | 5.044          | 4.676         | 7.531         | 0.78           | 199.3            | main 5a5f61f [Intel Xeon, n=50, c=4]  |
-
-Local v1 Pipeline Result (this workspace, 2026-11-29)
-
-| Model | Config                    | valid_rate | tool_call_rate | latency_p50_s | throughput_qps | output_tok_per_s | Source                                                     |
-| ----- | ------------------------- | ---------- | -------------- | ------------- | -------------- | ---------------- | ---------------------------------------------------------- |
-| tiny  | llamacpp (host lock), c=4 | 0.00%      | 0.00%          | 5.737         | 0.68           | 174.4            | local 13c8565 [Intel Xeon, n=50, c=4, host lock, load 1.6] |
 """
 
 from __future__ import annotations
