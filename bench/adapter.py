@@ -24,13 +24,12 @@ ModelFormat = Literal["gguf", "hf", "mlx", "ollama"]
 
 @dataclass(frozen=True)
 class Capabilities:
-    """Protocol facts that change how requests are built and how responses are read."""
+    """Protocol facts that change how requests are built (`Adapter.request_extras`, the cell's
+    request body). How a server ends its streams or answers an unknown model is not declared: the
+    stream parser and the verdict rules handle every form, whoever the server is."""
 
-    include_usage: bool = True  # honours stream_options.include_usage
-    ignore_eos: bool = False  # accepts `ignore_eos` (transformers serve answers 422 to it)
-    done_marker: bool = True  # ends streams with `data: [DONE]`
-    sse_comments: bool = False  # sends `: keepalive` comment lines
-    unknown_model: Literal["accepted", "400", "404", "409", "error"] = "accepted"
+    include_usage: bool = True  # send stream_options.include_usage (token counts from the server)
+    ignore_eos: bool = False  # send `ignore_eos` when asked: the server accepts and honours it
 
 
 @dataclass(frozen=True)
@@ -58,9 +57,13 @@ class ServeCommand:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)  # added to the inherited environment
     cwd: Path | None = None
+    cpus: tuple[int, ...] | None = None  # CPU affinity it starts with (Linux): its processes inherit it
 
     def to_json(self) -> dict:
-        return {"argv": self.argv, "env": self.env, "cwd": str(self.cwd) if self.cwd else None}
+        out = {"argv": self.argv, "env": self.env, "cwd": str(self.cwd) if self.cwd else None}
+        if self.cpus is not None:
+            out["cpus"] = list(self.cpus)
+        return out
 
 
 class NotConfigured(LookupError):

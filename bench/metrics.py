@@ -1,4 +1,4 @@
-"""The metrics of shared/design/metrics.md, each defined once, with its formula.
+"""The metrics of docs/metrics.md, each defined once, with its formula.
 
 Per-request functions take a `RequestRecord` and return seconds (or tokens, tokens/s); they
 return None when a stamp they need is missing. Level functions aggregate over the measured
@@ -205,23 +205,73 @@ def dominant_error(records: Iterable[RequestRecord]) -> dict[str, Any] | None:
     return {"type": kind, "http_status": status, "count": n}
 
 
+STARVED_CPUS_BUSY = 0.9  # the client's CPUs this busy (every process): the host kept it from running
+STARVED_RUN_QUEUE_WAIT = 0.1  # the loop thread waited this share of the phase for a CPU: likewise
+
+
 def client_health(
     health: ClientHealth, *, cpu_limit: float = 0.8, schedule_lag_limit_ms: float = 50.0
 ) -> dict[str, Any]:
-    """client_bound = schedule lag p99 > schedule_lag_limit_ms or client CPU share > cpu_limit
-    (share of one core). Then the level measured the client, not the server."""
+    """The client's health over a level, and whether its timing limited the level's numbers.
+
+    A level is late when the schedule lag p99 > schedule_lag_limit_ms, or the client's CPU share
+    > cpu_limit (share of one core). `limited_by` says why:
+    - "client": CPU share > cpu_limit, the client saturated by its own work (`client_bound`);
+    - "host": late with CPU to spare, while the client's CPUs were >= 90% busy (every process)
+      or its loop thread waited >= 10% of the phase for a CPU: the host did not let it run;
+    - "unknown": late with CPU to spare and no sign of a busy host (blocked on I/O, paused).
+    Either way every time stamp of the level includes the client's delay."""
     reasons = []
     if health.cpu_share > cpu_limit:
         reasons.append(f"client CPU {health.cpu_share:.2f} of a core > {cpu_limit:.2f}")
     lag = health.schedule_lag_p99_ms
     if lag is not None and lag > schedule_lag_limit_ms:
         reasons.append(f"schedule lag p99 {lag:.1f} ms > {schedule_lag_limit_ms:g} ms")
+    host = health.host
+    starved = host is not None and (
+        (host.client_cpus_busy is not None and host.client_cpus_busy >= STARVED_CPUS_BUSY)
+        or (host.run_queue_wait_share is not None and host.run_queue_wait_share >= STARVED_RUN_QUEUE_WAIT))
+    limited_by = None
+    if health.cpu_share > cpu_limit:
+        limited_by = "client"
+    elif reasons:
+        limited_by = "host" if starved else "unknown"
     return {
         "cpu_share": health.cpu_share,
         "loop_lag_p99_ms": health.loop_lag_p99_ms,
         "schedule_lag_p99_ms": lag,
-        "client_bound": bool(reasons),
+        "client_bound": limited_by == "client",
+        "limited_by": limited_by,
         "reasons": reasons,
+        "pinned": health.pinned,
+        "cpus": None if host is None or host.client_cpus is None else list(host.client_cpus),
+        "cpus_busy": None if host is None else host.client_cpus_busy,
+        "host_cpus": None if host is None else host.host_cpus,
+        "host_cpu_busy": None if host is None else host.host_busy,
+        "run_queue_wait_share": None if host is None else host.run_queue_wait_share,
+        "involuntary_switches": None if host is None else host.involuntary_switches,
+        "cpu_pressure_some": None if host is None else host.cpu_pressure_some,
+    }
+
+
+def prompt_reuse(run: LevelRun) -> dict[str, Any]:
+    """What the level's requests could have taken from a cache (a prompt cache, prefix caching):
+    unique_prompts = distinct prompts among the measured requests, repeats = the rest; with
+    unique prefixes (--unique-prompts) no request shares an opening with another. may_hit_cache
+    = without unique prefixes, a prompt repeated or the server warmed before the level (an
+    earlier level on it, or an --endpoint server of unknown history)."""
+    sent = len(run.records)
+    unique = len({r.prompt_name for r in run.records})
+    nonced = run.config.nonce is not None
+    warmed_by = run.config.server_warmed
+    return {
+        "requests": sent,
+        "unique_prompts": unique,
+        "repeats": sent - unique,
+        "unique_prefixes": nonced,
+        "server_warmed": warmed_by is not None,
+        "warmed_by": warmed_by,
+        "may_hit_cache": not nonced and (sent > unique or warmed_by is not None),
     }
 
 
@@ -239,13 +289,15 @@ def warmup_summary(records: Sequence[RequestRecord]) -> dict[str, Any]:
         "failed": len(records) - ok,
         "wall_time_s": _wall(records),
         "errors": error_counts(records),
+        "error_samples": error_samples(records),
     }
 
 
 def summarize_level(
     run: LevelRun, *, client_cpu_limit: float = 0.8, schedule_lag_limit_ms: float = 50.0
 ) -> dict[str, Any]:
-    """One level as a JSON-ready dict: counts, throughputs, stats blocks, errors, client health, warm-up.
+    """One level as a JSON-ready dict: counts, throughputs, stats blocks, errors, client health, prompt
+    reuse, warm-up.
 
     wall = run.t_end - run.t_start (first t_send .. last t_end of the measured requests);
     output/request/input/total throughput = Σ (successful) / wall, None when unknown.
@@ -289,5 +341,6 @@ def summarize_level(
         "dominant_error": dominant_error(records),
         "served_models": sorted({r.served_model for r in records if r.served_model is not None}),
         "client": client_health(run.client, cpu_limit=client_cpu_limit, schedule_lag_limit_ms=schedule_lag_limit_ms),
+        "prompt_reuse": prompt_reuse(run),
         "warmup": warmup_summary(run.warmup_records),
     }

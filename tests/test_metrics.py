@@ -1,4 +1,4 @@
-"""The metric contract (shared/design/metrics.md) pinned on records with scripted times."""
+"""The metric contract (docs/metrics.md) pinned on records with scripted times."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from dataclasses import replace
+
 from bench import metrics
+from bench.affinity import CpuUse
 from bench.loadgen import ClientHealth, LevelConfig, LevelRun
 from bench.records import ErrorType, RequestError, RequestRecord
 
@@ -59,10 +62,10 @@ def failed_record(
     )
 
 
-def level(records, warmup=(), health=HEALTHY, **kw) -> LevelRun:
+def level(records, warmup=(), health=HEALTHY, cfg=CFG, **kw) -> LevelRun:
     span = metrics.wall_span(records) or (0.0, 0.0)
     return LevelRun(
-        config=CFG,
+        config=cfg,
         records=list(records),
         warmup_records=list(warmup),
         t_start=span[0],
@@ -152,7 +155,8 @@ def test_throughput_is_token_sum_over_wall_and_excludes_failures_and_warmup():
     assert s["total_token_throughput_tps"] == pytest.approx(26.0)
     assert (s["num_requests"], s["successful"], s["failed"]) == (3, 2, 1)
     assert s["ttft_ms"]["n"] == 2  # the failed request is not in the latency stats
-    assert s["warmup"] == {"requests": 1, "successful": 1, "failed": 0, "wall_time_s": pytest.approx(3.0), "errors": {}}
+    assert s["warmup"] == {"requests": 1, "successful": 1, "failed": 0, "wall_time_s": pytest.approx(3.0), "errors": {},
+                           "error_samples": {}}
 
 
 def test_usage_fallback_to_chunks_and_input_unknown():
@@ -231,19 +235,33 @@ def test_error_samples_keep_distinct_messages():
     assert len(metrics.error_samples(recs)["timeout"]) == 1
 
 
+def host(cpus_busy: float = 0.2, wait: float = 0.01, pinned_to: tuple[int, ...] | None = None) -> CpuUse:
+    """How a 2-CPU host looked to the client over a level."""
+    return CpuUse(cpu_share=0.0, host_cpus=2, host_busy=2 * cpus_busy, client_cpus=pinned_to or (0, 1),
+                  client_cpus_busy=cpus_busy, run_queue_wait_share=wait, involuntary_switches=40,
+                  cpu_pressure_some=0.5)
+
+
 @pytest.mark.parametrize(
-    "health, bound, reason",
+    "health, limited_by, reason",
     [
-        (ClientHealth(0.10, 1.0, 2.0), False, None),
-        (ClientHealth(0.85, 1.0, 2.0), True, "client CPU 0.85"),
-        (ClientHealth(0.10, 1.0, 51.0), True, "schedule lag p99 51.0 ms"),
-        (ClientHealth(0.10, 90.0, None), False, None),  # loop lag alone is reported, not a trigger
+        (ClientHealth(0.10, 1.0, 2.0, host=host(0.99)), None, None),  # a busy host, a prompt client: fine
+        (ClientHealth(0.85, 1.0, 2.0), "client", "client CPU 0.85"),
+        (ClientHealth(0.93, 80.0, 60.0, host=host(0.99)), "client", "client CPU 0.93"),  # its own work first
+        (ClientHealth(0.07, 775.0, 51.0, host=host(0.99)), "host", "schedule lag p99 51.0 ms"),  # not let run
+        (ClientHealth(0.07, 775.0, 120.0, host=host(0.5, wait=0.3)), "host", "schedule lag p99 120.0 ms"),
+        (ClientHealth(0.07, 775.0, 120.0, host=host(0.3)), "unknown", "schedule lag p99 120.0 ms"),
+        (ClientHealth(0.07, 775.0, 120.0), "unknown", "schedule lag p99 120.0 ms"),  # no evidence: no claim
+        (ClientHealth(0.10, 90.0, None), None, None),  # loop lag alone is reported, not a trigger
     ],
 )
-def test_client_bound_triggers(health, bound, reason):
-    s = metrics.summarize_level(level([ok_record()], health=health))
-    client = s["client"]
-    assert client["client_bound"] is bound
+def test_a_late_client_is_told_apart_from_a_starved_one(health, limited_by, reason):
+    """Saturated by its own work (CPU share above the limit) is `client_bound`; late with CPU to
+    spare while its CPUs were busy or it waited on a run queue is `host`; late with no such sign
+    is `unknown`. Every one is recorded with its evidence."""
+    client = metrics.summarize_level(level([ok_record()], health=health))["client"]
+    assert client["limited_by"] == limited_by
+    assert client["client_bound"] is (limited_by == "client")
     assert (client["cpu_share"], client["loop_lag_p99_ms"], client["schedule_lag_p99_ms"]) == (
         health.cpu_share,
         health.loop_lag_p99_ms,
@@ -253,13 +271,46 @@ def test_client_bound_triggers(health, bound, reason):
         assert any(reason in r for r in client["reasons"])
     else:
         assert client["reasons"] == []
+    if health.host is not None:
+        assert (client["cpus_busy"], client["host_cpu_busy"], client["host_cpus"]) == (
+            health.host.client_cpus_busy, health.host.host_busy, 2)
+        assert (client["run_queue_wait_share"], client["involuntary_switches"]) == (health.host.run_queue_wait_share, 40)
+
+
+def test_the_client_block_says_where_the_client_ran():
+    pinned = metrics.summarize_level(level([ok_record()], health=ClientHealth(0.1, 1.0, 2.0, pinned=True,
+                                                                              host=host(pinned_to=(1,)))))
+    assert (pinned["client"]["pinned"], pinned["client"]["cpus"]) == (True, [1])
+    unknown = metrics.summarize_level(level([ok_record()]))["client"]
+    assert unknown["pinned"] is False and unknown["cpus"] is None and unknown["host_cpu_busy"] is None
 
 
 def test_client_limits_are_parameters():
-    run = level([ok_record()], health=ClientHealth(0.5, 1.0, 20.0))
-    assert metrics.summarize_level(run)["client"]["client_bound"] is False
-    assert metrics.summarize_level(run, client_cpu_limit=0.4)["client"]["client_bound"] is True
-    assert metrics.summarize_level(run, schedule_lag_limit_ms=10.0)["client"]["client_bound"] is True
+    run = level([ok_record()], health=ClientHealth(0.5, 1.0, 20.0, host=host(0.99)))
+    assert metrics.summarize_level(run)["client"]["limited_by"] is None
+    assert metrics.summarize_level(run, client_cpu_limit=0.4)["client"]["limited_by"] == "client"
+    assert metrics.summarize_level(run, schedule_lag_limit_ms=10.0)["client"]["limited_by"] == "host"
+
+
+def named(*names: str) -> list[RequestRecord]:
+    return [replace(ok_record(i), prompt_name=name) for i, name in enumerate(names)]
+
+
+@pytest.mark.parametrize(
+    "names, nonce, warmed_by, unique, repeats, may_hit",
+    [
+        (("a", "b", "c"), None, None, 3, 0, False),  # the default: each prompt once, a fresh server
+        (("a", "b", "a", "b", "a"), None, None, 2, 3, True),  # --requests above the prompts
+        (("a", "b", "c"), None, "an earlier level", 3, 0, True),  # --share-server, a later level
+        (("a", "b", "a", "b"), "run c8", "an earlier level", 2, 2, False),  # --unique-prompts: nothing shared
+    ],
+)
+def test_prompt_reuse_counts_what_a_cache_could_serve(names, nonce, warmed_by, unique, repeats, may_hit):
+    cfg = replace(CFG, nonce=nonce, server_warmed=warmed_by)
+    reuse = metrics.summarize_level(level(named(*names), cfg=cfg))["prompt_reuse"]
+    assert reuse == {"requests": len(names), "unique_prompts": unique, "repeats": repeats,
+                     "unique_prefixes": nonce is not None, "server_warmed": warmed_by is not None,
+                     "warmed_by": warmed_by, "may_hit_cache": may_hit}
 
 
 def test_summary_keys_served_models_and_partial():
@@ -270,7 +321,7 @@ def test_summary_keys_served_models_and_partial():
         "output_tokens_total", "input_tokens_total", "chunks_total", "output_throughput_tps", "request_throughput_rps",
         "input_throughput_tps", "total_token_throughput_tps", "tokens_per_chunk", "usage_available", "itl_per_chunk",
         "chunk_divergence", "ttft_ms", "ttfb_ms", "tpot_ms", "itl_ms", "e2el_ms", "decode_tps", "schedule_lag_ms",
-        "errors", "error_samples", "dominant_error", "served_models", "client", "warmup",
+        "errors", "error_samples", "dominant_error", "served_models", "client", "prompt_reuse", "warmup",
     ]  # fmt: skip
     assert s["served_models"] == ["a", "b"]
     assert s["partial"] is True and s["stop_reason"] == "deadline"
