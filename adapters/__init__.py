@@ -1,4 +1,7 @@
-"""One module per framework; each exports `ADAPTER`. The registry finds them by import."""
+"""One module per framework; each exports `ADAPTER`. The registry finds them by import.
+
+PYTEST_DONT_REWRITE: part of an installed pytest plugin, not test code (see bench/__init__.py).
+"""
 
 from __future__ import annotations
 

@@ -81,6 +81,8 @@ def load_prompts(path: Path, *, split_hint: str | None = None, tools_param: bool
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PromptFileError(f"{path}: cannot read: {exc}") from None
+    if not text.strip():
+        raise PromptFileError(f"{path}: empty file: no prompts")
     if path.suffix in (".jsonl", ".ndjson"):
         fmt, prompts, warmup = "jsonl", _jsonl(path, text, default_max_tokens), ()
     else:

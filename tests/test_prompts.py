@@ -345,3 +345,11 @@ def test_bad_sharegpt_speaker_and_bad_cellbench_warmup(tmp_path: Path) -> None:
     path = write(tmp_path / "c.json", data)
     with pytest.raises(PromptFileError, match=r"warmup 1 \(name 'w01_medium_out256'\): messages\[0\]\.role: missing"):
         load_prompts(path)
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n"])
+def test_an_empty_file_is_named_empty(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(PromptFileError, match=re.escape(str(path)) + r": empty file: no prompts$"):
+        load_prompts(path)

@@ -1,0 +1,249 @@
+"""cellbench's options as a user types them: path options in both forms from any directory, bad
+input as one usage-error line before any server starts, and a cell budget that follows
+pytest-timeout's own timeout for the item."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import adapters
+from bench.paths import PROJECT_ROOT
+
+# ---------------------------------------------------------------- path options, both forms, any directory
+
+PYTEST = Path(sys.executable).with_name("pytest")  # the console script a user runs
+
+
+def _pytest(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    cmd = [str(PYTEST)] if PYTEST.is_file() else [sys.executable, "-m", "pytest"]
+    return subprocess.run([*cmd, "-p", "no:cacheprovider", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _cell_that_starts_nothing() -> str:
+    """A cell that is `skipped` on this platform: it runs and is journaled, and starts no server."""
+    name = next(n for n, a in sorted(adapters.registry().items()) if a.platform_here() is None)
+    return f"{name}-chat"
+
+
+def _results_and_model(tmp: Path) -> tuple[dict[str, Path], list[str]]:
+    profile = tmp / "profiles" / "my-profile.yaml"
+    profile.parent.mkdir()
+    profile.write_text((PROJECT_ROOT / "models" / "tiny.yaml").read_text().replace(
+        "results_name: tiny", "results_name: my-tiny"))
+    return {"--results-dir": tmp / "results", "--model": profile}, ["-k", _cell_that_starts_nothing()]
+
+
+def _prompts(tmp: Path) -> tuple[dict[str, Path], list[str]]:
+    path = tmp / "prompts" / "mine.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps([{"name": "p", "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]}]))
+    return {"--prompts": path}, ["--collect-only"]
+
+
+def _eval_config(tmp: Path) -> tuple[dict[str, Path], list[str]]:
+    path = tmp / "eval" / "eval.yaml"
+    path.parent.mkdir()
+    path.write_text("rows: [\n")
+    return {"--eval-config": path}, ["-m", "eval", "--collect-only"]
+
+
+def _retry_failed_from(tmp: Path) -> tuple[dict[str, Path], list[str]]:
+    run_dir = tmp / "runs" / "last"
+    run_dir.mkdir(parents=True)
+    return {"--retry-failed-from": run_dir}, ["-m", "eval", "--collect-only"]
+
+
+def _took_effect(case: str, proc: subprocess.CompletedProcess, paths: dict[str, Path]) -> None:
+    """What each option visibly does with its path (a bad file is named in the usage error)."""
+    if case == "results-dir,model":
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert f"rootdir: {PROJECT_ROOT}" in proc.stdout, "the rootdir is the checkout, not the option's path"
+        assert list(paths["--results-dir"].glob("my-tiny/*/journal_*.md")), "the journal is under both paths"
+    elif case == "prompts":
+        assert proc.returncode == pytest.ExitCode.USAGE_ERROR
+        assert f"ERROR: --prompts: {paths['--prompts']}: entry 0 (name 'p'): max_tokens" in proc.stderr
+    elif case == "eval-config":
+        assert proc.returncode == pytest.ExitCode.USAGE_ERROR
+        assert f"ERROR: eval config {paths['--eval-config']}: not valid YAML" in proc.stderr
+    else:
+        assert proc.returncode == pytest.ExitCode.USAGE_ERROR
+        assert f"ERROR: --retry-failed-from {paths['--retry-failed-from']}: cannot read" in proc.stderr
+
+
+PATH_CASES = {"results-dir,model": _results_and_model, "prompts": _prompts, "eval-config": _eval_config,
+              "retry-failed-from": _retry_failed_from}
+
+
+@pytest.mark.parametrize("where", ["checkout", "elsewhere"])
+@pytest.mark.parametrize("form", ["--opt PATH", "--opt=PATH"])
+@pytest.mark.parametrize("case", sorted(PATH_CASES))
+def test_path_options_work_in_both_forms_from_any_directory(tmp_path: Path, case: str, form: str, where: str):
+    paths, args = PATH_CASES[case](tmp_path)  # every path outside the checkout, and existing
+    options = [part for flag, path in paths.items()
+               for part in ([flag, str(path)] if form == "--opt PATH" else [f"{flag}={path}"])]
+    if where == "checkout":
+        cwd, tests = PROJECT_ROOT, []
+    else:
+        cwd, tests = tmp_path / "elsewhere", [str(PROJECT_ROOT / "bench")]
+        cwd.mkdir()
+    proc = _pytest([*tests, *options, *args], cwd)
+    assert "unrecognized arguments" not in proc.stderr, proc.stderr
+    _took_effect(case, proc, paths)
+
+
+# ---------------------------------------------------------------- bad input: one line, nothing started
+
+STAND_IN_CELL = """
+import json
+from pathlib import Path
+
+def test_cell(cell_config):
+    Path("budget.json").write_text(json.dumps(cell_config.budget_s))
+"""
+
+
+@pytest.fixture
+def stand_in(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A test with real cell ids whose body records its cell's budget instead of starting a server."""
+    pytester.makepyfile(test_cells=STAND_IN_CELL)
+    return pytester
+
+
+def budget(pytester: pytest.Pytester, *args: str) -> float | None:
+    result = pytester.runpytest("-k", "llamacpp-chat", *args)
+    result.assert_outcomes(passed=1)
+    written = pytester.path / "budget.json"
+    value = json.loads(written.read_text())
+    written.unlink()
+    return value
+
+
+def usage_error(pytester: pytest.Pytester, *args: str) -> str:
+    """The one line a usage error prints; asserts that nothing ran and no traceback was printed."""
+    result = pytester.runpytest("-k", "llamacpp-chat", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert not (pytester.path / "budget.json").exists(), "no cell ran"
+    (line,) = [ln for ln in result.stderr.lines if ln.strip()]
+    return line
+
+
+def test_bad_numbers_are_one_line_each(stand_in: pytest.Pytester):
+    assert usage_error(stand_in, "--requests", "-1") == (
+        "ERROR: --requests takes a count of measured requests per level, 1 or more, got -1")
+    assert usage_error(stand_in, "--requests=0").endswith("1 or more, got 0")
+    assert usage_error(stand_in, "--warmup", "-3") == (
+        "ERROR: --warmup takes a count of warm-up requests per level, 0 or more, got -3")
+    assert usage_error(stand_in, "--degraded-threshold", "1.5").endswith("from 0 to 1, got 1.5")
+    assert usage_error(stand_in, "--port", "70000").endswith("0 (any free port) to 65535, got 70000")
+    assert usage_error(stand_in, "--cell-budget", "0").endswith("seconds, more than 0, got 0")
+    stand_in.runpytest("-k", "llamacpp-chat", "--warmup", "0").assert_outcomes(passed=1)
+
+
+BAD_PROMPT_FILES = {
+    "missing": (None, "cannot read: [Errno 2] No such file or directory"),
+    "empty": ("", "empty file: no prompts"),
+    "not JSON": ('[{"name": "a",', "not valid JSON: Expecting"),
+    "no prompts": ("[]", "no prompts"),
+    "bad entry": (json.dumps([{"name": "ok", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]},
+                              {"name": "odd", "max_tokens": 8, "messages": [{"role": "robot", "content": "x"}]}]),
+                  "entry 1 (name 'odd'): messages[0].role: unknown role 'robot'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PROMPT_FILES))
+def test_a_bad_prompt_file_names_file_entry_and_field(stand_in: pytest.Pytester, case: str):
+    text, problem = BAD_PROMPT_FILES[case]
+    path = stand_in.path / "prompts" / "mine.json"
+    if text is not None:
+        path.parent.mkdir()
+        path.write_text(text)
+    line = usage_error(stand_in, "--prompts", str(path))
+    assert line.startswith(f"ERROR: --prompts: {path}: {problem}"), line
+
+
+def test_a_prompt_file_is_read_as_the_cells_read_it(stand_in: pytest.Pytester):
+    path = stand_in.path / "mine.jsonl"
+    path.write_text("\n".join(json.dumps([{"role": "user", "content": f"question {i}"}]) for i in range(3)))
+    stand_in.runpytest("-k", "llamacpp-chat", f"--prompts={path}").assert_outcomes(passed=1)
+
+
+def test_a_model_that_cannot_load_is_one_line(stand_in: pytest.Pytester):
+    assert usage_error(stand_in, "--model", "no-such-model").startswith(
+        "ERROR: model profile 'no-such-model': no file")
+    broken = stand_in.path / "broken.yaml"
+    broken.write_text("name: [\n")
+    assert usage_error(stand_in, f"--model={broken}").startswith(f"ERROR: model profile {broken}: not valid YAML")
+
+
+# ---------------------------------------------------------------- the budget follows pytest-timeout
+
+
+MARGIN = 60.0  # bench.plugin.TIMEOUT_MARGIN_S
+
+
+def test_no_timeout_no_budget(stand_in: pytest.Pytester):
+    assert budget(stand_in) is None
+    assert budget(stand_in, "--cell-budget", "120") == 120.0
+
+
+def test_budget_follows_the_timeout_option(stand_in: pytest.Pytester):
+    assert budget(stand_in, "--timeout", "600") == 600 - MARGIN
+    assert budget(stand_in, "--timeout", "600", "--cell-budget", "100") == 100.0, "the smaller wins"
+    assert budget(stand_in, "--timeout", "600", "--cell-budget", "1000") == 600 - MARGIN, "the smaller wins"
+
+
+def test_budget_follows_the_ini_timeout(stand_in: pytest.Pytester):
+    stand_in.makeini("[pytest]\ntimeout = 600\n")
+    assert budget(stand_in) == 600 - MARGIN
+    assert budget(stand_in, "--timeout", "900") == 900 - MARGIN, "the command line wins, as in pytest-timeout"
+
+
+def test_budget_follows_the_environment(stand_in: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PYTEST_TIMEOUT", "600")
+    assert budget(stand_in) == 600 - MARGIN
+
+
+def test_budget_follows_a_timeout_marker(stand_in: pytest.Pytester):
+    stand_in.makepyfile(test_cells="import pytest\n" + STAND_IN_CELL.replace(
+        "def test_cell", "@pytest.mark.timeout(300)\ndef test_cell"))
+    assert budget(stand_in, "--timeout", "5400") == 300 - MARGIN, "the marker wins, as in pytest-timeout"
+
+
+def test_a_timeout_that_leaves_no_budget_is_a_usage_error(stand_in: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch):
+    advice = ("leaves a cell no budget: cellbench keeps 60 s of pytest-timeout's timeout to stop the server and "
+              "write the result; pass a timeout above 60 s (e.g. --timeout=5400), or --cell-budget SECONDS to set "
+              "the budget yourself")
+    assert usage_error(stand_in, "--timeout", "60") == f"ERROR: --timeout=60 {advice}"
+    assert budget(stand_in, "--timeout", "60", "--cell-budget", "20") == 20.0, "a budget given stands"
+    monkeypatch.setenv("PYTEST_TIMEOUT", "45")
+    assert usage_error(stand_in) == f"ERROR: PYTEST_TIMEOUT=45 {advice}"
+    monkeypatch.delenv("PYTEST_TIMEOUT")
+    stand_in.makeini("[pytest]\ntimeout = 30\n")
+    assert usage_error(stand_in) == f"ERROR: the ini setting timeout = 30 {advice}"
+    stand_in.makeini("[pytest]\n")
+    stand_in.makepyfile(test_cells="import pytest\n" + STAND_IN_CELL.replace(
+        "def test_cell", "@pytest.mark.timeout(10)\ndef test_cell"))
+    assert usage_error(stand_in, "--timeout", "5400") == (
+        f"ERROR: @pytest.mark.timeout(10) on test_cells.py::test_cell[llamacpp-chat] {advice}")
+
+
+def test_a_short_timeout_is_no_error_where_no_cell_runs(pytester: pytest.Pytester):
+    pytester.makepyfile(test_plain="def test_plain(): pass\n")
+    pytester.runpytest("--timeout", "5").assert_outcomes(passed=1)
+
+
+def test_under_xdist_the_controller_refuses_a_short_timeout(stand_in: pytest.Pytester):
+    result = stand_in.runpytest_subprocess("-k", "llamacpp-chat", "-n", "1", "--timeout", "30")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --timeout=30 leaves a cell no budget*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert not (stand_in.path / "budget.json").exists()
