@@ -63,6 +63,9 @@ class Journal:
     status: str = "running"
     cells: dict[tuple[str, str], CellEntry] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # pytest sessions that ended without running their cells (a usage error, an internal error...):
+    # one line each, the reason first; they make the run `failed`
+    session_failures: list[str] = field(default_factory=list)
 
     @property
     def md_path(self) -> Path:
@@ -85,6 +88,7 @@ class Journal:
             state = json.loads(journal.state_path.read_text())
             journal.started_at = state["started_at"]
             journal.notes = state.get("notes", [])
+            journal.session_failures = state.get("session_failures", [])
             for raw in state["cells"]:
                 entry = CellEntry(**raw)
                 journal.cells[entry.key] = entry
@@ -109,7 +113,7 @@ class Journal:
 
     def finish(self, *, interrupted: bool) -> None:
         self.finished_at = _now()
-        self.status = _status(self.cells.values(), interrupted=interrupted)
+        self.status = _status(self.cells.values(), interrupted=interrupted, sessions_failed=bool(self.session_failures))
         self.save()
 
     def save(self) -> None:
@@ -122,14 +126,17 @@ class Journal:
             "finished_at": self.finished_at,
             "status": self.status,
             "notes": self.notes,
+            "session_failures": self.session_failures,
             "cells": [vars(c) for c in sorted(self.cells.values(), key=lambda c: (c.split, c.framework))],
         }
         _write_atomic(self.state_path, json.dumps(state, indent=1) + "\n")
         _write_atomic(self.md_path, render(self))
 
 
-def _status(cells, *, interrupted: bool) -> str:
+def _status(cells, *, interrupted: bool, sessions_failed: bool = False) -> str:
     verdicts = {c.verdict for c in cells}
+    if sessions_failed:
+        return "failed"
     if interrupted:
         return "partial"
     if Verdict.OOM.value in verdicts:
@@ -171,6 +178,8 @@ def render(j: Journal) -> str:
         lines.append("")
     failures = [c for c in j.cells.values() if c.verdict in ("failed", "all-failed", "wrong-model", "degraded", "capped")]
     lines += ["## Failures", ""]
+    for failure in j.session_failures:
+        lines += ["### a pytest session did not run its cells", f"- Reason: {failure}", ""]
     for c in sorted(failures, key=lambda c: c.key):
         ev = c.evidence
         lines.append(f"### {c.framework} / {c.split}: {c.verdict}")
@@ -184,7 +193,7 @@ def render(j: Journal) -> str:
         if c.result_path:
             lines.append(f"- Result: {c.result_path}")
         lines.append("")
-    if not failures:
+    if not failures and not j.session_failures:
         lines += ["None.", ""]
     ooms = [c for c in j.cells.values() if c.verdict == "oom"]
     lines += ["## OOM Cells", ""] + ([f"- {c.framework} / {c.split}: {c.reason}" for c in ooms] or ["None."]) + [""]

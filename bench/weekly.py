@@ -10,8 +10,11 @@
 
 The commits are made in a temporary git worktree of the branch, so the user's checkout (and the
 results left in it for next week's journal and resume) never changes branch. The exit code is 0
-only when no cell ended failed, all-failed, wrong-model, oom, capped or degraded (skips for
-frameworks that do not run here are not failures).
+only when every pytest session ran its cells and no cell ended failed, all-failed, wrong-model,
+oom, capped or degraded (skips for frameworks that do not run here are not failures). A session
+that ended without running its cells (pytest's exit code 2 interrupted, 3 internal error, 4 usage
+error, 5 no tests collected, or a signal) fails the run with that session's code and its last
+error line, in the output, the commit message and the journal; exit code 1 means failing cells.
 """
 
 from __future__ import annotations
@@ -20,11 +23,16 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+from collections import deque
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+
+import pytest
 
 import adapters
 from bench.installs import InstallError, cached, ensure_installed
@@ -64,7 +72,43 @@ def update_frameworks() -> list[dict]:
     return changes
 
 
-def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> int:
+@dataclass(frozen=True)
+class Session:
+    """One pytest session of the run: its exit code and the last lines of its output."""
+
+    split: str
+    exit_code: int
+    tail: tuple[str, ...] = ()
+
+    @property
+    def failure(self) -> str | None:
+        """Why the session ended without running its cells, or None when it ran them (exit 0, or 1
+        from failing cells, which the journal's cells account for)."""
+        if self.exit_code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            return None
+        if self.exit_code < 0:
+            how = f"was killed by {signal.Signals(-self.exit_code).name}"
+        else:
+            try:
+                name = pytest.ExitCode(self.exit_code).name.lower().replace("_", " ")
+            except ValueError:
+                name = "not one of pytest's exit codes"
+            how = f"exited {self.exit_code} ({name})"
+        return f"pytest -m {self.split} {how}: {self.last_error()}"
+
+    def last_error(self) -> str:
+        """The session's last line that names an error, else its last line (pytest's summary)."""
+        lines = [line.strip() for line in self.tail if line.strip()]
+        errors = [line for line in lines if "error" in line.lower() or "interrupted" in line.lower()]
+        return (errors or lines or ["no output"])[-1].strip("= ")
+
+    @property
+    def weekly_exit_code(self) -> int:
+        """The session's own code for the weekly run's exit (128 + N for a signal, as shells say)."""
+        return self.exit_code if self.exit_code > 0 else 128 - self.exit_code
+
+
+def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> Session:
     """One `pytest -m <split>` session; its output streams to the terminal and into the log."""
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", split, f"--model={args.model}",
            f"--run-id={run_id}", f"--results-dir={args.results_dir}", *args.pytest_args]
@@ -74,10 +118,12 @@ def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> i
         proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 stdin=subprocess.DEVNULL, env={**os.environ, JOURNAL_DAY_ENV: args.date})
         assert proc.stdout is not None
+        tail: deque[str] = deque(maxlen=40)
         for line in proc.stdout:
             sys.stdout.write(line)
             sink.write(line)
-        return proc.wait()
+            tail.append(line)
+        return Session(split, proc.wait(), tuple(tail))
 
 
 def commit_on_branch(repo: Path, branch: str, results: Path, message: str, push: bool) -> list[str]:
@@ -138,23 +184,31 @@ def main(argv: list[str] | None = None) -> int:
     run_id = new_run_id()
 
     versions = [] if args.no_update else update_frameworks()
-    exit_codes = {split: run_split(split, args, run_id, log) for split in splits}
+    sessions = [run_split(split, args, run_id, log) for split in splits]
+    died = [s.failure for s in sessions if s.failure]
     reports = rebuild(args.results_dir, model=profile.results_name, machine=machine)
 
     journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
     journal.notes += [f"Branch: {branch}; run {run_id}; log {log.name}"]
     journal.notes += [f"{v['framework']}: {v['before'] or 'not installed'} -> {v['after'] or 'FAILED: ' + v['error']}"
                       for v in versions]
-    journal.notes += [f"pytest -m {split}: exit {code}" for split, code in exit_codes.items()]
-    journal.save()
+    journal.notes += [f"pytest -m {s.split}: exit {s.exit_code}" for s in sessions]
+    journal.session_failures = [*journal.session_failures, *(f"{reason} (log {log.name})" for reason in died)]
+    journal.finish(interrupted=False)  # an interrupted session is among the session failures
     cells = [c for c in journal.cells.values() if c.split in splits]
     not_ok = sorted(f"{c.framework}/{c.split}: {c.verdict}" for c in cells if c.verdict not in OK_VERDICTS)
 
     message = (f"results: weekly run {args.date} ({' + '.join(splits)}) on {machine}\n\n"
-               f"run {run_id}; {len(cells)} cells, {len(not_ok)} not ok\n" + "".join(f"- {line}\n" for line in not_ok))
+               f"run {run_id}; {len(cells)} cells, {len(not_ok)} not ok\n"
+               + "".join(f"- {line}\n" for line in [*died, *not_ok]))
     commits = commit_on_branch(args.repo, branch, args.results_dir, message, args.push)
+    for reason in died:
+        print(f"cellbench weekly: {reason}", file=sys.stderr)
     print(json.dumps({"branch": branch, "commits": commits, "journal": str(journal.md_path),
-                      "reports": [str(p) for p in reports if p.name == "REPORT.md"], "not_ok": not_ok}, indent=1))
+                      "reports": [str(p) for p in reports if p.name == "REPORT.md"], "not_ok": not_ok,
+                      "sessions_failed": died}, indent=1))
+    if died:
+        return next(s.weekly_exit_code for s in sessions if s.failure)
     return 0 if cells and not not_ok else 1
 
 

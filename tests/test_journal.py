@@ -94,3 +94,16 @@ def test_the_day_can_be_fixed_by_the_caller(tmp_path, monkeypatch):
     monkeypatch.setenv(JOURNAL_DAY_ENV, "next monday")
     with pytest.raises(ValueError):
         Journal.open(tmp_path, model="tiny", machine="m")
+
+
+def test_a_session_that_ran_no_cell_is_a_failure_of_the_run(tmp_path):
+    j = journal(tmp_path)
+    j.record(CellEntry("llamacpp", "chat", "ok", "fine"))
+    reason = "pytest -m agent exited 4 (usage error): ERROR: --concurrency levels must be >= 1, got '0'"
+    j.session_failures.append(reason)
+    j.finish(interrupted=False)
+    again = journal(tmp_path)  # kept across sessions, as the cells are
+    assert again.session_failures == [reason]
+    text = j.md_path.read_text()
+    assert "- Status: failed" in text
+    assert f"## Failures\n\n### a pytest session did not run its cells\n- Reason: {reason}\n" in text

@@ -1,4 +1,5 @@
-"""`cellbench weekly` on this machine: real cells, then the weekly/<date> branch holds the truth."""
+"""`cellbench weekly` on this machine: real cells, then the weekly/<date> branch holds the truth; a
+pytest session that runs no cell fails the weekly run with its reason."""
 
 from __future__ import annotations
 
@@ -6,15 +7,13 @@ import json
 import subprocess
 import sys
 from datetime import date
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
 
 from bench.machine import detect
 from bench.paths import PROJECT_ROOT
-
-pytestmark = pytest.mark.integration
-
 
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
@@ -35,6 +34,7 @@ def repo(tmp_path: Path) -> Path:
     return repo
 
 
+@pytest.mark.integration
 def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_journal(repo, llama_server):
     main_head = _git(repo, "rev-parse", "main")
     cmd = [sys.executable, "-m", "bench.cli", "weekly", f"--repo={repo}", "--no-update", "--",
@@ -65,3 +65,24 @@ def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_jour
     assert f"Branch: {branch}" in journal and "pytest -m agent: exit 0" in journal
     assert "| llamacpp | ok |" in journal
     assert "adapters/demo.py" not in files  # the adapter fix is its own commit, not mixed with results
+
+
+@pytest.mark.parametrize("pytest_args, code, reason", [
+    pytest.param(["--concurrency", "0"], 4,
+                 "pytest -m chat exited 4 (usage error): ERROR: --concurrency levels must be >= 1, got '0'",
+                 id="usage-error"),
+    pytest.param(["-k", "no-such-cell"], 5, "pytest -m chat exited 5 (no tests collected): *deselected in *s",
+                 id="no-tests"),
+])
+def test_a_session_that_runs_no_cell_fails_the_weekly_run_with_its_reason(repo, pytest_args, code, reason):
+    cmd = [sys.executable, "-m", "bench.cli", "weekly", f"--repo={repo}", "--no-update", "--splits", "chat", "--",
+           *pytest_args]
+    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == code, done.stdout[-3000:] + done.stderr[-2000:]
+    assert fnmatch(done.stderr.strip().splitlines()[-1], f"cellbench weekly: {reason}")
+    (failure,) = json.loads(done.stdout[done.stdout.rindex("\n{") + 1:])["sessions_failed"]
+    assert fnmatch(failure, reason)
+    journal = (repo / "results" / "tiny" / detect().slug / f"journal_{date.today().isoformat()}.md").read_text()
+    assert "- Status: failed" in journal
+    assert f"- Reason: {failure} (log weekly_{date.today().isoformat()}.log)" in journal
+    assert f"pytest -m chat: exit {code}" in journal
