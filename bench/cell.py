@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import time
 from datetime import datetime, timezone
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ import httpx
 
 import adapters
 from bench import profiles
+from bench.affinity import Placement
 from bench.adapter import Adapter, NotConfigured, ServeCommand, ServeContext, this_platform
 from bench.comparison import LoadedResult, load_results, select_latest, suspicious
 from bench.installs import UNKNOWN_VERSION, Installation, InstallError, NotInstalled, ensure_installed
@@ -29,6 +31,7 @@ from bench.loadgen import LevelConfig, Progress, run_level
 from bench.machine import detect
 from bench.metrics import summarize_level
 from bench.prompts import PromptSet, load_prompts, load_split
+from bench.records import ErrorType
 from bench.resources import ResourceSampler
 from bench.results import SCHEMA_VERSION, CellPaths, cell_paths, now_iso, write_json_atomic
 from bench.server import ExitInfo, ServerProcess, ServerStartError, free_port
@@ -64,8 +67,11 @@ class CellConfig:
     progress: Callable[[int, Progress], None] | None = field(default=None, compare=False, repr=False)
     budget_s: float | None = None  # wall-clock budget of the whole cell; at the deadline it ends capped
     stall_timeout_s: float | None = None  # no chunk and no finished request for this long: capped
+    ready_timeout_s: float | None = None  # how long a server may take to become ready [the adapter's]
     memory_limit_bytes: int | None = None  # each server runs in a memory cgroup of this size
     skip_existing_s: float | None = None  # a non-failed result of this cell this recent (or this run) stands
+    cpus: Placement = Placement()  # --client-cpus / --server-cpus, resolved for this host
+    unique_prompts: bool = False  # a nonce opens every request's first message: nothing to cache
 
 
 @dataclass
@@ -99,16 +105,22 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         return _skipped(str(exc))
     existing = _existing_result(cfg, paths, machine.slug)
     if existing is not None:
-        return CellOutcome(CellVerdict(Verdict.SKIPPED, f"resumed: kept {existing.name}", ("resumed",)), existing)
+        return _resumed(existing)
     prompt_set = _prompts(cfg)
 
     run = _LevelsRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
-    run.execute()
+    interrupted: KeyboardInterrupt | None = None
+    try:
+        run.execute()
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (bench.signals): keep what was measured, then stop
+        interrupted = exc
+        run.capped = f"interrupted ({str(exc) or type(exc).__name__}) {run.where()}"
 
     evidence = Evidence(
         levels=tuple(run.summaries),
         identity=Identity(model.served_id, run.listed, tuple(sorted(run.response_models))) if run.summaries else None,
         start_failure=run.start_failure,
+        server_exit=run.server_exit,
         oom=run.oom,
         capped=run.capped,
     )
@@ -137,6 +149,8 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
             "levels_share_server": run.shared,
             "request_timeout_s": cfg.request_timeout_s,
             "request_extras": run.extra_body,
+            "cpu_affinity": cfg.cpus.to_json(),
+            "unique_prompts": cfg.unique_prompts,
             "prompts": {"source": str(prompt_set.source), "format": prompt_set.format,
                         "count": len(prompt_set.prompts), "tools_param": cfg.tools_param},
         },
@@ -153,7 +167,11 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         verdict = replace(verdict, annotations=(*verdict.annotations, "suspicious"))
         result["verdict"] = {**verdict.to_json(), "suspicious": flagged}
     write_json_atomic(paths.result, result)
-    return CellOutcome(verdict, paths.result, result)
+    outcome = CellOutcome(verdict, paths.result, result)
+    if interrupted is not None:
+        interrupted.cell_outcome = outcome  # bench.plugin reports it as the cell's verdict, then ends the session
+        raise interrupted
+    return outcome
 
 
 def _suspicious(paths: CellPaths, result: dict) -> str | None:
@@ -167,7 +185,7 @@ def _suspicious(paths: CellPaths, result: dict) -> str | None:
     return suspicious(result, previous.data) if previous else None
 
 
-def _existing_result(cfg: CellConfig, paths: CellPaths, machine: str) -> Path | None:
+def _existing_result(cfg: CellConfig, paths: CellPaths, machine: str) -> LoadedResult | None:
     """--skip-existing: this cell's newest result of this machine, when it is of this run (or within
     the window) and not a failure. Chosen by run id and finish time, never by mtime; another
     machine's file never counts and is never touched."""
@@ -179,7 +197,18 @@ def _existing_result(cfg: CellConfig, paths: CellPaths, machine: str) -> Path | 
     if newest is None or Verdict(newest.data["verdict"]["verdict"]).is_failure:
         return None
     age = (datetime.now(timezone.utc) - datetime.fromisoformat(newest.finished_at)).total_seconds()
-    return newest.path if newest.run_id == cfg.run_id or age <= cfg.skip_existing_s else None
+    return newest if newest.run_id == cfg.run_id or age <= cfg.skip_existing_s else None
+
+
+def _resumed(kept: LoadedResult) -> CellOutcome:
+    """The outcome of a cell that --skip-existing kept: the kept result's own verdict, reason and
+    annotations, annotated `resumed` and naming the file, so the cell counts, passes or fails,
+    and is journaled and reported exactly as when it was measured."""
+    kept_verdict = kept.data["verdict"]
+    annotations = tuple(a for a in kept_verdict.get("annotations", ()) if a != "resumed")
+    verdict = CellVerdict(Verdict(kept_verdict["verdict"]), f"resumed: kept {kept.path.name}: {kept_verdict['reason']}",
+                          (*annotations, "resumed"))
+    return CellOutcome(verdict, kept.path, kept.data)
 
 
 def _skipped(reason: str) -> CellOutcome:
@@ -218,20 +247,35 @@ def reported_version(base_url: str) -> dict | None:
 
 
 class _Endpoint:
-    """An already-running server: answers like a started one, but nothing starts or stops it."""
+    """An already-running server: waited for like a started one, but nothing starts or stops it."""
 
-    def __init__(self, base_url: str, ready_path: str):
+    def __init__(self, base_url: str, ready_path: str, timeout_s: float, budget_s: float | None = None):
         self.base_url = base_url
-        self.ready_after_s: float | None = None
+        self.ready_path = ready_path
+        t0 = time.monotonic()
+        limit = timeout_s if budget_s is None else min(timeout_s, budget_s)
+        while (last := self.probe()) is not None:
+            if time.monotonic() - t0 >= limit:
+                capped = limit < timeout_s
+                why = "cell budget reached: " if capped else ""
+                raise ServerStartError(f"{why}endpoint {base_url} not ready on {ready_path} after {limit:.0f} s: "
+                                       f"last {last}", capped=capped)
+            time.sleep(0.25)
+        self.ready_after_s: float | None = round(time.monotonic() - t0, 3)
+
+    def probe(self) -> str | None:
+        """None when the ready path answers 200, else what it did instead."""
         try:
-            status = httpx.get(f"{base_url}{ready_path}", timeout=10.0).status_code
+            status = httpx.get(f"{self.base_url}{self.ready_path}", timeout=5.0).status_code
         except httpx.HTTPError as exc:
-            raise ServerStartError(f"endpoint {base_url} does not answer GET {ready_path}: {exc!r}") from exc
-        if status != 200:
-            raise ServerStartError(f"endpoint {base_url} answers GET {ready_path} with HTTP {status}")
+            return f"GET {self.ready_path}: {type(exc).__name__}: {exc}".rstrip(": ")
+        return None if status == 200 else f"GET {self.ready_path} answered HTTP {status}"
+
+    def exit_reason(self) -> str | None:
+        return None  # not our process: the cell probes it after a level instead
 
     def stop(self) -> ExitInfo:
-        return ExitInfo(None, None, False)
+        return ExitInfo(None, None, False)  # nothing of ours to stop
 
 
 def list_models(base_url: str) -> tuple[str, ...] | None:
@@ -259,6 +303,8 @@ class _LevelsRun:
         self.oom: dict | None = None
         self.capped: str | None = None
         self.retried: str | None = None
+        self.server_exit: str | None = None  # the server ended without being asked: where and when
+        self.last_level: int | None = None
         self.reported_version: dict | None = None
         self.deadline = None if cfg.budget_s is None else time.perf_counter() + cfg.budget_s
         self.extra_body = self._extra_body()
@@ -287,7 +333,10 @@ class _LevelsRun:
         try:
             server = self._start_once_more_if_transient(levels, server_info)
         except ServerStartError as exc:
-            self.start_failure = str(exc)
+            if exc.capped:
+                self.capped = str(exc)
+            else:
+                self.start_failure = str(exc)
             self.oom = exc.oom
             server_info["start_error"] = str(exc)
             if exc.oom:
@@ -312,16 +361,20 @@ class _LevelsRun:
                         break
         finally:
             exit_info = server.stop()
+            ended_alone = exit_info.returncode is not None and not exit_info.stopped_by_us
+            if ended_alone and self.server_exit is None:  # between or after levels
+                self.server_exit = f"{server.exit_reason()} after c={self.last_level}"
             server_info["exit"] = exit_info.to_json()
             if sampler is not None:  # the file name, not the path: results stay valid when moved or committed
                 server_info["resources"] = {**sampler.summary(), "path": sampler.path.name}
             self.oom = self.oom or exit_info.oom
-        return self.oom is None and self.capped is None
+        return self.oom is None and self.capped is None and self.server_exit is None
 
     def _start_once_more_if_transient(self, levels: tuple[int, ...], server_info: dict) -> ServerProcess | _Endpoint:
-        """A port taken or a connection refused while starting is retried once, on a fresh port
-        where the port is ours to choose; the first failure stays on record. A server that
-        started is never retried, whatever happened to it later."""
+        """A port found held when the server starts is retried once, 2 s later: on a fresh port
+        when the port is ours to choose (`--port 0`), else on the same one (a holder that was
+        just exiting). The first failure stays on record. A server that started is never
+        retried, whatever happened to it later."""
         try:
             return self._start(levels, server_info)
         except ServerStartError as exc:
@@ -334,15 +387,22 @@ class _LevelsRun:
     def _start(self, levels: tuple[int, ...], server_info: dict) -> ServerProcess | _Endpoint:
         if self.cfg.endpoint is not None:
             server_info["external"] = self.cfg.endpoint
-            return _Endpoint(self.cfg.endpoint, self.adapter.ready_path)
+            return _Endpoint(self.cfg.endpoint, self.adapter.ready_path, self._ready_timeout(), self._budget_left())
         label = "shared" if len(levels) > 1 else f"c{levels[0]}"
         port = self._port()
         ctx = ServeContext(self.install, self.model, self.cfg.host, port, self.cfg.split, max(levels), self.platform_tag)
-        command = self.adapter.serve(ctx)
+        command = replace(self.adapter.serve(ctx), cpus=self.cfg.cpus.server)
         log_path = self.paths.server_log(label)
         server_info.update(port=port, command=command.to_json(), log=str(log_path))
-        return self.launch(command, self.adapter, self.cfg.host, port, log_path,
-                           memory_limit_bytes=self.cfg.memory_limit_bytes)
+        return self.launch(command, replace(self.adapter, startup_timeout_s=self._ready_timeout()), self.cfg.host,
+                           port, log_path, memory_limit_bytes=self.cfg.memory_limit_bytes,
+                           budget_s=self._budget_left(), stall_timeout_s=self.cfg.stall_timeout_s)
+
+    def _budget_left(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
+
+    def _ready_timeout(self) -> float:
+        return self.cfg.ready_timeout_s if self.cfg.ready_timeout_s is not None else self.adapter.startup_timeout_s
 
     def _port(self) -> int:
         if self.cfg.port == 0:
@@ -350,10 +410,15 @@ class _LevelsRun:
         return self.cfg.port or self.adapter.default_port
 
     def _run_level(self, server: ServerProcess | _Endpoint, concurrency: int, sidecar) -> bool:
-        """Measure one level; False when it was cut short (budget, hang) and the cell ends capped."""
+        """Measure one level; False when the cell must end: cut short (budget, hang: capped) or
+        the server gone (failed)."""
+        if (gone := server.exit_reason()) is not None:  # a shared server that died between levels
+            self.server_exit = f"{gone} before c={concurrency}"
+            return False
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             self.capped = f"cell budget of {self.cfg.budget_s:g} s spent before c={concurrency}"
             return False
+        self.last_level = concurrency
         level_cfg = LevelConfig(
             base_url=server.base_url,
             model=self.model.served_id,
@@ -365,14 +430,21 @@ class _LevelsRun:
             progress=partial(self.cfg.progress, concurrency) if self.cfg.progress else None,
             deadline=self.deadline,
             stall_timeout_s=self.cfg.stall_timeout_s,
+            server_gone=server.exit_reason,
+            client_cpus=self.cfg.cpus.client,
+            nonce=f"{self.cfg.run_id} c{concurrency} {secrets.token_hex(2)}" if self.cfg.unique_prompts else None,
+            server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.endpoint),
         )
-        run = run_level(level_cfg, self.prompt_set.prompts, self.prompt_set.warmup)
-        summary = summarize_level(run)
-        if run.records:  # a level stopped during warm-up measured nothing; the capped reason says so
-            self.summaries.append(summary)
-        self.response_models.update(summary["served_models"])
-        for record in [*run.warmup_records, *run.records]:
-            sidecar.write(json.dumps({"concurrency": concurrency, **record.to_json()}) + "\n")
+        try:
+            run = run_level(level_cfg, self.prompt_set.prompts, self.prompt_set.warmup)
+        except KeyboardInterrupt as exc:  # keep what the level finished, then let the interrupt end the cell
+            if getattr(exc, "level_run", None) is not None:
+                self._keep(exc.level_run, sidecar)
+            raise
+        self._keep(run, sidecar)
+        if (gone := self._gone_during(server, run)) is not None:
+            self.server_exit = gone
+            return False
         if run.stop_reason is None:
             return True
         if self.deadline is not None and time.perf_counter() >= self.deadline:
@@ -380,3 +452,47 @@ class _LevelsRun:
         else:
             self.capped = f"{run.stop_reason} at c={concurrency}"
         return False
+
+    def where(self) -> str:
+        """Where the cell stands: "during c=8 after 41 of 100 requests" (ok ones), or "before c=1"."""
+        if self.last_level is None:
+            return f"before c={self.cfg.levels[0]}"
+        last = self.summaries[-1] if self.summaries and self.summaries[-1]["concurrency"] == self.last_level else None
+        return f"during c={self.last_level} after {last['successful'] if last else 0} of {self.cfg.requests} requests"
+
+    def _keep(self, run, sidecar) -> None:
+        """A level's summary into the result (one stopped in warm-up keeps its warm-up evidence) and
+        its requests into the sidecar."""
+        summary = summarize_level(run)
+        if run.records or run.warmup_records:
+            self.summaries.append(summary)
+        self.response_models.update(summary["served_models"])
+        for record in [*run.warmup_records, *run.records]:
+            sidecar.write(json.dumps({"concurrency": run.config.concurrency, **record.to_json()}) + "\n")
+
+    def _gone_during(self, server: ServerProcess | _Endpoint, run) -> str | None:
+        """Why the server could no longer answer by the end of this level, with where it happened:
+        our process exited, or an endpoint whose requests failed to connect stopped answering."""
+        c, done, asked = run.config.concurrency, sum(r.ok for r in run.records), run.config.requests
+        where = f"during c={c} after {done} of {asked} requests" if run.records or not run.warmup_records \
+            else f"during warm-up at c={c} after 0 of {asked} requests"
+        if (gone := server.exit_reason()) is not None:
+            return f"{gone} {where}"
+        if isinstance(server, _Endpoint) and any(_lost_connection(r) for r in [*run.warmup_records, *run.records]):
+            if (why := server.probe()) is not None:
+                return f"endpoint stopped answering {where}: {why}"
+        return None
+
+
+def _lost_connection(record) -> bool:
+    return record.error is not None and record.error.type in (ErrorType.CONNECT, ErrorType.TRUNCATED)
+
+
+def _warmed_by(shared: bool, earlier_levels: int, endpoint: str | None) -> str | None:
+    """Who may have filled the server's caches before a level: an earlier level on a shared
+    server, or whoever used an --endpoint server before this cell; None for a fresh server."""
+    if shared and earlier_levels:
+        return "an earlier level"
+    if endpoint is not None:
+        return "unknown: an --endpoint server's history"
+    return None

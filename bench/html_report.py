@@ -122,6 +122,8 @@ def row_cells(data: dict[str, Any] | None) -> list[str]:
 def _annotation_note(data: dict[str, Any], note: str) -> str:
     if note == "suspicious":
         return data.get("evidence", {}).get("suspicious") or note
+    if note == "resumed":  # --skip-existing kept an earlier result: the row shows its numbers
+        return f"kept from an earlier session: {data.get('result_path') or 'its result file'}"
     return note
 
 
@@ -229,8 +231,10 @@ def add_session_facts(config: pytest.Config, *, run_id: str, machine: dict[str, 
     metadata = _metadata(config)
     if metadata is None:
         return
+    probe_error = machine.get("gpu_probe_error")
+    gpus = ", ".join(machine["gpus"]) or (f"unknown ({probe_error})" if probe_error else "none")
     facts = {"slug": machine["slug"], "cpu": machine["cpu"], "cores": machine["cores"],
-             "memory GiB": machine["memory_gib"], "gpus": ", ".join(machine["gpus"]) or "none", "os": machine["os"]}
+             "memory GiB": machine["memory_gib"], "gpus": gpus, "os": machine["os"]}
     if machine.get("chip"):
         facts["chip"] = machine["chip"]
     metadata["cellbench run"] = escape(run_id)

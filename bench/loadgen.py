@@ -5,10 +5,10 @@ kept apart, then `concurrency` slots that each send the next measured request as
 previous one is over. Every request is its own task with a per-request timer; the level deadline
 cancels whatever is in flight. Response bodies go read by read into `bench.sse.ChatStream`, which
 stamps the record; this module adds `t_sched`, `t_send`, HTTP errors, connection errors,
-timeouts and cancellations (shared/design/metrics.md).
+timeouts and cancellations (docs/metrics.md).
 
 Why aiohttp: ~4x cheaper per SSE chunk than httpx, which saturates one core at a few thousand
-chunks/s (shared/research/loadgen_anchors.md §10). `bench/perf/client_overhead.py` measures the
+chunks/s. `bench/perf/client_overhead.py` measures the
 client's own cost on this machine.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import aiohttp
 
-from bench import metrics
+from bench import affinity, metrics
 from bench.prompts import Prompt
 from bench.records import ErrorType, RequestRecord
 from bench.sse import ChatStream
@@ -44,6 +44,7 @@ _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _BODY_HEAD = 300  # bytes of an HTTP error body kept in the record
 _TICK_S = 0.010  # event-loop lag probe period
 _PROGRESS_S = 1.0
+_PROBE_S = 0.25  # how often LevelConfig.server_gone is asked
 _log = logging.getLogger(__name__)
 
 
@@ -71,6 +72,16 @@ class LevelConfig:
     # The hang watchdog: no output event and no finished request for this long stops the level
     # like a deadline, with the reason "no progress for ..." (a stopped server, a wedged engine).
     stall_timeout_s: float | None = None
+    # Why the server cannot answer any more (its process exited), or None while it can; asked
+    # about four times a second. A reason stops the level like a deadline.
+    server_gone: Callable[[], str | None] | None = None
+    client_cpus: tuple[int, ...] | None = None  # the whole process runs the level on these CPUs (Linux)
+    # --unique-prompts: a tag unique to this level; request i's first message then opens with
+    # "[cellbench r<i> <nonce>] " (warm-up j's: "w<j>"), so no two requests share a prefix to cache.
+    nonce: str | None = None
+    # Who may have warmed the server's caches before this level ("an earlier level", "unknown:
+    # an --endpoint server"); None: a fresh server. Recorded as the level's prompt reuse.
+    server_warmed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,10 @@ class ClientHealth:
     cpu_share: float  # process CPU seconds / wall seconds over the measured phase (1.0 = a core)
     loop_lag_p99_ms: float | None  # oversleep of a 10 ms ticker: how late the loop runs callbacks
     schedule_lag_p99_ms: float | None  # t_send - t_sched over all measured requests
+    pinned: bool = False  # the level ran on LevelConfig.client_cpus
+    # How the measured phase used the host's CPUs: whether a late client was busy itself or
+    # was not let run (host busy, run-queue wait). None when the phase never opened.
+    host: affinity.CpuUse | None = None
 
 
 @dataclass
@@ -93,11 +108,12 @@ class LevelRun:
     client: ClientHealth
 
 
-def build_body(cfg: LevelConfig, prompt: Prompt) -> dict[str, Any]:
-    """`{model, messages, max_tokens, stream: true, **extra_body}`, plus `tools` when the prompt has any."""
+def build_body(cfg: LevelConfig, prompt: Prompt, nonce: str = "") -> dict[str, Any]:
+    """`{model, messages, max_tokens, stream: true, **extra_body}`, plus `tools` when the prompt has any;
+    `nonce` opens the first message's text."""
     body: dict[str, Any] = {
         "model": cfg.model,
-        "messages": list(prompt.messages),
+        "messages": with_nonce(prompt.messages, nonce),
         "max_tokens": prompt.max_tokens,
         "stream": True,
         **cfg.extra_body,
@@ -107,10 +123,34 @@ def build_body(cfg: LevelConfig, prompt: Prompt) -> dict[str, Any]:
     return body
 
 
-def _encode(cfg: LevelConfig, prompts: Sequence[Prompt], n: int) -> list[tuple[Prompt, bytes]]:
-    """The bodies of the first min(len(prompts), n) prompts, serialised before the clock starts
-    (a 16 KB agent prompt takes ~0.1 ms to encode: client time that would land in schedule lag)."""
-    return [(p, json.dumps(build_body(cfg, p)).encode()) for p in prompts[: min(len(prompts), n)]]
+def with_nonce(messages: Sequence[dict], nonce: str) -> list[dict]:
+    """`messages` with `nonce` at the very start of the first message's text (a text part put
+    first where the content is a list of parts), the other messages as they are."""
+    if not nonce or not messages:
+        return list(messages)
+    first = dict(messages[0])
+    content = first.get("content")
+    if isinstance(content, list):
+        head = content[0] if content else None
+        if isinstance(head, dict) and head.get("type") == "text":
+            first["content"] = [{**head, "text": nonce + str(head.get("text", ""))}, *content[1:]]
+        else:
+            first["content"] = [{"type": "text", "text": nonce}, *content]
+    else:
+        first["content"] = nonce + (content or "")
+    return [first, *messages[1:]]
+
+
+def _encode(cfg: LevelConfig, prompts: Sequence[Prompt], n: int, kind: str = "r") -> list[tuple[Prompt, bytes]]:
+    """Request bodies, serialised before the clock starts (a 16 KB agent prompt takes ~0.1 ms to
+    encode: client time that would land in schedule lag). Request i sends body i % len(bodies):
+    the first min(len(prompts), n) prompts' bodies, or with `cfg.nonce` one body per request,
+    prompt i % len(prompts) opened by "[cellbench <kind><i> <nonce>] "."""
+    if cfg.nonce is None:
+        return [(p, json.dumps(build_body(cfg, p)).encode()) for p in prompts[: min(len(prompts), n)]]
+    picked = [prompts[i % len(prompts)] for i in range(n)] if prompts else []
+    return [(p, json.dumps(build_body(cfg, p, f"[cellbench {kind}{i} {cfg.nonce}] ")).encode())
+            for i, p in enumerate(picked)]
 
 
 def run_level(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Sequence[Prompt]) -> LevelRun:
@@ -122,15 +162,19 @@ def run_level(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Seque
     if cfg.warmup and not warmup_prompts:
         raise ValueError("no warm-up prompts")
     level = _Level(cfg, prompts, warmup_prompts)
-    with _unraisable_interrupts(level.interrupt), _quiet_gc():
-        runner = getattr(asyncio, "Runner", None)
-        if runner is None:  # Python 3.10: no loop_factory; the default loop
-            run = asyncio.run(level.run())
-        else:
-            with runner(loop_factory=uvloop.new_event_loop if uvloop else None) as r:
-                run = r.run(level.run())
-    if level.fatal:  # it landed where nothing could raise it (the loop's shutdown, a finalizer)
-        raise level.fatal[0]
+    try:
+        with affinity.pinned(cfg.client_cpus), _unraisable_interrupts(level.interrupt), _quiet_gc():
+            runner = getattr(asyncio, "Runner", None)
+            if runner is None:  # Python 3.10: no loop_factory; the default loop
+                run = asyncio.run(level.run())
+            else:
+                with runner(loop_factory=uvloop.new_event_loop if uvloop else None) as r:
+                    run = r.run(level.run())
+        if level.fatal:  # it landed where nothing could raise it (the loop's shutdown, a finalizer)
+            raise level.fatal[0]
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP made one (bench.signals)
+        exc.level_run = level.interrupted_run(exc)  # the caller may keep what finished
+        raise
     return run
 
 
@@ -174,6 +218,18 @@ def _quiet_gc() -> Iterator[None]:
         gc.unfreeze()
 
 
+@dataclass
+class _Phases:
+    """What a level's phases produced so far: warm-up records, (CPU, wall) when the measured
+    phase opened and closed."""
+
+    warmup_records: list[RequestRecord] = field(default_factory=list)
+    opened: tuple[float, float] = (0.0, 0.0)
+    closed: tuple[float, float] = (0.0, 0.0)
+    cpu_opened: affinity.CpuSample | None = None  # the host's CPUs around the measured phase
+    cpu_closed: affinity.CpuSample | None = None
+
+
 class _Flight:
     """One request in flight: its record, its stream, and why we cancelled it (if we did)."""
 
@@ -182,7 +238,7 @@ class _Flight:
     def __init__(self, record: RequestRecord) -> None:
         self.record = record
         self.stream = ChatStream(record)
-        self.reason: str | None = None  # "timeout", "deadline" or "stall"
+        self.reason: str | None = None  # "timeout", "deadline", "stall" or "server gone"
         self.released_at = 0.0  # when the connection was given back: the slot is open again
 
 
@@ -190,14 +246,17 @@ class _Level:
     def __init__(self, cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Sequence[Prompt]) -> None:
         self.cfg = cfg
         self.measured = _encode(cfg, prompts, cfg.requests)
-        self.warm = _encode(cfg, warmup_prompts, cfg.warmup)
+        self.warm = _encode(cfg, warmup_prompts, cfg.warmup, kind="w")
         self.url = cfg.base_url.rstrip("/") + "/v1/chat/completions"
         self.records: list[RequestRecord] = []
+        self.warmup_records: list[RequestRecord] = []
+        self.started_at = time.time()  # wall clock, for reports
         self.in_flight: dict[asyncio.Task, _Flight] = {}
         self.next_index = 0
         self.stop_reason: str | None = None
         self.chunks = 0  # output events received, for progress
         self.failed = 0
+        self.finished = 0  # requests over, warm-up included: the watchdog's sign of life
         self.loop_lags: list[float] = []
         self.progress = cfg.progress
         self.t0 = 0.0  # start of the measured phase
@@ -239,7 +298,7 @@ class _Level:
 
     async def _run(self) -> LevelRun:
         cfg = self.cfg
-        started_at = time.time()
+        started_at = self.started_at = time.time()
         loop = asyncio.get_running_loop()
         deadline_timer = None
         if cfg.deadline is not None:
@@ -253,12 +312,9 @@ class _Level:
             connector = aiohttp.TCPConnector(limit=0, force_close=True)
             async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
                 self.session = session
-                warmup_records = await self._warmup()
-                cpu0, wall0 = time.process_time(), _perf()
-                self.t0, self.measuring = wall0, True
-                self.chunks = 0  # progress counts the measured phase only, as its elapsed time does
-                await self._measured(wall0)
-                cpu1, wall1 = time.process_time(), _perf()
+                phases = _Phases()
+                await self._watched(self._phases(phases))
+                warmup_records, (cpu0, wall0), (cpu1, wall1) = phases.warmup_records, phases.opened, phases.closed
         finally:
             if deadline_timer is not None:
                 deadline_timer.cancel()
@@ -281,13 +337,29 @@ class _Level:
                 cpu_share=(cpu1 - cpu0) / (wall1 - wall0) if wall1 > wall0 else 0.0,
                 loop_lag_p99_ms=None if p99_loop is None else p99_loop * 1000.0,
                 schedule_lag_p99_ms=None if p99_sched is None else p99_sched * 1000.0,
+                pinned=cfg.client_cpus is not None,
+                host=_cpu_use(phases),
             ),
         )
 
-    async def _measured(self, t_open: float) -> None:
-        """The slots, watched together with the lag ticker: the ticker only ever ends by raising
-        (an interrupt can land in it), and that must end the level, not sit in a lost task."""
-        work = asyncio.gather(*(self._slot(t_open) for _ in range(self.cfg.concurrency)))
+    async def _phases(self, phases: _Phases) -> None:
+        """Warm-up, then the measured slots; `phases` keeps what each produced, so a level stopped
+        in warm-up (watchdog, deadline, a server gone) still hands back its warm-up records."""
+        phases.warmup_records = await self._warmup()
+        phases.cpu_opened = affinity.sample()
+        cpu0, wall0 = time.process_time(), _perf()
+        phases.opened = (cpu0, wall0)
+        self.t0, self.measuring = wall0, True
+        self.chunks = 0  # progress counts the measured phase only, as its elapsed time does
+        await asyncio.gather(*(self._slot(wall0) for _ in range(self.cfg.concurrency)))
+        phases.closed = (time.process_time(), _perf())
+        phases.cpu_closed = affinity.sample()
+
+    async def _watched(self, coro: Any) -> None:
+        """Run the level's phases beside the ticker (watchdog, server probe, lag, progress) from
+        the first warm-up request on. The ticker only ever ends by raising (an interrupt can land
+        in it), and that must end the level, not sit in a lost task."""
+        work = asyncio.ensure_future(coro)
         ticker = asyncio.ensure_future(self._tick())
         try:
             done, _ = await asyncio.wait((work, ticker), return_when=asyncio.FIRST_COMPLETED)
@@ -301,13 +373,23 @@ class _Level:
                 work.add_done_callback(_retrieve)
 
     async def _warmup(self) -> list[RequestRecord]:
-        done: list[RequestRecord] = []
         for i in range(self.cfg.warmup):
             if not self._may_send():
                 break
             flight = await self._request(i, *self.warm[i % len(self.warm)], warmup=True, t_sched=_perf())
-            done.append(flight.record)
-        return done
+            self.warmup_records.append(flight.record)
+        return self.warmup_records
+
+    def interrupted_run(self, why: BaseException) -> LevelRun:
+        """What the level finished before an interrupt ended it (requests still in flight are not
+        in it), so that a Ctrl-C or SIGTERM keeps the measured part of the level it landed in."""
+        self.records.sort(key=lambda r: r.index)
+        span = metrics.wall_span(self.records) or (self.t0, self.t0)
+        return LevelRun(config=self.cfg, records=list(self.records), warmup_records=list(self.warmup_records),
+                        t_start=span[0], t_end=span[1], started_at=self.started_at, partial=True,
+                        stop_reason=f"interrupted ({str(why) or type(why).__name__})",
+                        client=ClientHealth(cpu_share=0.0, loop_lag_p99_ms=None, schedule_lag_p99_ms=None,
+                                            pinned=self.cfg.client_cpus is not None))
 
     async def _slot(self, t_open: float) -> None:
         """One closed-loop slot: the next request goes out when the previous one is over.
@@ -336,6 +418,7 @@ class _Level:
         finally:
             timer.cancel()
             del self.in_flight[task]
+            self.finished += 1
         return flight
 
     async def _exchange(self, flight: _Flight, body: bytes) -> None:
@@ -355,6 +438,8 @@ class _Level:
                     if len(rec.chunk_times) != before:  # progress counter, off the per-event path
                         self.chunks += len(rec.chunk_times) - before
                         before = len(rec.chunk_times)
+                    if rec.error is not None:  # failed (an error event, an overflow): nothing more to learn
+                        return
                 stream.close(_perf())
         except asyncio.CancelledError:
             if flight.reason is None:  # not ours: pytest's timeout, loop shutdown
@@ -368,6 +453,8 @@ class _Level:
             kind = ErrorType.TRUNCATED if headers_seen else ErrorType.CONNECT
             where = f"mid-stream after {rec.n_chunks} output chunks" if headers_seen else "before a response"
             stream.fail(kind, f"{type(exc).__name__} {where}: {exc}", _perf())
+            if self.cfg.server_gone is not None:  # a lost connection: ask now, not at the next probe
+                self._probe_server()
         finally:
             flight.released_at = _perf()
 
@@ -393,6 +480,9 @@ class _Level:
         if flight.reason == "timeout":
             limit = f"request_timeout_s={self.cfg.request_timeout_s:g}"
             flight.stream.fail(ErrorType.TIMEOUT, f"timed out after {waited:.2f} s ({limit}); {stage}", now)
+        elif flight.reason == "server gone":  # the server's failure, not ours: typed as what it did
+            kind = ErrorType.TRUNCATED if headers_seen else ErrorType.CONNECT
+            flight.stream.fail(kind, f"the server went away after {waited:.2f} s in flight; {stage}", now)
         else:
             why = "by the hang watchdog" if flight.reason == "stall" else "at the level deadline"
             flight.stream.fail(ErrorType.CANCELLED, f"cancelled {why} after {waited:.2f} s in flight; {stage}", now)
@@ -403,11 +493,14 @@ class _Level:
             self._on_deadline()
         return self.stop_reason is None
 
-    def _cancel(self, task: asyncio.Task, reason: str) -> None:
+    def _cancel(self, task: asyncio.Task, reason: str) -> bool:
         flight = self.in_flight.get(task)
-        if flight is not None and not task.done() and flight.reason is None:
+        # A request whose record already failed is ending by itself (it may be the task asking).
+        if flight is not None and not task.done() and flight.reason is None and flight.record.error is None:
             flight.reason = reason
             task.cancel()
+            return True
+        return False
 
     def _on_deadline(self) -> None:
         cfg = self.cfg
@@ -425,28 +518,51 @@ class _Level:
         if self.stop_reason is not None:
             return
         span = f"{quiet_s / 60:.0f} min" if quiet_s >= 120 else f"{quiet_s:.0f} s"
-        self.stop_reason = (f"no progress for {span}: no output and no finished request; "
+        phase = "" if self.measuring else " during warm-up"
+        self.stop_reason = (f"no progress for {span}{phase}: no output and no finished request; "
                             f"{len(self.records)}/{self.cfg.requests} measured requests done, "
                             f"{len(self.in_flight)} in flight cancelled")
         for task in list(self.in_flight):
             self._cancel(task, "stall")
 
     async def _tick(self) -> None:
-        """Loop-lag probe: how late a 10 ms sleep wakes up; also drives the progress callback."""
-        last_report, last_chunks = self.t0, 0
-        seen, seen_at = (self.chunks, len(self.records)), self.t0
+        """Every 10 ms, from the first warm-up request on: the hang watchdog and the server probe;
+        in the measured phase also the loop-lag probe (how late a 10 ms sleep wakes up) and the
+        progress callback."""
+        start = _perf()
+        last_report, last_chunks = start, 0
+        seen, seen_at = (self.chunks, self.finished), start
+        next_probe = start
         while True:
             expected = _perf() + _TICK_S
             await asyncio.sleep(_TICK_S)
             now = _perf()
-            self.loop_lags.append(max(0.0, now - expected))
-            if (self.chunks, len(self.records)) != seen:
-                seen, seen_at = (self.chunks, len(self.records)), now
+            if (self.chunks, self.finished) != seen:
+                seen, seen_at = (self.chunks, self.finished), now
             elif self.cfg.stall_timeout_s is not None and now - seen_at >= self.cfg.stall_timeout_s:
                 self._on_stall(now - seen_at)
+            if self.cfg.server_gone is not None and now >= next_probe:
+                next_probe = now + _PROBE_S
+                self._probe_server()
+            if not self.measuring:
+                last_report, last_chunks = now, self.chunks
+                continue
+            self.loop_lags.append(max(0.0, now - expected))
             if now - last_report >= _PROGRESS_S:
                 self._report(now, (self.chunks - last_chunks) / (now - last_report))
                 last_report, last_chunks = now, self.chunks
+
+    def _probe_server(self) -> None:
+        """A server that is gone ends the level at once: what is in flight cannot finish, and every
+        request sent after it would only measure a refused connection."""
+        if self.stop_reason is not None:
+            return
+        gone = self.cfg.server_gone()
+        if gone is None:
+            return
+        done = len(self.records)
+        cancelled = sum(self._cancel(task, "server gone") for task in list(self.in_flight))
+        self.stop_reason = f"{gone}; {done}/{self.cfg.requests} measured requests done, {cancelled} in flight cut off"
 
     def _report(self, now: float, output_tps: float) -> None:
         """Call the progress callback; a broken callback is dropped, never fatal to the level."""
@@ -458,6 +574,13 @@ class _Level:
         except Exception:  # noqa: BLE001
             self.progress = None
             _log.exception("progress callback failed; disabled for the rest of the level")
+
+
+def _cpu_use(phases: _Phases) -> affinity.CpuUse | None:
+    """How the measured phase used the CPUs; None when it has no opening or closing sample."""
+    if phases.cpu_opened is None or phases.cpu_closed is None:
+        return None
+    return affinity.between(phases.cpu_opened, phases.cpu_closed)
 
 
 def _reraise_interrupt(exc: BaseException) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench import memlimit
+from bench import affinity, memlimit
 from bench.adapter import ServeCommand
 from bench.oom import OomWatch
 from bench.paths import cache_root
@@ -43,12 +43,14 @@ class ServerStartError(RuntimeError):
     """The server never became ready; `str()` is the one-line reason, `log_path` the evidence."""
 
     def __init__(
-        self, reason: str, log_path: Path | None = None, *, transient: bool = False, oom: dict | None = None
+        self, reason: str, log_path: Path | None = None, *, transient: bool = False, oom: dict | None = None,
+        capped: bool = False,
     ):
         super().__init__(reason)
         self.log_path = log_path
-        self.transient = transient  # port taken / refused while starting: worth one retry
+        self.transient = transient  # port taken while starting: worth one retry on a fresh port
         self.oom = oom  # evidence that it was killed for memory while loading (bench.oom); never retried
+        self.capped = capped  # the cell's budget or hang watchdog ended the wait, not the server
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,14 @@ class ExitInfo:
     stopped_by_us: bool
     oom: dict | None = None  # evidence that it (or a process of its tree) was killed for memory
     memory: dict | None = None  # the memory cgroup it ran in (limit, peak, oom kills), when limited
+    oom_check_error: str | None = None  # OOM detection itself failed: whether it was an OOM is unknown
 
     def to_json(self) -> dict:
         out = {"returncode": self.returncode, "signal": self.signal, "stopped_by_us": self.stopped_by_us}
         if self.oom is not None:
             out["oom"] = self.oom
+        if self.oom_check_error is not None:
+            out["oom_check_error"] = self.oom_check_error
         if self.memory is not None:
             out["memory"] = self.memory
         return out
@@ -139,6 +144,7 @@ class ServerProcess:
         self.memory_limit_bytes = memory_limit_bytes
         self.cgroup: memlimit.MemoryCgroup | None = None
         self.oom_watch: OomWatch | None = None
+        self.oom_check_error: str | None = None  # set by _detect_oom when OOM detection failed
         self._started_at = 0.0
 
     @property
@@ -168,16 +174,22 @@ class ServerProcess:
                 if self.cgroup is not None:
                     limit = memlimit.format_size(self.cgroup.limit_bytes)
                     log.write(f"# memory limit {limit}: cgroup v{self.cgroup.version} {self.cgroup.path}\n".encode())
+                if self.command.cpus is not None:
+                    log.write(f"# CPU affinity {affinity.format_cpus(self.command.cpus)}\n".encode())
                 log.flush()
-                self.proc = subprocess.Popen(
-                    argv,
-                    env=env,
-                    cwd=self.command.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its own process group, so we can stop its children too
-                )
+                with affinity.inherited(self.command.cpus):  # set before exec: every child inherits it
+                    self.proc = subprocess.Popen(
+                        argv,
+                        env=env,
+                        cwd=self.command.cwd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,  # its own process group, so we can stop its children too
+                    )
+        except affinity.AffinityError as exc:
+            self._remove_cgroup()
+            raise ServerStartError(f"server not started: {exc}") from None
         except BaseException:
             self._remove_cgroup()
             raise
@@ -199,11 +211,16 @@ class ServerProcess:
                 self.oom_watch.note()
 
     def _detect_oom(self, returncode: int | None, *, killed_by_us: bool, clean_stop: bool = False) -> dict | None:
+        """OOM evidence for how the server ended, or None. When detection itself fails (or cannot
+        decide, `OomUndecided`), the reason goes to `oom_check_error` ("<type>: <message>") and
+        None is returned: an unanswered question is recorded beside the exit, never an OOM verdict,
+        and never hides how the server ended."""
         if self.oom_watch is None:
             return None
         try:
             return self.oom_watch.detect(returncode, killed_by_us=killed_by_us, clean_stop=clean_stop)
-        except Exception:  # noqa: BLE001 - evidence gathering must never hide how the server ended
+        except Exception as exc:  # noqa: BLE001 - any failure here is recorded, not raised
+            self.oom_check_error = f"{type(exc).__name__}: {exc}"
             return None
 
     def _remove_cgroup(self) -> dict | None:
@@ -215,34 +232,46 @@ class ServerProcess:
         info["removed"] = cg.remove()
         return info
 
-    def wait_ready(self) -> None:
+    def wait_ready(self, *, budget_s: float | None = None, stall_timeout_s: float | None = None) -> None:
+        """Poll the ready path until HTTP 200. Gives up when the process exits, after the adapter's
+        startup timeout, after `budget_s` more seconds (what is left of the cell's budget) or when
+        for `stall_timeout_s` the log did not grow and the ready path gave no HTTP answer at all
+        (the hang watchdog: a 503 while loading is a sign of life); the last two raise with
+        `capped=True`."""
         assert self.proc is not None
-        deadline = self._started_at + self.startup_timeout_s
+        timeout_at = self._started_at + self.startup_timeout_s
         url = self.base_url + self.ready_path
+        seen_size, seen_at = -1, time.monotonic()
+        deadline = None if budget_s is None else seen_at + budget_s
         with httpx.Client(timeout=5.0) as client:
             while True:
                 code = self.proc.poll()
                 if code is not None:
-                    if self.oom_watch is not None:
-                        self.oom_watch.note_group()  # children may outlive the leader
-                    oom = self._detect_oom(code, killed_by_us=False)
-                    if oom:
-                        detail = oom.get("line") or oom.get("note") or f"pid {oom.get('pid')}"
-                        what = f"was killed for memory while starting ({oom['source']}): {detail}"
-                    else:
-                        what = f"exited with {_describe_exit(code)} while starting"
-                    raise ServerStartError(f"server {what}; log: {self.log_path}", self.log_path, oom=oom)
+                    raise self._died_starting(code)
                 self.note_tree()
                 try:
-                    if client.get(url).status_code == 200:
-                        break
+                    answered = client.get(url).status_code
                 except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
+                    answered = None
+                if answered == 200:
+                    break
+                now = time.monotonic()
+                size = _size(self.log_path)
+                if size != seen_size or answered is not None:  # a log line or an answer: alive
+                    seen_size, seen_at = size, now
+                if now > timeout_at:
                     raise ServerStartError(
                         f"server not ready on {self.ready_path} after {self.startup_timeout_s:.0f} s; log: {self.log_path}",
                         self.log_path,
                     )
+                if deadline is not None and now > deadline:
+                    raise ServerStartError(f"cell budget reached while the server was starting "
+                                           f"({now - self._started_at:.0f} s); log: {self.log_path}",
+                                           self.log_path, capped=True)
+                if stall_timeout_s is not None and now - seen_at > stall_timeout_s:
+                    raise ServerStartError(f"no progress for {_span(now - seen_at)} while starting: no answer on "
+                                           f"{self.ready_path} and the log silent; log: {self.log_path}",
+                                           self.log_path, capped=True)
                 time.sleep(0.2)
         self.ready_after_s = round(time.monotonic() - self._started_at, 3)
         stranger = self._foreign_listener()
@@ -250,6 +279,28 @@ class ServerProcess:
             raise ServerStartError(f"port {self.port} answers, but from {stranger}, not the server we started")
         if self.cgroup is not None and self.proc.pid not in self.cgroup.pids():
             raise ServerStartError(f"the server (pid {self.proc.pid}) is not inside its memory cgroup {self.cgroup.path}")
+
+    def _died_starting(self, code: int) -> ServerStartError:
+        if self.oom_watch is not None:
+            self.oom_watch.note_group()  # children may outlive the leader
+        oom = self._detect_oom(code, killed_by_us=False)
+        if oom:
+            detail = oom.get("line") or oom.get("note") or f"pid {oom.get('pid')}"
+            what = f"was killed for memory while starting ({oom['source']}): {detail}"
+        else:
+            what = f"exited with {_describe_exit(code)} while starting"
+            if self.oom_check_error:
+                what += f" (whether for memory is unknown: {self.oom_check_error})"
+        return ServerStartError(f"server {what}; log: {self.log_path}", self.log_path, oom=oom)
+
+    def exit_reason(self) -> str | None:
+        """"server exited with code N" (or "with signal S") once the process has ended, else None."""
+        if self.proc is None:
+            return None
+        code = self.exit.returncode if self.exit is not None else self.proc.poll()
+        if code is None:
+            return None
+        return f"server exited with signal {_signal_name(code)}" if code < 0 else f"server exited with code {code}"
 
     def _foreign_listener(self) -> str | None:
         assert self.proc is not None
@@ -274,7 +325,7 @@ class ServerProcess:
         died_on_its_own = self.proc.poll() is not None
         memory = None
         if self.oom_watch is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(psutil.Error, OSError):  # the tree is going away as we look
                 self.oom_watch.note()
                 if died_on_its_own:
                     self.oom_watch.note_group()
@@ -302,8 +353,20 @@ class ServerProcess:
             stopped_by_us=not died_on_its_own,
             oom=oom,
             memory=memory,
+            oom_check_error=self.oom_check_error,
         )
         return self.exit
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def _describe_exit(code: int) -> str:

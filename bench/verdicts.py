@@ -1,4 +1,4 @@
-"""A cell's verdict, computed from the evidence it recorded (../design/verdicts.md).
+"""A cell's verdict, computed from the evidence it recorded (docs/verdicts.md).
 
 The rules apply top to bottom; the first that matches wins, and every verdict carries a one-line
 reason a user can act on. Failure rate is over all measured requests of all levels.
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from bench.metrics import STARVED_RUN_QUEUE_WAIT
 from bench.oom import describe_oom
 
 
@@ -59,6 +60,7 @@ class Evidence:
     identity: Identity | None = None
     skipped: str | None = None
     start_failure: str | None = None
+    server_exit: str | None = None  # the server ended (or an endpoint stopped answering) unasked: where, when
     oom: dict | str | None = None  # bench.oom evidence (ExitInfo.oom / ServerStartError.oom), or a reason
     capped: str | None = None
 
@@ -109,10 +111,86 @@ def _describe(err: dict | None) -> str:
 
 
 def annotations_for(levels: tuple[dict, ...]) -> tuple[str, ...]:
+    """Notes on how to read the numbers; they never change the verdict. `chunk-bundling`: ITL is
+    per chunk, not per token. `prompt-reuse`: a level repeated a prompt or ran on a server an
+    earlier level (or someone else) warmed, so caches may have served part of it."""
     notes = []
     if any(lv.get("itl_per_chunk") for lv in levels):
         notes.append("chunk-bundling")
+    if any((lv.get("prompt_reuse") or {}).get("may_hit_cache") for lv in levels):
+        notes.append("prompt-reuse")
     return tuple(notes)
+
+
+def _limited_by(level: dict) -> str | None:
+    client = level.get("client") or {}
+    return client.get("limited_by") or ("client" if client.get("client_bound") else None)
+
+
+def client_limited(levels: tuple[dict, ...]) -> str | None:
+    """Why the client's own timing is in the numbers of some levels, or None: saturated by its
+    own work ("client-bound"), not let run by a busy host ("client starved", with the cure),
+    or late for no reason the CPUs show ("client late")."""
+    by_cause: dict[str, list[dict]] = {}
+    for lv in levels:
+        cause = _limited_by(lv)
+        if cause is not None:
+            by_cause.setdefault(cause, []).append(lv)
+    reasons = [_CLIENT_REASONS[cause](by_cause[cause]) for cause in _CLIENT_REASONS if cause in by_cause]
+    return "; ".join(reasons) or None
+
+
+def _at(levels: list[dict]) -> str:
+    return "c=" + ", ".join(str(lv["concurrency"]) for lv in levels)
+
+
+def _lag(client: dict) -> str:
+    if client.get("loop_lag_p99_ms") is not None:
+        return f"loop lag p99 {client['loop_lag_p99_ms']:.0f} ms"
+    return f"schedule lag p99 {client.get('schedule_lag_p99_ms') or 0:.0f} ms"
+
+
+def _worst(levels: list[dict]) -> dict:
+    """The client block of the level whose client ran latest."""
+    return max((lv.get("client") or {} for lv in levels),
+               key=lambda c: max(c.get("loop_lag_p99_ms") or 0, c.get("schedule_lag_p99_ms") or 0))
+
+
+def _busy(client: dict) -> str | None:
+    """How busy the CPUs the client could use were: its own CPUs when pinned, else the host's."""
+    if client.get("pinned") and client.get("cpus_busy") is not None:
+        cpus = client.get("cpus") or ()
+        return f"client's CPU{'s' if len(cpus) > 1 else ''} {','.join(map(str, cpus))} {client['cpus_busy']:.0%} busy"
+    if client.get("host_cpu_busy") is not None:
+        return f"host CPU {100 * client['host_cpu_busy']:.0f}% busy"
+    return None
+
+
+def _saturated(levels: list[dict]) -> str:
+    share = max((lv.get("client") or {}).get("cpu_share") or 0.0 for lv in levels)
+    return f"client-bound at {_at(levels)}: client CPU {share:.2f} of a core: numbers measure the client"
+
+
+def _starved(levels: list[dict]) -> str:
+    client = _worst(levels)
+    evidence = [_busy(client), f"client CPU {client.get('cpu_share', 0.0):.2f} of a core", _lag(client)]
+    wait = client.get("run_queue_wait_share")
+    if wait is not None and wait >= STARVED_RUN_QUEUE_WAIT:
+        evidence.append(f"waiting for a CPU {wait:.0%} of the time")
+    cure = ("give the client a CPU nothing else uses (--client-cpus, --server-cpus)" if client.get("pinned")
+            else "keep the client on its own core with --client-cpus")
+    return (f"client starved at {_at(levels)}: {', '.join(e for e in evidence if e)}: "
+            f"TTFT includes the client's wait; {cure}")
+
+
+def _late(levels: list[dict]) -> str:
+    client = _worst(levels)
+    evidence = [_lag(client), f"client CPU {client.get('cpu_share', 0.0):.2f} of a core", _busy(client)]
+    return (f"client late at {_at(levels)}: {', '.join(e for e in evidence if e)}: neither its own work nor a "
+            f"busy host explains it (blocked on I/O, swapping, paused?); TTFT includes the delay")
+
+
+_CLIENT_REASONS = {"client": _saturated, "host": _starved, "unknown": _late}
 
 
 def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
@@ -124,6 +202,8 @@ def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
         return CellVerdict(Verdict.OOM, reason, notes)
     if ev.start_failure:  # at any level; the levels measured before it stay in the result
         return CellVerdict(Verdict.FAILED, ev.start_failure, notes)
+    if ev.server_exit:  # whatever it answered before it went, a server that dies is never ok
+        return CellVerdict(Verdict.FAILED, ev.server_exit, notes)
     done, failed = _totals(ev.levels)
     dominant = dominant_error(ev.levels)
     if ev.identity is not None and (why := ev.identity.mismatch()):
@@ -138,15 +218,51 @@ def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
                 notes,
             )
         return CellVerdict(Verdict.ALL_FAILED, f"{failed}/{done} requests failed, {_describe(dominant)}", notes)
+    if done:
+        notes += ("uncertain",) if straddles(failed, done, degraded_fraction) else ()
     if done and failed / done >= degraded_fraction:
-        return CellVerdict(Verdict.DEGRADED, f"{failed}/{done} requests failed, {_describe(dominant)}", notes)
-    bound = [lv["concurrency"] for lv in ev.levels if lv.get("client", {}).get("client_bound")]
-    if bound:
-        return CellVerdict(
-            Verdict.DEGRADED, f"client-bound at concurrency {', '.join(map(str, bound))}: numbers measure the client", notes
-        )
+        return CellVerdict(Verdict.DEGRADED, f"{failed}/{done} requests failed ({_rate_ci(failed, done)}), "
+                                             f"{_describe(dominant)}", notes)
+    if limited := client_limited(ev.levels):  # saturated or starved: the numbers include the client's delay
+        return CellVerdict(Verdict.DEGRADED, limited, notes)
     if not done:
         return CellVerdict(Verdict.FAILED, "no request was measured", notes)
-    levels = ", ".join(f"c={lv['concurrency']}: {lv['output_throughput_tps']:.1f} tok/s" for lv in ev.levels)
-    suffix = f" ({failed} failed)" if failed else ""
-    return CellVerdict(Verdict.OK, f"{done - failed}/{done} requests ok{suffix}; {levels}", notes)
+    levels = ", ".join(f"c={lv['concurrency']}: {_tps(lv.get('output_throughput_tps'))}" for lv in ev.levels)
+    return CellVerdict(Verdict.OK, f"{done - failed}/{done} requests ok (failure rate {_rate_ci(failed, done)}); {levels}",
+                       notes)
+
+
+Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def wilson_interval(failed: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a failure rate p = failed/n:
+
+        centre = (p + z²/2n) / (1 + z²/n)
+        half   = z · sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n)
+
+    Unlike p ± z·sqrt(p(1-p)/n) it stays inside [0, 1] and does not collapse to a point at
+    0 or n failures, which is where small samples mislead most (0 of 5 failed says little)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = failed / n
+    scale = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / scale
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / scale
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def straddles(failed: int, n: int, threshold: float) -> bool:
+    """The sample cannot tell which side of `threshold` the true failure rate lies on."""
+    low, high = wilson_interval(failed, n)
+    return low < threshold <= high
+
+
+def _tps(value: float | None) -> str:
+    return "no output" if value is None else f"{value:.1f} tok/s"
+
+
+def _rate_ci(failed: int, n: int) -> str:
+    """"30.0%, 95% CI 18.1-45.4%": the observed failure rate and its Wilson interval."""
+    low, high = wilson_interval(failed, n)
+    return f"{100 * failed / n:.1f}%, 95% CI {100 * low:.1f}-{100 * high:.1f}%"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -175,13 +176,17 @@ def test_server_killed_mid_level_gives_typed_failures_and_a_result(tmp_path, ser
     level = result["levels"][0]
     assert level["successful"] > 0 and level["failed"] > 0
     assert set(level["errors"]) <= {"connect", "truncated"} and level["errors"], level["errors"]
-    assert outcome.verdict.verdict.value in ("degraded", "all-failed")
+    # a server that dies is never ok, nor merely degraded: the level stopped when it went
+    assert outcome.verdict.verdict.value == "failed"
+    assert re.fullmatch(r"server exited with signal SIGKILL during c=4 after \d+ of 2000 requests",
+                        outcome.verdict.reason), outcome.verdict.reason
+    assert level["num_requests"] < 2000 and level["partial"]
     assert result["servers"][0]["exit"] == {"returncode": -9, "signal": "SIGKILL", "stopped_by_us": False}
 
 
 def test_pytest_timeout_still_stops_the_server(tmp_path, no_leaked_servers):
     proc = run_pytest("-m", "chat", "-k", "llamacpp", "--requests", "5000", "--concurrency", "1", "--port", "0",
-                      "--timeout", "4", tmp_path=tmp_path)
+                      "--timeout", "4", "--cell-budget", "3600", tmp_path=tmp_path)
     assert proc.returncode == 1
     assert "Timeout (>4.0s) from pytest-timeout" in proc.stdout
 

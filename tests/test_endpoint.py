@@ -105,8 +105,9 @@ def test_endpoint_runs_the_levels_against_a_running_server(endpoint, tmp_path):
     assert result["verdict"]["verdict"] == "ok", result["verdict"]
     assert result["framework"]["name"] == "openai" and result["framework"]["install_source"] == "--endpoint"
     assert result["framework"]["version_source"] == "server: GET /props" and result["framework"]["version"]
+    assert 0 <= result["servers"][0].pop("ready_after_s") < 60  # the endpoint was waited for, and was ready
     assert result["servers"] == [{
-        "levels": [1, 2], "external": url, "ready_after_s": None,
+        "levels": [1, 2], "external": url,
         "reported_version": {"path": "/props", "version": result["framework"]["version"]},
         "exit": {"returncode": None, "signal": None, "stopped_by_us": False},
     }]
@@ -151,10 +152,11 @@ def test_without_a_command_or_endpoint_the_cell_says_how_to_give_one(tmp_path):
 def test_an_endpoint_that_does_not_answer_fails_the_cell_with_a_result(tmp_path):
     url = f"http://{HOST}:{free_port(HOST)}"
     cfg = CellConfig(framework="openai", split="chat", profile=profiles.load_profile("tiny"),
-                     results_root=tmp_path, run_id=new_run_id(), endpoint=url, requests=2, levels=(1,))
+                     results_root=tmp_path, run_id=new_run_id(), endpoint=url, requests=2, levels=(1,),
+                     ready_timeout_s=1.0)
     outcome = run_cell(cfg, _fail_launch)
     assert outcome.verdict.verdict is Verdict.FAILED
-    assert outcome.verdict.reason.startswith(f"endpoint {url} does not answer GET /v1/models")
+    assert outcome.verdict.reason.startswith(f"endpoint {url} not ready on /v1/models after 1 s: last GET /v1/models: ConnectError")
     validate(outcome.result)
     assert outcome.result["servers"][0]["external"] == url and "start_error" in outcome.result["servers"][0]
 

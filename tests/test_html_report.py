@@ -185,11 +185,11 @@ def four_cells(root: Path) -> dict[str, dict]:
 
 
 CELL_IDS = "llamacpp-chat or vllm-chat or mlx_lm-chat or hf_transformers-chat"
-VERDICTS = {
-    "test_stand_in_cells.py::test_cell[hf_transformers-chat]": "ok",
+VERDICTS = {  # 8 requests a cell: too few to place a failure rate on either side of 20%, so `uncertain`
+    "test_stand_in_cells.py::test_cell[hf_transformers-chat]": "ok uncertain",
     "test_stand_in_cells.py::test_cell[llamacpp-chat]": "ok suspicious",
     "test_stand_in_cells.py::test_cell[mlx_lm-chat]": "all-failed",
-    "test_stand_in_cells.py::test_cell[vllm-chat]": "degraded",
+    "test_stand_in_cells.py::test_cell[vllm-chat]": "degraded uncertain",
 }
 
 
@@ -312,7 +312,7 @@ def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama
     # the rendered report
     dom = rendered(html)
     table = ResultsTable(dom)
-    assert table.column("verdict") == {"bench/test_cells.py::test_cell[llamacpp-chat]": "ok suspicious"}
+    assert table.column("verdict") == {"bench/test_cells.py::test_cell[llamacpp-chat]": "ok uncertain suspicious"}
     assert table.column("level") == {"bench/test_cells.py::test_cell[llamacpp-chat]": "c=2"}
     top = result["levels"][-1]
     assert table.column("output_tps")["bench/test_cells.py::test_cell[llamacpp-chat]"] == \

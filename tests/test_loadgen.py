@@ -11,15 +11,18 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import signal
 import socket
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from aiohttp import web
 
-from bench.loadgen import LevelConfig, Progress, run_level
+from bench import affinity
+from bench.loadgen import LevelConfig, Progress, _encode, run_level, with_nonce
 from bench.prompts import Prompt
 from bench.records import ErrorType
 
@@ -303,3 +306,97 @@ def test_an_interrupt_python_could_only_report_as_unraisable_still_ends_the_leve
         run_level(level(server.base_url, concurrency=2, requests=8, progress=lambda p: Doomed()),
                   prompts("stream 400 0.002"), [])  # ~3.2 s without the interrupt
     assert time.perf_counter() - t0 < 2.5
+
+
+def test_the_hang_watchdog_covers_warm_up_and_keeps_its_records(server):
+    """A server that sends headers and then nothing during warm-up: the level stops after the
+    stall timeout, not after the request timeout, and the warm-up request stays on record."""
+    t0 = time.perf_counter()
+    cfg = level(server.base_url, requests=4, warmup=2, stall_timeout_s=0.5, request_timeout_s=20)
+    run = run_level(cfg, prompts("stream 1 0"), prompts("stall"))
+    assert time.perf_counter() - t0 < 5
+    assert run.partial and run.stop_reason.startswith("no progress for") and "during warm-up" in run.stop_reason
+    assert run.records == [] and len(run.warmup_records) == 1
+    (warm,) = run.warmup_records
+    assert warm.error.type is ErrorType.CANCELLED and "hang watchdog" in warm.error.message
+
+
+def test_a_server_gone_ends_the_level_at_once_and_types_what_was_in_flight(server):
+    """`server_gone` answering a reason stops the level within a probe period; requests that were
+    in flight are the server's failures (truncated once headers came), not our cancellations."""
+    gone_at = time.perf_counter() + 0.4
+    cfg = level(server.base_url, concurrency=2, requests=50, request_timeout_s=20,
+                server_gone=lambda: "server exited with code 3" if time.perf_counter() >= gone_at else None)
+    run = run_level(cfg, prompts("stream 100 0.05"), [])
+    assert time.perf_counter() - gone_at < 2
+    assert run.partial and run.stop_reason.startswith("server exited with code 3; 0/50 measured requests done")
+    assert [r.error.type for r in run.records] == [ErrorType.TRUNCATED] * 2
+    assert all("went away" in r.error.message for r in run.records)
+
+
+def chat(script: str, n: int) -> list[Prompt]:
+    """Prompts whose first message is a system prompt that every one of them shares."""
+    return [Prompt(name=f"q{i}", messages=({"role": "system", "content": "You are terse."},
+                                          {"role": "user", "content": script}), max_tokens=8) for i in range(n)]
+
+
+def test_unique_prompts_give_every_request_its_own_opening(server):
+    """--unique-prompts: 5 requests over 2 prompts and 2 warm-ups over 1 reach the server with
+    seven different first messages, each opened by its nonce; the rest of each body is the prompt's."""
+    cfg = level(server.base_url, requests=5, warmup=2, concurrency=2, nonce="RUN c2 ab12")
+    run = run_level(cfg, chat("stream 2 0", 2), chat("stream 1 0", 1))
+    assert all(r.ok for r in [*run.warmup_records, *run.records])
+    firsts = [b["messages"][0]["content"] for b in server.bodies]
+    assert sorted(firsts) == sorted([f"[cellbench w{j} RUN c2 ab12] You are terse." for j in range(2)]
+                                    + [f"[cellbench r{i} RUN c2 ab12] You are terse." for i in range(5)])
+    assert sorted(b["messages"][1]["content"] for b in server.bodies) == ["stream 1 0"] * 2 + ["stream 2 0"] * 5
+    assert [r.prompt_name for r in run.records] == ["q0", "q1", "q0", "q1", "q0"]
+
+
+def test_without_a_nonce_the_prompts_go_as_they_are(server):
+    run_level(level(server.base_url, requests=3), chat("stream 1 0", 2), [])
+    assert [b["messages"][0]["content"] for b in server.bodies] == ["You are terse."] * 3
+
+
+def test_encoded_bodies_one_per_request_only_with_a_nonce():
+    prompts_ = chat("x", 2)
+    plain = level("http://127.0.0.1:1", requests=6)
+    assert len(_encode(plain, prompts_, 6)) == 2  # request i sends body i % 2
+    bodies = _encode(replace(plain, nonce="t"), prompts_, 6)
+    assert [p.name for p, _ in bodies] == ["q0", "q1"] * 3
+    assert len({body for _, body in bodies}) == 6
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("hello", "[n] hello"),
+        (None, "[n] "),
+        ([{"type": "text", "text": "hello"}, {"type": "image_url", "image_url": {"url": "u"}}],
+         [{"type": "text", "text": "[n] hello"}, {"type": "image_url", "image_url": {"url": "u"}}]),
+        ([{"type": "image_url", "image_url": {"url": "u"}}],  # the nonce still comes first
+         [{"type": "text", "text": "[n] "}, {"type": "image_url", "image_url": {"url": "u"}}]),
+    ],
+)
+def test_the_nonce_opens_the_first_message_whatever_its_content(content, expected):
+    messages = ({"role": "user", "content": content}, {"role": "user", "content": "rest"})
+    out = with_nonce(messages, "[n] ")
+    assert out == [{"role": "user", "content": expected}, {"role": "user", "content": "rest"}]
+    assert messages[0]["content"] == content  # the prompt itself is untouched
+
+
+@pytest.mark.skipif(not affinity.supported(), reason="CPU affinity is a Linux API")
+def test_client_cpus_pin_the_level_and_are_given_back(server):
+    """The whole level (its loop thread) runs on client_cpus, the level records where, and the
+    process has its own mask back afterwards."""
+    usable = affinity.usable_cpus()
+    if len(usable) < 2:
+        pytest.skip("pinning needs two usable CPUs to be visible")
+    before = os.sched_getaffinity(0)
+    during: list[set[int]] = []
+    cfg = level(server.base_url, requests=2, client_cpus=(usable[-1],),
+                progress=lambda p: during.append(os.sched_getaffinity(0)))
+    run = run_level(cfg, prompts("stream 2 0"), [])
+    assert during and all(mask == {usable[-1]} for mask in during)
+    assert run.client.pinned and run.client.host is not None and run.client.host.client_cpus == (usable[-1],)
+    assert os.sched_getaffinity(0) == before

@@ -3,6 +3,7 @@ the suspicious flag against a cell's previous result; rate-limited progress line
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -10,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from bench import html_report
 from bench.cell import _suspicious
 from bench.loadgen import ClientHealth, LevelConfig, LevelRun, Progress
 from bench.machine import detect
 from bench.metrics import summarize_level
+from bench.paths import PROJECT_ROOT
 from bench.progress import ProgressLine
 from bench.records import ErrorType, RequestError, RequestRecord
 from bench.results import cell_paths, validate
@@ -40,7 +43,7 @@ def cells(pytester: pytest.Pytester):
 
 
 def test_verdicts_map_to_outcomes_and_categories(cells):
-    result = cells.runpytest("-p", "bench.plugin", "-v")
+    result = cells.runpytest("-v")
     assert result.parseoutcomes() == EXPECTED
     result.stdout.fnmatch_lines(
         [
@@ -58,13 +61,13 @@ def test_verdicts_map_to_outcomes_and_categories(cells):
 
 
 def test_strict_fails_degraded_cells(cells):
-    result = cells.runpytest("-p", "bench.plugin", "--strict-verdicts", "-k", "degraded")
+    result = cells.runpytest("--strict-verdicts", "-k", "degraded")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*degraded: because degraded*"])
 
 
 def test_verdicts_travel_from_xdist_workers_to_the_controller(cells):
-    result = cells.runpytest_subprocess("-p", "bench.plugin", "-n", "2")
+    result = cells.runpytest_subprocess("-n", "2")
     assert result.parseoutcomes() == EXPECTED
     result.stdout.fnmatch_lines(["*cellbench verdicts: 1 ok, 1 degraded, 1 all-failed, 1 wrong-model, 1 skipped*"])
 
@@ -79,7 +82,7 @@ def test_verdicts_travel_from_xdist_workers_to_the_controller(cells):
 )
 def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args, message):
     pytester.makepyfile(test_nothing="def test_nothing(): pass\n")
-    result = pytester.runpytest("-p", "bench.plugin", *args)
+    result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
 
@@ -209,11 +212,12 @@ def test_suspicious_goes_to_the_verdict_annotations_and_the_journal(pytester: py
     reason = "output throughput against run 20261122T100000Z-aaaa: c=1: 100.0 tok/s vs 1000.0 tok/s (10.0x lower)"
     result["verdict"] = {**result["verdict"], "annotations": ["suspicious"], "suspicious": reason}  # as run_cell does
     stand_in_cells(pytester.path, {"llamacpp-chat": result})
-    proc = pytester.runpytest("-p", "bench.plugin", "-k", "llamacpp-chat", "--results-dir", "results")
+    proc = pytester.runpytest("-k", "llamacpp-chat", "--results-dir", "results")
     proc.assert_outcomes(passed=1)
     (journal,) = split_dir.parent.glob("journal_*.md")
     text = journal.read_text()
-    assert "| llamacpp | ok | 8/8 requests ok; c=1: 100.0 tok/s, c=2: 100.0 tok/s (suspicious) |" in text
+    assert ("| llamacpp | ok | 8/8 requests ok (failure rate 0.0%, 95% CI 0.0-32.4%); c=1: 100.0 tok/s, "
+            "c=2: 100.0 tok/s (suspicious) |") in text
     assert f"## Suspicious Results\n\n- llamacpp / chat: {reason}\n" in text
     state = json.loads(journal.with_suffix(".json").read_text())
     assert state["cells"][0]["evidence"]["suspicious"] == reason
@@ -223,7 +227,7 @@ def test_suspicious_goes_to_the_verdict_annotations_and_the_journal(pytester: py
 def test_terminal_summary_lists_the_files_written(pytester: pytest.Pytester):
     stand_in_cells(pytester.path, {"llamacpp-chat": hand_result(cell_dir(pytester.path / "results"),
                                                            run_id="20261129T100000Z-bbbb", write=False)})
-    proc = pytester.runpytest("-p", "bench.plugin", "-k", "llamacpp-chat", "--results-dir", "results",
+    proc = pytester.runpytest("-k", "llamacpp-chat", "--results-dir", "results",
                               "--html", "out/report.html")
     proc.assert_outcomes(passed=1)
     split_dir = cell_dir(pytester.path / "results")
@@ -306,7 +310,7 @@ def test_cell(cell_config):
 @pytest.mark.parametrize("xdist", [False, True])
 def test_progress_lines_reach_the_terminal(pytester: pytest.Pytester, xdist):
     pytester.makepyfile(test_progress=PROGRESS_CELL)
-    args = ["-p", "bench.plugin", "-k", "llamacpp-chat", "--progress-interval", "1.5"]
+    args = ["-k", "llamacpp-chat", "--progress-interval", "1.5"]
     if xdist:  # a worker writes to its stderr, inherited from the controller
         proc = pytester.runpytest_subprocess(*args, "-n", "1")
         proc.stderr.fnmatch_lines(["[[]gw0[]] llamacpp-chat c=4: 2/10 requests, 12.5 tok/s, 2 s"])
@@ -315,3 +319,84 @@ def test_progress_lines_reach_the_terminal(pytester: pytest.Pytester, xdist):
         proc.stdout.fnmatch_lines(["llamacpp-chat c=4: 2/10 requests, 12.5 tok/s, 2 s"])
     assert "3/10" not in proc.stdout.str() + proc.stderr.str(), "one line per interval"
     proc.assert_outcomes(passed=1)
+
+
+# ---------------------------------------------------------------- resume and the host lock
+
+
+def real_cells(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tuple[str, ...]:
+    """bench/test_cells.py itself in the pytester directory, with a host lock of its own; the
+    arguments that run its `openai` cells against an endpoint nobody listens on."""
+    monkeypatch.setenv("CELLBENCH_CACHE", str(pytester.path / "cache"))  # cache_root(): the host lock's home
+    pytester.makepyfile(test_cells=(PROJECT_ROOT / "bench" / "test_cells.py").read_text())
+    return ("-p", "bench.plugin", "-p", "fixtures.server", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            "--endpoint", "http://127.0.0.1:9", "--results-dir", "results")
+
+
+def cell_reports(proc: pytest.RunResult) -> dict[str, dict]:
+    """Each cell's `report.cellbench`, by cell id (an inline run keeps its reports)."""
+    reports = proc.reprec.getreports("pytest_runtest_logreport")  # type: ignore[attr-defined]
+    return {r.nodeid.split("[")[1].rstrip("]"): r.cellbench for r in reports if r.when == "call"}
+
+
+def test_a_cell_kept_by_skip_existing_reports_the_kept_verdict(pytester: pytest.Pytester, monkeypatch):
+    args = real_cells(pytester, monkeypatch)
+    run_id = "20261129T100000Z-aaaa"
+    root = pytester.path / "results"
+    kept = {"chat": hand_result(cell_dir(root, "chat"), run_id=run_id, framework="openai", failed=2),
+            "agent": hand_result(cell_dir(root, "agent"), run_id=run_id, framework="openai")}
+    assert [kept["chat"]["verdict"]["verdict"], kept["agent"]["verdict"]["verdict"]] == ["degraded", "ok"]
+
+    proc = pytester.runpytest(*args, "-v", "--skip-existing", "--run-id", run_id)
+    assert proc.parseoutcomes() == {"passed": 1, "degraded": 1}
+    proc.stdout.fnmatch_lines(["*test_cell?openai-chat? DEGRADED*", "*test_cell?openai-agent? OK*",
+                               "*cellbench verdicts: 1 ok, 1 degraded*"])
+    reports = cell_reports(proc)
+    for split, result in kept.items():
+        data, name = reports[f"openai-{split}"], f"openai_{run_id}.json"
+        assert data["verdict"] == result["verdict"]["verdict"] and data["annotations"][-1] == "resumed"
+        assert data["reason"] == f"resumed: kept {name}: {result['verdict']['reason']}"
+        assert data["row"] == html_report.row_data(result) and data["row"]["output_tps"] == 100.0  # its HTML row
+        assert sorted(p.name for p in cell_dir(root, split).glob("openai_*.json")) == [name], "nothing re-measured"
+    (journal,) = cell_dir(root).parent.glob("journal_*.json")
+    entries = {c["split"]: c for c in json.loads(journal.read_text())["cells"]}
+    assert [entries["chat"]["verdict"], entries["agent"]["verdict"]] == ["degraded", "ok"]
+    assert entries["chat"]["reason"] == reports["openai-chat"]["reason"] and "resumed" in entries["chat"]["annotations"]
+    assert "| openai | ok | resumed: kept" in journal.with_suffix(".md").read_text()
+
+    strict = pytester.runpytest(*args, "--skip-existing", "--run-id", run_id, "--strict-verdicts", "-k", "chat")
+    strict.assert_outcomes(failed=1)  # as a fresh degraded cell would
+
+
+HOLDER_RECORD = """
+import json, os
+
+def test_holder(host_lock):
+    record = json.loads(host_lock.read_text())
+    assert record["pid"] == os.getpid() and "pytest" in record["command"] and record["since"] > 0
+"""
+
+
+def test_a_cell_that_waits_out_the_host_lock_is_a_failed_verdict_naming_the_holder(pytester: pytest.Pytester,
+                                                                                   monkeypatch):
+    args = real_cells(pytester, monkeypatch)
+    lock = pytester.path / "cache" / "host.lock"
+    lock.parent.mkdir()
+    with lock.open("a+") as held:  # another session's cell, two hours into its run
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write(json.dumps({"pid": 4242, "command": "pytest -m chat", "since": time.time() - 7200}) + "\n")
+        held.flush()
+        proc = pytester.runpytest(*args, "-k", "openai-chat", "--host-lock-timeout", "1")
+    proc.assert_outcomes(failed=1)
+    reason = f"host busy: waited 1 s for the host lock {lock}, held by pid 4242 (pytest -m chat) for 2 h 0 min"
+    proc.stdout.fnmatch_lines([f"failed: {reason}", "*cellbench verdicts: 1 failed*"])
+    data = cell_reports(proc)["openai-chat"]
+    assert (data["verdict"], data["reason"], data["result_path"]) == ("failed", reason, None)
+    assert data["row"]["level"] is None  # an HTML row with the verdict and no numbers
+    (journal,) = cell_dir(pytester.path / "results").parent.glob("journal_*.md")
+    assert f"### openai / chat: failed\n- Reason: {reason}\n" in journal.read_text()
+    assert not list((pytester.path / "results").rglob("openai_*.json")), "no server, no result file"
+
+    # The lock is free now: a cell takes it and says who it is.
+    pytester.makepyfile(test_holder=HOLDER_RECORD)
+    pytester.runpytest("-p", "fixtures.server", "test_holder.py").assert_outcomes(passed=1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -84,6 +85,33 @@ def test_a_stopped_server_ends_capped_no_progress_and_the_next_cell_runs(tmp_pat
     assert after.verdict.verdict is Verdict.OK, after.verdict.reason
 
 
+@pytest.mark.parametrize("share_server", [False, True], ids=["server-per-level", "shared-server"])
+def test_a_llama_server_killed_mid_level_is_failed_and_no_later_level_runs(tmp_path, server_launcher, share_server,
+                                                                          no_leaked_servers):  # noqa: F811
+    """SIGKILL from outside (not the kernel's OOM killer) in the middle of c=2: the cell is failed
+    with the signal and where it happened, whatever the server answered before, and c=1 never
+    runs against a dead server."""
+    started = []
+
+    def launch(command, adapter, host, port, log_path, **options):
+        started.append(server_launcher(command, adapter, host, port, log_path, **options))
+        return started[-1]
+
+    def kill_after_three(concurrency, progress):
+        if progress.done >= 3 and started[-1].alive():
+            os.kill(started[-1].proc.pid, signal.SIGKILL)
+
+    cfg = _cfg(tmp_path, levels=(2, 1), requests=400, share_server=share_server, progress=kill_after_three)
+    outcome = run_cell(cfg, launch)
+    assert outcome.verdict.verdict is Verdict.FAILED, outcome.verdict.reason
+    assert re.fullmatch(r"server exited with signal SIGKILL during c=2 after \d+ of 400 requests",
+                        outcome.verdict.reason), outcome.verdict.reason
+    result = json.loads(outcome.result_path.read_text())
+    validate(result)
+    assert [lv["concurrency"] for lv in result["levels"]] == [2] and result["levels"][0]["successful"] >= 3
+    assert len(started) == 1 and result["servers"][0]["exit"]["stopped_by_us"] is False
+
+
 def test_a_memory_limit_below_the_agent_split_ends_oom_with_the_kernel_line(tmp_path, llama_server):
     cmd = [sys.executable, "-m", "pytest", "-m", "agent", "-k", "llamacpp", "--requests", "3", "--concurrency", "2",
            "--port", "0", "--memory-limit", "48M", "-p", "no:cacheprovider", f"--results-dir={tmp_path}"]
@@ -114,8 +142,14 @@ def test_skip_existing_keeps_this_runs_result_and_reruns_a_failed_one(tmp_path, 
     first = run_cell(cfg, server_launcher)
     assert first.verdict.verdict is Verdict.OK
     resumed = run_cell(_cfg(tmp_path, requests=2, run_id=cfg.run_id, skip_existing_s=0.0), server_launcher)
-    assert resumed.verdict.verdict is Verdict.SKIPPED and "resumed" in resumed.verdict.annotations
+    # The kept result's own verdict, annotated: it counts and reports as when it was measured.
+    assert resumed.verdict.verdict is Verdict.OK and resumed.verdict.annotations[-1] == "resumed"
+    assert resumed.verdict.reason == f"resumed: kept {first.result_path.name}: {first.verdict.reason}"
     assert resumed.result_path == first.result_path
+    assert resumed.result == json.loads(first.result_path.read_text())
     # A later run without a window measures again; with a window the recent result stands.
-    assert run_cell(_cfg(tmp_path, requests=2, skip_existing_s=0.0), server_launcher).verdict.verdict is Verdict.OK
-    assert run_cell(_cfg(tmp_path, requests=2, skip_existing_s=3600.0), server_launcher).verdict.verdict is Verdict.SKIPPED
+    again = run_cell(_cfg(tmp_path, requests=2, skip_existing_s=0.0), server_launcher)
+    assert again.verdict.verdict is Verdict.OK and "resumed" not in again.verdict.annotations
+    kept = run_cell(_cfg(tmp_path, requests=2, skip_existing_s=3600.0), server_launcher)
+    assert kept.verdict.verdict is Verdict.OK and kept.result_path == again.result_path
+    assert "resumed" in kept.verdict.annotations

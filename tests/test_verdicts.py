@@ -1,8 +1,14 @@
-"""Verdict rules, top to bottom, from recorded evidence (../shared/design/verdicts.md)."""
+"""Verdict rules, top to bottom, from recorded evidence (docs/verdicts.md)."""
+
+from dataclasses import replace
 
 import pytest
 
-from bench.verdicts import Evidence, Identity, Verdict, classify
+from bench import metrics
+from bench.affinity import CpuUse
+from bench.loadgen import ClientHealth, LevelConfig, LevelRun
+from bench.records import RequestRecord
+from bench.verdicts import Evidence, Identity, Verdict, classify, wilson_interval
 
 
 def level(concurrency=1, ok=100, failed=0, dominant=None, client_bound=False, tps=100.0, per_chunk=False):
@@ -18,6 +24,7 @@ def level(concurrency=1, ok=100, failed=0, dominant=None, client_bound=False, tp
 
 
 GOOD_ID = Identity("tiny", ("tiny",), ("tiny",))
+CFG = LevelConfig(base_url="http://127.0.0.1:1", model="m", concurrency=1, requests=1)
 
 
 def test_ok_names_levels_and_throughput():
@@ -80,7 +87,81 @@ def test_degraded_threshold_is_inclusive_and_configurable():
 
 def test_client_bound_level_degrades_the_cell():
     v = classify(Evidence(levels=(level(1), level(16, client_bound=True)), identity=GOOD_ID))
-    assert v.verdict is Verdict.DEGRADED and "client-bound at concurrency 16" in v.reason
+    assert v.verdict is Verdict.DEGRADED and v.reason.startswith("client-bound at c=16: ")
+
+
+def late(concurrency: int, limited_by: str, cpu: float, loop_lag: float, **client) -> dict:
+    """A level whose client ran late, with the evidence bench.metrics.client_health records."""
+    lv = level(concurrency)
+    lv["client"] = {"client_bound": limited_by == "client", "limited_by": limited_by, "cpu_share": cpu,
+                    "loop_lag_p99_ms": loop_lag, "schedule_lag_p99_ms": loop_lag / 2, "pinned": False,
+                    "cpus": [0, 1], "cpus_busy": 0.99, "host_cpus": 2, "host_cpu_busy": 1.98,
+                    "run_queue_wait_share": None, **client}
+    return lv
+
+
+def test_a_client_saturated_by_its_own_work_is_client_bound():
+    v = classify(Evidence(levels=(level(1), late(8, "client", cpu=0.93, loop_lag=60.0)), identity=GOOD_ID))
+    assert v.verdict is Verdict.DEGRADED
+    assert v.reason == "client-bound at c=8: client CPU 0.93 of a core: numbers measure the client"
+
+
+def test_a_client_the_busy_host_did_not_let_run_is_starved_with_the_cure():
+    """The vLLM CPU case: the server's threads filled both cores; the client used 7% of one."""
+    levels = (level(1), late(8, "host", cpu=0.07, loop_lag=775.0), late(16, "host", cpu=0.08, loop_lag=410.0))
+    v = classify(Evidence(levels=levels, identity=GOOD_ID))
+    assert v.verdict is Verdict.DEGRADED  # the numbers cannot be trusted either way
+    assert v.reason == ("client starved at c=8, 16: host CPU 198% busy, client CPU 0.07 of a core, loop lag p99 "
+                        "775 ms: TTFT includes the client's wait; keep the client on its own core with --client-cpus")
+    assert "client-bound" not in v.reason
+
+
+def test_a_pinned_client_starved_on_its_own_cpu_is_told_to_find_a_free_one():
+    starved = late(8, "host", cpu=0.07, loop_lag=300.0, pinned=True, cpus=[1], cpus_busy=1.0,
+                   run_queue_wait_share=0.42)
+    v = classify(Evidence(levels=(starved,), identity=GOOD_ID))
+    assert v.reason == ("client starved at c=8: client's CPU 1 100% busy, client CPU 0.07 of a core, loop lag p99 "
+                        "300 ms, waiting for a CPU 42% of the time: TTFT includes the client's wait; give the client a "
+                        "CPU nothing else uses (--client-cpus, --server-cpus)")
+
+
+def test_each_cause_of_a_late_client_is_named_from_what_the_level_measured():
+    """From ClientHealth values through bench.metrics to the reason: one part per cause, the
+    client's own work first."""
+    def measured(concurrency: int, health: ClientHealth) -> dict:
+        records = [RequestRecord(index=0, prompt_name="p", t_sched=0.0, t_send=0.0, t_first_token=0.1, t_end=0.2,
+                                 chunk_times=[0.1, 0.2], finish_reason="stop", http_status=200, done_marker=True)]
+        run = LevelRun(replace(CFG, concurrency=concurrency), records, [], 0.0, 0.2, 0.0, False, None, health)
+        return metrics.summarize_level(run)
+
+    def host(busy: float) -> CpuUse:
+        return CpuUse(0.0, 2, 2 * busy, (0, 1), busy, 0.01, 3, None)
+
+    levels = (measured(1, ClientHealth(0.05, 120.0, 90.0, host=host(0.3))),
+              measured(8, ClientHealth(0.95, 70.0, 60.0, host=host(0.99))),
+              measured(16, ClientHealth(0.10, 500.0, 300.0, host=host(0.99))))
+    v = classify(Evidence(levels=levels, identity=Identity("m", ("m",), ())))
+    assert v.verdict is Verdict.DEGRADED
+    saturated = "client-bound at c=8: client CPU 0.95 of a core: numbers measure the client"
+    starved = "client starved at c=16: host CPU 198% busy, client CPU 0.10 of a core, loop lag p99 500 ms: "
+    late_ = "client late at c=1: loop lag p99 120 ms, client CPU 0.05 of a core, host CPU 60% busy: "
+    assert v.reason.index(saturated) < v.reason.index(starved) < v.reason.index(late_)
+
+
+def reused(lv: dict, may_hit: bool) -> dict:
+    return {**lv, "prompt_reuse": {"requests": 100, "unique_prompts": 100, "repeats": 0, "unique_prefixes": False,
+                                   "server_warmed": may_hit, "warmed_by": "an earlier level" if may_hit else None,
+                                   "may_hit_cache": may_hit}}
+
+
+def test_prompt_reuse_is_an_annotation_never_a_verdict():
+    fresh = classify(Evidence(levels=(reused(level(1), False), reused(level(8), False)), identity=GOOD_ID))
+    warmed = classify(Evidence(levels=(reused(level(1), False), reused(level(8), True)), identity=GOOD_ID))
+    assert "prompt-reuse" not in fresh.annotations
+    assert "prompt-reuse" in warmed.annotations
+    assert (warmed.verdict, warmed.reason) == (fresh.verdict, fresh.reason) and warmed.verdict is Verdict.OK
+    degraded = classify(Evidence(levels=(reused(level(8, ok=50, failed=50), True),), identity=GOOD_ID))
+    assert degraded.verdict is Verdict.DEGRADED and "prompt-reuse" in degraded.annotations
 
 
 def test_capped_wins_over_the_cancellations_it_caused():
@@ -148,3 +229,52 @@ def test_oom_evidence_without_a_kernel_line():
     ev = {"source": "vmstat oom_kill", "pid": 7, "process": "vllm", "note": "SIGKILL sent by no one here"}
     v = classify(Evidence(oom=ev))
     assert v.verdict is Verdict.OOM and v.reason == "pid 7 (vllm) killed for memory (vmstat oom_kill): SIGKILL sent by no one here"
+
+
+def test_a_server_that_exited_is_failed_whatever_it_answered_before():
+    exited = "server exited with code 3 during c=8 after 40 of 100 requests"
+    v = classify(Evidence(levels=(level(1), level(8, ok=40)), identity=GOOD_ID, server_exit=exited))
+    assert v.verdict is Verdict.FAILED and v.reason == exited
+
+
+def test_a_server_killed_for_memory_is_oom_not_an_exit():
+    ev = Evidence(levels=(level(),), identity=GOOD_ID, server_exit="server exited with signal SIGKILL during c=1",
+                  oom="Memory cgroup out of memory: Killed process 7 (llama-server)")
+    assert classify(ev).verdict is Verdict.OOM
+
+
+@pytest.mark.parametrize(("failed", "n", "low", "high"), [
+    (12, 40, 18.1, 45.4),   # the issue's example: 30% of 40
+    (0, 40, 0.0, 8.8),
+    (0, 16, 0.0, 19.4),     # the smallest clean sample whose interval stays below 20%
+    (30, 100, 21.9, 39.6),
+])
+def test_wilson_interval_matches_the_formula(failed, n, low, high):
+    lo, hi = wilson_interval(failed, n)
+    assert (round(100 * lo, 1), round(100 * hi, 1)) == (low, high)
+
+
+def test_degraded_reason_carries_the_interval_and_uncertain_when_it_straddles():
+    v = classify(Evidence(levels=(level(ok=28, failed=12, dominant={"type": "http_5xx", "http_status": 500,
+                                                                    "count": 12}),), identity=GOOD_ID))
+    assert v.verdict is Verdict.DEGRADED and "uncertain" in v.annotations
+    assert v.reason.startswith("12/40 requests failed (30.0%, 95% CI 18.1-45.4%), mostly http_5xx 500")
+
+
+def test_a_large_clear_sample_is_not_uncertain_and_a_small_clean_one_is():
+    assert "uncertain" not in classify(Evidence(levels=(level(ok=270, failed=30),), identity=GOOD_ID)).annotations
+    small = classify(Evidence(levels=(level(ok=8),), identity=GOOD_ID))
+    assert small.verdict is Verdict.OK and "uncertain" in small.annotations
+    assert "8/8 requests ok (failure rate 0.0%, 95% CI 0.0-32.4%)" in small.reason
+
+
+def test_an_ok_cell_with_a_level_that_produced_nothing_still_explains_itself():
+    v = classify(Evidence(levels=(level(1, ok=200), level(8, ok=0, failed=10, tps=None)), identity=GOOD_ID))
+    assert v.verdict is Verdict.OK and "c=8: no output" in v.reason
+
+
+@pytest.mark.parametrize(("failed", "n", "below_threshold"), [(0, 16, True), (0, 15, False), (4, 40, False),
+                                                               (10, 100, True), (30, 300, True)])
+def test_the_readmes_sample_sizes(failed, n, below_threshold):
+    """README, "Small samples say so": how many requests a decision at 20% needs."""
+    assert (wilson_interval(failed, n)[1] < 0.2) is below_threshold
