@@ -66,6 +66,9 @@ class CellConfig:
     # called with (concurrency, bench.loadgen.Progress) about once a second while a level runs
     progress: Callable[[int, Progress], None] | None = field(default=None, compare=False, repr=False)
     budget_s: float | None = None  # wall-clock budget of the whole cell; at the deadline it ends capped
+    # perf_counter() when the budget started: the test's setup, so that waiting for the host lock
+    # and installing count as pytest-timeout counts them [None: when the levels start]
+    budget_from: float | None = None
     stall_timeout_s: float | None = None  # no chunk and no finished request for this long: capped
     ready_timeout_s: float | None = None  # how long a server may take to become ready [the adapter's]
     memory_limit_bytes: int | None = None  # each server runs in a memory cgroup of this size
@@ -306,7 +309,8 @@ class _LevelsRun:
         self.server_exit: str | None = None  # the server ended without being asked: where and when
         self.last_level: int | None = None
         self.reported_version: dict | None = None
-        self.deadline = None if cfg.budget_s is None else time.perf_counter() + cfg.budget_s
+        budget_from = cfg.budget_from if cfg.budget_from is not None else time.perf_counter()
+        self.deadline = None if cfg.budget_s is None else budget_from + cfg.budget_s
         self.extra_body = self._extra_body()
         self.shared = cfg.share_server or cfg.endpoint is not None  # an endpoint is one server throughout
 

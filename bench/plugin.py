@@ -15,6 +15,7 @@ With `--html`, the same report data fills the pytest-html report
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -386,6 +387,7 @@ def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> Cel
         progress=ProgressLine(f"{framework}-{split}", terminal_writer(request.config),
                               interval_s=opt("progress_interval")),
         budget_s=_cell_budget(request.node),
+        budget_from=time.perf_counter(),  # this fixture runs first: the lock wait and an install count
         stall_timeout_s=request.config.stash[HANG_S].get(split) or None,
         memory_limit_bytes=request.config.stash[MEMORY_LIMIT],
         skip_existing_s=None if opt("skip_existing") is None else opt("skip_existing") * 3600.0,

@@ -6,6 +6,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +24,7 @@ from bench.paths import PROJECT_ROOT
 from bench.progress import ProgressLine
 from bench.records import ErrorType, RequestError, RequestRecord
 from bench.results import cell_paths, validate
+from bench.server import free_port
 from bench.verdicts import Evidence, Identity, classify
 
 CELLS = """
@@ -400,3 +405,27 @@ def test_a_cell_that_waits_out_the_host_lock_is_a_failed_verdict_naming_the_hold
     # The lock is free now: a cell takes it and says who it is.
     pytester.makepyfile(test_holder=HOLDER_RECORD)
     pytester.runpytest("-p", "fixtures.server", "test_holder.py").assert_outcomes(passed=1)
+
+
+def test_the_budget_counts_the_wait_for_the_host_lock(pytester: pytest.Pytester, monkeypatch):
+    """pytest-timeout's clock starts at setup, so the cell's budget does too: a cell that got the
+    lock after its budget was spent ends capped before its first level, instead of measuring
+    into the backstop. The endpoint is the fault server, answering well."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "tests.support.faultserver", "--port", str(port), "--mode", "ok"],
+                              cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        args = [*real_cells(pytester, monkeypatch)[:-4], "--endpoint", f"http://127.0.0.1:{port}", "--results-dir",
+                "results", "--ready-timeout", "30"]
+        lock = pytester.path / "cache" / "host.lock"
+        lock.parent.mkdir()
+        held = lock.open("a+")
+        fcntl.flock(held, fcntl.LOCK_EX)
+        threading.Timer(3.0, held.close).start()  # closing the file lets the lock go
+        proc = pytester.runpytest(*args, "-k", "openai-chat", "--cell-budget", "2", "--host-lock-timeout", "60")
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=10)
+    data = cell_reports(proc)["openai-chat"]
+    assert (data["verdict"], data["reason"]) == ("capped", "cell budget of 2 s spent before c=1")
