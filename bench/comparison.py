@@ -33,6 +33,9 @@ METHODOLOGY_KEYS = (
     "prompts.source",
     "prompts.count",
     "prompts.tools_param",
+    "unique_prompts",  # cold prompts against ones a cache may serve
+    "cpu_affinity.client",  # a pinned client or server against an unpinned one
+    "cpu_affinity.server",
 )
 
 
