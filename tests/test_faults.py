@@ -418,7 +418,7 @@ def check_verdict(case: Case, result: dict) -> None:
     verdict = result["verdict"]
     got = f"got {verdict['verdict']}: {verdict['reason']}\n{case.tail()}"
     if fault.verdict == "ok" and verdict["verdict"] == "degraded" and verdict["reason"].startswith(CLIENT_LIMITED):
-        warnings.warn(f"{case.mode}-{case.form}: the host kept the client from running: {verdict['reason']}")
+        warnings.warn(f"{case.mode}-{case.form}: the client, not the server, limited this run: {verdict['reason']}")
     else:
         assert verdict["verdict"] == fault.verdict, got
         assert re.search(fault.reason.replace("{port}", str(case.port)), verdict["reason"]), got
