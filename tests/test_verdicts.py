@@ -111,8 +111,8 @@ def test_a_client_the_busy_host_did_not_let_run_is_starved_with_the_cure():
     levels = (level(1), late(8, "host", cpu=0.07, loop_lag=775.0), late(16, "host", cpu=0.08, loop_lag=410.0))
     v = classify(Evidence(levels=levels, identity=GOOD_ID))
     assert v.verdict is Verdict.DEGRADED  # the numbers cannot be trusted either way
-    assert v.reason == ("client starved at c=8, 16: host CPU 198% busy, client CPU 0.07 of a core, loop lag p99 "
-                        "775 ms: TTFT includes the client's wait; keep the client on its own core with --client-cpus")
+    assert v.reason == ("client starved at c=8, 16: host CPU 198% busy, client CPU 0.07 of a core, schedule lag "
+                        "p99 388 ms, loop lag p99 775 ms: TTFT includes the client's wait; keep the client on its own core with --client-cpus")
     assert "client-bound" not in v.reason
 
 
@@ -120,8 +120,8 @@ def test_a_pinned_client_starved_on_its_own_cpu_is_told_to_find_a_free_one():
     starved = late(8, "host", cpu=0.07, loop_lag=300.0, pinned=True, cpus=[1], cpus_busy=1.0,
                    run_queue_wait_share=0.42)
     v = classify(Evidence(levels=(starved,), identity=GOOD_ID))
-    assert v.reason == ("client starved at c=8: client's CPU 1 100% busy, client CPU 0.07 of a core, loop lag p99 "
-                        "300 ms, waiting for a CPU 42% of the time: TTFT includes the client's wait; give the client a "
+    assert v.reason == ("client starved at c=8: client's CPU 1 100% busy, client CPU 0.07 of a core, schedule lag "
+                        "p99 150 ms, loop lag p99 300 ms, waiting for a CPU 42% of the time: TTFT includes the client's wait; give the client a "
                         "CPU nothing else uses (--client-cpus, --server-cpus)")
 
 
@@ -143,8 +143,10 @@ def test_each_cause_of_a_late_client_is_named_from_what_the_level_measured():
     v = classify(Evidence(levels=levels, identity=Identity("m", ("m",), ())))
     assert v.verdict is Verdict.DEGRADED
     saturated = "client-bound at c=8: client CPU 0.95 of a core: numbers measure the client"
-    starved = "client starved at c=16: host CPU 198% busy, client CPU 0.10 of a core, loop lag p99 500 ms: "
-    late_ = "client late at c=1: loop lag p99 120 ms, client CPU 0.05 of a core, host CPU 60% busy: "
+    starved = ("client starved at c=16: host CPU 198% busy, client CPU 0.10 of a core, schedule lag p99 300 ms, "
+               "loop lag p99 500 ms: ")
+    late_ = ("client late at c=1: schedule lag p99 90 ms, loop lag p99 120 ms, client CPU 0.05 of a core, "
+             "host CPU 60% busy: ")
     assert v.reason.index(saturated) < v.reason.index(starved) < v.reason.index(late_)
 
 
