@@ -92,7 +92,10 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
 
     platform_tag = adapter.platform_here()
     if platform_tag is None:
-        return _skipped(f"{adapter.name} runs on {', '.join(sorted(adapter.platforms))}; this is {this_platform()}")
+        why = f"{adapter.name} runs on {', '.join(sorted(adapter.platforms))}; this is {this_platform()}"
+        if machine.gpu_probe_error and any(tag.endswith("+cuda") for tag in adapter.platforms):
+            why += f", and whether it has a CUDA GPU is unknown: {machine.gpu_probe_error}"
+        return _skipped(why)
     try:
         if adapter.bind is not None:  # defined by the profile or --endpoint, not by code
             bound = adapter.bind(cfg.profile, cfg.endpoint)

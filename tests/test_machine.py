@@ -4,8 +4,11 @@ import os
 
 import pytest
 
-from bench import machine
+from bench import machine, profiles
+from bench.cell import CellConfig, run_cell
 from bench.machine import detect, machine_slug, slugify
+from bench.results import new_run_id
+from bench.verdicts import Verdict
 
 
 @pytest.mark.parametrize(
@@ -80,6 +83,16 @@ def test_a_failing_nvidia_smi_is_recorded_and_never_the_cpu_slug(fake_smi):
     assert m.gpu_probe_error.startswith("nvidia-smi exited with code 9: NVIDIA-SMI has failed")
     assert m.slug == slugify(m.chip or m.cpu) + "-unknown-gpu"
     assert m.to_json()["gpu_probe_error"] == m.gpu_probe_error
+
+
+def test_a_cuda_cell_skipped_on_a_failing_nvidia_smi_says_the_gpu_is_unknown(fake_smi, tmp_path):
+    """Not "this is linux-x86_64" alone: the host may well have the GPU the driver failed to show."""
+    fake_smi('echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver." >&2\nexit 9\n')
+    cfg = CellConfig(framework="sglang", split="chat", profile=profiles.load_profile("tiny"), results_root=tmp_path,
+                     run_id=new_run_id())
+    outcome = run_cell(cfg, launch=None)
+    assert outcome.verdict.verdict is Verdict.SKIPPED and outcome.result_path is None
+    assert "whether it has a CUDA GPU is unknown: nvidia-smi exited with code 9" in outcome.verdict.reason
 
 
 def test_a_hanging_nvidia_smi_times_out_once_per_process(fake_smi, tmp_path, monkeypatch):
