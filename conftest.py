@@ -4,4 +4,4 @@ pytester is here because pytest only honours `pytest_plugins` in the root confte
 own plugin tests run real pytest sessions with it.
 """
 
-pytest_plugins = ["bench.plugin", "bench.eval.plugin", "fixtures.server", "pytester"]
+pytest_plugins = ["bench.plugins.cells", "bench.plugins.eval", "bench.plugins.servers", "pytester"]

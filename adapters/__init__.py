@@ -9,7 +9,7 @@ import importlib
 import pkgutil
 from functools import cache
 
-from bench.adapter import Adapter
+from bench.setup.adapter import Adapter
 
 _NOT_ADAPTERS: set[str] = set()
 

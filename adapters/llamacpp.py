@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from bench.adapter import Adapter, Capabilities, ServeCommand, ServeContext
-from bench.installs import SdistCMakeBuild
+from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
+from bench.setup.installs import SdistCMakeBuild
 
 BUILD = "11434"
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.scripted_install import ScriptedInstall, Step
+from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
+from bench.setup.scripted_install import ScriptedInstall, Step
 
 REPO = "https://github.com/EricLBuehler/mistral.rs.git"
 # Unattended shells do not read the user's profile, so cargo may be missing from PATH (SiliconBench).

@@ -12,8 +12,8 @@ processes it did not start, and the Ollama app's own server listens on another p
 
 from __future__ import annotations
 
-from bench.adapter import Adapter, Capabilities, ServeCommand, ServeContext
-from bench.scripted_install import ScriptedInstall, Step
+from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
+from bench.setup.scripted_install import ScriptedInstall, Step
 
 RECIPE = ScriptedInstall(
     framework="ollama",

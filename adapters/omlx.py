@@ -21,9 +21,9 @@ import os
 import shutil
 from pathlib import Path
 
-from bench.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.paths import cache_root
-from bench.scripted_install import ScriptedInstall, Step
+from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
+from bench.base.paths import cache_root
+from bench.setup.scripted_install import ScriptedInstall, Step
 
 REPO = "https://github.com/jundot/omlx.git"
 PYTHON = "{prefix}/venv/bin/python"

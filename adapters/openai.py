@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, cast
 
-from bench import profiles
-from bench.adapter import Adapter, Bound, Capabilities, ModelFormat, ModelRef, NotConfigured, ServeCommand, ServeContext
-from bench.installs import UNKNOWN_VERSION, Installation, InstallError
-from bench.scripted_install import fill
+from bench.setup import profiles
+from bench.setup.adapter import Adapter, Bound, Capabilities, ModelFormat, ModelRef, NotConfigured, ServeCommand, ServeContext
+from bench.setup.installs import UNKNOWN_VERSION, Installation, InstallError
+from bench.setup.scripted_install import fill
 
 NAME = "openai"
 DEFAULT_PORT = 8012

@@ -17,8 +17,8 @@ torch sglang pins.)
 
 from __future__ import annotations
 
-from bench.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.scripted_install import ScriptedInstall, Step
+from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
+from bench.setup.scripted_install import ScriptedInstall, Step
 
 REPO = "https://github.com/sgl-project/sglang.git"
 PYTHON = "{prefix}/venv/bin/python"

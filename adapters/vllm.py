@@ -11,8 +11,8 @@ is not installed, so the server module is run directly; and every cache is kept 
 
 from __future__ import annotations
 
-from bench.adapter import Adapter, Capabilities, ServeCommand, ServeContext
-from bench.installs import PipVenv
+from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
+from bench.setup.installs import PipVenv
 
 CPU = PipVenv(
     framework="vllm",

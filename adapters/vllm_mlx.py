@@ -8,8 +8,8 @@ id is the MLX folder's path. Earlier tool calls in the agent history reach the m
 
 from __future__ import annotations
 
-from bench.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.scripted_install import ScriptedInstall, Step, dist_version_probe
+from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
+from bench.setup.scripted_install import ScriptedInstall, Step, dist_version_probe
 
 SOURCE = "git+https://github.com/waybarrios/vllm-mlx.git"
 PYTHON = "{prefix}/venv/bin/python"

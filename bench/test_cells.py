@@ -4,7 +4,7 @@ Select with markers (`-m chat`, `-m "llamacpp and agent"`) or `-k`. Each cell st
 servers, measures every concurrency level, writes its result file and asserts its verdict.
 """
 
-from bench.cell import run_cell
+from bench.run.cell import run_cell
 
 
 def test_cell(cell_config, server_launcher, enforce_verdict):

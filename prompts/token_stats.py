@@ -1,6 +1,6 @@
 """Measure the shipped splits with real tokenizers and chat templates; write prompts/stats.json.
 
-    python prompts/token_stats.py                          # tiny model's tokenizer (bench.tinymodel)
+    python prompts/token_stats.py                          # tiny model's tokenizer (bench.setup.tinymodel)
     python prompts/token_stats.py --tokenizer T.json --template chat_template.jinja
     python prompts/token_stats.py --qwen3-tokenizer Qwen3/tokenizer.json [--qwen3-template ...]
     python prompts/token_stats.py --check                  # exit 1 if stats.json is out of date
@@ -26,7 +26,7 @@ from typing import Callable
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from bench.prompts import SPLITS, Prompt, PromptSet, load_split  # noqa: E402
+from bench.setup.prompts import SPLITS, Prompt, PromptSet, load_split  # noqa: E402
 
 STATS_PATH = HERE / "stats.json"
 QWEN3_MISSING = ("Qwen3's tokenizer.json is not in this checkout and cannot be downloaded here; "
@@ -163,7 +163,7 @@ def build_stats(counters: dict[str, TokenCounter | None], notes: dict[str, str])
 
 
 def tiny_model_files() -> tuple[Path, Path]:
-    from bench.tinymodel import ensure_tiny_model  # built locally; no download
+    from bench.setup.tinymodel import ensure_tiny_model  # built locally; no download
 
     model = ensure_tiny_model()
     return Path(model.hf_dir) / "tokenizer.json", Path(model.hf_dir) / "chat_template.jinja"
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tokenizer:
         tok, tpl, origin = args.tokenizer, args.template, f"--tokenizer {args.tokenizer.name}"
     else:
-        (tok, tpl), origin = tiny_model_files(), "bench.tinymodel.ensure_tiny_model()"
+        (tok, tpl), origin = tiny_model_files(), "bench.setup.tinymodel.ensure_tiny_model()"
     notes = {}
     qwen3 = None
     if args.qwen3_tokenizer:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import adapters
-from bench.installs import NotInstalled, ensure_installed
+from bench.setup.installs import NotInstalled, ensure_installed
 
 
 @pytest.fixture(scope="session")

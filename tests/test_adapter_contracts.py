@@ -20,12 +20,12 @@ import pytest
 import adapters
 from adapters import omlx
 from adapters import openai as generic
-from bench.adapter import NotConfigured
-from bench.installs import UNKNOWN_VERSION
-from bench import profiles
-from bench.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.installs import Installation, InstallError, NotInstalled, build_log_path, ensure_installed, install_dir
-from bench.scripted_install import ScriptedInstall, Step, fill
+from bench.setup.adapter import NotConfigured
+from bench.setup.installs import UNKNOWN_VERSION
+from bench.setup import profiles
+from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
+from bench.setup.installs import Installation, InstallError, NotInstalled, build_log_path, ensure_installed, install_dir
+from bench.setup.scripted_install import ScriptedInstall, Step, fill
 
 HOST = "127.0.0.1"
 MACOS = "darwin-arm64"

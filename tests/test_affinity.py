@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import affinity
-from bench.adapter import ServeCommand
-from bench.affinity import AffinityError, CpuSample, Placement
-from bench.paths import PROJECT_ROOT
-from bench.results import validate
-from bench.server import ServerProcess, free_port
+from bench.host import affinity
+from bench.setup.adapter import ServeCommand
+from bench.host.affinity import AffinityError, CpuSample, Placement
+from bench.base.paths import PROJECT_ROOT
+from bench.core.result import validate
+from bench.run.server import ServerProcess, free_port
 
 linux_only = pytest.mark.skipif(not affinity.supported(), reason="CPU affinity is a Linux API")
 
@@ -211,7 +211,7 @@ def test_a_server_started_on_cpus_passes_them_to_the_process_it_starts(tmp_path)
 
 @linux_only
 def test_a_cpu_the_server_cannot_have_is_a_start_failure(tmp_path):
-    from bench.server import ServerStartError
+    from bench.run.server import ServerStartError
 
     missing = max(affinity.usable_cpus()) + 4096
     server = ServerProcess(ServeCommand([sys.executable, "-c", "pass"], cpus=(missing,)), host="127.0.0.1",

@@ -21,10 +21,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench import profiles
-from bench.cell import CellConfig, run_cell
-from bench.paths import PROJECT_ROOT
-from bench.results import new_run_id, validate
+from bench.setup import profiles
+from bench.run.cell import CellConfig, run_cell
+from bench.base.paths import PROJECT_ROOT
+from bench.core.result import new_run_id, validate
 
 pytestmark = pytest.mark.integration
 

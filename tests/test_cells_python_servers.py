@@ -22,11 +22,11 @@ import psutil
 import pytest
 
 import adapters
-from bench import profiles
-from bench.adapter import Adapter
-from bench.installs import Installation, InstallError, PipVenv, build_log_path, ensure_installed, install_dir
-from bench.paths import PROJECT_ROOT
-from bench.results import validate
+from bench.setup import profiles
+from bench.setup.adapter import Adapter
+from bench.setup.installs import Installation, InstallError, PipVenv, build_log_path, ensure_installed, install_dir
+from bench.base.paths import PROJECT_ROOT
+from bench.core.result import validate
 
 integration = pytest.mark.integration
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from test_comparison import put, run_real_cell, variant
 
-from bench import cleanup
-from bench.machine import detect
-from bench.paths import PROJECT_ROOT
+from bench.reports import cleanup
+from bench.host.machine import detect
+from bench.base.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 OLD, NEWER, NEWEST = "20260101T000000Z-aaaa", "20260201T000000Z-bbbb", "20260301T000000Z-cccc"
@@ -69,7 +69,7 @@ def test_a_directory_of_another_machine_is_refused_whole(split_dir):
 
 def test_clean_command_deletes_names_refusals_and_exits_1(split_dir):
     root = split_dir.parents[2]
-    cmd = [sys.executable, "-m", "bench.cli", "clean", f"--results-dir={root}", "--older-than", "0"]
+    cmd = [sys.executable, "-m", "bench.cli.main", "clean", f"--results-dir={root}", "--older-than", "0"]
     done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert "REFUSED" in done.stderr and "llamacpp_20260101T000000Z-dddd.json: recorded machine m5pro" in done.stderr
@@ -83,7 +83,7 @@ def test_clean_command_deletes_names_refusals_and_exits_1(split_dir):
 
 def test_dry_run_deletes_nothing(split_dir):
     before = sorted(p.name for p in split_dir.rglob("*"))
-    cmd = [sys.executable, "-m", "bench.cli", "clean", f"--results-dir={split_dir.parents[2]}", "--older-than", "0",
+    cmd = [sys.executable, "-m", "bench.cli.main", "clean", f"--results-dir={split_dir.parents[2]}", "--older-than", "0",
            "--dry-run"]
     done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert "would delete" in done.stdout

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.comparison import (
+from bench.reports.comparison import (
     build_comparison,
     load_results,
     methodology_differences,
@@ -26,8 +26,8 @@ from bench.comparison import (
     suspicious,
     write_comparison,
 )
-from bench.paths import PROJECT_ROOT
-from bench.results import validate
+from bench.base.paths import PROJECT_ROOT
+from bench.core.result import validate
 
 FOREIGN = "h200"
 DAY = 86400

@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from bench.adapter import host_platforms, this_platform
-from bench.cli import main
-from bench.paths import PROJECT_ROOT
+from bench.setup.adapter import host_platforms, this_platform
+from bench.cli.main import main
+from bench.base.paths import PROJECT_ROOT
 
 ELSEWHERE = ("mistralrs", "vllm_metal", "vllm_mlx", "omlx", "ollama", "sglang")
 

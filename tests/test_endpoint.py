@@ -18,12 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench import profiles
-from bench.cell import CellConfig, run_cell
-from bench.paths import PROJECT_ROOT
-from bench.results import new_run_id, validate
-from bench.server import free_port
-from bench.verdicts import Verdict
+from bench.setup import profiles
+from bench.run.cell import CellConfig, run_cell
+from bench.base.paths import PROJECT_ROOT
+from bench.core.result import new_run_id, validate
+from bench.run.server import free_port
+from bench.core.verdicts import Verdict
 
 pytestmark = pytest.mark.integration
 
@@ -164,6 +164,6 @@ def test_an_endpoint_that_does_not_answer_fails_the_cell_with_a_result(tmp_path)
 @pytest.mark.parametrize("bad", ["ftp://127.0.0.1:80", "127.0.0.1:8080", "http://127.0.0.1", "http://127.0.0.1:8080/api"])
 def test_a_bad_endpoint_is_a_usage_error(pytester: pytest.Pytester, bad):
     pytester.makepyfile(test_nothing="def test_nothing(): pass\n")
-    result = pytester.runpytest("-p", "bench.plugin", f"--endpoint={bad}")
+    result = pytester.runpytest("-p", "bench.plugins.cells", f"--endpoint={bad}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--endpoint takes a server's base URL such as http://127.0.0.1:8080*"])

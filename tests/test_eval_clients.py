@@ -19,9 +19,9 @@ from types import ModuleType
 
 import pytest
 
-from bench.adapter import ServeCommand
-from bench.paths import PROJECT_ROOT
-from bench.server import ServerProcess, free_port
+from bench.setup.adapter import ServeCommand
+from bench.base.paths import PROJECT_ROOT
+from bench.run.server import ServerProcess, free_port
 
 EVAL_DIR = PROJECT_ROOT / "benchmarks" / "eval"
 ARITH_KEYS = {"accuracy", "correct", "wrong", "parseable_samples", "unparseable_samples", "total_samples",
@@ -290,7 +290,7 @@ def test_docstring_tables_name_json_keys(module):
 
 
 def _serve(exe: str, tmp: Path, *extra: str) -> ServerProcess:
-    from bench.tinymodel import ensure_tiny_model
+    from bench.setup.tinymodel import ensure_tiny_model
 
     port = free_port()
     argv = [exe, "-m", str(ensure_tiny_model().gguf_path), "--host", "127.0.0.1", "--port", str(port),

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from bench.eval.config import EvalConfigError, json_path, load_eval_config
-from bench.paths import PROJECT_ROOT
+from bench.base.paths import PROJECT_ROOT
 
 FRAMEWORKS = {"llamacpp", "vllm"}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.paths import PROJECT_ROOT
+from bench.base.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.eval.source import hardware_tag, source_prefix
-from bench.machine import Machine
+from bench.host.machine import Machine
 
 
 def _machine(cpu="Intel(R) Xeon(R) Processor", chip=None, gpus=(), gpu_probe_error=None):

@@ -36,10 +36,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.journal import JOURNAL_DAY_ENV
-from bench.paths import PROJECT_ROOT
-from bench.records import ErrorType
-from bench.results import validate
+from bench.reports.journal import JOURNAL_DAY_ENV
+from bench.base.paths import PROJECT_ROOT
+from bench.core.records import ErrorType
+from bench.core.result import validate
 from tests.support.faultserver import DEFAULT_TOKENS, EXIT_CODE, MODES, OTHER_ID
 
 pytestmark = pytest.mark.integration

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 from test_plugin import cell_dir, hand_result, stand_in_cells
 
-from bench import html_report
-from bench.machine import detect
-from bench.paths import PROJECT_ROOT
+from bench.reports import html_review
+from bench.host.machine import detect
+from bench.base.paths import PROJECT_ROOT
 
 CHROMIUM_HINT = ("tests/test_html_report.py needs Chromium: apt-get install -y --no-install-recommends chromium "
                  "(as root), or set CHROMIUM=/path/to/chromium")
@@ -115,18 +115,18 @@ def test_row_numbers_are_the_highest_level_and_the_failure_rate_is_over_all_leve
     result = hand_result(cell_dir(tmp_path), run_id="20261129T100000Z-bbbb", levels=(1, 8, 2), failed=1,
                          tps=321.0, write=False)
     top = next(lv for lv in result["levels"] if lv["concurrency"] == 8)
-    assert html_report.row_data(result) == {
+    assert html_review.row_data(result) == {
         "level": 8, "output_tps": 321.0, "ttft_p50_ms": top["ttft_ms"]["p50"], "tpot_p50_ms": top["tpot_ms"]["p50"],
         "failure_rate": 3 / 12,
     }
-    assert html_report.row_data({})["level"] is None  # a skipped cell: no numbers
+    assert html_review.row_data({})["level"] is None  # a skipped cell: no numbers
 
 
 def test_sort_keys_order_numbers_as_numbers_and_verdicts_by_severity():
     values = [9.5, 100.0, 12.0, 0.0, None, 1234567.25]
-    keys = [html_report.number_key(v) for v in values]
+    keys = [html_review.number_key(v) for v in values]
     assert [v for _, v in sorted(zip(keys, values, strict=True))] == [None, 0.0, 9.5, 12.0, 100.0, 1234567.25]
-    cells = {v: html_report.row_cells({"verdict": v, "reason": "r", "annotations": []})[0]
+    cells = {v: html_review.row_cells({"verdict": v, "reason": "r", "annotations": []})[0]
              for v in ("ok", "failed", "degraded", "skipped", "wrong-model")}
     assert sorted(cells, key=cells.get) == ["failed", "wrong-model", "degraded", "ok", "skipped"]
 
@@ -135,11 +135,11 @@ def test_server_text_is_escaped_in_every_extra(tmp_path):
     result = hand_result(cell_dir(tmp_path), run_id="20261129T100000Z-bbbb", log_text=f"boot\n{XSS}\n", write=False)
     data = {"verdict": "ok", "reason": f"fine {XSS}", "annotations": ["suspicious"],
             "evidence": {"suspicious": f"10x {XSS}"}, "result_path": "r.json"}
-    extras = html_report.extras_for(data, result)
+    extras = html_review.extras_for(data, result)
     assert [e["format_type"] for e in extras] == ["html", "image", "json", "text", "text"]
     html = extras[0]["content"]
     assert XSS not in html and html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 4  # reason, flag, 2 logs
-    assert XSS not in "".join(html_report.row_cells(data))
+    assert XSS not in "".join(html_review.row_cells(data))
     assert base64.b64decode(extras[1]["content"]).startswith(b"\x89PNG")
     assert extras[3]["content"] == f"boot\n{XSS}" and extras[3]["name"] == "server log c1 (last 60 lines)"
 
@@ -147,7 +147,7 @@ def test_server_text_is_escaped_in_every_extra(tmp_path):
 def test_log_tail_is_the_last_lines(tmp_path):
     log = tmp_path / "server.log"
     log.write_bytes(b"".join(b"line %d\n" % i for i in range(10000)) + b"\xff bad byte\n")
-    tail = html_report.tail_lines(log, 3)
+    tail = html_review.tail_lines(log, 3)
     assert tail == "line 9998\nline 9999\n\ufffd bad byte"
 
 
@@ -160,7 +160,7 @@ def project_ini(directory: Path) -> None:
 
 
 def pytest_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-p", "bench.plugin", "-p", "no:cacheprovider", "--results-dir", "results",
+    return [sys.executable, "-m", "pytest", "-p", "bench.plugins.cells", "-p", "no:cacheprovider", "--results-dir", "results",
             "--html", "report.html", "--self-contained-html", *args]
 
 

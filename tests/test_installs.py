@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.installs import (
+from bench.setup.installs import (
     Installation,
     InstallError,
     NotInstalled,

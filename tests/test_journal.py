@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.journal import JOURNAL_DAY_ENV, CellEntry, Journal
+from bench.reports.journal import JOURNAL_DAY_ENV, CellEntry, Journal
 
 
 def journal(tmp_path, day="2026-11-29"):

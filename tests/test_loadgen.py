@@ -21,10 +21,10 @@ from dataclasses import replace
 import pytest
 from aiohttp import web
 
-from bench import affinity
-from bench.loadgen import LevelConfig, Progress, _encode, run_level, with_nonce
-from bench.prompts import Prompt
-from bench.records import ErrorType
+from bench.host import affinity
+from bench.load.loadgen import LevelConfig, Progress, _encode, run_level, with_nonce
+from bench.setup.prompts import Prompt
+from bench.core.records import ErrorType
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -154,7 +154,7 @@ def test_closed_loop_bounds_concurrency_and_counts_requests(server):
 
 
 def test_progress_arrives_about_once_a_second_with_growing_elapsed(server):
-    """What bench.progress.ProgressLine relies on: reports during the level about a second
+    """What bench.load.progress.ProgressLine relies on: reports during the level about a second
     apart, elapsed and output events counted from the measured phase's start (warm-up apart)
     and growing, and a last report when done."""
     calls: list[tuple[float, Progress]] = []

@@ -9,10 +9,10 @@ import pytest
 
 from dataclasses import replace
 
-from bench import metrics
-from bench.affinity import CpuUse
-from bench.loadgen import ClientHealth, LevelConfig, LevelRun
-from bench.records import ErrorType, RequestError, RequestRecord
+from bench.core import metrics
+from bench.host.affinity import CpuUse
+from bench.load.loadgen import ClientHealth, LevelConfig, LevelRun
+from bench.core.records import ErrorType, RequestError, RequestRecord
 
 CFG = LevelConfig(base_url="http://127.0.0.1:1", model="m", concurrency=2, requests=4)
 HEALTHY = ClientHealth(cpu_share=0.1, loop_lag_p99_ms=1.0, schedule_lag_p99_ms=2.0)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import memlimit, oom
-from bench.memlimit import MemoryLimitUnavailable, format_size, parse_size
+from bench.host import memlimit
+from bench.host import oom
+from bench.host.memlimit import MemoryLimitUnavailable, format_size, parse_size
 
 # Allocates 512 MiB and touches it page by page, so the pages are really charged.
 HOG = textwrap.dedent(
@@ -185,8 +186,8 @@ def test_an_unreadable_unified_log_leaves_a_jetsam_kill_undecided(monkeypatch):
 
 
 def _server(tmp_path, code: str):
-    from bench.adapter import ServeCommand
-    from bench.server import ServerProcess, free_port
+    from bench.setup.adapter import ServeCommand
+    from bench.run.server import ServerProcess, free_port
 
     return ServerProcess(ServeCommand([sys.executable, "-c", code]), host="127.0.0.1", port=free_port(),
                          ready_path="/", startup_timeout_s=30, log_path=tmp_path / "server.log")
@@ -307,13 +308,13 @@ def test_not_root_gets_a_reason_naming_what_is_missing(tmp_path):
         with pytest.raises(MemoryLimitUnavailable, match="cannot enforce a memory limit"):
             memlimit.create(64 << 20)
         return
-    # As root, ask as `nobody`: the standard library is all bench.memlimit needs.
+    # As root, ask as `nobody`: the standard library is all bench.host.memlimit needs.
     python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else None
     repo = Path(__file__).resolve().parents[1]
     if python is None or not os.access(repo / "bench" / "memlimit.py", os.R_OK):
         pytest.skip("no interpreter the nobody user can run")
     probe = (
-        "from bench import memlimit as m\n"
+        "from bench.host import memlimit as m\n"
         "try:\n    m.create(64 << 20)\nexcept m.MemoryLimitUnavailable as exc:\n    print('UNAVAILABLE', exc)\n"
         "else:\n    print('CREATED')\n"
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import adapters
-from bench.paths import PROJECT_ROOT
+from bench.base.paths import PROJECT_ROOT
 
 # ---------------------------------------------------------------- path options, both forms, any directory
 
@@ -186,7 +186,7 @@ def test_a_model_that_cannot_load_is_one_line(stand_in: pytest.Pytester):
 # ---------------------------------------------------------------- the budget follows pytest-timeout
 
 
-MARGIN = 60.0  # bench.plugin.TIMEOUT_MARGIN_S
+MARGIN = 60.0  # bench.plugins.cells.TIMEOUT_MARGIN_S
 
 
 def test_no_timeout_no_budget(stand_in: pytest.Pytester):

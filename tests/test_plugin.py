@@ -15,22 +15,22 @@ from pathlib import Path
 
 import pytest
 
-from bench import html_report
-from bench.cell import _suspicious
-from bench.loadgen import ClientHealth, LevelConfig, LevelRun, Progress
-from bench.machine import detect
-from bench.metrics import summarize_level
-from bench.paths import PROJECT_ROOT
-from bench.progress import ProgressLine
-from bench.records import ErrorType, RequestError, RequestRecord
-from bench.results import cell_paths, validate
-from bench.server import free_port
-from bench.verdicts import Evidence, Identity, classify
+from bench.reports import html_review
+from bench.run.cell import _suspicious
+from bench.load.loadgen import ClientHealth, LevelConfig, LevelRun, Progress
+from bench.host.machine import detect
+from bench.core.metrics import summarize_level
+from bench.base.paths import PROJECT_ROOT
+from bench.load.progress import ProgressLine
+from bench.core.records import ErrorType, RequestError, RequestRecord
+from bench.core.result import cell_paths, validate
+from bench.run.server import free_port
+from bench.core.verdicts import Evidence, Identity, classify
 
 CELLS = """
 import pytest
-from bench.cell import CellOutcome
-from bench.verdicts import CellVerdict, Verdict
+from bench.run.cell import CellOutcome
+from bench.core.verdicts import CellVerdict, Verdict
 
 @pytest.mark.parametrize("verdict", ["ok", "degraded", "wrong-model", "all-failed", "skipped"])
 def test_cell(verdict, enforce_verdict):
@@ -99,7 +99,7 @@ def hand_result(split_dir: Path, *, run_id: str, framework: str = "llamacpp", tp
                 levels: tuple[int, ...] = (1, 2), failed: int = 0, finished_at: str = "2026-11-29T10:00:00+00:00",
                 log_text: str = "main: server is listening on http://127.0.0.1:8001\n", write: bool = True) -> dict:
     """A schema-valid result of this machine, made without a server: synthetic requests (4 per
-    level, `failed` of them HTTP 500) summarised by bench.metrics, output throughput set to `tps`,
+    level, `failed` of them HTTP 500) summarised by bench.core.metrics, output throughput set to `tps`,
     and a server log per level holding `log_text`. Written under its canonical name."""
     split_dir.mkdir(parents=True, exist_ok=True)
     summaries, servers = [], []
@@ -183,8 +183,8 @@ STAND_IN_CELLS = """
 import json
 from pathlib import Path
 
-from bench.cell import CellOutcome
-from bench.verdicts import CellVerdict, Verdict
+from bench.run.cell import CellOutcome
+from bench.core.verdicts import CellVerdict, Verdict
 
 CELLS = json.loads(Path(__file__).with_name("cells.json").read_text())
 
@@ -298,7 +298,7 @@ def test_progress_interval_zero_is_off_and_reports_may_arrive_late():
 PROGRESS_CELL = """
 import time
 
-from bench.loadgen import Progress
+from bench.load.loadgen import Progress
 
 def test_cell(cell_config):
     def report(done, elapsed_s):
@@ -334,7 +334,7 @@ def real_cells(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tu
     arguments that run its `openai` cells against an endpoint nobody listens on."""
     monkeypatch.setenv("CELLBENCH_CACHE", str(pytester.path / "cache"))  # cache_root(): the host lock's home
     pytester.makepyfile(test_cells=(PROJECT_ROOT / "bench" / "test_cells.py").read_text())
-    return ("-p", "bench.plugin", "-p", "fixtures.server", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+    return ("-p", "bench.plugins.cells", "-p", "bench.plugins.servers", "-W", "ignore::pytest.PytestAssertRewriteWarning",
             "--endpoint", "http://127.0.0.1:9", "--results-dir", "results")
 
 
@@ -361,7 +361,7 @@ def test_a_cell_kept_by_skip_existing_reports_the_kept_verdict(pytester: pytest.
         data, name = reports[f"openai-{split}"], f"openai_{run_id}.json"
         assert data["verdict"] == result["verdict"]["verdict"] and data["annotations"][-1] == "resumed"
         assert data["reason"] == f"resumed: kept {name}: {result['verdict']['reason']}"
-        assert data["row"] == html_report.row_data(result) and data["row"]["output_tps"] == 100.0  # its HTML row
+        assert data["row"] == html_review.row_data(result) and data["row"]["output_tps"] == 100.0  # its HTML row
         assert sorted(p.name for p in cell_dir(root, split).glob("openai_*.json")) == [name], "nothing re-measured"
     (journal,) = cell_dir(root).parent.glob("journal_*.json")
     entries = {c["split"]: c for c in json.loads(journal.read_text())["cells"]}
@@ -404,7 +404,7 @@ def test_a_cell_that_waits_out_the_host_lock_is_a_failed_verdict_naming_the_hold
 
     # The lock is free now: a cell takes it and says who it is.
     pytester.makepyfile(test_holder=HOLDER_RECORD)
-    pytester.runpytest("-p", "fixtures.server", "test_holder.py").assert_outcomes(passed=1)
+    pytester.runpytest("-p", "bench.plugins.servers", "test_holder.py").assert_outcomes(passed=1)
 
 
 def test_the_budget_counts_the_wait_for_the_host_lock(pytester: pytest.Pytester, monkeypatch):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.adapter import ModelRef
-from bench.profiles import (
+from bench.setup.adapter import ModelRef
+from bench.setup.profiles import (
     ProfileError,
     ProfileUnavailable,
     available_profiles,

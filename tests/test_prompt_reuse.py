@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import profiles
-from bench.cell import CellConfig, run_cell
-from bench.results import new_run_id, validate
-from fixtures.server import launching
+from bench.setup import profiles
+from bench.run.cell import CellConfig, run_cell
+from bench.core.result import new_run_id, validate
+from bench.plugins.servers import launching
 
 PROFILE = """\
 name: tiny-fault

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.paths import PROJECT_ROOT
-from bench.prompts import PromptFileError, Prompt, assert_no_shared_prefix, load_prompts, load_split
+from bench.base.paths import PROJECT_ROOT
+from bench.setup.prompts import PromptFileError, Prompt, assert_no_shared_prefix, load_prompts, load_split
 
 PROMPTS_DIR = PROJECT_ROOT / "prompts"
 SILICONBENCH = PROJECT_ROOT.parent / "shared" / "data" / "siliconbench"
@@ -40,7 +40,7 @@ def tiny_counter() -> token_stats.TokenCounter:
         tok, tpl = token_stats.tiny_model_files()
     except Exception as exc:  # the tiny model cannot be built here: the only reason to skip
         pytest.skip(f"tiny model tokenizer unavailable: {exc}")
-    return token_stats.make_counter("tiny", "bench.tinymodel", tok, tpl)
+    return token_stats.make_counter("tiny", "bench.setup.tinymodel", tok, tpl)
 
 
 # ---------------------------------------------------------------- build

@@ -1,4 +1,4 @@
-"""REPORT.md, plots and `python -m bench.report`, from a directory built on a real result.
+"""REPORT.md, plots and `python -m bench.reports.rebuild`, from a directory built on a real result.
 
 The directory holds the real llamacpp result with its per-request sidecar, a second framework
 ("vllm", varied from it: more levels, a shared server, a bundling level, a null input count, a
@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 from test_comparison import FOREIGN, cell_dir, put, shared_real_result, variant
 
-from bench import plots
-from bench.comparison import write_comparison
-from bench.paths import PROJECT_ROOT
-from bench.report import rebuild
-from bench.report_md import ROWS, write_report
+from bench.reports import plots
+from bench.reports.comparison import write_comparison
+from bench.base.paths import PROJECT_ROOT
+from bench.reports.rebuild import rebuild
+from bench.reports.markdown import ROWS, write_report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 BROKEN = "vllm_20300101T000000Z-dead.json"
@@ -169,7 +169,7 @@ def test_a_plot_of_a_level_no_longer_compared_is_removed(built):
 
 
 def run_report(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench.report", *args], cwd=PROJECT_ROOT,
+    return subprocess.run([sys.executable, "-m", "bench.reports.rebuild", *args], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -194,7 +194,7 @@ def test_python_m_bench_report_rebuilds_from_files_alone(built, tmp_path):
     missing = run_report("--results-dir", str(root), "--machine", "nosuchmachine")
     assert missing.returncode == 1 and "no result directories" in missing.stderr
 
-    via_cli = subprocess.run([sys.executable, "-m", "bench.cli", "report", "--results-dir", str(root)],
+    via_cli = subprocess.run([sys.executable, "-m", "bench.cli.main", "report", "--results-dir", str(root)],
                              cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
     assert via_cli.returncode == 0 and via_cli.stdout == proc.stdout, "`cellbench report` is the same command"
 

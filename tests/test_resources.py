@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bench.resources import ResourceSampler, parse_nvidia_smi, parse_pressure
+from bench.host.resources import ResourceSampler, parse_nvidia_smi, parse_pressure
 
 # Holds ~64 MiB (touched), spawns a child, and burns a little CPU; argv[1] = seconds to live.
 WORKER = textwrap.dedent(

@@ -18,10 +18,10 @@ import httpx
 import psutil
 import pytest
 
-from bench import memlimit
-from bench.adapter import ServeCommand
-from bench.oom import read_kernel_log
-from bench.server import ServerProcess, ServerStartError, free_port, port_holder, reap_orphans
+from bench.host import memlimit
+from bench.setup.adapter import ServeCommand
+from bench.host.oom import read_kernel_log
+from bench.run.server import ServerProcess, ServerStartError, free_port, port_holder, reap_orphans
 
 HEALTH_SERVER = textwrap.dedent(
     """
@@ -130,8 +130,8 @@ def test_reaps_only_servers_whose_session_is_gone(tmp_path, cache):
     session = textwrap.dedent(
         f"""
         import sys, time
-        from bench.adapter import ServeCommand
-        from bench.server import ServerProcess
+        from bench.setup.adapter import ServeCommand
+        from bench.run.server import ServerProcess
         from pathlib import Path
         s = ServerProcess(ServeCommand([sys.executable, {str(script)!r}, "{port}", "0", "0"]), host="127.0.0.1",
                           port={port}, ready_path="/health", startup_timeout_s=20, log_path=Path({str(tmp_path / 'o.log')!r}))
@@ -157,7 +157,7 @@ def test_reaps_only_servers_whose_session_is_gone(tmp_path, cache):
     assert not list((cache / "servers").glob("*.json"))
 
 
-# --- memory limits and OOM evidence (bench.memlimit, bench.oom) -----------------------------------
+# --- memory limits and OOM evidence (bench.host.memlimit, bench.host.oom) -----------------------------------
 
 needs_cgroup = pytest.mark.skipif(
     memlimit.unavailable() is not None, reason=f"memory cgroups unavailable: {memlimit.unavailable()}"

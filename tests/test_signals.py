@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.paths import PROJECT_ROOT
-from bench.results import validate
+from bench.base.paths import PROJECT_ROOT
+from bench.core.result import validate
 
 SLOW_TEST = """
 import time
@@ -68,7 +68,7 @@ def test_the_previous_handlers_come_back_when_the_session_ends(pytester: pytest.
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     pytester.makepyfile(test_inside="""
 import signal
-from bench.signals import Terminated
+from bench.plugins.signals import Terminated
 
 def test_inside():
     handler = signal.getsignal(signal.SIGTERM)

@@ -10,8 +10,8 @@ import tracemalloc
 
 import pytest
 
-from bench.records import ErrorType, RequestRecord
-from bench.sse import MAX_EVENT_BYTES, ChatStream, SSEDecoder, SSEEvent, SSEFormatError, SSEOverflow, parse_chunk
+from bench.core.records import ErrorType, RequestRecord
+from bench.core.sse import MAX_EVENT_BYTES, ChatStream, SSEDecoder, SSEEvent, SSEFormatError, SSEOverflow, parse_chunk
 
 
 def event(obj: dict | str, *, eol: str = "\n", space: bool = True) -> bytes:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from bench.records import RequestRecord
-from bench.sse import ChatStream
+from bench.core.records import RequestRecord
+from bench.core.sse import ChatStream
 
 N_TOKENS = 256
 

@@ -11,8 +11,8 @@ import pytest
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
-from bench.tinymodel import RECIPE_VERSION, TinyModel, build, chat_template, ensure_tiny_model, render_chat
-from bench.tinymodel.build import MARKER
+from bench.setup.tinymodel import RECIPE_VERSION, TinyModel, build, chat_template, ensure_tiny_model, render_chat
+from bench.setup.tinymodel.build import MARKER
 
 HF_FILES = {
     "chat_template.jinja", "config.json", "generation_config.json", "model.safetensors",

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from test_cells_llamacpp import llama_servers, no_leaked_servers  # noqa: F401  (a fixture)
 
-from bench import profiles
-from bench.cell import CellConfig, run_cell
-from bench.paths import PROJECT_ROOT
-from bench.results import new_run_id, validate
-from bench.verdicts import Verdict
+from bench.setup import profiles
+from bench.run.cell import CellConfig, run_cell
+from bench.base.paths import PROJECT_ROOT
+from bench.core.result import new_run_id, validate
+from bench.core.verdicts import Verdict
 
 pytestmark = pytest.mark.integration
 

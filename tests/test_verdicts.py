@@ -4,11 +4,11 @@ from dataclasses import replace
 
 import pytest
 
-from bench import metrics
-from bench.affinity import CpuUse
-from bench.loadgen import ClientHealth, LevelConfig, LevelRun
-from bench.records import RequestRecord
-from bench.verdicts import Evidence, Identity, Verdict, classify, wilson_interval
+from bench.core import metrics
+from bench.host.affinity import CpuUse
+from bench.load.loadgen import ClientHealth, LevelConfig, LevelRun
+from bench.core.records import RequestRecord
+from bench.core.verdicts import Evidence, Identity, Verdict, classify, wilson_interval
 
 
 def level(concurrency=1, ok=100, failed=0, dominant=None, client_bound=False, tps=100.0, per_chunk=False):
@@ -91,7 +91,7 @@ def test_client_bound_level_degrades_the_cell():
 
 
 def late(concurrency: int, limited_by: str, cpu: float, loop_lag: float, **client) -> dict:
-    """A level whose client ran late, with the evidence bench.metrics.client_health records."""
+    """A level whose client ran late, with the evidence bench.core.metrics.client_health records."""
     lv = level(concurrency)
     lv["client"] = {"client_bound": limited_by == "client", "limited_by": limited_by, "cpu_share": cpu,
                     "loop_lag_p99_ms": loop_lag, "schedule_lag_p99_ms": loop_lag / 2, "pinned": False,
@@ -126,7 +126,7 @@ def test_a_pinned_client_starved_on_its_own_cpu_is_told_to_find_a_free_one():
 
 
 def test_each_cause_of_a_late_client_is_named_from_what_the_level_measured():
-    """From ClientHealth values through bench.metrics to the reason: one part per cause, the
+    """From ClientHealth values through bench.core.metrics to the reason: one part per cause, the
     client's own work first."""
     def measured(concurrency: int, health: ClientHealth) -> dict:
         records = [RequestRecord(index=0, prompt_name="p", t_sched=0.0, t_send=0.0, t_first_token=0.1, t_end=0.2,
@@ -186,7 +186,7 @@ def test_chunk_bundling_annotation_rides_along():
     assert v.verdict is Verdict.OK and v.annotations == ("chunk-bundling",)
 
 
-# --- OOM: evidence from bench.oom (ExitInfo.oom / ServerStartError.oom) ---------------------------
+# --- OOM: evidence from bench.host.oom (ExitInfo.oom / ServerStartError.oom) ---------------------------
 
 KERNEL_LINE = ("Memory cgroup out of memory: Killed process 18244 (llama-server) total-vm:540856kB, "
                "anon-rss:65152kB, file-rss:6752kB, shmem-rss:0kB, UID:0 pgtables:192kB oom_score_adj:0")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.machine import detect
-from bench.paths import PROJECT_ROOT
+from bench.host.machine import detect
+from bench.base.paths import PROJECT_ROOT
 
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
@@ -37,7 +37,7 @@ def repo(tmp_path: Path) -> Path:
 @pytest.mark.integration
 def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_journal(repo, llama_server):
     main_head = _git(repo, "rev-parse", "main")
-    cmd = [sys.executable, "-m", "bench.cli", "weekly", f"--repo={repo}", "--no-update", "--",
+    cmd = [sys.executable, "-m", "bench.cli.main", "weekly", f"--repo={repo}", "--no-update", "--",
            "-k", "llamacpp", "--requests", "2", "--concurrency", "1", "--warmup", "0", "--port", "0"]
     done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
@@ -75,7 +75,7 @@ def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_jour
                  id="no-tests"),
 ])
 def test_a_session_that_runs_no_cell_fails_the_weekly_run_with_its_reason(repo, pytest_args, code, reason):
-    cmd = [sys.executable, "-m", "bench.cli", "weekly", f"--repo={repo}", "--no-update", "--splits", "chat", "--",
+    cmd = [sys.executable, "-m", "bench.cli.main", "weekly", f"--repo={repo}", "--no-update", "--splits", "chat", "--",
            *pytest_args]
     done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == code, done.stdout[-3000:] + done.stderr[-2000:]

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import adapters
-from bench import profiles
-from bench.adapter import ServeContext
-from bench.cell import Launcher, list_models
+from bench.setup import profiles
+from bench.setup.adapter import ServeContext
+from bench.run.cell import Launcher, list_models
 from bench.eval.config import EvalRow
-from bench.installs import ensure_installed
-from bench.server import ServerStartError, free_port, log_tail
+from bench.setup.installs import ensure_installed
+from bench.run.server import ServerStartError, free_port, log_tail
 
 KILL_GRACE_S = 10.0
 # Lines worth quoting when a client or server fails without a traceback.

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bench.machine import Machine
+from bench.host.machine import Machine
 
 # NVIDIA names carry form factors and memory sizes ("NVIDIA H100 80GB HBM3"): the model is the tag.
 _NVIDIA_MODEL = re.compile(r"\b(GB\d{3}|B\d{3}|H\d{3}|A\d{3}|L40S?|L4|T4|V100|RTX\s?\w+)\b", re.I)

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.results import now_iso, write_json_atomic
+from bench.core.result import now_iso, write_json_atomic
 
 STATE_VERSION = 1
 STATE_FILE = "run-state.json"

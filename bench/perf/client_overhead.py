@@ -25,9 +25,9 @@ from typing import Any
 
 import psutil
 
-from bench.loadgen import EVENT_LOOP, LevelConfig, run_level
-from bench.metrics import summarize_level
-from bench.prompts import Prompt
+from bench.load.loadgen import EVENT_LOOP, LevelConfig, run_level
+from bench.core.metrics import summarize_level
+from bench.setup.prompts import Prompt
 
 MODEL = "perf-model"
 

@@ -1,0 +1,3 @@
+from bench.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,131 @@
+"""`cellbench` command: installs and housekeeping that are not benchmark cells.
+
+`cellbench install [fw...]` installs frameworks into the cache; `cellbench doctor [--json]` says,
+for every framework, where it runs, whether it can run here, what is installed (version and
+where from) and the command that installs it. `cellbench report` rebuilds the reports from
+result files (bench.reports.rebuild); `cellbench weekly` runs the unattended weekly pipeline (bench.cli.weekly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+import adapters
+from bench.setup.adapter import Adapter, host_platforms, this_platform
+from bench.setup.installs import InstallError, Recipe, cached, ensure_installed
+from bench.setup.scripted_install import ScriptedInstall
+
+
+def _install(args: argparse.Namespace) -> int:
+    names = args.frameworks or [a.name for a in adapters.registry().values() if a.runs_here()]
+    rc = 0
+    for name in names:
+        adapter = adapters.get(name)
+        tag = adapter.platform_here()
+        if tag is None:
+            print(f"{name}: runs on {', '.join(sorted(adapter.platforms))}; this is {this_platform()}", file=sys.stderr)
+            rc = 1
+            continue
+        try:
+            inst = ensure_installed(adapter.recipe_for(tag))
+        except InstallError as exc:
+            print(f"{name}: FAILED: {exc}", file=sys.stderr)
+            rc = 1
+            continue
+        print(json.dumps(inst.to_json()))
+    return rc
+
+
+def _installed(recipe: Recipe) -> dict:
+    """What is installed for this recipe: a user's own install first, then the cache (as cells see it)."""
+    try:
+        found = recipe.external() or cached(recipe)
+    except InstallError as exc:  # e.g. an env var pointing at something that is not an executable
+        return {"installed": False, "error": str(exc)}
+    if found is None:
+        return {"installed": False}
+    return {"installed": True, "version": found.version, "source": found.source}
+
+
+def doctor_report(adapter: Adapter) -> dict:
+    tag = adapter.platform_here()
+    platforms = sorted(adapter.platforms)
+    # The command for this host where the framework runs here, else for the first platform it runs on.
+    target = tag or platforms[0]
+    recipe = adapter.recipe_for(target)
+    report: dict = {
+        "framework": adapter.name,
+        "platforms": platforms,
+        "runnable": tag is not None,
+        "platform": tag,
+        "this_platform": this_platform(),
+        "install_command": recipe.install_hint(),
+        "install_command_for": target,
+        "install_by_platform": {plat: adapter.recipe_for(plat).install_hint() for plat in platforms},
+        # SiliconBench's update_<fw>.sh as commands, where the recipe has them (scripted installs).
+        "update_commands": recipe.update_script() if isinstance(recipe, ScriptedInstall) else [],
+    }
+    if tag is not None:
+        report.update(_installed(recipe))
+    if adapter.notes:
+        report["notes"] = adapter.notes
+    return report
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    reports = [doctor_report(adapter) for adapter in adapters.registry().values()]
+    if args.json:
+        print(json.dumps({"host_platforms": list(host_platforms()), "frameworks": reports}, indent=1))
+        return 0
+    rows = [("framework", "platforms", "runnable here", "installed", "install")]
+    for r in reports:
+        runnable = f"yes ({r['platform']})" if r["runnable"] else f"no (this is {r['this_platform']})"
+        if not r["runnable"]:
+            installed = "-"
+        elif r["installed"]:
+            installed = f"{r['version']} ({r['source']})"
+        else:
+            installed = "error: " + r["error"] if "error" in r else "no"
+        how = r["install_command"] if r["runnable"] else f"[{r['install_command_for']}] {r['install_command']}"
+        rows.append((r["framework"], ",".join(r["platforms"]), runnable, installed, how))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cellbench")
+    sub = parser.add_subparsers(dest="command", required=True)
+    install = sub.add_parser("install", help="install frameworks into the cellbench cache")
+    install.add_argument("frameworks", nargs="*", help="default: every framework that runs on this platform")
+    install.set_defaults(func=_install)
+    doctor = sub.add_parser("doctor", help="which frameworks run here, what is installed, how to install the rest")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.set_defaults(func=_doctor)
+    report = sub.add_parser("report", help="rebuild comparison.json, REPORT.md and plots from result files alone",
+                            add_help=False)
+    report.set_defaults(func=None)
+    weekly = sub.add_parser("weekly", help="the unattended weekly run: update, chat, agent, reports, weekly/<date> branch",
+                            add_help=False)
+    weekly.set_defaults(func=None)
+    clean = sub.add_parser("clean", help="delete this machine's stale results; refuse (and name) anything else",
+                           add_help=False)
+    clean.set_defaults(func=None)
+    args, rest = parser.parse_known_args(argv)
+    if args.command in ("report", "weekly", "clean"):  # their options are the modules' own
+        module = importlib.import_module({"report": "bench.reports.rebuild", "weekly": "bench.cli.weekly",
+                                          "clean": "bench.reports.cleanup"}[args.command])
+        given = list(argv if argv is not None else sys.argv[1:])
+        given.remove(args.command)
+        return module.main(given)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

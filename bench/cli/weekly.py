@@ -1,0 +1,216 @@
+"""`cellbench weekly`: the week's run, unattended, leaving the truth on a `weekly/<date>` branch.
+
+1. frameworks: every framework that runs here is installed or updated to its adapter's version;
+   the versions before and after go into the journal;
+2. `pytest -m chat`, then `pytest -m agent`, one run id for both; a cell's failure never stops
+   the run, and the pytest output is kept in `weekly_<date>.log` beside the journal;
+3. comparison.json, REPORT.md and plots are rebuilt, and the journal gets its notes;
+4. the results are committed on `weekly/<date>` (never main), adapter edits first, one commit
+   each; pushed only with `--push`.
+
+The commits are made in a temporary git worktree of the branch, so the user's checkout (and the
+results left in it for next week's journal and resume) never changes branch. The exit code is 0
+only when every pytest session ran its cells and no cell ended failed, all-failed, wrong-model,
+oom, capped or degraded (skips for frameworks that do not run here are not failures). A session
+that ended without running its cells (pytest's exit code 2 interrupted, 3 internal error, 4 usage
+error, 5 no tests collected, or a signal) fails the run with that session's code and its last
+error line, in the output, the commit message and the journal; exit code 1 means failing cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import deque
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+import adapters
+from bench.setup.installs import InstallError, cached, ensure_installed
+from bench.reports.journal import JOURNAL_DAY_ENV, Journal
+from bench.host.machine import detect
+from bench.base.paths import PROJECT_ROOT
+from bench.setup.profiles import ProfileError, load_profile
+from bench.reports.rebuild import rebuild
+from bench.core.result import new_run_id
+
+SPLITS = ("chat", "agent")
+OK_VERDICTS = ("ok", "skipped")
+
+
+def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)}: {(done.stderr or done.stdout).strip()}")
+    return done
+
+
+def update_frameworks() -> list[dict]:
+    """Install every framework that runs here at its adapter's version; before and after per framework."""
+    changes = []
+    for adapter in adapters.registry().values():
+        tag = adapter.platform_here()
+        if tag is None or adapter.bind is not None:  # not here, or defined by a profile rather than code
+            continue
+        recipe = adapter.recipe_for(tag)
+        before = cached(recipe)
+        entry = {"framework": adapter.name, "before": before.version if before else None}
+        try:
+            entry["after"] = ensure_installed(recipe, allow_install=True).version
+        except InstallError as exc:
+            entry["after"], entry["error"] = None, str(exc)
+        changes.append(entry)
+    return changes
+
+
+@dataclass(frozen=True)
+class Session:
+    """One pytest session of the run: its exit code and the last lines of its output."""
+
+    split: str
+    exit_code: int
+    tail: tuple[str, ...] = ()
+
+    @property
+    def failure(self) -> str | None:
+        """Why the session ended without running its cells, or None when it ran them (exit 0, or 1
+        from failing cells, which the journal's cells account for)."""
+        if self.exit_code in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            return None
+        if self.exit_code < 0:
+            how = f"was killed by {signal.Signals(-self.exit_code).name}"
+        else:
+            try:
+                name = pytest.ExitCode(self.exit_code).name.lower().replace("_", " ")
+            except ValueError:
+                name = "not one of pytest's exit codes"
+            how = f"exited {self.exit_code} ({name})"
+        return f"pytest -m {self.split} {how}: {self.last_error()}"
+
+    def last_error(self) -> str:
+        """The session's last line that names an error, else its last line (pytest's summary)."""
+        lines = [line.strip() for line in self.tail if line.strip()]
+        errors = [line for line in lines if "error" in line.lower() or "interrupted" in line.lower()]
+        return (errors or lines or ["no output"])[-1].strip("= ")
+
+    @property
+    def weekly_exit_code(self) -> int:
+        """The session's own code for the weekly run's exit (128 + N for a signal, as shells say)."""
+        return self.exit_code if self.exit_code > 0 else 128 - self.exit_code
+
+
+def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> Session:
+    """One `pytest -m <split>` session; its output streams to the terminal and into the log."""
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", split, f"--model={args.model}",
+           f"--run-id={run_id}", f"--results-dir={args.results_dir}", *args.pytest_args]
+    with log.open("a") as sink:
+        sink.write(f"$ {' '.join(cmd)}\n")
+        sink.flush()
+        proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL, env={**os.environ, JOURNAL_DAY_ENV: args.date})
+        assert proc.stdout is not None
+        tail: deque[str] = deque(maxlen=40)
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sink.write(line)
+            tail.append(line)
+        return Session(split, proc.wait(), tuple(tail))
+
+
+def commit_on_branch(repo: Path, branch: str, results: Path, message: str, push: bool) -> list[str]:
+    """Adapter edits of the checkout (one commit each), then the results, on `branch` in a worktree."""
+    if not _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).stdout.strip():
+        _git(repo, "branch", branch, "HEAD")
+    changed = [line[3:] for line in _git(repo, "status", "--porcelain", "--", "adapters").stdout.splitlines()
+               if line[:2].strip() in ("M", "A", "??") and line[3:].endswith(".py")]
+    commits: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="cellbench-weekly-") as tmp:
+        tree = Path(tmp) / "tree"
+        _git(repo, "worktree", "add", "--quiet", str(tree), branch)
+        try:
+            for rel in changed:
+                (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(repo / rel, tree / rel)
+                _git(tree, "add", "--", rel)
+                fw = Path(rel).stem
+                _git(tree, "commit", "-q", "-m", f"adapter fix({fw}): as run in the weekly benchmark", "--", rel)
+                commits.append(f"adapter fix({fw})")
+            rel_results = results.resolve().relative_to(repo.resolve())
+            shutil.copytree(results, tree / rel_results, dirs_exist_ok=True)
+            _git(tree, "add", "--force", "--", str(rel_results))  # results/ is ignored on main, on purpose
+            if _git(tree, "diff", "--cached", "--quiet", check=False).returncode != 0:
+                _git(tree, "commit", "-q", "-m", message)
+                commits.append(message.splitlines()[0])
+        finally:
+            _git(repo, "worktree", "remove", "--force", str(tree), check=False)
+    if push:
+        _git(repo, "push", "-u", "origin", branch)
+    return commits
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cellbench weekly", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny", help="model profile [tiny]")
+    parser.add_argument("--splits", default=",".join(SPLITS), help="splits, in order [chat,agent]")
+    parser.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="the git checkout that holds the results")
+    parser.add_argument("--results-dir", type=Path, default=None, help="results root [<repo>/results]")
+    parser.add_argument("--no-update", action="store_true", help="do not install or update frameworks first")
+    parser.add_argument("--push", action="store_true", help="push weekly/<date> to origin (never main)")
+    parser.add_argument("pytest_args", nargs="*", help="passed to every pytest session (after --)")
+    args = parser.parse_args(argv)
+    args.results_dir = (args.results_dir or args.repo / "results").resolve()
+    try:
+        profile = load_profile(args.model)
+    except ProfileError as exc:
+        parser.error(str(exc))
+    splits = [s for s in args.splits.split(",") if s]
+    if not set(splits) <= set(SPLITS):
+        parser.error(f"--splits takes {', '.join(SPLITS)}, got {args.splits!r}")
+    args.date = date.today().isoformat()  # fixed at the start: a run that crosses midnight keeps one journal
+    branch = f"weekly/{args.date}"
+    machine = detect().slug
+    scoped = args.results_dir / profile.results_name / machine
+    scoped.mkdir(parents=True, exist_ok=True)
+    log = scoped / f"weekly_{args.date}.log"
+    run_id = new_run_id()
+
+    versions = [] if args.no_update else update_frameworks()
+    sessions = [run_split(split, args, run_id, log) for split in splits]
+    died = [s.failure for s in sessions if s.failure]
+    reports = rebuild(args.results_dir, model=profile.results_name, machine=machine)
+
+    journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
+    journal.notes += [f"Branch: {branch}; run {run_id}; log {log.name}"]
+    journal.notes += [f"{v['framework']}: {v['before'] or 'not installed'} -> {v['after'] or 'FAILED: ' + v['error']}"
+                      for v in versions]
+    journal.notes += [f"pytest -m {s.split}: exit {s.exit_code}" for s in sessions]
+    journal.session_failures = [*journal.session_failures, *(f"{reason} (log {log.name})" for reason in died)]
+    journal.finish(interrupted=False)  # an interrupted session is among the session failures
+    cells = [c for c in journal.cells.values() if c.split in splits]
+    not_ok = sorted(f"{c.framework}/{c.split}: {c.verdict}" for c in cells if c.verdict not in OK_VERDICTS)
+
+    message = (f"results: weekly run {args.date} ({' + '.join(splits)}) on {machine}\n\n"
+               f"run {run_id}; {len(cells)} cells, {len(not_ok)} not ok\n"
+               + "".join(f"- {line}\n" for line in [*died, *not_ok]))
+    commits = commit_on_branch(args.repo, branch, args.results_dir, message, args.push)
+    for reason in died:
+        print(f"cellbench weekly: {reason}", file=sys.stderr)
+    print(json.dumps({"branch": branch, "commits": commits, "journal": str(journal.md_path),
+                      "reports": [str(p) for p in reports if p.name == "REPORT.md"], "not_ok": not_ok,
+                      "sessions_failed": died}, indent=1))
+    if died:
+        return next(s.weekly_exit_code for s in sessions if s.failure)
+    return 0 if cells and not not_ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""What a benchmark measures: per-request records, SSE parsing, metrics, verdicts and the result model."""

@@ -1,0 +1,271 @@
+"""A cell's verdict, computed from the evidence it recorded (docs/verdicts.md).
+
+The rules apply top to bottom; the first that matches wins, and every verdict carries a one-line
+reason a user can act on. Failure rate is over all measured requests of all levels.
+
+OOM comes right after `skipped`, before a start failure: a server the kernel killed for memory
+while loading also "exited during start", and the evidence is the more useful reason. An OOM is
+never retried (the machine lacks the memory; a retry chases a ghost regression, seed Phase 3):
+its JSON says `"retryable": false`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from bench.core.metrics import STARVED_RUN_QUEUE_WAIT
+from bench.host.oom import describe_oom
+
+
+class Verdict(str, Enum):
+    OK = "ok"
+    DEGRADED = "degraded"
+    ALL_FAILED = "all-failed"
+    WRONG_MODEL = "wrong-model"
+    CAPPED = "capped"
+    OOM = "oom"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    @property
+    def is_failure(self) -> bool:
+        return self in (Verdict.FAILED, Verdict.OOM, Verdict.WRONG_MODEL, Verdict.ALL_FAILED)
+
+
+ALL_FAILED_FRACTION = 0.999
+NOT_LOADED_STATUSES = (404, 409)  # the server does not have the model we asked for
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What the server says it serves, against what the profile expects."""
+
+    expected: str
+    listed: tuple[str, ...] | None  # ids from /v1/models; None when the listing failed
+    responses: tuple[str, ...]  # distinct `model` values in responses
+
+    def mismatch(self) -> str | None:
+        if self.listed is not None and self.expected not in self.listed:
+            return f"/v1/models lists {', '.join(self.listed) or 'nothing'}, not {self.expected}"
+        others = [m for m in self.responses if m != self.expected]
+        if others:
+            return f"responses name {', '.join(others)}, not {self.expected}"
+        return None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    levels: tuple[dict, ...] = ()  # per-level summaries (bench.core.metrics.summarize_level)
+    identity: Identity | None = None
+    skipped: str | None = None
+    start_failure: str | None = None
+    server_exit: str | None = None  # the server ended (or an endpoint stopped answering) unasked: where, when
+    oom: dict | str | None = None  # bench.host.oom evidence (ExitInfo.oom / ServerStartError.oom), or a reason
+    capped: str | None = None
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    verdict: Verdict
+    reason: str
+    annotations: tuple[str, ...] = field(default=())
+
+    @property
+    def retryable(self) -> bool | None:
+        """False for an OOM (never retried); None: the verdict alone does not decide."""
+        return False if self.verdict is Verdict.OOM else None
+
+    def to_json(self) -> dict:
+        out = {"verdict": self.verdict.value, "reason": self.reason, "annotations": list(self.annotations)}
+        if self.retryable is not None:
+            out["retryable"] = self.retryable
+        return out
+
+
+def _totals(levels: tuple[dict, ...]) -> tuple[int, int]:
+    done = sum(lv["successful"] + lv["failed"] for lv in levels)
+    failed = sum(lv["failed"] for lv in levels)
+    return done, failed
+
+
+def dominant_error(levels: tuple[dict, ...]) -> dict | None:
+    """The most frequent (error type, HTTP status) over all levels, with its count."""
+    counts: dict[tuple, int] = {}
+    for lv in levels:
+        dom = lv.get("dominant_error")
+        if dom:
+            key = (dom["type"], dom.get("http_status"))
+            counts[key] = counts.get(key, 0) + dom["count"]
+    if not counts:
+        return None
+    (etype, status), count = max(counts.items(), key=lambda kv: kv[1])
+    return {"type": etype, "http_status": status, "count": count}
+
+
+def _describe(err: dict | None) -> str:
+    if not err:
+        return "no error recorded"
+    status = f" {err['http_status']}" if err.get("http_status") else ""
+    return f"mostly {err['type']}{status} ({err['count']}x)"
+
+
+def annotations_for(levels: tuple[dict, ...]) -> tuple[str, ...]:
+    """Notes on how to read the numbers; they never change the verdict. `chunk-bundling`: ITL is
+    per chunk, not per token. `prompt-reuse`: a level repeated a prompt or ran on a server an
+    earlier level (or someone else) warmed, so caches may have served part of it."""
+    notes = []
+    if any(lv.get("itl_per_chunk") for lv in levels):
+        notes.append("chunk-bundling")
+    if any((lv.get("prompt_reuse") or {}).get("may_hit_cache") for lv in levels):
+        notes.append("prompt-reuse")
+    return tuple(notes)
+
+
+def _limited_by(level: dict) -> str | None:
+    client = level.get("client") or {}
+    return client.get("limited_by") or ("client" if client.get("client_bound") else None)
+
+
+def client_limited(levels: tuple[dict, ...]) -> str | None:
+    """Why the client's own timing is in the numbers of some levels, or None: saturated by its
+    own work ("client-bound"), not let run by a busy host ("client starved", with the cure),
+    or late for no reason the CPUs show ("client late")."""
+    by_cause: dict[str, list[dict]] = {}
+    for lv in levels:
+        cause = _limited_by(lv)
+        if cause is not None:
+            by_cause.setdefault(cause, []).append(lv)
+    reasons = [_CLIENT_REASONS[cause](by_cause[cause]) for cause in _CLIENT_REASONS if cause in by_cause]
+    return "; ".join(reasons) or None
+
+
+def _at(levels: list[dict]) -> str:
+    return "c=" + ", ".join(str(lv["concurrency"]) for lv in levels)
+
+
+def _lag(client: dict) -> str:
+    """Both lags: a few long stalls show in the schedule lag p99 (one per request) long before the
+    10 ms ticker's loop lag p99 (thousands of ticks) sees them."""
+    lags = [f"{name} lag p99 {client[key]:.0f} ms" for name, key in (("schedule", "schedule_lag_p99_ms"),
+                                                                      ("loop", "loop_lag_p99_ms"))
+            if client.get(key) is not None]
+    return ", ".join(lags) or "lag unknown"
+
+
+def _worst(levels: list[dict]) -> dict:
+    """The client block of the level whose client ran latest."""
+    return max((lv.get("client") or {} for lv in levels),
+               key=lambda c: max(c.get("loop_lag_p99_ms") or 0, c.get("schedule_lag_p99_ms") or 0))
+
+
+def _busy(client: dict) -> str | None:
+    """How busy the CPUs the client could use were: its own CPUs when pinned, else the host's."""
+    if client.get("pinned") and client.get("cpus_busy") is not None:
+        cpus = client.get("cpus") or ()
+        return f"client's CPU{'s' if len(cpus) > 1 else ''} {','.join(map(str, cpus))} {client['cpus_busy']:.0%} busy"
+    if client.get("host_cpu_busy") is not None:
+        return f"host CPU {100 * client['host_cpu_busy']:.0f}% busy"
+    return None
+
+
+def _saturated(levels: list[dict]) -> str:
+    share = max((lv.get("client") or {}).get("cpu_share") or 0.0 for lv in levels)
+    return f"client-bound at {_at(levels)}: client CPU {share:.2f} of a core: numbers measure the client"
+
+
+def _starved(levels: list[dict]) -> str:
+    client = _worst(levels)
+    evidence = [_busy(client), f"client CPU {client.get('cpu_share', 0.0):.2f} of a core", _lag(client)]
+    wait = client.get("run_queue_wait_share")
+    if wait is not None and wait >= STARVED_RUN_QUEUE_WAIT:
+        evidence.append(f"waiting for a CPU {wait:.0%} of the time")
+    cure = ("give the client a CPU nothing else uses (--client-cpus, --server-cpus)" if client.get("pinned")
+            else "keep the client on its own core with --client-cpus")
+    return (f"client starved at {_at(levels)}: {', '.join(e for e in evidence if e)}: "
+            f"TTFT includes the client's wait; {cure}")
+
+
+def _late(levels: list[dict]) -> str:
+    client = _worst(levels)
+    evidence = [_lag(client), f"client CPU {client.get('cpu_share', 0.0):.2f} of a core", _busy(client)]
+    return (f"client late at {_at(levels)}: {', '.join(e for e in evidence if e)}: neither its own work nor a "
+            f"busy host explains it (blocked on I/O, swapping, paused?); TTFT includes the delay")
+
+
+_CLIENT_REASONS = {"client": _saturated, "host": _starved, "unknown": _late}
+
+
+def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
+    notes = annotations_for(ev.levels)
+    if ev.skipped:
+        return CellVerdict(Verdict.SKIPPED, ev.skipped)
+    if ev.oom:  # before a start failure: an OOM while loading is also an exit during start
+        reason = describe_oom(ev.oom) if isinstance(ev.oom, dict) else ev.oom
+        return CellVerdict(Verdict.OOM, reason, notes)
+    if ev.start_failure:  # at any level; the levels measured before it stay in the result
+        return CellVerdict(Verdict.FAILED, ev.start_failure, notes)
+    if ev.server_exit:  # whatever it answered before it went, a server that dies is never ok
+        return CellVerdict(Verdict.FAILED, ev.server_exit, notes)
+    done, failed = _totals(ev.levels)
+    dominant = dominant_error(ev.levels)
+    if ev.identity is not None and (why := ev.identity.mismatch()):
+        return CellVerdict(Verdict.WRONG_MODEL, why, notes)
+    if ev.capped:  # stopped by the budget or the hang watchdog: its cancellations are not the server's failures
+        return CellVerdict(Verdict.CAPPED, ev.capped, notes)
+    if done and failed / done >= ALL_FAILED_FRACTION:
+        if dominant and dominant.get("http_status") in NOT_LOADED_STATUSES:
+            return CellVerdict(
+                Verdict.WRONG_MODEL,
+                f"every request answered HTTP {dominant['http_status']}: the server does not have the model",
+                notes,
+            )
+        return CellVerdict(Verdict.ALL_FAILED, f"{failed}/{done} requests failed, {_describe(dominant)}", notes)
+    if done:
+        notes += ("uncertain",) if straddles(failed, done, degraded_fraction) else ()
+    if done and failed / done >= degraded_fraction:
+        return CellVerdict(Verdict.DEGRADED, f"{failed}/{done} requests failed ({_rate_ci(failed, done)}), "
+                                             f"{_describe(dominant)}", notes)
+    if limited := client_limited(ev.levels):  # saturated or starved: the numbers include the client's delay
+        return CellVerdict(Verdict.DEGRADED, limited, notes)
+    if not done:
+        return CellVerdict(Verdict.FAILED, "no request was measured", notes)
+    levels = ", ".join(f"c={lv['concurrency']}: {_tps(lv.get('output_throughput_tps'))}" for lv in ev.levels)
+    return CellVerdict(Verdict.OK, f"{done - failed}/{done} requests ok (failure rate {_rate_ci(failed, done)}); {levels}",
+                       notes)
+
+
+Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def wilson_interval(failed: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a failure rate p = failed/n:
+
+        centre = (p + z²/2n) / (1 + z²/n)
+        half   = z · sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n)
+
+    Unlike p ± z·sqrt(p(1-p)/n) it stays inside [0, 1] and does not collapse to a point at
+    0 or n failures, which is where small samples mislead most (0 of 5 failed says little)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = failed / n
+    scale = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / scale
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / scale
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def straddles(failed: int, n: int, threshold: float) -> bool:
+    """The sample cannot tell which side of `threshold` the true failure rate lies on."""
+    low, high = wilson_interval(failed, n)
+    return low < threshold <= high
+
+
+def _tps(value: float | None) -> str:
+    return "no output" if value is None else f"{value:.1f} tok/s"
+
+
+def _rate_ci(failed: int, n: int) -> str:
+    """"30.0%, 95% CI 18.1-45.4%": the observed failure rate and its Wilson interval."""
+    low, high = wilson_interval(failed, n)
+    return f"{100 * failed / n:.1f}%, 95% CI {100 * low:.1f}-{100 * high:.1f}%"

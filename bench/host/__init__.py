@@ -1,0 +1,1 @@
+"""The machine and its limits: hardware facts, CPU pinning, memory limits, OOM evidence, resource sampling."""

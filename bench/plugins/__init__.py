@@ -1,0 +1,1 @@
+"""The pytest layer: options, parametrization, fixtures, recorders and the eval-row plugin."""

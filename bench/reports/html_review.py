@@ -1,0 +1,250 @@
+"""The pytest-html report: cellbench's columns, each cell's extras and the environment table.
+
+`pytest -m chat --html=results/report.html --self-contained-html` (what `make bench` runs) gives
+one file. pytest-html 4 renders the table rows with JavaScript from a JSON blob, so what is
+decided here is (1) the cells of each row, (2) the extras shown when a row is expanded, and
+(3) what goes in the environment table:
+
+- Columns (all sortable): verdict, level, output tok/s, TTFT p50, TPOT p50, failure rate. The
+  three metrics are those of the cell's **highest concurrency level**, named in the Level column:
+  one level for all of them keeps a row internally consistent (TTFT and throughput under the
+  same load), and the cells of one session share their levels, so a column compares like with
+  like. The failure rate is over all measured requests of all levels, as the verdict counts it.
+  Every level's numbers are in the row's extras.
+- pytest-html sorts a column by comparing the cell's inner HTML as a string (its app.js). Each
+  of our cells therefore starts with `<span data-sort="KEY">`: a zero-padded number (so 9.5 sorts
+  below 12.0) or a severity rank for verdicts (failures first), missing values lowest.
+- Extras per cell: a summary (verdict, reason, annotations, the per-level table and the tail of
+  every server log), the cell plot (PNG), the result JSON and each server log tail as text.
+  Server output is untrusted: everything from it is HTML-escaped here, because pytest-html
+  inserts HTML extras with `innerHTML`.
+- Environment: pytest-metadata's dict, which pytest-html renders on every rewrite (after each
+  test with `generate_report_on_test`, and at the end); cellbench adds the run id, the machine,
+  the model and, as cells finish, each framework's version. pytest-html inserts those values
+  with `innerHTML` as well, so they are escaped too.
+
+Everything a row needs is computed on the side that ran the cell (`row_data`, `extras_for`) and
+travels as plain JSON-able data on the report, so the report is the same with or without xdist.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterable
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LOG_TAIL_LINES = 60
+MISSING = "—"
+
+# (column type, header, tooltip). The type names the `col-<type>` class and pytest-html's
+# `data-column-type`; pytest-html only accepts \w+ there, and result/duration/testId are its own.
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("verdict", "Verdict", "cellbench's verdict; sorting puts failures first"),
+    ("level", "Level", "the highest concurrency level measured: the next three columns are its numbers"),
+    ("output_tps", "Output tok/s", "output throughput at that level"),
+    ("ttft_p50", "TTFT p50 (ms)", "median time to first token at that level"),
+    ("tpot_p50", "TPOT p50 (ms)", "median time per output token at that level"),
+    ("failure_rate", "Failure rate", "failed / measured requests over all levels"),
+)
+# Worst first when sorted ascending.
+VERDICT_RANK = ("failed", "oom", "wrong-model", "all-failed", "capped", "degraded", "ok", "skipped")
+
+
+# ------------------------------------------------------------------ row data (on the runner)
+
+
+def row_data(result: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of a cell's table row, from its result (see the module docstring)."""
+    levels = result.get("levels") or []
+    done = sum(lv["successful"] + lv["failed"] for lv in levels)
+    failed = sum(lv["failed"] for lv in levels)
+    top = max(levels, key=lambda lv: lv["concurrency"], default=None)
+    row: dict[str, Any] = {"level": None, "output_tps": None, "ttft_p50_ms": None, "tpot_p50_ms": None,
+                           "failure_rate": failed / done if done else None}
+    if top is not None:
+        row.update(level=top["concurrency"], output_tps=top["output_throughput_tps"],
+                   ttft_p50_ms=top["ttft_ms"]["p50"], tpot_p50_ms=top["tpot_ms"]["p50"])
+    return row
+
+
+# ------------------------------------------------------------------ table cells (on the controller)
+
+
+def header_cells() -> list[str]:
+    return [f'<th class="sortable" data-column-type="{kind}" title="{escape(tip)}">{escape(name)}</th>'
+            for kind, name, tip in COLUMNS]
+
+
+def number_key(value: float | None) -> str:
+    """A string that sorts like the number: fixed width, zero-padded; missing sorts lowest."""
+    if value is None:
+        return ""
+    return f"{max(0.0, float(value)):020.6f}"
+
+
+def _td(kind: str, key: str, text: str, extra: str = "") -> str:
+    return f'<td class="col-{kind}"><span data-sort="{escape(key)}">{escape(text)}</span>{extra}</td>'
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return MISSING if value is None else format(value, spec)
+
+
+def row_cells(data: dict[str, Any] | None) -> list[str]:
+    """The cells of one row, in COLUMNS order; empty ones for reports without cellbench data
+    (a setup error, a collection error), so the columns stay aligned."""
+    if not data:
+        return [f'<td class="col-{kind}"><span data-sort=""></span></td>' for kind, _, _ in COLUMNS]
+    verdict = data["verdict"]
+    rank = VERDICT_RANK.index(verdict) if verdict in VERDICT_RANK else len(VERDICT_RANK)
+    badges = "".join(
+        f' <span class="cellbench-annotation" title="{escape(_annotation_note(data, note))}">{escape(note)}</span>'
+        for note in data.get("annotations", ())
+    )
+    row = data.get("row") or {}
+    level = row.get("level")
+    return [
+        _td("verdict", f"{rank}-{verdict}", verdict, badges),
+        _td("level", number_key(level), MISSING if level is None else f"c={level}"),
+        _td("output_tps", number_key(row.get("output_tps")), _fmt(row.get("output_tps"), ".1f")),
+        _td("ttft_p50", number_key(row.get("ttft_p50_ms")), _fmt(row.get("ttft_p50_ms"), ".1f")),
+        _td("tpot_p50", number_key(row.get("tpot_p50_ms")), _fmt(row.get("tpot_p50_ms"), ".2f")),
+        _td("failure_rate", number_key(row.get("failure_rate")),
+            MISSING if row.get("failure_rate") is None else f"{row['failure_rate']:.1%}"),
+    ]
+
+
+def _annotation_note(data: dict[str, Any], note: str) -> str:
+    if note == "suspicious":
+        return data.get("evidence", {}).get("suspicious") or note
+    if note == "resumed":  # --skip-existing kept an earlier result: the row shows its numbers
+        return f"kept from an earlier session: {data.get('result_path') or 'its result file'}"
+    return note
+
+
+class HtmlColumns:
+    """pytest-html hooks (registered on the controller when pytest-html is active)."""
+
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        cells[2:2] = header_cells()  # after Result and Test
+
+    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
+        cells[2:2] = row_cells(getattr(report, "cellbench", None))
+
+
+# ------------------------------------------------------------------ extras (on the runner)
+
+
+def tail_lines(path: Path, n: int = LOG_TAIL_LINES, *, max_bytes: int = 256 * 1024) -> str:
+    """The last `n` lines of a text file (read from its end; undecodable bytes replaced)."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - max_bytes))
+        data = f.read()
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-n:])
+
+
+def server_log_tails(result: dict[str, Any], n: int = LOG_TAIL_LINES) -> list[tuple[str, str, str]]:
+    """(label, path, last n lines) of every server log the result names."""
+    tails = []
+    for server in result.get("servers", ()):
+        log = server.get("log")
+        if not log:
+            continue
+        label = "shared" if len(server.get("levels", ())) > 1 else "c" + ",".join(map(str, server.get("levels", ())))
+        try:
+            text = tail_lines(Path(log), n)
+        except OSError as exc:
+            text = f"(cannot read the log: {exc})"
+        tails.append((label, log, text))
+    return tails
+
+
+def _level_table(levels: Iterable[dict[str, Any]]) -> str:
+    head = ("concurrency", "ok / failed", "output tok/s", "TTFT p50 (ms)", "TPOT p50 (ms)", "E2EL p50 (ms)", "note")
+    rows = []
+    for lv in sorted(levels, key=lambda lv: lv["concurrency"]):
+        note = lv["stop_reason"] if lv.get("partial") else (", ".join(lv.get("errors", {})) or "")
+        cells = (lv["concurrency"], f"{lv['successful']} / {lv['failed']}", _fmt(lv["output_throughput_tps"], ".1f"),
+                 _fmt(lv["ttft_ms"]["p50"], ".1f"), _fmt(lv["tpot_ms"]["p50"], ".2f"), _fmt(lv["e2el_ms"]["p50"], ".1f"),
+                 note)
+        rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+    header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
+    return f'<table class="cellbench-levels">{header}{"".join(rows)}</table>'
+
+
+def summary_html(data: dict[str, Any], result: dict[str, Any], tails: list[tuple[str, str, str]]) -> str:
+    """The expanded row's HTML: every string in it is escaped (server text is untrusted)."""
+    parts = [f"<p><b>{escape(data['verdict'])}</b>: {escape(data['reason'])}</p>"]
+    suspicious = data.get("evidence", {}).get("suspicious")
+    if suspicious:
+        parts.append(f"<p><b>suspicious</b> (not a verdict; please review): {escape(suspicious)}</p>")
+    others = [a for a in data.get("annotations", ()) if a != "suspicious"]
+    if others:
+        parts.append(f"<p>annotations: {escape(', '.join(others))}</p>")
+    if data.get("result_path"):
+        parts.append(f"<p>result: <code>{escape(data['result_path'])}</code></p>")
+    if result.get("levels"):
+        parts.append(_level_table(result["levels"]))
+    for label, path, text in tails:
+        parts.append(f"<details><summary>server log {escape(label)}: <code>{escape(path)}</code> "
+                     f"(last {LOG_TAIL_LINES} lines)</summary><pre>{escape(text)}</pre></details>")
+    return '<div class="cellbench-cell">' + "".join(parts) + "</div>"
+
+
+def extras_for(data: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+    """pytest-html extras for one cell: summary, plot, result JSON, server log tails."""
+    from pytest_html import extras  # only called when pytest-html is active
+
+    tails = server_log_tails(result)
+    out = [extras.html(summary_html(data, result, tails))]
+    if result.get("levels"):
+        from bench.reports.plots import cell_plot  # matplotlib: imported only when a report is asked for
+
+        png = base64.b64encode(cell_plot(result)).decode("ascii")
+        out.append(extras.png(png, name="output tok/s and TTFT p50 per level"))
+    if result:
+        out.append(extras.json(result, name="result JSON"))
+    out += [extras.text(text, name=escape(f"server log {label} (last {LOG_TAIL_LINES} lines)"))
+            for label, _, text in tails]
+    return out
+
+
+# ------------------------------------------------------------------ environment table (controller)
+
+
+def _metadata(config: pytest.Config) -> dict[str, Any] | None:
+    try:
+        from pytest_metadata.plugin import metadata_key
+    except ImportError:
+        return None
+    return config.stash.get(metadata_key, None)
+
+
+def add_session_facts(config: pytest.Config, *, run_id: str, machine: dict[str, Any], model: str) -> None:
+    """The run id, the machine and the model in pytest-metadata's dict (the environment table)."""
+    metadata = _metadata(config)
+    if metadata is None:
+        return
+    probe_error = machine.get("gpu_probe_error")
+    gpus = ", ".join(machine["gpus"]) or (f"unknown ({probe_error})" if probe_error else "none")
+    facts = {"slug": machine["slug"], "cpu": machine["cpu"], "cores": machine["cores"],
+             "memory GiB": machine["memory_gib"], "gpus": gpus, "os": machine["os"]}
+    if machine.get("chip"):
+        facts["chip"] = machine["chip"]
+    metadata["cellbench run"] = escape(run_id)
+    metadata["machine"] = {escape(k): escape(str(v)) for k, v in facts.items()}
+    metadata["model"] = escape(model)
+
+
+def add_framework_version(config: pytest.Config, framework: str, version: str) -> None:
+    """One framework's version, as its first cell of this session finishes."""
+    metadata = _metadata(config)
+    if metadata is None:
+        return
+    metadata.setdefault("frameworks", {})[escape(framework)] = escape(version)

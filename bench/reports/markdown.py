@@ -1,0 +1,161 @@
+"""REPORT.md for one split directory, rendered from its comparison.json alone.
+
+The layout follows SiliconBench's (one table per concurrency level, metrics as rows, frameworks as
+columns) with what its report left in the JSON brought to the page: the run ids that won, each
+verdict with its reason, methodology differences, suspicious changes and the files left out.
+Levels are the union over frameworks (SiliconBench took the first framework's, hiding the rest).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.reports import plots
+
+REPORT_FILE = "REPORT.md"
+MISSING_LEVEL = "—"
+NULL = "N/A"
+
+Level = dict[str, Any]
+
+
+def _num(value: float | None, digits: int, scale: float = 1.0, suffix: str = "") -> str:
+    return NULL if value is None else f"{value * scale:.{digits}f}{suffix}"
+
+
+def _stat(block: str, stat: str, digits: int = 1, scale: float = 1.0) -> Callable[[Level], str]:
+    return lambda lv: _num(lv[block][stat], digits, scale)
+
+
+def _field(key: str, digits: int = 1) -> Callable[[Level], str]:
+    return lambda lv: _num(lv[key], digits)
+
+
+def _outcome(lv: Level) -> str:
+    text = f"{lv['successful']} / {lv['failed']}"
+    return f"{text} (partial: {lv['stop_reason']})" if lv["partial"] else text
+
+
+def _itl(stat: str) -> Callable[[Level], str]:
+    """ITL of a bundling framework is per chunk, not per token: say so in the cell."""
+    def cell(lv: Level) -> str:
+        value = _num(lv["itl_ms"][stat], 1)
+        return f"{value} (per chunk)" if lv["itl_per_chunk"] and value != NULL else value
+    return cell
+
+
+# Milliseconds and tok/s to 1 decimal, seconds to 2 (the result stores E2EL in ms).
+ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
+    ("Successful / Failed", _outcome),
+    ("TTFT avg (ms)", _stat("ttft_ms", "mean")),
+    ("TTFT p50 (ms)", _stat("ttft_ms", "p50")),
+    ("TTFT p99 (ms)", _stat("ttft_ms", "p99")),
+    ("TPOT avg (ms)", _stat("tpot_ms", "mean")),
+    ("TPOT p50 (ms)", _stat("tpot_ms", "p50")),
+    ("ITL avg (ms)", _itl("mean")),
+    ("ITL p50 (ms)", _itl("p50")),
+    ("Decode rate p50 (tok/s)", _stat("decode_tps", "p50")),
+    ("Output throughput (tok/s)", _field("output_throughput_tps")),
+    ("Input throughput (tok/s)", _field("input_throughput_tps")),
+    ("Total throughput (tok/s)", _field("total_token_throughput_tps")),
+    ("Request throughput (req/s)", _field("request_throughput_rps", 2)),
+    ("Latency avg (s)", _stat("e2el_ms", "mean", 2, 1e-3)),
+    ("Latency p50 (s)", _stat("e2el_ms", "p50", 2, 1e-3)),
+    ("Latency p99 (s)", _stat("e2el_ms", "p99", 2, 1e-3)),
+    ("Wall time (s)", _field("wall_time_s", 2)),
+    ("Tokens per chunk", _field("tokens_per_chunk", 2)),
+    ("Client CPU share", lambda lv: _num(lv["client"]["cpu_share"], 1, 100, "%")),
+)
+
+
+def _cell(text: Any) -> str:
+    """Table-safe text: a `|` would end the cell and a newline the row."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _table(header: list[str], rows: list[list[Any]], align: str = "---") -> list[str]:
+    lines = ["| " + " | ".join(_cell(h) for h in header) + " |",
+             "|" + "|".join(["---", *[align] * (len(header) - 1)]) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _level_section(comparison: dict[str, Any], level: int) -> list[str]:
+    frameworks = comparison["frameworks"]
+    by_fw = {fw: {lv["concurrency"]: lv for lv in comparison["results"][fw]["levels"]} for fw in frameworks}
+    rows = [[label, *(render(by_fw[fw][level]) if level in by_fw[fw] else MISSING_LEVEL for fw in frameworks)]
+            for label, render in ROWS]
+    return [f"## Concurrency {level}", "", *_table(["Metric", *frameworks], rows, "---:"), ""]
+
+
+def _verdict(comparison: dict[str, Any], fw: str) -> str:
+    verdict = comparison["results"][fw]["verdict"]
+    notes = [*verdict["annotations"], *(["suspicious"] if fw in comparison["suspicious"] else [])]
+    return f"{verdict['verdict']} ({', '.join(notes)})" if notes else verdict["verdict"]
+
+
+def _header(comparison: dict[str, Any]) -> list[str]:
+    frameworks = comparison["frameworks"]
+    prov = comparison["provenance"]
+    runs = [[fw, prov[fw]["run_id"], prov[fw]["finished_at"], prov[fw]["file"], prov[fw]["model_path"] or NULL]
+            for fw in frameworks]
+    verdicts = [[fw, _verdict(comparison, fw), comparison["results"][fw]["verdict"]["reason"],
+                 comparison["results"][fw]["framework"]["version"]] for fw in frameworks]
+    return [
+        f"# cellbench results — {comparison['model']} ({comparison['split']}) on {comparison['machine']}",
+        "",
+        f"Generated {comparison['generated_at']} from the result files beside this report "
+        "(the same data is in comparison.json).",
+        "",
+        "## Runs",
+        "",
+        *_table(["Framework", "Run id", "Finished", "File", "Model path"], runs),
+        "",
+        "## Verdicts",
+        "",
+        *_table(["Framework", "Verdict", "Reason", "Framework version"], verdicts),
+        "",
+    ]
+
+
+def _bullets(title: str, items: list[str], none: str) -> list[str]:
+    return [f"## {title}", "", *([f"- {_cell(i)}" for i in items] or [none]), ""]
+
+
+def _caption(plot: Path) -> str:
+    if plot.name == plots.THROUGHPUT_PNG:
+        return "Output throughput against concurrency"
+    if plot.name == plots.RESOURCES_PNG:
+        return "Server memory and CPU over the cell"
+    return f"TTFT and TPOT at concurrency {plot.stem.removeprefix('latency_c')}"
+
+
+def render_report(comparison: dict[str, Any], plot_files: list[Path]) -> str:
+    """The markdown text; `plot_files` are embedded by name, relative to the report."""
+    if not comparison["frameworks"]:
+        body = ["No result of this machine in this directory.", ""]
+    else:
+        body = [line for level in plots.all_levels(comparison) for line in _level_section(comparison, level)]
+    notes = [
+        *_bullets("Methodology warnings", comparison["methodology_warnings"],
+                  "None: every framework ran with the same levels, requests, warm-up, server sharing and prompts."),
+        *_bullets("Suspicious results", [f"{fw}: {why}" for fw, why in sorted(comparison["suspicious"].items())],
+                  "None: no output throughput changed 10x or more against the previous run of its cell."),
+        *_bullets("Ignored files", [f"{i['file']}: {i['reason']}" for i in comparison["ignored"]], "None."),
+    ]
+    figures = ["## Plots", "", *[f"![{_caption(p)}]({plots.PLOTS_DIR}/{p.name})\n" for p in plot_files]]
+    return "\n".join([*_header(comparison), *body, *notes, *figures])
+
+
+def write_report(split_dir: Path, comparison: dict[str, Any]) -> Path:
+    """Write the plots and `<split_dir>/REPORT.md` (atomically: a reader never sees half a report)."""
+    split_dir = Path(split_dir)
+    plot_files = plots.write_plots(comparison, split_dir)
+    path = split_dir / REPORT_FILE
+    tmp = path.with_name(f".{REPORT_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(render_report(comparison, plot_files))
+    tmp.replace(path)
+    return path

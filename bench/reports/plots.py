@@ -1,0 +1,250 @@
+"""The report's figures, drawn from comparison.json and the per-request sidecars.
+
+Figures use matplotlib's object API on an Agg canvas: no pyplot global state and no display, so
+a report can be rebuilt on a headless machine or inside a pytest session. Every figure has a fixed
+size and dpi (no tight bounding box), so the same data gives images of the same pixel size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cbook import boxplot_stats
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
+
+from bench.core import metrics
+from bench.core.records import RequestRecord
+
+PLOTS_DIR = "plots"
+DPI = 100
+THROUGHPUT_PNG = "throughput.png"
+_RECORD_FIELDS = {f.name for f in dataclasses.fields(RequestRecord)} - {"error"}
+
+
+def latency_png(level: int) -> str:
+    return f"latency_c{level}.png"
+
+
+def _figure(width_in: float, height_in: float) -> Figure:
+    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(_png(fig))
+    return path
+
+
+def _title(comparison: dict[str, Any], what: str) -> str:
+    return f"{what} — {comparison['model']} ({comparison['split']}) on {comparison['machine']}"
+
+
+def _levels(result: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    return {lv["concurrency"]: lv for lv in result["levels"]}
+
+
+def all_levels(comparison: dict[str, Any]) -> list[int]:
+    """The union of the levels of every chosen result, ascending."""
+    return sorted({c for r in comparison["results"].values() for c in _levels(r)})
+
+
+def _log2_axis(ax: Any, levels: list[int]) -> None:
+    """A log-2 concurrency axis that labels the levels actually measured, not powers of two."""
+    ax.set_xscale("log", base=2)
+    if levels:
+        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.set_xlim(min(levels) / 1.4, max(levels) * 1.4)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("concurrency (requests in flight)")
+
+
+def throughput_vs_concurrency(comparison: dict[str, Any], split_dir: Path) -> Path:
+    """Output tok/s against concurrency, one line per framework; writes plots/throughput.png.
+
+    A level with no successful request is drawn as an x on zero, not joined to the line: it is a
+    failure, not a throughput."""
+    fig = _figure(7, 4.5)
+    ax = fig.add_subplot()
+    for fw in comparison["frameworks"]:
+        levels = sorted(_levels(comparison["results"][fw]).values(), key=lambda lv: lv["concurrency"])
+        good = [lv for lv in levels if lv["successful"]]
+        (line,) = ax.plot([lv["concurrency"] for lv in good], [lv["output_throughput_tps"] for lv in good],
+                          marker="o", label=fw)
+        failed = [lv["concurrency"] for lv in levels if not lv["successful"]]
+        if failed:
+            ax.plot(failed, [0] * len(failed), "x", color=line.get_color(), markersize=9)
+    _log2_axis(ax, all_levels(comparison))
+    ax.set_ylabel("output throughput (tok/s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if comparison["frameworks"]:
+        ax.legend(loc="best")
+    ax.set_title(_title(comparison, "Output throughput"), fontsize=10)
+    return _save(fig, Path(split_dir) / PLOTS_DIR / THROUGHPUT_PNG)
+
+
+def _measured_records(sidecar: Path, level: int) -> Iterator[RequestRecord]:
+    """Successful measured (not warm-up) requests of one level, as RequestRecords, so the
+    bench.core.metrics formulas apply unchanged."""
+    with sidecar.open() as lines:
+        for line in lines:
+            raw = json.loads(line)
+            if raw.get("concurrency") == level and not raw.get("warmup") and raw.get("error") is None:
+                yield RequestRecord(**{k: v for k, v in raw.items() if k in _RECORD_FIELDS})
+
+
+def request_samples(split_dir: Path, result: dict[str, Any], level: int) -> dict[str, list[float]] | None:
+    """TTFT and TPOT in ms of each successful measured request of `level`, from the result's
+    per-request sidecar (bench.core.metrics formulas), or None when there is no usable sidecar."""
+    sidecar = split_dir / result["requests_file"]
+    if not sidecar.is_file():
+        return None
+    try:
+        records = list(_measured_records(sidecar, level))
+    except (OSError, ValueError, TypeError):
+        return None
+    per_metric: dict[str, Callable[[RequestRecord], float | None]] = {"ttft_ms": metrics.ttft, "tpot_ms": metrics.tpot}
+    out = {key: [v * 1000 for r in records if (v := fn(r)) is not None] for key, fn in per_metric.items()}
+    return out if any(out.values()) else None
+
+
+def _summary_box(block: dict[str, Any], label: str) -> dict[str, Any] | None:
+    """A box drawn from a stats block when the requests are gone: median line at p50, box from
+    p50 to p90, whiskers from min to p99, the max as a point. The quartiles are not recorded, so
+    the label marks it as a summary rather than pretending to be a box plot."""
+    if not block.get("n") or block.get("p50") is None:
+        return None
+    return {"label": label, "med": block["p50"], "q1": block["p50"], "q3": block["p90"],
+            "whislo": block["min"], "whishi": block["p99"], "fliers": [block["max"]]}
+
+
+def _box(fw: str, samples: dict[str, list[float]] | None, block: dict[str, Any], key: str) -> dict[str, Any] | None:
+    if samples is not None and samples[key]:
+        return boxplot_stats(samples[key], labels=[fw])[0]
+    return _summary_box(block, f"{fw}*")
+
+
+def latency_distributions(comparison: dict[str, Any], level: int, split_dir: Path) -> Path:
+    """TTFT and TPOT distributions per framework at one level; writes plots/latency_c<level>.png.
+
+    Box plots of the successful measured requests from `<stem>.requests.jsonl` when it is there;
+    otherwise a summary box from the result's stats blocks (x label ends in "*")."""
+    split_dir = Path(split_dir)
+    present = {
+        fw: (request_samples(split_dir, result, level), _levels(result)[level])
+        for fw, result in comparison["results"].items()
+        if level in _levels(result)
+    }
+    fig = _figure(9, 4.5)
+    for ax, key, name in zip(fig.subplots(1, 2), ("ttft_ms", "tpot_ms"), ("TTFT (ms)", "TPOT (ms)"), strict=True):
+        boxes = [b for fw, (samples, lv) in sorted(present.items()) if (b := _box(fw, samples, lv[key], key))]
+        if boxes:
+            ax.bxp(boxes, showfliers=True)
+        else:
+            ax.text(0.5, 0.5, "no successful requests", ha="center", va="center", transform=ax.transAxes)
+        ax.set_ylabel(name)
+        summarized = any(str(b["label"]).endswith("*") for b in boxes)
+        ax.set_xlabel("framework" + (" (* = no sidecar: p50-p90 box)" if summarized else ""))
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(_title(comparison, f"Latency at concurrency {level}"), fontsize=10)
+    return _save(fig, split_dir / PLOTS_DIR / latency_png(level))
+
+
+def cell_plot(result: dict[str, Any]) -> bytes:
+    """A small PNG of one cell: output tok/s and TTFT p50 per level (an HTML report extra)."""
+    by_level = _levels(result)
+    levels = sorted(by_level)
+    fig = _figure(6, 2.6)
+    panels: tuple[tuple[str, Callable[[dict[str, Any]], float]], ...] = (
+        ("output (tok/s)", lambda lv: lv["output_throughput_tps"]),
+        ("TTFT p50 (ms)", lambda lv: lv["ttft_ms"]["p50"]),
+    )
+    for ax, (label, read) in zip(fig.subplots(1, 2), panels, strict=True):
+        points = [(c, read(by_level[c])) for c in levels if by_level[c]["successful"]]
+        ax.plot([c for c, _ in points], [v for _, v in points], marker="o")
+        _log2_axis(ax, levels)
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+    machine = result["machine"]["slug"]
+    fig.suptitle(f"{result['framework']['name']} — {result['model']['results_name']} ({result['split']}) on {machine}",
+                 fontsize=9)
+    return _png(fig)
+
+
+RESOURCES_PNG = "resources.png"
+
+
+def _resource_samples(split_dir: Path, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The result's resource sidecars (one per server), in time order; [] when it has none."""
+    samples: list[dict[str, Any]] = []
+    for server in result.get("servers", []):
+        name = (server.get("resources") or {}).get("path")
+        path = split_dir / name if name else None
+        if path is None or not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            try:
+                samples.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut short by a killed run
+    return sorted(samples, key=lambda s: s.get("wall", 0.0))
+
+
+def resources_over_time(comparison: dict[str, Any], split_dir: Path) -> Path | None:
+    """Server tree RSS and CPU over the cell's time, one line per framework; plots/resources.png.
+
+    None when no chosen result has a resource sidecar (results written before the sampler)."""
+    series = {fw: _resource_samples(split_dir, comparison["results"][fw]) for fw in comparison["frameworks"]}
+    series = {fw: s for fw, s in series.items() if s}
+    if not series:
+        return None
+    fig = _figure(7, 5.5)
+    rss_ax, cpu_ax = fig.subplots(2, 1, sharex=True)
+    for fw, samples in series.items():
+        t0 = samples[0]["wall"]
+        t = [s["wall"] - t0 for s in samples]
+        rss_ax.plot(t, [(s.get("tree") or {}).get("rss_bytes", 0) / 2**30 for s in samples], label=fw)
+        cpu_ax.plot(t, [(s.get("tree") or {}).get("cpu_percent", 0) for s in samples], label=fw)
+    rss_ax.set_ylabel("server RSS (GiB)")
+    cpu_ax.set_ylabel("server CPU (%)")
+    cpu_ax.set_xlabel("seconds since the cell's first server started")
+    for ax in (rss_ax, cpu_ax):
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+    rss_ax.legend(loc="best")
+    rss_ax.set_title(_title(comparison, "Server resources"), fontsize=10)
+    return _save(fig, Path(split_dir) / PLOTS_DIR / RESOURCES_PNG)
+
+
+def write_plots(comparison: dict[str, Any], split_dir: Path) -> list[Path]:
+    """Every figure REPORT.md embeds, under `<split_dir>/plots/` (none when nothing is compared).
+
+    Figures of ours that this comparison no longer has (a level dropped, every result ignored)
+    are removed, so a stale image is never published beside a new report."""
+    split_dir = Path(split_dir)
+    written: list[Path] = []
+    if comparison["frameworks"]:
+        written.append(throughput_vs_concurrency(comparison, split_dir))
+        written += [latency_distributions(comparison, level, split_dir) for level in all_levels(comparison)]
+        resources = resources_over_time(comparison, split_dir)
+        written += [resources] if resources else []
+    for old in (split_dir / PLOTS_DIR).glob("*.png"):
+        if (old.name in (THROUGHPUT_PNG, RESOURCES_PNG) or old.name.startswith("latency_c")) and old not in written:
+            old.unlink()
+    return written

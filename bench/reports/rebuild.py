@@ -1,0 +1,70 @@
+"""Rebuild comparison.json, REPORT.md and plots from result files alone.
+
+`python -m bench.reports.rebuild [--results-dir results] [--model M] [--machine SLUG]`
+
+Reports are derived data: anyone can regenerate them from the committed result files, on any
+machine, without rerunning a cell. Each `<model>/<machine>/<split>/` directory is compared for
+the machine it is named after, so a stray file from another machine is listed, never chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.reports import plots
+from bench.reports.comparison import COMPARISON_FILE, write_comparison
+from bench.reports.markdown import write_report
+
+
+def split_dirs(results_root: Path, *, model: str | None = None, machine: str | None = None) -> Iterator[Path]:
+    """`<results_root>/<model>/<machine>/<split>/` directories that hold any JSON besides the comparison."""
+    for split_dir in sorted(Path(results_root).glob("*/*/*/")):
+        if model is not None and split_dir.parent.parent.name != model:
+            continue
+        if machine is not None and split_dir.parent.name != machine:
+            continue
+        if any(p.name != COMPARISON_FILE for p in split_dir.glob("*.json")):
+            yield split_dir
+
+
+def rebuild_split(split_dir: Path) -> tuple[dict[str, Any], list[Path]]:
+    """comparison.json, then REPORT.md and plots rendered from that file as written.
+
+    Returns the comparison and the files written."""
+    comparison_path = write_comparison(split_dir, machine=split_dir.parent.name)
+    comparison = json.loads(comparison_path.read_text())
+    report = write_report(split_dir, comparison)
+    return comparison, [comparison_path, report, *sorted((split_dir / plots.PLOTS_DIR).glob("*.png"))]
+
+
+def rebuild(results_root: Path, *, model: str | None = None, machine: str | None = None) -> list[Path]:
+    """Rebuild every (filtered) split directory under `results_root`; returns the files written."""
+    return [path for d in split_dirs(results_root, model=model, machine=machine) for path in rebuild_split(d)[1]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.reports.rebuild", description=__doc__.splitlines()[0])
+    parser.add_argument("--results-dir", type=Path, default=Path("results"), help="results root [results]")
+    parser.add_argument("--model", help="only this model (its results directory name)")
+    parser.add_argument("--machine", help="only this machine slug")
+    args = parser.parse_args(argv)
+    dirs = list(split_dirs(args.results_dir, model=args.model, machine=args.machine))
+    if not dirs:
+        print(f"no result directories under {args.results_dir}", file=sys.stderr)
+        return 1
+    for split_dir in dirs:
+        comparison, written = rebuild_split(split_dir)
+        for path in written:
+            print(path)
+        for ignored in comparison["ignored"]:
+            print(f"  ignored {ignored['file']}: {ignored['reason']}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

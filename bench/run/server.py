@@ -1,0 +1,451 @@
+"""Start, check and stop one inference server process, never leaking it.
+
+The rules, each from an incident or a measurement:
+- the port is checked free before start: a stale server still holding it once made a failed start
+  look ready (SiliconBench), so a held port is a start failure naming the holder;
+- the server runs in its own process group (vLLM and wrappers fork children) and is stopped by
+  SIGTERM to the group, a bounded wait, then SIGKILL;
+- readiness polls the adapter's endpoint and fails fast when the process exits;
+- after "ready", the listening socket must belong to our process tree;
+- every started group is recorded in a pid file under the cache, so a later session can reap
+  what a hard-killed session left behind (only processes whose start time still matches);
+- with `memory_limit_bytes` the server runs inside a fresh memory cgroup (bench.host.memlimit) from
+  its first byte; a machine that cannot enforce the limit fails the start with the reason, and
+  the cgroup is removed once the server's processes are gone;
+- whenever the server ends, and when it dies while starting, the kernel is asked whether it was
+  killed for memory (bench.host.oom): `ExitInfo.oom` / `ServerStartError.oom` carry the evidence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+
+from bench.host import affinity
+from bench.host import memlimit
+from bench.setup.adapter import ServeCommand
+from bench.host.oom import OomWatch
+from bench.base.paths import cache_root
+
+STOP_GRACE_S = 15.0
+
+
+class ServerStartError(RuntimeError):
+    """The server never became ready; `str()` is the one-line reason, `log_path` the evidence."""
+
+    def __init__(
+        self, reason: str, log_path: Path | None = None, *, transient: bool = False, oom: dict | None = None,
+        capped: bool = False,
+    ):
+        super().__init__(reason)
+        self.log_path = log_path
+        self.transient = transient  # port taken while starting: worth one retry on a fresh port
+        self.oom = oom  # evidence that it was killed for memory while loading (bench.host.oom); never retried
+        self.capped = capped  # the cell's budget or hang watchdog ended the wait, not the server
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    returncode: int | None  # None: still running when we stopped it (we did the stopping)
+    signal: str | None  # the signal that ended it, if any
+    stopped_by_us: bool
+    oom: dict | None = None  # evidence that it (or a process of its tree) was killed for memory
+    memory: dict | None = None  # the memory cgroup it ran in (limit, peak, oom kills), when limited
+    oom_check_error: str | None = None  # OOM detection itself failed: whether it was an OOM is unknown
+
+    def to_json(self) -> dict:
+        out = {"returncode": self.returncode, "signal": self.signal, "stopped_by_us": self.stopped_by_us}
+        if self.oom is not None:
+            out["oom"] = self.oom
+        if self.oom_check_error is not None:
+            out["oom_check_error"] = self.oom_check_error
+        if self.memory is not None:
+            out["memory"] = self.memory
+        return out
+
+
+def port_holder(host: str, port: int) -> str | None:
+    """Who holds `host:port`, or None when it is free to bind.
+
+    SO_REUSEADDR as servers set it: connections of a stopped server lingering in TIME_WAIT do not
+    hold the port, a listening process does.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            return None
+        except OSError:
+            pass
+    for conn in _listeners(port):
+        if conn.pid:
+            try:
+                proc = psutil.Process(conn.pid)
+                return f"pid {conn.pid} ({' '.join(proc.cmdline())[:120]})"
+            except psutil.Error:
+                return f"pid {conn.pid}"
+    return "an unknown process"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _listeners(port: int) -> list:
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return []
+    return [c for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class ServerProcess:
+    """One server: `start()`, `wait_ready()`, `stop()`. Use `launch()` to get all three right."""
+
+    def __init__(
+        self,
+        command: ServeCommand,
+        *,
+        host: str,
+        port: int,
+        ready_path: str,
+        startup_timeout_s: float,
+        log_path: Path,
+        memory_limit_bytes: int | None = None,
+    ):
+        self.command = command
+        self.host = host
+        self.port = port
+        self.ready_path = ready_path
+        self.startup_timeout_s = startup_timeout_s
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.ready_after_s: float | None = None
+        self.exit: ExitInfo | None = None
+        self.memory_limit_bytes = memory_limit_bytes
+        self.cgroup: memlimit.MemoryCgroup | None = None
+        self.oom_watch: OomWatch | None = None
+        self.oom_check_error: str | None = None  # set by _detect_oom when OOM detection failed
+        self._started_at = 0.0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        holder = port_holder(self.host, self.port)
+        if holder is not None:
+            raise ServerStartError(f"port {self.port} is already held by {holder}", transient=True)
+        env = {**os.environ, **self.command.env}
+        argv = list(self.command.argv)
+        if self.memory_limit_bytes is not None:
+            try:
+                self.cgroup = memlimit.create(self.memory_limit_bytes)
+            except memlimit.MemoryLimitUnavailable as exc:
+                raise ServerStartError(str(exc)) from exc
+            try:
+                argv = self.cgroup.wrap(argv, env.get("PATH"))
+            except BaseException:
+                self._remove_cgroup()
+                raise
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with self.log_path.open("ab") as log:
+                log.write(f"$ {' '.join(self.command.argv)}\n".encode())
+                if self.cgroup is not None:
+                    limit = memlimit.format_size(self.cgroup.limit_bytes)
+                    log.write(f"# memory limit {limit}: cgroup v{self.cgroup.version} {self.cgroup.path}\n".encode())
+                if self.command.cpus is not None:
+                    log.write(f"# CPU affinity {affinity.format_cpus(self.command.cpus)}\n".encode())
+                log.flush()
+                with affinity.inherited(self.command.cpus):  # set before exec: every child inherits it
+                    self.proc = subprocess.Popen(
+                        argv,
+                        env=env,
+                        cwd=self.command.cwd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,  # its own process group, so we can stop its children too
+                    )
+        except affinity.AffinityError as exc:
+            self._remove_cgroup()
+            raise ServerStartError(f"server not started: {exc}") from None
+        except BaseException:
+            self._remove_cgroup()
+            raise
+        self._started_at = time.monotonic()
+        self.oom_watch = OomWatch(self.proc.pid, self.cgroup)
+        _register(self.proc.pid)
+
+    def note_tree(self, pids: dict[int, str] | None = None) -> None:
+        """Remember the server's live processes, so a child killed later can be named (bench.host.oom).
+
+        Called while waiting for readiness and at stop; a ResourceSampler passes what it sees.
+        """
+        if self.oom_watch is None:
+            return
+        with contextlib.suppress(psutil.Error, OSError):
+            if pids:
+                self.oom_watch.add(pids)
+            else:
+                self.oom_watch.note()
+
+    def _detect_oom(self, returncode: int | None, *, killed_by_us: bool, clean_stop: bool = False) -> dict | None:
+        """OOM evidence for how the server ended, or None. When detection itself fails (or cannot
+        decide, `OomUndecided`), the reason goes to `oom_check_error` ("<type>: <message>") and
+        None is returned: an unanswered question is recorded beside the exit, never an OOM verdict,
+        and never hides how the server ended."""
+        if self.oom_watch is None:
+            return None
+        try:
+            return self.oom_watch.detect(returncode, killed_by_us=killed_by_us, clean_stop=clean_stop)
+        except Exception as exc:  # noqa: BLE001 - any failure here is recorded, not raised
+            self.oom_check_error = f"{type(exc).__name__}: {exc}"
+            return None
+
+    def _remove_cgroup(self) -> dict | None:
+        if self.cgroup is None:
+            return None
+        cg = self.cgroup
+        info = cg.to_json()
+        cg.kill_all()  # anything left inside was started by the server: setsid'd daemons included
+        info["removed"] = cg.remove()
+        return info
+
+    def wait_ready(self, *, budget_s: float | None = None, stall_timeout_s: float | None = None) -> None:
+        """Poll the ready path until HTTP 200. Gives up when the process exits, after the adapter's
+        startup timeout, after `budget_s` more seconds (what is left of the cell's budget) or when
+        for `stall_timeout_s` the log did not grow and the ready path gave no HTTP answer at all
+        (the hang watchdog: a 503 while loading is a sign of life); the last two raise with
+        `capped=True`."""
+        assert self.proc is not None
+        timeout_at = self._started_at + self.startup_timeout_s
+        url = self.base_url + self.ready_path
+        seen_size, seen_at = -1, time.monotonic()
+        deadline = None if budget_s is None else seen_at + budget_s
+        with httpx.Client(timeout=5.0) as client:
+            while True:
+                code = self.proc.poll()
+                if code is not None:
+                    raise self._died_starting(code)
+                self.note_tree()
+                try:
+                    answered = client.get(url).status_code
+                except httpx.HTTPError:
+                    answered = None
+                if answered == 200:
+                    break
+                now = time.monotonic()
+                size = _size(self.log_path)
+                if size != seen_size or answered is not None:  # a log line or an answer: alive
+                    seen_size, seen_at = size, now
+                if now > timeout_at:
+                    raise ServerStartError(
+                        f"server not ready on {self.ready_path} after {self.startup_timeout_s:.0f} s; log: {self.log_path}",
+                        self.log_path,
+                    )
+                if deadline is not None and now > deadline:
+                    raise ServerStartError(f"cell budget reached while the server was starting "
+                                           f"({now - self._started_at:.0f} s); log: {self.log_path}",
+                                           self.log_path, capped=True)
+                if stall_timeout_s is not None and now - seen_at > stall_timeout_s:
+                    raise ServerStartError(f"no progress for {_span(now - seen_at)} while starting: no answer on "
+                                           f"{self.ready_path} and the log silent; log: {self.log_path}",
+                                           self.log_path, capped=True)
+                time.sleep(0.2)
+        self.ready_after_s = round(time.monotonic() - self._started_at, 3)
+        stranger = self._foreign_listener()
+        if stranger:
+            raise ServerStartError(f"port {self.port} answers, but from {stranger}, not the server we started")
+        if self.cgroup is not None and self.proc.pid not in self.cgroup.pids():
+            raise ServerStartError(f"the server (pid {self.proc.pid}) is not inside its memory cgroup {self.cgroup.path}")
+
+    def _died_starting(self, code: int) -> ServerStartError:
+        if self.oom_watch is not None:
+            self.oom_watch.note_group()  # children may outlive the leader
+        oom = self._detect_oom(code, killed_by_us=False)
+        if oom:
+            detail = oom.get("line") or oom.get("note") or f"pid {oom.get('pid')}"
+            what = f"was killed for memory while starting ({oom['source']}): {detail}"
+        else:
+            what = f"exited with {_describe_exit(code)} while starting"
+            if self.oom_check_error:
+                what += f" (whether for memory is unknown: {self.oom_check_error})"
+        return ServerStartError(f"server {what}; log: {self.log_path}", self.log_path, oom=oom)
+
+    def exit_reason(self) -> str | None:
+        """"server exited with code N" (or "with signal S") once the process has ended, else None."""
+        if self.proc is None:
+            return None
+        code = self.exit.returncode if self.exit is not None else self.proc.poll()
+        if code is None:
+            return None
+        return f"server exited with signal {_signal_name(code)}" if code < 0 else f"server exited with code {code}"
+
+    def _foreign_listener(self) -> str | None:
+        assert self.proc is not None
+        ours = {self.proc.pid}
+        with contextlib.suppress(psutil.Error):
+            ours |= {c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)}
+        for conn in _listeners(self.port):
+            if conn.pid and conn.pid not in ours:
+                return f"pid {conn.pid}"
+        return None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> ExitInfo:
+        """SIGTERM the group, wait up to `grace_s`, then SIGKILL. Idempotent."""
+        if self.proc is None:
+            return ExitInfo(None, None, False)
+        if self.exit is not None:
+            return self.exit
+        pid = self.proc.pid
+        died_on_its_own = self.proc.poll() is not None
+        memory = None
+        if self.oom_watch is not None:
+            with contextlib.suppress(psutil.Error, OSError):  # the tree is going away as we look
+                self.oom_watch.note()
+                if died_on_its_own:
+                    self.oom_watch.note_group()
+        try:
+            _signal_group(pid, signal.SIGTERM)
+            _signal_group(pid, signal.SIGCONT)  # a stopped (SIGSTOP, T-state) server cannot act on TERM
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        finally:
+            # Whatever happened above (a timeout alarm included), the group gets SIGKILL.
+            _signal_group(pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+            _unregister(pid)
+            code = self.proc.returncode
+            # Our SIGKILL after the grace period is not an OOM; only the kernel or cgroup can say so.
+            we_killed = not died_on_its_own and code == -signal.SIGKILL
+            oom = self._detect_oom(code, killed_by_us=we_killed, clean_stop=not died_on_its_own and not we_killed)
+            memory = self._remove_cgroup()
+        self.exit = ExitInfo(
+            returncode=code,
+            signal=_signal_name(code),
+            stopped_by_us=not died_on_its_own,
+            oom=oom,
+            memory=memory,
+            oom_check_error=self.oom_check_error,
+        )
+        return self.exit
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        return f"signal {_signal_name(code)}"
+    return f"exit code {code}"
+
+
+def _signal_name(code: int | None) -> str | None:
+    if code is None or code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def _same_process(pid: int, create_time: float) -> bool:
+    try:
+        return abs(psutil.Process(pid).create_time() - create_time) < 0.01
+    except psutil.Error:
+        return False
+
+
+# --- pid files: what a hard-killed session left behind ---------------------------------------
+
+
+def _pid_dir() -> Path:
+    return cache_root() / "servers"
+
+
+def _register(pid: int) -> None:
+    with contextlib.suppress(psutil.Error, OSError):
+        d = _pid_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        proc, owner = psutil.Process(pid), psutil.Process()
+        record = {
+            "pid": pid,
+            "create_time": proc.create_time(),
+            "cmd": proc.cmdline(),
+            "owner": owner.pid,
+            "owner_create_time": owner.create_time(),
+        }
+        (d / f"{pid}.json").write_text(json.dumps(record))
+
+
+def _unregister(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        (_pid_dir() / f"{pid}.json").unlink()
+
+
+def reap_orphans() -> list[str]:
+    """Stop server groups that an earlier, hard-killed session started; returns what was reaped.
+
+    A group is reaped only if the session that started it is gone and its leader still exists
+    with the recorded start time, so neither a live session's server nor a reused pid that now
+    belongs to someone else is ever touched.
+    """
+    reaped: list[str] = []
+    d = _pid_dir()
+    if not d.is_dir():
+        return reaped
+    for entry in d.glob("*.json"):
+        try:
+            info = json.loads(entry.read_text())
+            if _same_process(info["owner"], info["owner_create_time"]):
+                continue  # its session is still running: not an orphan
+            proc = psutil.Process(info["pid"])
+            if abs(proc.create_time() - info["create_time"]) < 0.01:
+                _signal_group(info["pid"], signal.SIGKILL)
+                reaped.append(f"pid {info['pid']}: {' '.join(info['cmd'])[:100]}")
+        except (psutil.NoSuchProcess, OSError, ValueError, KeyError):
+            pass
+        with contextlib.suppress(OSError):
+            entry.unlink()
+    return reaped

@@ -1,0 +1,147 @@
+"""What an adapter declares: a framework described as data, with no engine logic in it.
+
+An adapter module builds one `Adapter`: the platforms it runs on, its install recipe, how to turn
+a model profile into a serve command, the endpoint that says "ready", which model id the server
+must list, and its protocol capabilities. The engine reads these fields; it never branches on a
+framework's name.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from bench.setup.installs import Installation, Recipe
+
+if TYPE_CHECKING:  # profiles import this module
+    from bench.setup.profiles import ModelProfile
+
+ModelFormat = Literal["gguf", "hf", "mlx", "ollama"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Protocol facts that change how requests are built (`Adapter.request_extras`, the cell's
+    request body). How a server ends its streams or answers an unknown model is not declared: the
+    stream parser and the verdict rules handle every form, whoever the server is."""
+
+    include_usage: bool = True  # send stream_options.include_usage (token counts from the server)
+    ignore_eos: bool = False  # send `ignore_eos` when asked: the server accepts and honours it
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """The model as one framework sees it: the local artefact and the id the server must list."""
+
+    path: Path | None  # a GGUF file or a model directory; None for registry tags (ollama)
+    served_id: str  # the id `/v1/models` must list and every request sends
+    alias: str | None = None  # what the serve command names it, when the adapter can choose
+
+
+@dataclass(frozen=True)
+class ServeContext:
+    install: Installation
+    model: ModelRef
+    host: str
+    port: int
+    split: str
+    concurrency: int
+    platform: str = ""  # the platform tag the command is for (e.g. "linux-x86_64+cuda")
+
+
+@dataclass(frozen=True)
+class ServeCommand:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # added to the inherited environment
+    cwd: Path | None = None
+    cpus: tuple[int, ...] | None = None  # CPU affinity it starts with (Linux): its processes inherit it
+
+    def to_json(self) -> dict:
+        out = {"argv": self.argv, "env": self.env, "cwd": str(self.cwd) if self.cwd else None}
+        if self.cpus is not None:
+            out["cpus"] = list(self.cpus)
+        return out
+
+
+class NotConfigured(LookupError):
+    """An adapter defined by the user's profile or command line has nothing to run; says how."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An adapter made concrete for one profile (and endpoint): what a cell runs."""
+
+    adapter: Adapter
+    install: Installation
+    model: ModelRef
+
+
+def this_platform() -> str:
+    """`linux-x86_64`, `darwin-arm64`, ...: the OS and CPU, without accelerators."""
+    return f"{platform.system().lower()}-{platform.machine().lower().replace('amd64', 'x86_64')}"
+
+
+def host_platforms() -> tuple[str, ...]:
+    """The platform tags this host offers, most specific first: `linux-x86_64+cuda` when an
+    NVIDIA GPU answers `nvidia-smi`, then the plain `linux-x86_64`."""
+    from bench.host.machine import detect  # machine detection runs nvidia-smi: only when asked
+
+    base = this_platform()
+    return (f"{base}+cuda", base) if detect().gpus else (base,)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A framework as data. `recipes` and `serve` may differ per platform tag: a recipe keyed
+    `"*"` applies wherever no tag-specific one exists; `serve` reads `ServeContext.platform`."""
+
+    name: str
+    platforms: frozenset[str]
+    model_format: ModelFormat
+    default_port: int
+    ready_path: str
+    recipes: Mapping[str, Recipe]
+    serve: Callable[[ServeContext], ServeCommand]
+    capabilities: Capabilities = Capabilities()
+    startup_timeout_s: float = 300.0
+    served_id: Callable[[ModelRef], str] | None = None  # when the server names the model itself
+    # Set by adapters that a profile or `--endpoint` defines instead of code (the generic
+    # `openai` one): (profile, endpoint or None) -> Bound, or raises NotConfigured.
+    bind: Callable[[ModelProfile, str | None], Bound] | None = None
+    notes: str = ""
+
+    def platform_here(self) -> str | None:
+        """The most specific platform tag of this host that the adapter supports, or None."""
+        return next((tag for tag in host_platforms() if tag in self.platforms), None)
+
+    def runs_here(self) -> bool:
+        return self.platform_here() is not None
+
+    def recipe_for(self, platform_tag: str) -> Recipe:
+        return self.recipes.get(platform_tag) or self.recipes["*"]
+
+    @property
+    def recipe(self) -> Recipe:
+        """The recipe for this host (the generic one where the adapter does not run here)."""
+        return self.recipe_for(self.platform_here() or "*")
+
+    def model_for_server(self, model: ModelRef) -> ModelRef:
+        """The model with the id this framework's server will list (e.g. mlx-lm: the absolute path)."""
+        if self.served_id is None:
+            return model
+        return replace(model, served_id=self.served_id(model))
+
+    @property
+    def takes_endpoint(self) -> bool:
+        """Whether `--endpoint` (an already-running server of unknown make) can be this framework."""
+        return self.bind is not None
+
+    def request_extras(self) -> dict:
+        """Fields every benchmark request carries for this framework."""
+        extras: dict = {}
+        if self.capabilities.include_usage:
+            extras["stream_options"] = {"include_usage": True}
+        return extras

