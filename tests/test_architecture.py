@@ -1,0 +1,125 @@
+"""The package's shape: layers import only downwards, no import cycles, small modules and folders.
+
+The layers, lowest first. A module may import its own layer and any layer below it; a cycle
+between modules (of one layer or several) fails too, because it hides which one is the base.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = [
+    "bench.base",      # paths, atomic files, clock, git
+    "bench.host",      # the machine and its limits
+    "bench.core",      # records, SSE, metrics, verdicts, the result model
+    "bench.setup",     # adapter contract, installs, profiles, prompts, tiny model
+    "adapters",        # one declarative module per framework
+    "bench.load",      # the load generator
+    "bench.run",       # one cell: servers, levels, verdict, result
+    "bench.reports",   # everything read back from result files
+    "bench.eval",      # eval rows and reference tables
+    "bench.plugins",   # the pytest layer
+    "bench.perf",      # measurements of the harness itself
+    "bench.cli",       # the cellbench command
+]
+MAX_LINES = 400
+MAX_MODULES_PER_FOLDER = 10
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for top in ("bench", "adapters"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """Every project module `path` imports, at any depth in the file (lazy imports count)."""
+    out: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and not name.startswith(target + "."):
+                out.add(target)
+    return out
+
+
+def _layer(name: str) -> int | None:
+    for rank, layer in enumerate(LAYERS):
+        if name == layer or name.startswith(layer + "."):
+            return rank
+    return None
+
+
+MODULES = _modules()
+GRAPH = {name: _imports(path, name, set(MODULES)) for name, path in MODULES.items()}
+
+
+def test_every_package_module_has_a_layer():
+    unplaced = [n for n in MODULES if _layer(n) is None and n not in {"bench", "bench.test_cells", "bench.test_eval"}]
+    assert unplaced == [], f"modules outside every layer: {unplaced}; add their package to LAYERS"
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = sorted(
+        f"{name} ({LAYERS[_layer(name)]}) imports {dep} ({LAYERS[_layer(dep)]})"
+        for name, deps in GRAPH.items() if _layer(name) is not None
+        for dep in deps if _layer(dep) is not None and _layer(dep) > _layer(name)
+    )
+    assert upward == []
+
+
+def test_no_import_cycle():
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(GRAPH.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join(stack[stack.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(GRAPH):
+        if node not in state:
+            visit(node)
+    assert cycles == []
+
+
+@pytest.mark.parametrize("path", sorted(MODULES.values()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_module_is_short(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines; split it by what it does"
+
+
+def test_no_folder_of_bench_holds_more_than_ten_modules():
+    folders: dict[Path, int] = {}
+    for path in MODULES.values():
+        if path.name != "__init__.py" and path.is_relative_to(ROOT / "bench"):
+            folders[path.parent] = folders.get(path.parent, 0) + 1
+    crowded = {str(f.relative_to(ROOT)): n for f, n in folders.items() if n > MAX_MODULES_PER_FOLDER}
+    assert crowded == {}
