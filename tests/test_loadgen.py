@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import json
 import os
 import signal
@@ -21,10 +22,11 @@ from dataclasses import replace
 import pytest
 from aiohttp import web
 
-from bench.host import affinity
-from bench.load.loadgen import LevelConfig, Progress, _encode, run_level, with_nonce
-from bench.setup.prompts import Prompt
 from bench.core.records import ErrorType
+from bench.host import affinity
+from bench.load import LevelConfig, Progress, run_level
+from bench.load.bodies import encode_bodies, with_nonce
+from bench.setup.prompts import Prompt
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -103,6 +105,7 @@ class ScriptServer:
             elif script[0] == "cut":  # two tokens, then the connection drops mid-response
                 await resp.write(delta({"content": "a"}) + delta({"content": "b"}))
                 await asyncio.sleep(0.05)
+                assert request.transport is not None  # the handler runs on an open connection
                 request.transport.abort()
                 return resp
             elif script[0] == "nofinish":  # a clean HTTP end without finish_reason or [DONE]
@@ -128,7 +131,7 @@ def prompts(script: str, n: int = 1, prefix: str = "p", tools=None) -> list[Prom
 
 
 def level(base_url: str, **kw) -> LevelConfig:
-    defaults = dict(base_url=base_url, model="req-model", concurrency=1, requests=1, warmup=0)
+    defaults = {"base_url": base_url, "model": "req-model", "concurrency": 1, "requests": 1, "warmup": 0}
     return LevelConfig(**{**defaults, **kw})
 
 
@@ -148,27 +151,27 @@ def test_closed_loop_bounds_concurrency_and_counts_requests(server):
     assert run.t_start == min(x.t_send for x in run.records) and run.t_end == max(x.t_end for x in run.records)
     assert not run.partial and run.stop_reason is None
     assert run.client.cpu_share > 0.0 and run.client.loop_lag_p99_ms is not None
-    assert run.client.schedule_lag_p99_ms is not None and run.client.schedule_lag_p99_ms < 1000
+    assert run.client.schedule_lag_p99_ms is not None and run.client.schedule_lag_p99_ms >= 0.0
     assert calls and calls[-1].done == 16 and calls[-1].total == 16 and calls[-1].failed == 0
     assert calls[-1].output_tps > 0
 
 
-def test_progress_arrives_about_once_a_second_with_growing_elapsed(server):
-    """What bench.load.progress.ProgressLine relies on: reports during the level about a second
-    apart, elapsed and output events counted from the measured phase's start (warm-up apart)
-    and growing, and a last report when done."""
-    calls: list[tuple[float, Progress]] = []
-    cfg = level(server.base_url, concurrency=1, requests=4, warmup=1,
-                progress=lambda p: calls.append((time.monotonic(), p)))
-    run = run_level(cfg, prompts("stream 8 0.08"), prompts("stream 5 0", prefix="w"))  # ~0.65 s a request
-    *during, (_, last) = calls
+def test_progress_arrives_at_most_once_a_second_with_growing_elapsed(server):
+    """What bench.load.progress.ProgressLine relies on: reports during the level, never less than
+    a second apart, elapsed and output events counted from the measured phase's start (warm-up
+    apart) and growing, and a last report when done. No upper bound on the gaps: a loaded host
+    may run the ticker late, and a level of about 5 s leaves seconds of room for two reports."""
+    calls: list[Progress] = []
+    cfg = level(server.base_url, concurrency=1, requests=4, warmup=1, progress=calls.append)
+    run = run_level(cfg, prompts("stream 8 0.15"), prompts("stream 5 0", prefix="w"))  # >= 1.2 s a request
+    *during, last = calls
     assert len(during) >= 2 and last.done == last.total == 4
-    elapsed = [p.elapsed_s for _, p in calls]
-    assert elapsed == sorted(elapsed) and 0.95 <= elapsed[0] <= 3.0  # upper bounds: a loaded CI machine
-    gaps = [b - a for (a, _), (b, _) in zip(during, during[1:])]
-    assert all(0.95 <= g <= 3.0 for g in gaps), gaps
-    assert [p.done for _, p in calls] == sorted(p.done for _, p in calls) and all(p.output_tps > 0 for _, p in during)
-    events = [p.output_events for _, p in calls]
+    elapsed = [p.elapsed_s for p in calls]
+    assert elapsed == sorted(elapsed) and elapsed[0] >= 1.0
+    gaps = [b.elapsed_s - a.elapsed_s for a, b in itertools.pairwise(during)]
+    assert all(g >= 1.0 - 1e-9 for g in gaps), gaps  # float rounding of the differences
+    assert [p.done for p in calls] == sorted(p.done for p in calls) and all(p.output_tps > 0 for p in during)
+    events = [p.output_events for p in calls]
     assert events == sorted(events) and events[-1] == sum(r.n_chunks for r in run.records) == 32
 
 
@@ -235,10 +238,10 @@ def test_connection_refused_is_connect():
 def test_per_request_timeout_names_the_limit(server):
     t0 = time.perf_counter()
     run = run_level(level(server.base_url, request_timeout_s=0.3), prompts("stall"), [])
-    assert time.perf_counter() - t0 < 5
+    assert time.perf_counter() - t0 < 15  # ended by the timeout, not by the server's 30 s stall
     err = run.records[0].error
     assert err.type is ErrorType.TIMEOUT and "request_timeout_s=0.3" in err.message
-    assert run.records[0].t_end - run.records[0].t_send == pytest.approx(0.3, abs=0.25)
+    assert 0.2 <= run.records[0].t_end - run.records[0].t_send < 15
 
 
 @pytest.mark.parametrize("script", ["cut", "nofinish"])
@@ -251,14 +254,15 @@ def test_stream_cut_midway_is_truncated(server, script):
 
 def test_deadline_stops_the_level_and_cancels_in_flight(server):
     t0 = time.perf_counter()
-    cfg = level(server.base_url, concurrency=2, requests=10, warmup=1, deadline=t0 + 0.6)
-    run = run_level(cfg, prompts("stream 100 0.05"), prompts("stream 1 0"))
-    assert time.perf_counter() - t0 < 3  # promptly, not after 5 s streams
+    # 2 s: time for the warm-up and both first chunks (~0.1 s) even on a loaded host
+    cfg = level(server.base_url, concurrency=2, requests=10, warmup=1, deadline=t0 + 2.0)
+    run = run_level(cfg, prompts("stream 600 0.05"), prompts("stream 1 0"))
+    assert time.perf_counter() - t0 < 15  # promptly, not after 30 s streams
     assert run.partial and "deadline" in run.stop_reason and "2/10" in run.stop_reason
     assert len(run.warmup_records) == 1 and run.warmup_records[0].ok
     assert [r.error.type for r in run.records] == [ErrorType.CANCELLED] * 2
     assert all(r.n_chunks > 0 and "deadline" in r.error.message for r in run.records)
-    assert all(r.t_end <= t0 + 1.0 for r in run.records)
+    assert all(r.t_end < t0 + 15 for r in run.records)
 
 
 def test_deadline_already_past_sends_nothing(server):
@@ -285,8 +289,8 @@ def test_signal_interrupt_propagates_out_of_the_level(server, after_s):
         signal.setitimer(signal.ITIMER_REAL, after_s)
         t0 = time.perf_counter()
         with pytest.raises(_Interrupt):
-            run_level(level(server.base_url, concurrency=8, requests=16), prompts("stream 400 0.002"), [])
-        assert time.perf_counter() - t0 < after_s + 1.0
+            run_level(level(server.base_url, concurrency=8, requests=16), prompts("stream 5000 0.002"), [])
+        assert time.perf_counter() - t0 < after_s + 8  # the level would take 20 s and more
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -304,8 +308,8 @@ def test_an_interrupt_python_could_only_report_as_unraisable_still_ends_the_leve
     t0 = time.perf_counter()
     with pytest.raises(_Interrupt):
         run_level(level(server.base_url, concurrency=2, requests=8, progress=lambda p: Doomed()),
-                  prompts("stream 400 0.002"), [])  # ~3.2 s without the interrupt
-    assert time.perf_counter() - t0 < 2.5
+                  prompts("stream 5000 0.002"), [])  # 40 s and more without the interrupt
+    assert time.perf_counter() - t0 < 15
 
 
 def test_the_hang_watchdog_covers_warm_up_and_keeps_its_records(server):
@@ -314,7 +318,7 @@ def test_the_hang_watchdog_covers_warm_up_and_keeps_its_records(server):
     t0 = time.perf_counter()
     cfg = level(server.base_url, requests=4, warmup=2, stall_timeout_s=0.5, request_timeout_s=20)
     run = run_level(cfg, prompts("stream 1 0"), prompts("stall"))
-    assert time.perf_counter() - t0 < 5
+    assert time.perf_counter() - t0 < 15  # the watchdog's 0.5 s, not the request timeout's 20 s
     assert run.partial and run.stop_reason.startswith("no progress for") and "during warm-up" in run.stop_reason
     assert run.records == [] and len(run.warmup_records) == 1
     (warm,) = run.warmup_records
@@ -323,12 +327,20 @@ def test_the_hang_watchdog_covers_warm_up_and_keeps_its_records(server):
 
 def test_a_server_gone_ends_the_level_at_once_and_types_what_was_in_flight(server):
     """`server_gone` answering a reason stops the level within a probe period; requests that were
-    in flight are the server's failures (truncated once headers came), not our cancellations."""
-    gone_at = time.perf_counter() + 0.4
-    cfg = level(server.base_url, concurrency=2, requests=50, request_timeout_s=20,
-                server_gone=lambda: "server exited with code 3" if time.perf_counter() >= gone_at else None)
-    run = run_level(cfg, prompts("stream 100 0.05"), [])
-    assert time.perf_counter() - gone_at < 2
+    in flight are the server's failures (truncated once headers came), not our cancellations.
+
+    The server "exits" once both streams have sent output, whenever that is on a loaded host: a
+    progress report counting more output events than one stream paced at 50 ms could have sent."""
+    gone_at: list[float] = []
+
+    def watch(p: Progress) -> None:
+        if not gone_at and p.output_events > p.elapsed_s / 0.05 + 1:
+            gone_at.append(time.perf_counter())
+
+    cfg = level(server.base_url, concurrency=2, requests=50, request_timeout_s=60, progress=watch,
+                server_gone=lambda: "server exited with code 3" if gone_at else None)
+    run = run_level(cfg, prompts("stream 600 0.05"), [])
+    assert gone_at and time.perf_counter() - gone_at[0] < 10  # within probes, not after 30 s streams
     assert run.partial and run.stop_reason.startswith("server exited with code 3; 0/50 measured requests done")
     assert [r.error.type for r in run.records] == [ErrorType.TRUNCATED] * 2
     assert all("went away" in r.error.message for r in run.records)
@@ -361,8 +373,8 @@ def test_without_a_nonce_the_prompts_go_as_they_are(server):
 def test_encoded_bodies_one_per_request_only_with_a_nonce():
     prompts_ = chat("x", 2)
     plain = level("http://127.0.0.1:1", requests=6)
-    assert len(_encode(plain, prompts_, 6)) == 2  # request i sends body i % 2
-    bodies = _encode(replace(plain, nonce="t"), prompts_, 6)
+    assert len(encode_bodies(plain, prompts_, 6)) == 2  # request i sends body i % 2
+    bodies = encode_bodies(replace(plain, nonce="t"), prompts_, 6)
     assert [p.name for p, _ in bodies] == ["q0", "q1"] * 3
     assert len({body for _, body in bodies}) == 6
 

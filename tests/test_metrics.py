@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from dataclasses import replace
-
 from bench.core import metrics
-from bench.host.affinity import CpuUse
-from bench.load.loadgen import ClientHealth, LevelConfig, LevelRun
+from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.records import ErrorType, RequestError, RequestRecord
+from bench.host.affinity import CpuUse
 
 CFG = LevelConfig(base_url="http://127.0.0.1:1", model="m", concurrency=2, requests=4)
 HEALTHY = ClientHealth(cpu_share=0.1, loop_lag_p99_ms=1.0, schedule_lag_p99_ms=2.0)
@@ -274,7 +273,8 @@ def test_a_late_client_is_told_apart_from_a_starved_one(health, limited_by, reas
     if health.host is not None:
         assert (client["cpus_busy"], client["host_cpu_busy"], client["host_cpus"]) == (
             health.host.client_cpus_busy, health.host.host_busy, 2)
-        assert (client["run_queue_wait_share"], client["involuntary_switches"]) == (health.host.run_queue_wait_share, 40)
+        assert (client["run_queue_wait_share"], client["involuntary_switches"]) == (
+            health.host.run_queue_wait_share, 40)
 
 
 def test_the_client_block_says_where_the_client_ran():

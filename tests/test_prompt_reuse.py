@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bench.setup import profiles
-from bench.run.cell import CellConfig, run_cell
 from bench.core.result import new_run_id, validate
-from bench.plugins.servers import launching
+from bench.plugins.fixtures import launching
+from bench.run.cell import CellConfig, run_cell
+from bench.setup import profiles
+
+pytestmark = pytest.mark.integration  # each case starts the fault server for real, as test_faults does
 
 PROFILE = """\
 name: tiny-fault
@@ -29,7 +32,7 @@ openai:
 """
 
 
-def cell(tmp_path: Path, **kw) -> dict:
+def cell(tmp_path: Path, **kw) -> dict[str, Any]:
     path = tmp_path / "tiny-fault.yaml"
     path.write_text(PROFILE.format(python=sys.executable))
     cfg = CellConfig(framework="openai", split="chat", profile=profiles.load_profile(str(path)),
@@ -38,7 +41,7 @@ def cell(tmp_path: Path, **kw) -> dict:
     with launching() as launch:
         outcome = run_cell(cfg, launch)
     validate(outcome.result)
-    return outcome.result
+    return dict(outcome.result)
 
 
 @pytest.mark.parametrize(

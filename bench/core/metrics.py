@@ -3,7 +3,7 @@
 Per-request functions take a `RequestRecord` and return seconds (or tokens, tokens/s); they
 return None when a stamp they need is missing. Level functions aggregate over the measured
 records of a `LevelRun`; latency statistics use successful requests only.
-Statistics: mean, min, max, population stdev (numpy's default, as vLLM) and percentiles by
+Statistics: mean, min, max, population stdev (ddof=0, numpy's default) and percentiles by
 linear interpolation (numpy's default; p99 of 1..100 is 99.01, never nearest-rank).
 """
 
@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from bench.core.level_run import ClientHealth, LevelRun
 from bench.core.records import RequestRecord
-
-if TYPE_CHECKING:  # loadgen imports this module
-    from bench.load.loadgen import ClientHealth, LevelRun
 
 PERCENTILES = (50, 90, 95, 99)
 DIVERGENCE_BAND = (0.95, 1.05)  # completion_tokens / chunks outside it: the request diverges

@@ -1,1 +1,22 @@
-"""The load generator: drives an OpenAI-compatible API at fixed concurrency and records every request."""
+"""The load generator: drives an OpenAI-compatible chat API at a fixed concurrency and records
+every request.
+
+The entry point is here: `run_level(LevelConfig, prompts, warmup_prompts) -> LevelRun`. The
+modules, in the order a level uses them:
+
+- `runner`: `run_level`, the level's own event loop, CPU pinning, GC and interrupt guards;
+- `closed_loop`: warm-up, the closed-loop slots and their schedule, and stopping early;
+- `request`: one streaming HTTP request, into a record or a typed error;
+- `watch`: the 10 ms ticker (hang watchdog, server probe, loop lag, progress);
+- `health`: the client's health over the measured phase;
+- `bodies`: the request bodies; `interrupts`: interrupts that must end a level;
+- `progress`: the rate-limited progress line a cell prints.
+
+The data types (`LevelConfig`, `LevelRun`, `ClientHealth`, `Progress`) live in
+`bench.core.level_run`, where the metrics read them; they are re-exported here.
+"""
+
+from bench.core.level_run import ClientHealth, LevelConfig, LevelRun, Progress
+from bench.load.runner import EVENT_LOOP, run_level
+
+__all__ = ["EVENT_LOOP", "ClientHealth", "LevelConfig", "LevelRun", "Progress", "run_level"]

@@ -1,10 +1,10 @@
 """A cell's progress line during long levels, rate-limited so that CI logs stay readable.
 
-The load generator reports ~once a second (`bench.load.loadgen.Progress`); `ProgressLine` turns that
-into at most one plain line per `interval_s` per cell, and none at all for a level that ends
-sooner: `llamacpp-chat c=8: 40/100 requests (2 failed), 512.3 tok/s, 31 s`. Plain lines on a
-terminal too, never `\\r` animation: pytest writes each cell's status on the same terminal line,
-and a rewritten line would swallow it.
+The load generator reports ~once a second (`bench.core.level_run.Progress`); `ProgressLine`
+turns that into at most one plain line per `interval_s` per cell, and none at all for a level
+that ends sooner: `llamacpp-chat c=8: 40/100 requests (2 failed), 512.3 tok/s, 31 s`. Plain
+lines on a terminal too, never `\\r` animation: pytest writes each cell's status on the same
+terminal line, and a rewritten line would swallow it.
 
 `terminal_writer` puts the lines on pytest's terminal (capture suspended for the write). An
 xdist worker has no terminal of its own: its stdout is the channel to the controller, so its
@@ -20,7 +20,7 @@ from contextlib import nullcontext
 
 import pytest
 
-from bench.load.loadgen import Progress
+from bench.core.level_run import Progress
 
 DEFAULT_INTERVAL_S = 30.0
 

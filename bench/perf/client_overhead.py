@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, cast
 
 import psutil
 
-from bench.load.loadgen import EVENT_LOOP, LevelConfig, run_level
 from bench.core.metrics import summarize_level
+from bench.load import EVENT_LOOP, LevelConfig, LevelRun, run_level
 from bench.setup.prompts import Prompt
 
 MODEL = "perf-model"
@@ -77,11 +80,11 @@ class _PacedSSE(asyncio.Protocol):
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self.buf = b""
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport  # set by connection_made, before any data arrives
         self.task: asyncio.Future | None = None  # the response being streamed (a reference keeps it alive)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a TCP server's: a full Transport
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -117,13 +120,15 @@ def serve(interval: float, core: int | None) -> None:
     """Child entry point: print `PORT <n>`, serve until stdin closes (the parent is gone)."""
     if core is not None:
         os.sched_setaffinity(0, {core})
+    loop: asyncio.AbstractEventLoop
     try:
         import uvloop
 
         loop = uvloop.new_event_loop()
     except ImportError:
         loop = asyncio.new_event_loop()
-    server = loop.run_until_complete(loop.create_server(lambda: _PacedSSE(interval), "127.0.0.1", 0, backlog=1024))
+    server: asyncio.Server = loop.run_until_complete(
+        loop.create_server(lambda: _PacedSSE(interval), "127.0.0.1", 0, backlog=1024))
     print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
     threading.Thread(target=lambda: (sys.stdin.buffer.read(), os._exit(0)), daemon=True).start()
     loop.run_forever()
@@ -132,38 +137,32 @@ def serve(interval: float, core: int | None) -> None:
 # ------------------------------------------------------------------ the client (this process)
 
 
-def measure(
-    concurrency: int = 50, interval_ms: float = 10.0, tokens: int = 200, rounds: int = 3, pin: bool = True
-) -> dict[str, Any]:
-    """Run one closed-loop level of concurrency x rounds requests against the paced server."""
-    cpus = sorted(os.sched_getaffinity(0))
-    server_core = cpus[-1] if pin and len(cpus) >= 2 else None
+@dataclass
+class PacedRun:
+    """One level against the paced server, and what it cost the server."""
+
+    run: LevelRun
+    interval_ms: float
+    tokens: int  # content chunks per response
+    cpus: int  # CPUs this process could use before the server took one
+    server_core: int | None  # the CPU the server was pinned to
+    server_cpu_s: float  # the server process's CPU seconds over the level
+
+
+@contextlib.contextmanager
+def paced_server(interval_ms: float, core: int | None = None) -> Iterator[tuple[str, psutil.Process]]:
+    """The zero-work SSE server in a child process (pinned to `core` when given): yields its base
+    URL and its process; the child exits when this context closes its stdin."""
     cmd = [sys.executable, "-m", "bench.perf.client_overhead", "--serve", "--interval-ms", str(interval_ms)]
-    if server_core is not None:
-        cmd += ["--core", str(server_core)]
-        os.sched_setaffinity(0, set(cpus[:-1]))
+    if core is not None:
+        cmd += ["--core", str(core)]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None  # both piped
     try:
         line = proc.stdout.readline()
         if not line.startswith("PORT "):
             raise RuntimeError(f"perf server did not start: {line!r}")
-        server = psutil.Process(proc.pid)
-        prompts = [
-            Prompt(name=f"p{i}", messages=({"role": "user", "content": "go"},), max_tokens=tokens)
-            for i in range(concurrency)
-        ]
-        warm = [Prompt(name="warm", messages=({"role": "user", "content": "go"},), max_tokens=5)]
-        cfg = LevelConfig(
-            base_url=f"http://127.0.0.1:{line.split()[1]}",
-            model=MODEL,
-            concurrency=concurrency,
-            requests=concurrency * rounds,
-            warmup=1,
-            extra_body={"stream_options": {"include_usage": True}},
-        )
-        cpu0 = server.cpu_times()
-        run = run_level(cfg, prompts, warm)
-        cpu1 = server.cpu_times()
+        yield f"http://127.0.0.1:{line.split()[1]}", psutil.Process(proc.pid)
     finally:
         proc.stdin.close()
         try:
@@ -171,23 +170,60 @@ def measure(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def run_paced(concurrency: int = 50, interval_ms: float = 10.0, tokens: int = 200, rounds: int = 3,
+              pin: bool = True) -> PacedRun:
+    """Run one closed-loop level of concurrency x rounds requests against the paced server, the
+    server on the last CPU and this process on the others when `pin` and there are two or more."""
+    cpus = sorted(os.sched_getaffinity(0))
+    server_core = cpus[-1] if pin and len(cpus) >= 2 else None
+    prompts = [
+        Prompt(name=f"p{i}", messages=({"role": "user", "content": "go"},), max_tokens=tokens)
+        for i in range(concurrency)
+    ]
+    warm = [Prompt(name="warm", messages=({"role": "user", "content": "go"},), max_tokens=5)]
+    if server_core is not None:
+        os.sched_setaffinity(0, set(cpus[:-1]))
+    try:
+        with paced_server(interval_ms, server_core) as (base_url, server):
+            cfg = LevelConfig(
+                base_url=base_url,
+                model=MODEL,
+                concurrency=concurrency,
+                requests=concurrency * rounds,
+                warmup=1,
+                extra_body={"stream_options": {"include_usage": True}},
+            )
+            cpu0 = server.cpu_times()
+            run = run_level(cfg, prompts, warm)
+            cpu1 = server.cpu_times()
+    finally:
         if server_core is not None:
             os.sched_setaffinity(0, set(cpus))
+    server_cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+    return PacedRun(run, interval_ms, tokens, len(cpus), server_core, server_cpu)
+
+
+def figures(paced: PacedRun) -> dict[str, Any]:
+    """The figures of a paced run: offered and delivered chunks/s, client CPU per chunk and share
+    of a core, the server's share, schedule lag, loop lag, ITL against the paced interval, TTFT."""
+    run, interval_ms = paced.run, paced.interval_ms
+    concurrency = run.config.concurrency
     s = summarize_level(run)
     wall = s["wall_time_s"]
     chunks = s["chunks_total"]
     client = s["client"]
     offered = concurrency * 1000.0 / interval_ms
-    server_cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
     return {
         "config": {
             "concurrency": concurrency,
             "interval_ms": interval_ms,
-            "tokens_per_response": tokens,
-            "requests": cfg.requests,
+            "tokens_per_response": paced.tokens,
+            "requests": run.config.requests,
             "loop": EVENT_LOOP,
-            "cpus": len(cpus),
-            "server_core": server_core,
+            "cpus": paced.cpus,
+            "server_core": paced.server_core,
         },
         "successful": s["successful"],
         "failed": s["failed"],
@@ -197,7 +233,7 @@ def measure(
         "delivered_fraction": round(chunks / wall / offered, 4) if wall else None,
         "client_cpu_us_per_chunk": round(client["cpu_share"] * wall / chunks * 1e6, 1) if chunks else None,
         "client_cpu_share": round(client["cpu_share"], 3),
-        "server_cpu_share": round(server_cpu / wall, 3) if wall else None,
+        "server_cpu_share": round(paced.server_cpu_s / wall, 3) if wall else None,
         "schedule_lag_ms": {"p50": _r(s["schedule_lag_ms"]["p50"]), "p99": _r(s["schedule_lag_ms"]["p99"])},
         "loop_lag_p99_ms": _r(client["loop_lag_p99_ms"]),
         "itl_ms": {"paced": interval_ms, "p50": _r(s["itl_ms"]["p50"]), "p99": _r(s["itl_ms"]["p99"])},
@@ -205,6 +241,13 @@ def measure(
         "client_bound": client["client_bound"],
         "client_bound_reasons": client["reasons"],
     }
+
+
+def measure(
+    concurrency: int = 50, interval_ms: float = 10.0, tokens: int = 200, rounds: int = 3, pin: bool = True
+) -> dict[str, Any]:
+    """`figures` of one `run_paced` level."""
+    return figures(run_paced(concurrency, interval_ms, tokens, rounds, pin))
 
 
 def _r(x: float | None) -> float | None:
