@@ -1,17 +1,20 @@
 """oMLX: a multi-model MLX server that serves every model folder it finds in `--model-dir`.
 
-SiliconBench's command: `omlx serve --model-dir .models/omlx --port 8005 --host 0.0.0.0` with the
-cache arguments of its default `ram` mode: a fresh `--paged-ssd-cache-dir`, `--paged-ssd-cache-max-size
-100GB`, `--hot-cache-max-size 8GB` and `OMLX_HOT_CACHE_ONLY=true`. Both cache sizes are explicit
+The command is `omlx serve --model-dir <dir> --port <port> --host <host>` with explicit cache
+settings: a fresh `--paged-ssd-cache-dir`, `--paged-ssd-cache-max-size 100GB`,
+`--hot-cache-max-size 8GB` and `OMLX_HOT_CACHE_ONLY=true`. Both cache sizes are explicit
 because omlx persists CLI arguments to ~/.omlx/settings.json, so its documented defaults are not
 what a later start gets; the SSD cache directory is emptied before each start, so no server starts
 warm from an earlier one.
 
 The model directory holds exactly one entry, a symlink to the MLX folder; omlx lists a model under
-its folder name, so the link's name is the served id. SiliconBench named it after its own MLX
-folder; here the folder is a Hub-cache snapshot named by a commit hash, so the link carries the
-profile's id. The id must be sent explicitly: omlx also lists every model in the user's HF cache,
-and SiliconBench, taking `/v1/models[0]`, got a stray model and HTTP 409 on every request.
+its folder name, so the link's name is the served id. The folder is a Hub-cache snapshot named by a
+commit hash, so the link carries the profile's id instead. The id is sent explicitly with every
+request: omlx also lists every model in the user's HF cache, so the first listed model may be a
+stray one, and a listed model other than the loaded one answers HTTP 409.
+
+The link is replaced atomically by renaming a fresh symlink over it; `bench.base.files.atomic_write`
+replaces a file's contents, not a link, so this module keeps that one rename of its own.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import os
 import shutil
 from pathlib import Path
 
-from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
 from bench.base.paths import cache_root
+from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
 from bench.setup.scripted_install import ScriptedInstall, Step
 
 REPO = "https://github.com/jundot/omlx.git"

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.host import affinity
-from bench.setup.adapter import ServeCommand
-from bench.host.affinity import AffinityError, CpuSample, Placement
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import validate
-from bench.run.server import ServerProcess, free_port
+from bench.host import affinity
+from bench.host.affinity import AffinityError, CpuSample, Placement
+from bench.host.ports import free_port
+from bench.run.server import ServerProcess
+from bench.setup.adapter import ServeCommand
 
 linux_only = pytest.mark.skipif(not affinity.supported(), reason="CPU affinity is a Linux API")
 
@@ -229,9 +230,11 @@ formats:
   gguf: {{served_id: tiny}}
 openai:
   command: [/bin/sh, -c, 'grep Cpus_allowed_list /proc/self/status; exec "$0" -m tests.support.faultserver --port {{port}} --mode ok', {python}]
-"""
+"""  # noqa: E501 (a profile line, kept whole)
 
 
+@pytest.mark.timeout(1900)  # waits up to 1500 s for another session's host lock
+@pytest.mark.integration
 @linux_only
 def test_a_session_pins_the_server_and_the_client_where_asked(tmp_path):
     """A real pytest session with --server-cpus and --client-cpus: the server (and a process it
@@ -244,7 +247,7 @@ def test_a_session_pins_the_server_and_the_client_where_asked(tmp_path):
            f"--model={profile}", f"--results-dir={tmp_path / 'results'}", "--requests", "3", "--warmup", "1",
            "--concurrency", "1,2", "--server-cpus", str(server_cpu), "--client-cpus", str(client_cpu),
            "--host-lock-timeout", "1500"]  # seconds alone; the bound is for other sessions' cells on this host
-    out = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
+    out = subprocess.run(cmd, check=False, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
     (path,) = (tmp_path / "results").rglob("openai_*.json")
     result = json.loads(path.read_text())
     validate(result)

@@ -20,6 +20,7 @@ from bench.eval.tables import (
     parse_tables,
     plan_edit,
 )
+from bench.eval.tables import write as table_write
 
 DOC = '''"""Tiny arithmetic eval.
 
@@ -73,7 +74,7 @@ def line_of(text: str, needle: str) -> int:
 def changed_lines(old: str, new: str) -> list[int]:
     a, b = old.splitlines(), new.splitlines()
     assert len(a) == len(b)
-    return [n for n, (x, y) in enumerate(zip(a, b), 1) if x != y]
+    return [n for n, (x, y) in enumerate(zip(a, b, strict=True), 1) if x != y]
 
 
 @pytest.fixture
@@ -174,7 +175,7 @@ def test_old_comment_format_is_reported_never_edited():
 
 def test_a_file_with_only_comment_tables_fails_saying_so():
     text = '"""Tiny eval, tables below."""\n\n# Accuracy (summary)\n# | Model | Config | accuracy | Source |\n'
-    text += "# | ----- | ------ | -------- | ------ |\n# | tiny | llamacpp | TBD | PR #1 [H100, full-set, c=4] |\nX = 1\n"
+    text += "# | ----- | ------ | -------- | ------ |\n# | tiny | llamacpp | TBD | PR #1 [H100, full-set, c=4] |\nX = 1\n"  # noqa: E501 (data: one row, as written)
     new, outcome = plan_edit(text, make_edit())
     assert new == text and outcome.status == "fail"
     assert "old-format tables in `#` comments (lines [4, 5, 6])" in outcome.reason
@@ -226,7 +227,7 @@ def test_replace_keeps_indent_trailing_space_and_crlf():
 
 
 def test_rows_wider_than_the_header_keep_their_own_widths():
-    wide = "| tiny  | llamacpp, c=4, a much longer config | 50.00%     | 25/50   | 0      | PR #1 [H100, full-set, c=4]  |"
+    wide = "| tiny  | llamacpp, c=4, a much longer config | 50.00%     | 25/50   | 0      | PR #1 [H100, full-set, c=4]  |"  # noqa: E501 (data: one row, as written)
     text = DOC.replace("| tiny  | llamacpp, c=4 | 50.00%   | 25/50   | 0      | PR #1 [H100, full-set, c=4]  |", wide)
     new, outcome = plan_edit(text, make_edit())
     assert outcome.status == "ok"
@@ -255,7 +256,7 @@ def test_replacing_with_the_same_values_is_ok_and_changes_nothing():
 
 
 def test_escaped_pipes_round_trip_in_a_raw_docstring():
-    text = "r" + DOC.replace("| 0      | PR #1 [H100, full-set, c=4]  |", "| a \\| b | PR #1 [H100, full-set, c=4]  |", 1)
+    text = "r" + DOC.replace("| 0      | PR #1 [H100, full-set, c=4]  |", "| a \\| b | PR #1 [H100, full-set, c=4]  |", 1)  # noqa: E501 (data: one row, as written)
     row = parse_tables(text).tables[0].rows[0]
     assert row.width_ok and row.cells[4] == "a | b"
     new, outcome = plan_edit(text, make_edit(cells={"accuracy": "x|y", "correct": "1\\|2"}))
@@ -280,7 +281,7 @@ def test_append_goes_after_the_sections_last_row_with_identity_copied_and_metric
     assert lines[:10] == DOC.splitlines()[:10] and lines[11:] == DOC.splitlines()[10:]
     assert lines[10] == "| tiny  | llamacpp, c=4 | 70.00%   | –       | –      | PR #2 [H200, full-set, c=4]  |"
     assert outcome.after == lines[10] and outcome.before is None
-    assert lines[-4] == DOC.splitlines()[-4] and "local [H200" in lines[-4]  # the Local row with the same tag is untouched
+    assert lines[-4] == DOC.splitlines()[-4] and "local [H200" in lines[-4]  # the Local row with the same tag is untouched  # noqa: E501 (data: one row, as written)
 
 
 def test_appended_row_is_replaced_by_the_next_run():
@@ -299,7 +300,7 @@ def test_append_uses_new_row_when_there_is_no_template():
     )
     new, outcome = plan_edit(DOC, edit)
     assert (outcome.action, outcome.line) == ("appended", 17)
-    assert new.splitlines()[16] == "| tiny  | sglang, c=4   | 0.1            | 9.0            | PR #2 [H200, full-set, c=4] |"
+    assert new.splitlines()[16] == "| tiny  | sglang, c=4   | 0.1            | 9.0            | PR #2 [H200, full-set, c=4] |"  # noqa: E501 (data: one row, as written)
 
 
 def test_append_without_template_or_new_row_fails():
@@ -337,7 +338,7 @@ def test_ambiguous_match_fails_listing_every_match(bench_file: Path, lock_dir: P
     bench_file.write_text(text)
     [outcome] = apply_edits(bench_file, [make_edit()], lock_dir)
     assert outcome.status == "fail" and outcome.reason.startswith("2 rows match")
-    assert "line 9: | tiny  | llamacpp, c=4 |" in outcome.reason and "line 10: | tiny  | llamacpp, c=4, big" in outcome.reason
+    assert "line 9: | tiny  | llamacpp, c=4 |" in outcome.reason and "line 10: | tiny  | llamacpp, c=4, big" in outcome.reason  # noqa: E501 (data: one row, as written)
     assert bench_file.read_text() == text
 
 
@@ -407,9 +408,10 @@ def test_written_file_imports_and_keeps_its_mode(bench_file: Path, lock_dir: Pat
     assert outcome.status == "ok"
     assert bench_file.stat().st_mode & 0o777 == 0o640
     spec = importlib.util.spec_from_file_location("benchmark_tiny_written", bench_file)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.VALUE == 42 and "| 51.00%   | 26/50   |" in module.__doc__
+    assert module.VALUE == 42 and "| 51.00%   | 26/50   |" in (module.__doc__ or "")
 
 
 def test_lock_file_lives_in_lock_dir_and_a_held_lock_times_out(bench_file: Path, lock_dir: Path):
@@ -425,10 +427,10 @@ def test_lock_file_lives_in_lock_dir_and_a_held_lock_times_out(bench_file: Path,
 
 
 def test_nothing_to_change_writes_nothing(bench_file: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch):
-    def no_write(*args):
+    def no_write(*args, **kwargs):
         raise AssertionError("wrote")
 
-    monkeypatch.setattr(tables, "_write_atomic", no_write)
+    monkeypatch.setattr(table_write, "atomic_write", no_write)
     same = RowEdit("r1", make_edit().locate, "H100", "PR #1", {"accuracy": "50.00%"})
     outcomes = apply_edits(bench_file, [make_edit(cells={"nope": "1"}), same], lock_dir)
     assert [o.status for o in outcomes] == ["fail", "ok"]
@@ -446,7 +448,7 @@ def test_interrupted_write_leaves_the_original_and_no_temp_file(
         seen.append(str(args[0]))
         raise exc("interrupted")
 
-    monkeypatch.setattr(tables.os, patched, boom)
+    monkeypatch.setattr(os, patched, boom)
     if exc is KeyboardInterrupt:
         with pytest.raises(KeyboardInterrupt):
             apply_edits(bench_file, [make_edit()], lock_dir)
@@ -467,7 +469,7 @@ def test_a_file_changed_behind_the_lock_is_not_overwritten(
         bench_file.write_text(DOC + "# edited by hand\n")
         real_fsync(fd)
 
-    monkeypatch.setattr(tables.os, "fsync", sneaky_fsync)
+    monkeypatch.setattr(os, "fsync", sneaky_fsync)
     [outcome] = apply_edits(bench_file, [make_edit()], lock_dir)
     assert outcome.status == "fail" and "changed while it was being edited" in outcome.reason
     assert bench_file.read_text() == DOC + "# edited by hand\n"
@@ -502,7 +504,7 @@ def fake_plan(mutate):
 def test_verification_refuses_what_the_edits_did_not_announce(
     bench_file: Path, lock_dir: Path, monkeypatch: pytest.MonkeyPatch, mutate, reason: str
 ):
-    monkeypatch.setattr(tables, "plan_edit", fake_plan(mutate))
+    monkeypatch.setattr(table_write, "plan_edit", fake_plan(mutate))
     outcomes = apply_edits(bench_file, [make_edit(), make_edit(row_id="r2")], lock_dir)
     assert [o.status for o in outcomes] == ["fail", "fail"]
     assert all(o.reason.startswith("nothing written: ") and reason in o.reason for o in outcomes)

@@ -4,12 +4,12 @@ import os
 
 import pytest
 
-from bench.host import machine
-from bench.setup import profiles
-from bench.run.cell import CellConfig, run_cell
-from bench.host.machine import detect, machine_slug, slugify
 from bench.core.result import new_run_id
 from bench.core.verdicts import Verdict
+from bench.host import machine
+from bench.host.machine import detect, machine_slug, slugify
+from bench.run.cell import CellConfig, run_cell
+from bench.setup import profiles
 
 
 @pytest.mark.parametrize(

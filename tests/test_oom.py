@@ -7,17 +7,18 @@ controller); they skip naming what is missing only where the machine does not al
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from bench.host import memlimit
-from bench.host import oom
+from bench.host import jetsam, kernel_log, memlimit, oom
 from bench.host.memlimit import MemoryLimitUnavailable, format_size, parse_size
 
 # Allocates 512 MiB and touches it page by page, so the pages are really charged.
@@ -104,7 +105,7 @@ def test_real_oom_kill_in_a_memory_cgroup(cgroup):
     assert evidence["source"] == "cgroup oom_kill"
     assert evidence["pid"] == proc.pid and evidence["signal"] == "SIGKILL"
     assert evidence["cgroup"]["oom_kill"] >= 1 and evidence["cgroup"]["limit_bytes"] == 64 << 20
-    _, log_error = oom.read_kernel_log()
+    _, log_error = kernel_log.read_kernel_log()
     if log_error is None:  # root on Linux: the kernel's own words are in the evidence
         assert f"Killed process {proc.pid} (" in evidence["line"]
         assert "out of memory" in evidence["line"].lower()
@@ -136,7 +137,7 @@ def test_our_own_sigkill_is_not_an_oom():
     assert proc.wait(timeout=10) == -signal.SIGKILL
     assert watch.detect(proc.returncode, killed_by_us=True) is None
     # Even blamed on no one, a SIGKILL with nothing from the kernel is no evidence of an OOM.
-    if oom.read_kernel_log()[1] is None:
+    if kernel_log.read_kernel_log()[1] is None:
         assert watch.detect(proc.returncode, killed_by_us=False) is None
 
 
@@ -186,8 +187,9 @@ def test_an_unreadable_unified_log_leaves_a_jetsam_kill_undecided(monkeypatch):
 
 
 def _server(tmp_path, code: str):
+    from bench.host.ports import free_port
+    from bench.run.server import ServerProcess
     from bench.setup.adapter import ServeCommand
-    from bench.run.server import ServerProcess, free_port
 
     return ServerProcess(ServeCommand([sys.executable, "-c", code]), host="127.0.0.1", port=free_port(),
                          ready_path="/", startup_timeout_s=30, log_path=tmp_path / "server.log")
@@ -220,7 +222,7 @@ def test_a_failing_detector_is_recorded_not_swallowed(tmp_path, monkeypatch):
 # --- the kernel log, as this machine writes it (Linux 6.18, cgroup v1, recorded 2025) ------------
 
 RECORDED = [
-    (9587.143300, "[  18244]     0 18244   135214    17976    16288     1688         0   196608        0             0 python3"),
+    (9587.143300, "[  18244]     0 18244   135214    17976    16288     1688         0   196608        0             0 python3"),  # noqa: E501 (data: one row, as written)
     (9587.143304, ("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
                    "oom_memcg=/process_api/3baf/cellbench-17377-1,task_memcg=/process_api/3baf/cellbench-17377-1,"
                    "task=python3,pid=18244,uid=0")),
@@ -230,11 +232,11 @@ RECORDED = [
     # a global OOM kill of somebody else's process
     (9590.000000, "Out of memory: Killed process 4242 (llama-server) total-vm:1kB, anon-rss:1kB"),
 ]
-LINES = [oom.KernelLine(t, text) for t, text in RECORDED]
+LINES = [kernel_log.KernelLine(t, text) for t, text in RECORDED]
 
 
 def test_kernel_kills_by_pid_of_the_tree():
-    kills = oom.kernel_kills(LINES, pids=[1, 18244], since=9000.0)
+    kills = kernel_log.kernel_kills(LINES, pids=[1, 18244], since=9000.0)
     assert [k.pid for k in kills] == [18244]
     kill = kills[0]
     assert kill.process == "python3" and kill.line.startswith("Memory cgroup out of memory: Killed process 18244")
@@ -242,23 +244,23 @@ def test_kernel_kills_by_pid_of_the_tree():
 
 
 def test_kernel_kills_by_cgroup_when_the_pid_was_never_seen():
-    kills = oom.kernel_kills(LINES, pids=[], memcg="/process_api/3baf/cellbench-17377-1")
+    kills = kernel_log.kernel_kills(LINES, pids=[], memcg="/process_api/3baf/cellbench-17377-1")
     assert [k.pid for k in kills] == [18244] and kills[0].line is not None
 
 
 def test_kernel_kills_ignore_reports_from_before_the_start():
-    assert [k.pid for k in oom.kernel_kills(LINES, pids=[18244, 4242], since=9590.0)] == [4242]
-    assert [k.pid for k in oom.kernel_kills(LINES, pids=[18244, 4242], since=9600.0)] == []
+    assert [k.pid for k in kernel_log.kernel_kills(LINES, pids=[18244, 4242], since=9590.0)] == [4242]
+    assert [k.pid for k in kernel_log.kernel_kills(LINES, pids=[18244, 4242], since=9600.0)] == []
 
 
 def test_global_oom_line_for_another_process_is_not_ours():
-    assert oom.kernel_kills(LINES, pids=[4243]) == []
+    assert kernel_log.kernel_kills(LINES, pids=[4243]) == []
 
 
 def test_kernel_log_is_readable_as_root():
     if os.geteuid() != 0 or not sys.platform.startswith("linux"):
         pytest.skip("reading the kernel log needs root (CAP_SYSLOG) on Linux")
-    lines, why = oom.read_kernel_log()
+    lines, why = kernel_log.read_kernel_log()
     assert why is None and lines and all(isinstance(kl.text, str) for kl in lines)
 
 
@@ -275,11 +277,11 @@ Timestamp                       Thread     Type        Activity             PID 
 2025-03-01 10:23:45.130000-0800 0x88       Default     0x0                  311    0    ReportCrash: ReportSystemMemory: Process llama-server [5120] killed by jetsam reason per-process-limit
 2025-03-01 10:24:01.000000-0800 0x1a2b     Default     0x0                  0      0    kernel: memorystatus: killing_top_process pid 777 [Python] (vm-pageshortage 1) 1234KB - memorystatus_available_pages: 1200
 2025-03-01 10:24:02.000000-0800 0x1a2b     Default     0x0                  0      0    kernel: memorystatus: killing_highwater_process [com.apple.WebKit.WebContent] (highwater 100 17s) 8579568KB
-"""
+"""  # noqa: E501 (recorded lines, kept whole)
 
 
 def test_parse_jetsam_lines():
-    kills = oom.parse_jetsam(JETSAM_SAMPLE)
+    kills = jetsam.parse_jetsam(JETSAM_SAMPLE)
     assert [(k.pid, k.process) for k in kills] == [
         (5120, "llama-server"), (5120, "llama-server"), (5120, "llama-server"), (777, "Python")
     ], "a line without a pid names no process of ours"
@@ -300,7 +302,7 @@ def test_describe_quotes_the_kernel_line():
 # --- when the machine does not allow it ---------------------------------------------------------
 
 
-def test_not_root_gets_a_reason_naming_what_is_missing(tmp_path):
+def test_not_root_gets_a_reason_naming_what_is_missing():
     if os.geteuid() != 0:
         reason = memlimit.unavailable()
         if reason is None:
@@ -308,19 +310,28 @@ def test_not_root_gets_a_reason_naming_what_is_missing(tmp_path):
         with pytest.raises(MemoryLimitUnavailable, match="cannot enforce a memory limit"):
             memlimit.create(64 << 20)
         return
-    # As root, ask as `nobody`: the standard library is all bench.host.memlimit needs.
-    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else None
-    repo = Path(__file__).resolve().parents[1]
-    if python is None or not os.access(repo / "bench" / "memlimit.py", os.R_OK):
+    # As root, ask as `nobody`. The clone may live where `nobody` cannot enter (/root, a 0700
+    # folder), so the child imports a copy of bench.host.memlimit (standard library only) from a
+    # folder it can read.
+    python = "/usr/bin/python3"
+    if not os.access(python, os.X_OK):
         pytest.skip("no interpreter the nobody user can run")
     probe = (
-        "from bench.host import memlimit as m\n"
+        "import memlimit as m\n"
         "try:\n    m.create(64 << 20)\nexcept m.MemoryLimitUnavailable as exc:\n    print('UNAVAILABLE', exc)\n"
         "else:\n    print('CREATED')\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([python, "-c", probe], check=False, capture_output=True, text=True, user=65534, group=65534,
-                          cwd="/", env=env, timeout=30)
+    readable = Path(tempfile.mkdtemp(prefix="cellbench-nobody-"))
+    try:
+        readable.chmod(0o755)
+        copy = readable / "memlimit.py"
+        shutil.copyfile(memlimit.__file__, copy)
+        copy.chmod(0o644)
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(readable), "PYTHONDONTWRITEBYTECODE": "1"}
+        done = subprocess.run([python, "-c", probe], check=False, capture_output=True, text=True, user=65534,
+                              group=65534, cwd="/", env=env, timeout=30)
+    finally:
+        shutil.rmtree(readable, ignore_errors=True)
     assert done.stdout.startswith("UNAVAILABLE cannot enforce a memory limit:"), done.stdout + done.stderr
     assert "uid 65534" in done.stdout or "not writable" in done.stdout
 

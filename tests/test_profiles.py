@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.setup.adapter import ModelRef
+from bench.setup.model_ref import ModelRef
 from bench.setup.profiles import (
     ProfileError,
     ProfileUnavailable,

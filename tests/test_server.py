@@ -19,9 +19,11 @@ import psutil
 import pytest
 
 from bench.host import memlimit
+from bench.host.kernel_log import read_kernel_log
+from bench.host.ports import free_port, port_holder
+from bench.host.process_groups import reap_orphans
+from bench.run.server import ServerProcess, ServerStartError
 from bench.setup.adapter import ServeCommand
-from bench.host.oom import read_kernel_log
-from bench.run.server import ServerProcess, ServerStartError, free_port, port_holder, reap_orphans
 
 HEALTH_SERVER = textwrap.dedent(
     """
@@ -51,7 +53,8 @@ def make(tmp_path, port, *, delay=0.0, child=False, argv=None, timeout=20.0):
     script.write_text(HEALTH_SERVER)
     command = ServeCommand(argv=argv or [sys.executable, str(script), str(port), str(delay), "1" if child else "0"])
     return ServerProcess(
-        command, host="127.0.0.1", port=port, ready_path="/health", startup_timeout_s=timeout, log_path=tmp_path / "s.log"
+        command, host="127.0.0.1", port=port, ready_path="/health", startup_timeout_s=timeout,
+        log_path=tmp_path / "s.log",
     )
 
 
@@ -136,7 +139,7 @@ def test_reaps_only_servers_whose_session_is_gone(tmp_path, cache):
         s = ServerProcess(ServeCommand([sys.executable, {str(script)!r}, "{port}", "0", "0"]), host="127.0.0.1",
                           port={port}, ready_path="/health", startup_timeout_s=20, log_path=Path({str(tmp_path / 'o.log')!r}))
         s.start(); s.wait_ready(); print(s.proc.pid, flush=True); time.sleep(600)
-        """
+        """  # noqa: E501 (a script line, kept whole)
     )
     env = {**os.environ, "CELLBENCH_CACHE": str(cache), "PYTHONPATH": os.getcwd()}
     owner = subprocess.Popen([sys.executable, "-c", session], stdout=subprocess.PIPE, text=True, env=env)
@@ -183,7 +186,7 @@ HOG_SERVER = textwrap.dedent(
                 exec(HOG)
         def log_message(self, *a): pass
     http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-    """
+    """  # noqa: E501 (a script line, kept whole)
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -95,7 +96,7 @@ def test_template_tools_section() -> None:
 
 
 def test_template_tool_calls_and_tool_responses() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Weather in Zürich and Bern?"},
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Zürich"}'}},

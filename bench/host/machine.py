@@ -1,7 +1,7 @@
 """Which machine a result came from: recorded in every result, and the results tree is scoped by it.
 
-SiliconBench learnt this the hard way: an unscoped run on a second Mac deleted 40 result files of
-the first one, and a stale result from another machine won a latest-by-mtime race. The slug comes
+Scoping keeps machines apart: a clean or a rerun on one machine never deletes another's result
+files, and a stale result from another machine never wins a latest-by-mtime race. The slug comes
 from the accelerator when there is one (an NVIDIA model such as `h200`, an Apple chip such as
 `m5pro`), else from the CPU model; `CELLBENCH_MACHINE` overrides it.
 
@@ -55,7 +55,7 @@ def _run(cmd: list[str]) -> str:
     if not shutil.which(cmd[0]):
         return ""
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+        out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.stdout.strip() if out.returncode == 0 else ""
@@ -86,7 +86,7 @@ def probe_nvidia_gpus() -> tuple[tuple[str, ...], str | None]:
     if not shutil.which(argv[0]):
         return (), None
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S,
+        done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S,
                               stdin=subprocess.DEVNULL, errors="replace")
     except subprocess.TimeoutExpired:
         return (), f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S:g} s"

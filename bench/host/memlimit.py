@@ -240,7 +240,8 @@ def _v2_parent(mount: _Mount | None, own: str | None) -> tuple[Path, str] | str:
     except OSError as exc:
         return f"cannot read {directory / 'cgroup.subtree_control'}: {exc.strerror}"
     if "memory" not in enabled:
-        return f"the memory controller is not delegated in cgroup2 {directory} (cgroup.subtree_control: {' '.join(enabled) or 'empty'})"
+        return (f"the memory controller is not delegated in cgroup2 {directory} "
+                f"(cgroup.subtree_control: {' '.join(enabled) or 'empty'})")
     if not os.access(directory, os.W_OK):
         return f"cgroup2 {directory} is not writable by uid {os.geteuid()}"
     return directory, rel
@@ -256,7 +257,8 @@ def _v1_parent(mount: _Mount | None, own: str | None) -> tuple[Path, str] | str:
     for directory, rel in candidates:
         if os.access(directory, os.W_OK) and (directory / "memory.limit_in_bytes").exists():
             return directory, rel
-    return f"no writable memory cgroup under {mount.mountpoint} for uid {os.geteuid()} (needs root or a delegated hierarchy)"
+    return (f"no writable memory cgroup under {mount.mountpoint} for uid {os.geteuid()} "
+            "(needs root or a delegated hierarchy)")
 
 
 def _parent(proc: Path = Path("/proc/self")) -> tuple[int, Path, str] | str:

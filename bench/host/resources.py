@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import psutil
 
@@ -88,7 +88,7 @@ class _Gpu:
 
     def __init__(self) -> None:
         self.kind: str | None = None
-        self._nvml = None
+        self._nvml: Any = None  # the pynvml module, once it has initialised
         self._handles: list = []
         try:
             import pynvml  # type: ignore[import-not-found]
@@ -99,7 +99,7 @@ class _Gpu:
             return
         except Exception:  # noqa: BLE001 - no NVML (not installed, no driver): try nvidia-smi
             self._nvml = None
-        self._smi = shutil.which("nvidia-smi")
+        self._smi: str | None = shutil.which("nvidia-smi")
         if self._smi:
             self.kind = "nvidia-smi"
 
@@ -118,7 +118,7 @@ class _Gpu:
                     "power_w": power,
                 })
             return gpus
-        if self.kind == "nvidia-smi":
+        if self.kind == "nvidia-smi" and self._smi:
             done = subprocess.run(
                 [self._smi, *NVIDIA_SMI_QUERY], check=False, capture_output=True, text=True, timeout=GPU_TIMEOUT_S
             )

@@ -1,14 +1,13 @@
 """Start, check and stop one inference server process, never leaking it.
 
-The rules, each from an incident or a measurement:
-- the port is checked free before start: a stale server still holding it once made a failed start
-  look ready (SiliconBench), so a held port is a start failure naming the holder;
+- the port is checked free before start, so a stale server still holding it cannot make a failed
+  start look ready: a held port is a start failure naming the holder (bench.host.ports);
 - the server runs in its own process group (vLLM and wrappers fork children) and is stopped by
   SIGTERM to the group, a bounded wait, then SIGKILL;
 - readiness polls the adapter's endpoint and fails fast when the process exits;
 - after "ready", the listening socket must belong to our process tree;
 - every started group is recorded in a pid file under the cache, so a later session can reap
-  what a hard-killed session left behind (only processes whose start time still matches);
+  what a hard-killed session left behind (bench.host.process_groups);
 - with `memory_limit_bytes` the server runs inside a fresh memory cgroup (bench.host.memlimit) from
   its first byte; a machine that cannot enforce the limit fails the start with the reason, and
   the cgroup is removed once the server's processes are gone;
@@ -19,10 +18,8 @@ The rules, each from an incident or a measurement:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -31,11 +28,12 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench.host import affinity
-from bench.host import memlimit
-from bench.setup.adapter import ServeCommand
+from bench.base.exits import signal_name
+from bench.host import affinity, memlimit
 from bench.host.oom import OomWatch
-from bench.base.paths import cache_root
+from bench.host.ports import listeners, port_holder
+from bench.host.process_groups import register, signal_group, unregister
+from bench.setup.adapter import ServeCommand
 
 STOP_GRACE_S = 15.0
 
@@ -64,7 +62,9 @@ class ExitInfo:
     oom_check_error: str | None = None  # OOM detection itself failed: whether it was an OOM is unknown
 
     def to_json(self) -> dict:
-        out = {"returncode": self.returncode, "signal": self.signal, "stopped_by_us": self.stopped_by_us}
+        out: dict[str, object] = {
+            "returncode": self.returncode, "signal": self.signal, "stopped_by_us": self.stopped_by_us,
+        }
         if self.oom is not None:
             out["oom"] = self.oom
         if self.oom_check_error is not None:
@@ -72,43 +72,6 @@ class ExitInfo:
         if self.memory is not None:
             out["memory"] = self.memory
         return out
-
-
-def port_holder(host: str, port: int) -> str | None:
-    """Who holds `host:port`, or None when it is free to bind.
-
-    SO_REUSEADDR as servers set it: connections of a stopped server lingering in TIME_WAIT do not
-    hold the port, a listening process does.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-            return None
-        except OSError:
-            pass
-    for conn in _listeners(port):
-        if conn.pid:
-            try:
-                proc = psutil.Process(conn.pid)
-                return f"pid {conn.pid} ({' '.join(proc.cmdline())[:120]})"
-            except psutil.Error:
-                return f"pid {conn.pid}"
-    return "an unknown process"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def _listeners(port: int) -> list:
-    try:
-        conns = psutil.net_connections(kind="tcp")
-    except (psutil.AccessDenied, OSError):
-        return []
-    return [c for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
 
 
 def log_tail(path: Path, lines: int = 20) -> str:
@@ -196,7 +159,7 @@ class ServerProcess:
             raise
         self._started_at = time.monotonic()
         self.oom_watch = OomWatch(self.proc.pid, self.cgroup)
-        _register(self.proc.pid)
+        register(self.proc.pid)
 
     def note_tree(self, pids: dict[int, str] | None = None) -> None:
         """Remember the server's live processes, so a child killed later can be named (bench.host.oom).
@@ -262,7 +225,8 @@ class ServerProcess:
                     seen_size, seen_at = size, now
                 if now > timeout_at:
                     raise ServerStartError(
-                        f"server not ready on {self.ready_path} after {self.startup_timeout_s:.0f} s; log: {self.log_path}",
+                        f"server not ready on {self.ready_path} after {self.startup_timeout_s:.0f} s; "
+                        f"log: {self.log_path}",
                         self.log_path,
                     )
                 if deadline is not None and now > deadline:
@@ -279,7 +243,8 @@ class ServerProcess:
         if stranger:
             raise ServerStartError(f"port {self.port} answers, but from {stranger}, not the server we started")
         if self.cgroup is not None and self.proc.pid not in self.cgroup.pids():
-            raise ServerStartError(f"the server (pid {self.proc.pid}) is not inside its memory cgroup {self.cgroup.path}")
+            raise ServerStartError(
+                f"the server (pid {self.proc.pid}) is not inside its memory cgroup {self.cgroup.path}")
 
     def _died_starting(self, code: int) -> ServerStartError:
         if self.oom_watch is not None:
@@ -301,14 +266,14 @@ class ServerProcess:
         code = self.exit.returncode if self.exit is not None else self.proc.poll()
         if code is None:
             return None
-        return f"server exited with signal {_signal_name(code)}" if code < 0 else f"server exited with code {code}"
+        return f"server exited with signal {signal_name(code)}" if code < 0 else f"server exited with code {code}"
 
     def _foreign_listener(self) -> str | None:
         assert self.proc is not None
         ours = {self.proc.pid}
         with contextlib.suppress(psutil.Error):
             ours |= {c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)}
-        for conn in _listeners(self.port):
+        for conn in listeners(self.port):
             if conn.pid and conn.pid not in ours:
                 return f"pid {conn.pid}"
         return None
@@ -331,18 +296,18 @@ class ServerProcess:
                 if died_on_its_own:
                     self.oom_watch.note_group()
         try:
-            _signal_group(pid, signal.SIGTERM)
-            _signal_group(pid, signal.SIGCONT)  # a stopped (SIGSTOP, T-state) server cannot act on TERM
+            signal_group(pid, signal.SIGTERM)
+            signal_group(pid, signal.SIGCONT)  # a stopped (SIGSTOP, T-state) server cannot act on TERM
             try:
                 self.proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 pass
         finally:
             # Whatever happened above (a timeout alarm included), the group gets SIGKILL.
-            _signal_group(pid, signal.SIGKILL)
+            signal_group(pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
-            _unregister(pid)
+            unregister(pid)
             code = self.proc.returncode
             # Our SIGKILL after the grace period is not an OOM; only the kernel or cgroup can say so.
             we_killed = not died_on_its_own and code == -signal.SIGKILL
@@ -350,7 +315,7 @@ class ServerProcess:
             memory = self._remove_cgroup()
         self.exit = ExitInfo(
             returncode=code,
-            signal=_signal_name(code),
+            signal=signal_name(code),
             stopped_by_us=not died_on_its_own,
             oom=oom,
             memory=memory,
@@ -372,80 +337,5 @@ def _span(seconds: float) -> str:
 
 def _describe_exit(code: int) -> str:
     if code < 0:
-        return f"signal {_signal_name(code)}"
+        return f"signal {signal_name(code)}"
     return f"exit code {code}"
-
-
-def _signal_name(code: int | None) -> str | None:
-    if code is None or code >= 0:
-        return None
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-
-
-def _same_process(pid: int, create_time: float) -> bool:
-    try:
-        return abs(psutil.Process(pid).create_time() - create_time) < 0.01
-    except psutil.Error:
-        return False
-
-
-# --- pid files: what a hard-killed session left behind ---------------------------------------
-
-
-def _pid_dir() -> Path:
-    return cache_root() / "servers"
-
-
-def _register(pid: int) -> None:
-    with contextlib.suppress(psutil.Error, OSError):
-        d = _pid_dir()
-        d.mkdir(parents=True, exist_ok=True)
-        proc, owner = psutil.Process(pid), psutil.Process()
-        record = {
-            "pid": pid,
-            "create_time": proc.create_time(),
-            "cmd": proc.cmdline(),
-            "owner": owner.pid,
-            "owner_create_time": owner.create_time(),
-        }
-        (d / f"{pid}.json").write_text(json.dumps(record))
-
-
-def _unregister(pid: int) -> None:
-    with contextlib.suppress(OSError):
-        (_pid_dir() / f"{pid}.json").unlink()
-
-
-def reap_orphans() -> list[str]:
-    """Stop server groups that an earlier, hard-killed session started; returns what was reaped.
-
-    A group is reaped only if the session that started it is gone and its leader still exists
-    with the recorded start time, so neither a live session's server nor a reused pid that now
-    belongs to someone else is ever touched.
-    """
-    reaped: list[str] = []
-    d = _pid_dir()
-    if not d.is_dir():
-        return reaped
-    for entry in d.glob("*.json"):
-        try:
-            info = json.loads(entry.read_text())
-            if _same_process(info["owner"], info["owner_create_time"]):
-                continue  # its session is still running: not an orphan
-            proc = psutil.Process(info["pid"])
-            if abs(proc.create_time() - info["create_time"]) < 0.01:
-                _signal_group(info["pid"], signal.SIGKILL)
-                reaped.append(f"pid {info['pid']}: {' '.join(info['cmd'])[:100]}")
-        except (psutil.NoSuchProcess, OSError, ValueError, KeyError):
-            pass
-        with contextlib.suppress(OSError):
-            entry.unlink()
-    return reaped

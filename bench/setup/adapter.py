@@ -3,7 +3,8 @@
 An adapter module builds one `Adapter`: the platforms it runs on, its install recipe, how to turn
 a model profile into a serve command, the endpoint that says "ready", which model id the server
 must list, and its protocol capabilities. The engine reads these fields; it never branches on a
-framework's name.
+framework's name. `ModelRef` and `ModelFormat` (bench.setup.model_ref) are part of this contract
+and importable from here.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
 from bench.setup.installs import Installation, Recipe
+from bench.setup.model_ref import ModelFormat, ModelRef
+from bench.setup.profiles import ModelProfile
 
-if TYPE_CHECKING:  # profiles import this module
-    from bench.setup.profiles import ModelProfile
-
-ModelFormat = Literal["gguf", "hf", "mlx", "ollama"]
+__all__ = [
+    "Adapter", "Bound", "Capabilities", "ModelFormat", "ModelRef", "NotConfigured", "ServeCommand", "ServeContext",
+    "host_platforms", "this_platform",
+]
 
 
 @dataclass(frozen=True)
@@ -30,15 +32,6 @@ class Capabilities:
 
     include_usage: bool = True  # send stream_options.include_usage (token counts from the server)
     ignore_eos: bool = False  # send `ignore_eos` when asked: the server accepts and honours it
-
-
-@dataclass(frozen=True)
-class ModelRef:
-    """The model as one framework sees it: the local artefact and the id the server must list."""
-
-    path: Path | None  # a GGUF file or a model directory; None for registry tags (ollama)
-    served_id: str  # the id `/v1/models` must list and every request sends
-    alias: str | None = None  # what the serve command names it, when the adapter can choose
 
 
 @dataclass(frozen=True)
@@ -60,7 +53,7 @@ class ServeCommand:
     cpus: tuple[int, ...] | None = None  # CPU affinity it starts with (Linux): its processes inherit it
 
     def to_json(self) -> dict:
-        out = {"argv": self.argv, "env": self.env, "cwd": str(self.cwd) if self.cwd else None}
+        out: dict[str, object] = {"argv": self.argv, "env": self.env, "cwd": str(self.cwd) if self.cwd else None}
         if self.cpus is not None:
             out["cpus"] = list(self.cpus)
         return out
@@ -87,7 +80,8 @@ def this_platform() -> str:
 def host_platforms() -> tuple[str, ...]:
     """The platform tags this host offers, most specific first: `linux-x86_64+cuda` when an
     NVIDIA GPU answers `nvidia-smi`, then the plain `linux-x86_64`."""
-    from bench.host.machine import detect  # machine detection runs nvidia-smi: only when asked
+    # Imported on use: detection runs nvidia-smi, which only this question needs.
+    from bench.host.machine import detect
 
     base = this_platform()
     return (f"{base}+cuda", base) if detect().gpus else (base,)

@@ -24,6 +24,7 @@ from typing import IO, Protocol
 
 from filelock import FileLock
 
+from bench.base.files import atomic_write
 from bench.base.paths import frameworks_dir
 
 MARKER = "install.json"
@@ -73,8 +74,11 @@ class Installation:
 
 
 class Recipe(Protocol):
-    framework: str
-    version: str
+    @property
+    def framework(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
 
     def external(self) -> Installation | None:
         """An install the user already has (an env var, PATH), or None."""
@@ -128,9 +132,7 @@ def ensure_installed(recipe: Recipe, *, allow_install: bool = True) -> Installat
                 ) from exc
         built.details.setdefault("install_seconds", round(time.monotonic() - started, 1))
         built.details.setdefault("build_log", str(log_path))
-        tmp = final / (MARKER + ".tmp")
-        tmp.write_text(json.dumps(built.to_json(), indent=2))
-        os.replace(tmp, final / MARKER)
+        atomic_write(final / MARKER, json.dumps(built.to_json(), indent=2))
         return built
 
 
@@ -180,7 +182,8 @@ class SdistCMakeBuild:
         if not (binary.is_file() and os.access(binary, os.X_OK)):
             raise InstallError(f"{source} points at {binary}, which is not an executable file")
         probe = subprocess.run(
-            [str(binary), *self.version_probe], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+            [str(binary), *self.version_probe], check=False, capture_output=True, text=True, timeout=30,
+            stdin=subprocess.DEVNULL,
         )
         reported = (probe.stdout + probe.stderr).strip().splitlines()
         return Installation(
@@ -299,7 +302,7 @@ class PipVenv:
         )
         log.write(f"\n$ {python} -c <importlib.metadata versions> {' '.join(self.report)}\n")
         log.flush()
-        probe = subprocess.run([str(python), "-c", script, *self.report], capture_output=True, text=True,
+        probe = subprocess.run([str(python), "-c", script, *self.report], check=False, capture_output=True, text=True,
                                stdin=subprocess.DEVNULL)
         log.write(probe.stdout + probe.stderr)
         probe.check_returncode()

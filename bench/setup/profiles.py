@@ -38,8 +38,8 @@ from typing import Any, get_args
 
 import yaml
 
-from bench.setup.adapter import ModelFormat, ModelRef
 from bench.base.paths import PROJECT_ROOT, models_dir
+from bench.setup.model_ref import ModelFormat, ModelRef
 
 PROFILES_DIR = PROJECT_ROOT / "models"
 FORMATS: tuple[str, ...] = get_args(ModelFormat)
@@ -69,7 +69,8 @@ class ProfileUnavailable(LookupError):
 
 
 def _tiny_path(fmt: str) -> Path:
-    from bench.setup.tinymodel import ensure_tiny_model  # imported on use: it pulls in tokenizers and gguf
+    # Imported on use: it pulls in tokenizers and gguf.
+    from bench.setup.tinymodel import ensure_tiny_model
 
     model = ensure_tiny_model()
     return model.gguf_path if fmt == "gguf" else model.hf_dir  # mlx-lm loads the HF folder
@@ -284,7 +285,8 @@ def _offline_by_env() -> bool:
 
 
 def _hub_path(profile: ModelProfile, entry: FormatEntry, *, download: bool) -> Path:
-    from huggingface_hub.errors import EntryNotFoundError  # on use: huggingface_hub is slow to import
+    # Imported on use: huggingface_hub is slow to import.
+    from huggingface_hub.errors import EntryNotFoundError
 
     offline = _offline_by_env()
     try:

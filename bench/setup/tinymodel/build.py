@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from bench.base.files import atomic_write
 from bench.base.paths import models_dir
 from bench.setup.tinymodel.hf import json_bytes, write_hf
 from bench.setup.tinymodel.template import chat_template
@@ -101,7 +101,5 @@ def ensure_tiny_model() -> TinyModel:
             "build_seconds": round(time.monotonic() - started, 2),
             "packages": {name: metadata.version(name) for name in BUILD_PACKAGES},
         }
-        tmp = root / (MARKER + ".tmp")
-        tmp.write_bytes(json_bytes(record))
-        os.replace(tmp, root / MARKER)
+        atomic_write(root / MARKER, json_bytes(record))
         return model

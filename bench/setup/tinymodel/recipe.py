@@ -20,7 +20,7 @@ class Shape:
     kv_heads: int = 2
     intermediate: int = 512
     # 32K, not 4K: llama-server caps each slot at the training context, and the agent split
-    # reaches ~9.3K tokens of this tokenizer (SiliconBench's own agent file more).
+    # reaches ~9.3K tokens of this tokenizer, and users' own agent prompt files more.
     context: int = 32768
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-6

@@ -1,0 +1,87 @@
+"""Finding the row a result belongs to: a section, a config substring and this hardware's tag.
+
+Locating is plain substring matching on the raw row: a trailing space in `config_substring`
+("modalities=text ") keeps "text" from also matching "text+audio". Only official tables are
+searched; `describe` lists what a file holds, for checking locators by eye.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.eval.tables.parse import ParsedTables, Row, Table, parse_tables
+
+
+@dataclass(frozen=True)
+class Locator:
+    section_substring: str  # in the section line above the table
+    config_substring: str  # anywhere in the raw row; a trailing space can disambiguate
+    source_workload: str  # inside the Source tag, after the hardware: "full-set, c=8"
+
+
+def hardware_tag(hardware: str, workload: str) -> str:
+    return f"[{hardware}, {workload}]" if workload else f"[{hardware}]"
+
+
+@dataclass(frozen=True)
+class Location:
+    """What a locator finds: the input to an edit, and to a "check my locators" command."""
+
+    tag: str
+    tables: tuple[Table, ...]  # official tables whose section line contains the section substring
+    candidates: tuple[tuple[Table, Row], ...]  # their rows containing the config substring
+    matched: tuple[tuple[Table, Row], ...]  # candidates whose raw text holds the tag
+    problem: str | None  # why no edit is possible here at all
+
+
+def _comment_note(parsed: ParsedTables) -> str:
+    if not parsed.comment_table_lines:
+        return ""
+    return (
+        f"; the file has old-format tables in `#` comments (lines {list(parsed.comment_table_lines)}),"
+        " which are never edited: move them into the module docstring"
+    )
+
+
+def _missing_section(parsed: ParsedTables, section: str) -> str:
+    if parsed.docstring is None:
+        return "the file has no module docstring, so no reference tables" + _comment_note(parsed)
+    lines = [t.section_line for t in parsed.official]
+    text = f"no official table has a section line containing {section!r}; official section lines: {lines}"
+    if any(t.local and section in (t.section_line or "") for t in parsed.tables):
+        text += " (a Local table has that section, but Local tables are never edited)"
+    return text + _comment_note(parsed)
+
+
+def locate(parsed: ParsedTables, locator: Locator, hardware: str) -> Location:
+    tag = hardware_tag(hardware, locator.source_workload)
+    if parsed.error:
+        return Location(tag, (), (), (), f"the file {parsed.error}")
+    tables = tuple(t for t in parsed.official if locator.section_substring in (t.section_line or ""))
+    candidates = tuple((t, r) for t in tables for r in t.rows if locator.config_substring in r.text)
+    matched = tuple((t, r) for t, r in candidates if tag in r.text)
+    problem = None if tables else _missing_section(parsed, locator.section_substring)
+    return Location(tag, tables, candidates, matched, problem)
+
+
+def describe(text: str) -> list[str]:
+    """One line per table (and per problem) in a benchmark file, for checking locators by eye."""
+    parsed = parse_tables(text)
+    if parsed.error:
+        return [f"error: the file {parsed.error}"]
+    out = [] if parsed.docstring else ["no module docstring"]
+    for t in parsed.tables:
+        kind = "LOCAL (never edited)" if t.local else "official"
+        out.append(
+            f"line {t.header_line}: {kind} section={t.section_line!r} columns={list(t.headers)} rows={len(t.rows)}"
+        )
+        out += [
+            f"  line {r.line}: {len(r.cells)} cells, header has {len(t.headers)}"
+            for r in t.rows
+            if not r.width_ok
+        ]
+    if parsed.comment_table_lines:
+        out.append(
+            f"old-format `#` comment table rows (never edited): lines {list(parsed.comment_table_lines)}"
+        )
+    return out

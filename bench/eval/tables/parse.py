@@ -1,0 +1,214 @@
+r"""Pipe tables in a module docstring: where they are, their rows and cells, which are Local.
+
+* Only the MODULE docstring is read. Tables elsewhere (later strings, function docstrings) are
+  ignored; old-format tables in `# | ... |` comments are reported by line, never edited.
+* A pipe row starts and ends with an unescaped `|` and has at least two cells; `\|` is a
+  literal pipe inside a cell. A table is a header row, a separator row, then consecutive data
+  rows (a pipe row that is itself followed by a separator starts the next table instead).
+* The section line is the nearest non-blank line above the header (None when that is a pipe
+  row). A table is Local (never edited) when the nearest marker line within `MARKER_SCAN_LINES`
+  above it is a local one: it contains one of `LOCAL_MARKERS` or starts with `Local `. Local
+  markers win over `OFFICIAL_MARKERS` on the same line. Pipe rows are never marker lines, so a
+  Source cell saying "local v1 sweep" cannot turn the tables below it local.
+* `parse_tables` never raises: a file that is not Python comes back with `error` set.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import dataclass
+
+MARKER_SCAN_LINES = 80
+LOCAL_MARKERS = ("Local v1 Pipeline Result", "Local Speech Pipeline", "local v1 sweep")
+LOCAL_PREFIX = "Local "
+OFFICIAL_MARKERS = ("Reference Results",)
+
+_SEPARATOR_CELL = re.compile(r"^\s*:?-+:?\s*$")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # the newlines Python's tokenizer counts
+
+
+@dataclass(frozen=True)
+class Row:
+    line: int  # 1-based
+    text: str  # the raw line, without its line ending
+    cells: tuple[str, ...]  # stripped, `\|` unescaped
+    width_ok: bool  # as many cells as the header; only such rows can be edited or copied
+
+
+@dataclass(frozen=True)
+class Table:
+    header_line: int  # 1-based; the separator is the next line
+    header_text: str
+    headers: tuple[str, ...]
+    section_line: str | None
+    local: bool
+    marker: str | None  # the marker line that decided `local`, None when no marker was in range
+    rows: tuple[Row, ...]
+
+    @property
+    def last_line(self) -> int:
+        """The line a new row goes after: the last data row, or the separator."""
+        return self.rows[-1].line if self.rows else self.header_line + 1
+
+
+@dataclass(frozen=True)
+class ParsedTables:
+    tables: tuple[Table, ...]
+    comment_table_lines: tuple[int, ...]  # old `# | ... |` rows outside the docstring
+    docstring: tuple[int, int] | None  # first and last line, 1-based
+    docstring_raw: bool  # r"""...""": the only kind where a `\|` escape is safe to write
+    error: str | None  # set when the file is not Python; then nothing else is known
+
+    @property
+    def official(self) -> tuple[Table, ...]:
+        return tuple(t for t in self.tables if not t.local)
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of `text`, each with its own ending, split where Python's tokenizer splits."""
+    return _LINE.findall(text)
+
+
+def strip_ending(line: str) -> str:
+    return line.rstrip("\r\n")
+
+
+def _split_raw(inner: str) -> list[str]:
+    """Cells between the outer pipes, raw; a backslash right before `|` escapes it."""
+    cells, start, i = [], 0, 0
+    while i < len(inner):
+        if inner[i] == "\\" and inner[i + 1 : i + 2] == "|":
+            i += 2
+            continue
+        if inner[i] == "|":
+            cells.append(inner[start:i])
+            start = i + 1
+        i += 1
+    cells.append(inner[start:])
+    return cells
+
+
+def raw_cells(line: str) -> list[str] | None:
+    """The raw cells of a pipe row (exact text, padding kept), or None if it is not one."""
+    s = line.strip()
+    if len(s) < 3 or s[0] != "|" or s[-1] != "|" or s[-2] == "\\":
+        return None
+    cells = _split_raw(s[1:-1])
+    return cells if len(cells) >= 2 else None
+
+
+def unescape(cell: str) -> str:
+    return cell.strip().replace("\\|", "|")
+
+
+def escape(value: str) -> str:
+    return value.replace("|", "\\|")
+
+
+def _is_separator(line: str) -> bool:
+    cells = raw_cells(line)
+    return cells is not None and all(_SEPARATOR_CELL.match(c) for c in cells)
+
+
+def _comment_table_lines(lines: list[str], span: tuple[int, int] | None) -> tuple[int, ...]:
+    """Old-format rows (`# | a | b |`): reported so a caller can say why nothing matched."""
+    found = []
+    for n, line in enumerate(lines, 1):
+        s = line.lstrip()
+        inside = span is not None and span[0] <= n <= span[1]
+        if s.startswith("#") and not inside and raw_cells(s.lstrip("#")) is not None:
+            found.append(n)
+    return tuple(found)
+
+
+def _docstring(tree: ast.Module, lines: list[str]) -> tuple[tuple[int, int] | None, bool]:
+    body = tree.body
+    if not body or not isinstance(body[0], ast.Expr):
+        return None, False
+    node = body[0].value
+    if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or node.end_lineno is None:
+        return None, False
+    opening = lines[node.lineno - 1].encode()[node.col_offset :].decode(errors="replace")
+    prefix = re.match(r"[A-Za-z]*", opening)
+    return (node.lineno, node.end_lineno), "r" in (prefix.group(0).lower() if prefix else "")
+
+
+def _section_line(lines: list[str], header: int, first: int) -> str | None:
+    for k in range(header - 1, first - 2, -1):
+        if lines[k].strip():
+            return None if raw_cells(lines[k]) is not None else lines[k].strip()
+    return None
+
+
+def _marker(lines: list[str], header: int, first: int) -> tuple[bool, str | None]:
+    """Local or official, from the nearest non-pipe marker line above the header (0-based)."""
+    for k in range(header - 1, max(first - 2, header - 1 - MARKER_SCAN_LINES), -1):
+        s = lines[k].strip()
+        if not s or raw_cells(s) is not None:
+            continue
+        if s.startswith(LOCAL_PREFIX) or any(m in s for m in LOCAL_MARKERS):
+            return True, s
+        if any(m in s for m in OFFICIAL_MARKERS):
+            return False, s
+    return False, None
+
+
+def _is_header(lines: list[str], i: int, end: int) -> bool:
+    return (
+        i + 1 < end
+        and raw_cells(lines[i]) is not None
+        and not _is_separator(lines[i])
+        and _is_separator(lines[i + 1])
+    )
+
+
+def _table_at(lines: list[str], i: int, end: int, first: int) -> Table:
+    """The table whose header is at 0-based index `i`; it ends before `end` (0-based, exclusive)."""
+    headers = tuple(unescape(c) for c in raw_cells(lines[i]) or [])
+    rows, j = [], i + 2
+    while (
+        j < end
+        and raw_cells(lines[j]) is not None
+        and not _is_separator(lines[j])
+        and not _is_header(lines, j, end)
+    ):
+        cells = tuple(unescape(c) for c in raw_cells(lines[j]) or [])
+        rows.append(Row(j + 1, lines[j], cells, len(cells) == len(headers)))
+        j += 1
+    local, marker = _marker(lines, i, first)
+    return Table(i + 1, lines[i], headers, _section_line(lines, i, first), local, marker, tuple(rows))
+
+
+def _tables(lines: list[str], span: tuple[int, int]) -> tuple[Table, ...]:
+    first, last = span
+    tables, i = [], first - 1
+    while i < last:
+        if _is_header(lines, i, last):
+            table = _table_at(lines, i, last, first)
+            tables.append(table)
+            i = table.last_line
+        else:
+            i += 1
+    return tuple(tables)
+
+
+def _parse_module(text: str) -> tuple[ast.Module | None, str | None]:
+    try:
+        return ast.parse(text), None
+    except Exception as exc:  # noqa: BLE001 - SyntaxError, ValueError (NUL), RecursionError: any text is input
+        return None, f"does not parse as Python: {type(exc).__name__}: {exc}"
+
+
+def parse_tables(text: str) -> ParsedTables:
+    """Every pipe table in the module docstring of `text`; never raises."""
+    lines = [strip_ending(line) for line in split_lines(text)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree, error = _parse_module(text)
+    if tree is None:
+        return ParsedTables((), _comment_table_lines(lines, None), None, False, error)
+    span, raw = _docstring(tree, lines)
+    tables = _tables(lines, span) if span else ()
+    return ParsedTables(tables, _comment_table_lines(lines, span), span, raw, None)
