@@ -1,7 +1,8 @@
 """`cellbench clean` deletes only what provably is this machine's stale results, and names the rest.
 
-The files are a real llamacpp result varied by run id and machine (as in test_comparison). The
-incident under test: an unscoped cleanup on a second machine deleted 40 of the first one's files.
+The files are a synthetic llamacpp result of this machine (tests/support/results.py) varied by
+run id and machine. The hazard under test: a cleanup run on one machine must never delete
+another machine's results, whatever directory they sit in.
 """
 
 from __future__ import annotations
@@ -13,23 +14,24 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from test_comparison import put, run_real_cell, variant
 
-from bench.reports import cleanup
-from bench.host.machine import detect
 from bench.base.paths import PROJECT_ROOT
+from bench.core.result_model import Machine, Result
+from bench.host.machine import detect
+from bench.reports import cleanup
+from tests.support.results import put, synthetic_result, variant
 
-pytestmark = pytest.mark.integration
 OLD, NEWER, NEWEST = "20260101T000000Z-aaaa", "20260201T000000Z-bbbb", "20260301T000000Z-cccc"
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory) -> dict:
-    return json.loads(run_real_cell(tmp_path_factory.mktemp("real") / "results").read_text())
+def template() -> Result:
+    machine: Machine = detect().to_json()  # type: ignore[assignment]  # the machine's own record
+    return synthetic_result(machine=machine)
 
 
 @pytest.fixture
-def split_dir(tmp_path: Path, template: dict) -> Path:
+def split_dir(tmp_path: Path, template: Result) -> Path:
     here = detect().slug
     split_dir = tmp_path / "results" / "tiny" / here / "chat"
     for run_id in (OLD, NEWER, NEWEST):
@@ -83,7 +85,8 @@ def test_clean_command_deletes_names_refusals_and_exits_1(split_dir):
 
 def test_dry_run_deletes_nothing(split_dir):
     before = sorted(p.name for p in split_dir.rglob("*"))
-    cmd = [sys.executable, "-m", "bench.cli.main", "clean", f"--results-dir={split_dir.parents[2]}", "--older-than", "0",
+    cmd = [sys.executable, "-m", "bench.cli.main", "clean", f"--results-dir={split_dir.parents[2]}",
+           "--older-than", "0",
            "--dry-run"]
     done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert "would delete" in done.stdout

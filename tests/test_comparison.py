@@ -1,106 +1,38 @@
 """comparison.json: which result stands for each framework, and what is reported beside it.
 
-The template is a real result: the llamacpp chat cell is run once per module, the way a user runs
-it, and its file is copied and varied (another framework, machine, run id, throughput) to build
-each directory the selection has to get right. The hazard under test is SiliconBench's: a file
-that wins on mtime (a resume, a git checkout) must not win here.
+The template is a synthetic result (tests/support/results.py: requests summarised and judged by
+the real metrics and verdict code), varied (another framework, machine, run id, throughput) to
+build each directory the selection has to get right. The hazard under test: a file that wins
+on mtime (a resume, a git checkout) must not win here.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from bench.reports.comparison import (
-    build_comparison,
-    load_results,
-    methodology_differences,
-    select_latest,
-    suspicious,
-    write_comparison,
-)
-from bench.base.paths import PROJECT_ROOT
-from bench.core.result import validate
+from bench.core.result import read_result
+from bench.core.result_model import Result
+from bench.core.store import load_results, select_latest, suspicious
+from bench.reports.comparison import build_comparison, methodology_differences, write_comparison
+from tests.support.results import cell_dir, put, variant, write_cell
 
 FOREIGN = "h200"
 DAY = 86400
 
 
-def run_real_cell(results_root: Path) -> Path:
-    """Run the real llamacpp chat cell into `results_root` and return its result file."""
-    # Seconds alone; the generous bounds are for the host lock, held while other sessions run cells.
-    cmd = [sys.executable, "-m", "pytest", "-m", "chat", "-k", "llamacpp", "--requests", "4", "--concurrency", "1,2",
-           "--port", "0", "-p", "no:cacheprovider", "--host-lock-timeout", "1500", "--results-dir", str(results_root)]
-    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
-    files = sorted(results_root.rglob("llamacpp_*.json"))
-    if proc.returncode or len(files) != 1:
-        pytest.fail(f"the real llamacpp cell did not produce one result:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
-    return files[0]
-
-
-def variant(template: dict, *, framework: str | None = None, run_id: str | None = None,
-            finished_at: str | None = None, machine: str | None = None, split: str | None = None,
-            scale: float = 1.0, levels: list[int] | None = None, share_server: bool | None = None) -> dict:
-    """A schema-valid copy of a real result with the given differences."""
-    r = copy.deepcopy(template)
-    r["framework"]["name"] = framework or r["framework"]["name"]
-    r["run_id"] = run_id or r["run_id"]
-    r["finished_at"] = finished_at or r["finished_at"]
-    r["split"] = split or r["split"]
-    if machine:
-        r["machine"].update(slug=machine, gpus=[f"NVIDIA {machine.upper()}"], host=f"{machine}-host")
-    if levels:
-        by_level = {lv["concurrency"]: lv for lv in r["levels"]}
-        last = r["levels"][-1]
-        r["levels"] = [dict(copy.deepcopy(by_level.get(c, last)), concurrency=c) for c in levels]
-        r["run_config"]["levels"] = list(levels)
-    if share_server is not None:
-        r["run_config"]["levels_share_server"] = share_server
-    for lv in r["levels"]:
-        lv["output_throughput_tps"] *= scale
-    r["requests_file"] = f"{r['framework']['name']}_{r['run_id']}.requests.jsonl"
-    validate(r)
-    return r
-
-
-def put(split_dir: Path, result: dict, *, mtime: float | None = None) -> Path:
-    """Write `result` under its canonical name, optionally with a chosen mtime."""
-    split_dir.mkdir(parents=True, exist_ok=True)
-    path = split_dir / f"{result['framework']['name']}_{result['run_id']}.json"
-    path.write_text(json.dumps(result))
-    if mtime is not None:
-        os.utime(path, (mtime, mtime))
-    return path
-
-
-def cell_dir(root: Path, template: dict, split: str | None = None) -> Path:
-    """`<root>/<model>/<machine>/<split>/` for the template's cell."""
-    return root / template["model"]["results_name"] / template["machine"]["slug"] / (split or template["split"])
-
-
-def shared_real_result(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real result per session, shared by the modules that vary it (a cell costs seconds
-    alone, much more while another session holds the host lock)."""
-    root = tmp_path_factory.getbasetemp() / "real-llamacpp-results"
-    found = sorted(root.rglob("llamacpp_*.json"))
-    return found[0] if found else run_real_cell(root)
-
-
 @pytest.fixture(scope="module")
 def real_path(tmp_path_factory) -> Path:
-    return shared_real_result(tmp_path_factory)
+    """A cell's files as a cell writes them: the result, its sidecar and its logs."""
+    return write_cell(tmp_path_factory.mktemp("cell") / "results")
 
 
 @pytest.fixture(scope="module")
-def template(real_path) -> dict:
-    return json.loads(real_path.read_text())
+def template(real_path) -> Result:
+    return read_result(real_path)
 
 
 @pytest.fixture
@@ -108,7 +40,7 @@ def here(template) -> str:
     return template["machine"]["slug"]
 
 
-def test_the_real_result_is_loaded_and_chosen(real_path, template, here):
+def test_the_written_result_is_loaded_and_chosen(real_path, template, here):
     loaded, problems = load_results(real_path.parent)
     assert [r.path for r in loaded] == [real_path] and problems == []
     comparison = build_comparison(real_path.parent, machine=here)

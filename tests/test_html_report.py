@@ -24,11 +24,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from test_plugin import cell_dir, hand_result, stand_in_cells
 
-from bench.reports import html_review
-from bench.host.machine import detect
 from bench.base.paths import PROJECT_ROOT
+from bench.host.machine import detect
+from bench.reports import html_review
+from test_plugin import cell_dir, hand_result, stand_in_cells
 
 CHROMIUM_HINT = ("tests/test_html_report.py needs Chromium: apt-get install -y --no-install-recommends chromium "
                  "(as root), or set CHROMIUM=/path/to/chromium")
@@ -160,7 +160,8 @@ def project_ini(directory: Path) -> None:
 
 
 def pytest_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-p", "bench.plugins.cells", "-p", "no:cacheprovider", "--results-dir", "results",
+    return [sys.executable, "-m", "pytest", "-p", "bench.plugins.cells", "-p", "no:cacheprovider",
+            "--results-dir", "results",
             "--html", "report.html", "--self-contained-html", *args]
 
 
@@ -212,7 +213,7 @@ def stand_in_report(request, tmp_path_factory) -> Session:
 
 
 def test_verdict_and_metric_columns_in_the_rendered_report(stand_in_report):
-    html, proc = stand_in_report.html, stand_in_report.proc
+    proc = stand_in_report.proc
     assert proc.returncode == pytest.ExitCode.TESTS_FAILED, proc.stdout[-3000:]  # the all-failed cell
     assert "cellbench verdicts: 2 ok, 1 degraded, 1 all-failed" in proc.stdout
     table = ResultsTable(stand_in_report.dom)
@@ -277,6 +278,7 @@ def test_report_of_a_killed_run_has_the_cells_that_finished(tmp_path):
 # ---------------------------------------------------------------- the real llamacpp cell
 
 
+@pytest.mark.timeout(1900)  # waits up to 1500 s for another session's host lock
 @pytest.mark.integration
 def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama_server):
     results = tmp_path / "results"

@@ -1,6 +1,7 @@
-"""REPORT.md, plots and `python -m bench.reports.rebuild`, from a directory built on a real result.
+"""REPORT.md, plots and `python -m bench.reports.rebuild`, from a directory of synthetic results.
 
-The directory holds the real llamacpp result with its per-request sidecar, a second framework
+The directory holds a llamacpp result written as a cell writes one, with its per-request
+sidecar (tests/support/results.py: no server), a second framework
 ("vllm", varied from it: more levels, a shared server, a bundling level, a null input count, a
 reason with a pipe, no sidecar), the previous vllm run 10x slower, a file from another machine
 and a broken file: every part of the report has something to show.
@@ -8,7 +9,6 @@ and a broken file: every part of the report has something to show.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import struct
@@ -18,13 +18,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_comparison import FOREIGN, cell_dir, put, shared_real_result, variant
 
-from bench.reports import plots
-from bench.reports.comparison import write_comparison
 from bench.base.paths import PROJECT_ROOT
-from bench.reports.rebuild import rebuild
+from bench.core.result import read_result
+from bench.core.result_model import Comparison, Result
+from bench.reports import plots
+from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import ROWS, write_report
+from bench.reports.rebuild import rebuild
+from tests.support.results import cell_dir, put, variant, write_cell
+
+FOREIGN = "h200"
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 BROKEN = "vllm_20300101T000000Z-dead.json"
@@ -43,13 +47,14 @@ def table(report: str, heading: str) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory) -> tuple[Path, dict]:
-    path = shared_real_result(tmp_path_factory)
-    return path, json.loads(path.read_text())
+def real(tmp_path_factory) -> tuple[Path, Result]:
+    """A llamacpp cell's files as a cell writes them, and its result read back."""
+    path = write_cell(tmp_path_factory.mktemp("cell") / "results")
+    return path, read_result(path)
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, real) -> tuple[Path, dict, str]:
+def built(tmp_path_factory, real) -> tuple[Path, Comparison, str]:
     """The split directory, its comparison (read back from comparison.json) and REPORT.md text."""
     real_path, template = real
     d = cell_dir(tmp_path_factory.mktemp("report") / "results", template)
@@ -57,16 +62,17 @@ def built(tmp_path_factory, real) -> tuple[Path, dict, str]:
     for name in (real_path.name, template["requests_file"]):
         shutil.copy(real_path.parent / name, d / name)
     vllm = variant(template, framework="vllm", run_id="20300102T000000Z-bbbb", levels=[1, 2, 4], share_server=True)
-    vllm["verdict"].update(verdict="degraded", reason="2/12 failed: HTTP 500 | upstream",
-                           annotations=["chunk-bundling"])
+    vllm["verdict"] = {"verdict": "degraded", "reason": "2/12 failed: HTTP 500 | upstream",
+                       "annotations": ["chunk-bundling"]}
     vllm["levels"][0]["itl_per_chunk"] = True
-    vllm["levels"][2].update(input_throughput_tps=None, input_tokens_total=None, total_token_throughput_tps=None)
+    c4 = vllm["levels"][2]
+    c4["input_throughput_tps"] = c4["input_tokens_total"] = c4["total_token_throughput_tps"] = None
     put(d, vllm)
     put(d, variant(template, framework="vllm", run_id="20300101T000000Z-aaaa", levels=[1, 2, 4], share_server=True,
                    scale=0.1))
     put(d, variant(template, run_id="20310101T000000Z-cccc", machine=FOREIGN))
     (d / BROKEN).write_text("{")
-    comparison = json.loads(write_comparison(d, machine=template["machine"]["slug"]).read_text())
+    comparison = read_comparison(write_comparison(d, machine=template["machine"]["slug"]))
     return d, comparison, write_report(d, comparison).read_text()
 
 

@@ -5,10 +5,10 @@ from dataclasses import replace
 import pytest
 
 from bench.core import metrics
-from bench.host.affinity import CpuUse
-from bench.load.loadgen import ClientHealth, LevelConfig, LevelRun
+from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.records import RequestRecord
 from bench.core.verdicts import Evidence, Identity, Verdict, classify, wilson_interval
+from bench.host.affinity import CpuUse
 
 
 def level(concurrency=1, ok=100, failed=0, dominant=None, client_bound=False, tps=100.0, per_chunk=False):
@@ -112,7 +112,8 @@ def test_a_client_the_busy_host_did_not_let_run_is_starved_with_the_cure():
     v = classify(Evidence(levels=levels, identity=GOOD_ID))
     assert v.verdict is Verdict.DEGRADED  # the numbers cannot be trusted either way
     assert v.reason == ("client starved at c=8, 16: host CPU 198% busy, client CPU 0.07 of a core, schedule lag "
-                        "p99 388 ms, loop lag p99 775 ms: TTFT includes the client's wait; keep the client on its own core with --client-cpus")
+                        "p99 388 ms, loop lag p99 775 ms: TTFT includes the client's wait; "
+                        "keep the client on its own core with --client-cpus")
     assert "client-bound" not in v.reason
 
 
@@ -121,8 +122,8 @@ def test_a_pinned_client_starved_on_its_own_cpu_is_told_to_find_a_free_one():
                    run_queue_wait_share=0.42)
     v = classify(Evidence(levels=(starved,), identity=GOOD_ID))
     assert v.reason == ("client starved at c=8: client's CPU 1 100% busy, client CPU 0.07 of a core, schedule lag "
-                        "p99 150 ms, loop lag p99 300 ms, waiting for a CPU 42% of the time: TTFT includes the client's wait; give the client a "
-                        "CPU nothing else uses (--client-cpus, --server-cpus)")
+                        "p99 150 ms, loop lag p99 300 ms, waiting for a CPU 42% of the time: TTFT includes the "
+                        "client's wait; give the client a CPU nothing else uses (--client-cpus, --server-cpus)")
 
 
 def test_each_cause_of_a_late_client_is_named_from_what_the_level_measured():
@@ -230,7 +231,8 @@ def test_oom_is_never_retried():
 def test_oom_evidence_without_a_kernel_line():
     ev = {"source": "vmstat oom_kill", "pid": 7, "process": "vllm", "note": "SIGKILL sent by no one here"}
     v = classify(Evidence(oom=ev))
-    assert v.verdict is Verdict.OOM and v.reason == "pid 7 (vllm) killed for memory (vmstat oom_kill): SIGKILL sent by no one here"
+    assert v.verdict is Verdict.OOM
+    assert v.reason == "pid 7 (vllm) killed for memory (vmstat oom_kill): SIGKILL sent by no one here"
 
 
 def test_a_server_that_exited_is_failed_whatever_it_answered_before():

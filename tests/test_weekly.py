@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.host.machine import detect
 from bench.base.paths import PROJECT_ROOT
+from bench.host.machine import detect
+
 
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],

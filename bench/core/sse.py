@@ -31,7 +31,7 @@ MAX_EVENT_BYTES = 16 * 2**20
 HEAD_CHARS = 200  # how much output text a record keeps (RequestRecord.output_text_head)
 _MESSAGE_CHARS = 300  # error messages quote at most this much of the server's words
 
-_scan = json.JSONDecoder().scan_once  # the C scanner behind json.loads
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner behind json.loads
 
 
 def _loads(data: bytes) -> Any:

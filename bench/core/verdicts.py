@@ -5,16 +5,19 @@ reason a user can act on. Failure rate is over all measured requests of all leve
 
 OOM comes right after `skipped`, before a start failure: a server the kernel killed for memory
 while loading also "exited during start", and the evidence is the more useful reason. An OOM is
-never retried (the machine lacks the memory; a retry chases a ghost regression, seed Phase 3):
-its JSON says `"retryable": false`.
+never retried (the machine lacks the memory, so a retry fails the same way or, on a lucky run,
+reports a regression that is not there): its JSON says `"retryable": false`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from bench.core.metrics import STARVED_RUN_QUEUE_WAIT
+from bench.core.result_model import DominantError, Level, VerdictBlock
 from bench.host.oom import describe_oom
 
 
@@ -56,7 +59,7 @@ class Identity:
 
 @dataclass(frozen=True)
 class Evidence:
-    levels: tuple[dict, ...] = ()  # per-level summaries (bench.core.metrics.summarize_level)
+    levels: tuple[Level, ...] = ()  # per-level summaries (bench.core.metrics.summarize_level)
     identity: Identity | None = None
     skipped: str | None = None
     start_failure: str | None = None
@@ -76,20 +79,26 @@ class CellVerdict:
         """False for an OOM (never retried); None: the verdict alone does not decide."""
         return False if self.verdict is Verdict.OOM else None
 
-    def to_json(self) -> dict:
-        out = {"verdict": self.verdict.value, "reason": self.reason, "annotations": list(self.annotations)}
+    def to_json(self) -> VerdictBlock:
+        out: VerdictBlock = {"verdict": self.verdict.value, "reason": self.reason,
+                             "annotations": list(self.annotations)}
         if self.retryable is not None:
             out["retryable"] = self.retryable
         return out
 
+    @classmethod
+    def from_json(cls, block: VerdictBlock) -> CellVerdict:
+        """The verdict a result recorded (its `suspicious` note, if any, stays in the block)."""
+        return cls(Verdict(block["verdict"]), block["reason"], tuple(block["annotations"]))
 
-def _totals(levels: tuple[dict, ...]) -> tuple[int, int]:
+
+def _totals(levels: Sequence[Level]) -> tuple[int, int]:
     done = sum(lv["successful"] + lv["failed"] for lv in levels)
     failed = sum(lv["failed"] for lv in levels)
     return done, failed
 
 
-def dominant_error(levels: tuple[dict, ...]) -> dict | None:
+def dominant_error(levels: Sequence[Level]) -> DominantError | None:
     """The most frequent (error type, HTTP status) over all levels, with its count."""
     counts: dict[tuple, int] = {}
     for lv in levels:
@@ -103,35 +112,35 @@ def dominant_error(levels: tuple[dict, ...]) -> dict | None:
     return {"type": etype, "http_status": status, "count": count}
 
 
-def _describe(err: dict | None) -> str:
+def _describe(err: DominantError | None) -> str:
     if not err:
         return "no error recorded"
     status = f" {err['http_status']}" if err.get("http_status") else ""
     return f"mostly {err['type']}{status} ({err['count']}x)"
 
 
-def annotations_for(levels: tuple[dict, ...]) -> tuple[str, ...]:
+def annotations_for(levels: Sequence[Level]) -> tuple[str, ...]:
     """Notes on how to read the numbers; they never change the verdict. `chunk-bundling`: ITL is
     per chunk, not per token. `prompt-reuse`: a level repeated a prompt or ran on a server an
     earlier level (or someone else) warmed, so caches may have served part of it."""
     notes = []
     if any(lv.get("itl_per_chunk") for lv in levels):
         notes.append("chunk-bundling")
-    if any((lv.get("prompt_reuse") or {}).get("may_hit_cache") for lv in levels):
+    if any("prompt_reuse" in lv and lv["prompt_reuse"]["may_hit_cache"] for lv in levels):
         notes.append("prompt-reuse")
     return tuple(notes)
 
 
-def _limited_by(level: dict) -> str | None:
+def _limited_by(level: Level) -> str | None:
     client = level.get("client") or {}
     return client.get("limited_by") or ("client" if client.get("client_bound") else None)
 
 
-def client_limited(levels: tuple[dict, ...]) -> str | None:
+def client_limited(levels: Sequence[Level]) -> str | None:
     """Why the client's own timing is in the numbers of some levels, or None: saturated by its
     own work ("client-bound"), not let run by a busy host ("client starved", with the cure),
     or late for no reason the CPUs show ("client late")."""
-    by_cause: dict[str, list[dict]] = {}
+    by_cause: dict[str, list[Level]] = {}
     for lv in levels:
         cause = _limited_by(lv)
         if cause is not None:
@@ -140,11 +149,11 @@ def client_limited(levels: tuple[dict, ...]) -> str | None:
     return "; ".join(reasons) or None
 
 
-def _at(levels: list[dict]) -> str:
+def _at(levels: list[Level]) -> str:
     return "c=" + ", ".join(str(lv["concurrency"]) for lv in levels)
 
 
-def _lag(client: dict) -> str:
+def _lag(client: Mapping[str, Any]) -> str:
     """Both lags: a few long stalls show in the schedule lag p99 (one per request) long before the
     10 ms ticker's loop lag p99 (thousands of ticks) sees them."""
     lags = [f"{name} lag p99 {client[key]:.0f} ms" for name, key in (("schedule", "schedule_lag_p99_ms"),
@@ -153,13 +162,13 @@ def _lag(client: dict) -> str:
     return ", ".join(lags) or "lag unknown"
 
 
-def _worst(levels: list[dict]) -> dict:
+def _worst(levels: list[Level]) -> Mapping[str, Any]:
     """The client block of the level whose client ran latest."""
     return max((lv.get("client") or {} for lv in levels),
                key=lambda c: max(c.get("loop_lag_p99_ms") or 0, c.get("schedule_lag_p99_ms") or 0))
 
 
-def _busy(client: dict) -> str | None:
+def _busy(client: Mapping[str, Any]) -> str | None:
     """How busy the CPUs the client could use were: its own CPUs when pinned, else the host's."""
     if client.get("pinned") and client.get("cpus_busy") is not None:
         cpus = client.get("cpus") or ()
@@ -169,12 +178,12 @@ def _busy(client: dict) -> str | None:
     return None
 
 
-def _saturated(levels: list[dict]) -> str:
+def _saturated(levels: list[Level]) -> str:
     share = max((lv.get("client") or {}).get("cpu_share") or 0.0 for lv in levels)
     return f"client-bound at {_at(levels)}: client CPU {share:.2f} of a core: numbers measure the client"
 
 
-def _starved(levels: list[dict]) -> str:
+def _starved(levels: list[Level]) -> str:
     client = _worst(levels)
     evidence = [_busy(client), f"client CPU {client.get('cpu_share', 0.0):.2f} of a core", _lag(client)]
     wait = client.get("run_queue_wait_share")
@@ -186,7 +195,7 @@ def _starved(levels: list[dict]) -> str:
             f"TTFT includes the client's wait; {cure}")
 
 
-def _late(levels: list[dict]) -> str:
+def _late(levels: list[Level]) -> str:
     client = _worst(levels)
     evidence = [_lag(client), f"client CPU {client.get('cpu_share', 0.0):.2f} of a core", _busy(client)]
     return (f"client late at {_at(levels)}: {', '.join(e for e in evidence if e)}: neither its own work nor a "
@@ -231,8 +240,8 @@ def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
     if not done:
         return CellVerdict(Verdict.FAILED, "no request was measured", notes)
     levels = ", ".join(f"c={lv['concurrency']}: {_tps(lv.get('output_throughput_tps'))}" for lv in ev.levels)
-    return CellVerdict(Verdict.OK, f"{done - failed}/{done} requests ok (failure rate {_rate_ci(failed, done)}); {levels}",
-                       notes)
+    return CellVerdict(Verdict.OK,
+                       f"{done - failed}/{done} requests ok (failure rate {_rate_ci(failed, done)}); {levels}", notes)
 
 
 Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval

@@ -1,11 +1,10 @@
 """`cellbench clean`: delete this machine's stale results, and refuse anything else, by name.
 
-SiliconBench's stale-result cleanup ran unscoped on a second Mac and deleted 40 result files of
-the first one. Here a file is deleted only when its own record proves it is this machine's (the
-`machine.slug` inside it, not the directory it sits in), it is not the newest result of its
-framework, and its run is older than the cut-off. A file of another machine, or one that cannot
-be read or carries no machine (a SiliconBench file, a hand-copied one), is never deleted: it is
-named with the reason, and the command exits 1 so an unattended run notices.
+A file is deleted only when its own record proves it is this machine's (the `machine.slug`
+inside it, not the directory it sits in), it is not the newest result of its framework, and its
+run is older than the cut-off. A file of another machine, or one that cannot be read or carries
+no machine (another tool's file, a hand-copied one), is never deleted: it is named with the
+reason, and the command exits 1 so an unattended run notices.
 """
 
 from __future__ import annotations
@@ -16,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from bench.reports.comparison import LoadedResult, load_results, select_latest
+from bench.base import clock
+from bench.core.store import LoadedResult, load_results, select_latest
 from bench.host.machine import detect
 from bench.reports.rebuild import split_dirs
 
@@ -42,10 +42,11 @@ def plan(split_dir: Path, machine: str, older_than: timedelta, now: datetime | N
         out.refused.append((split_dir, f"directory of machine {owner}; this is {machine}"))
         return out
     results, unreadable = load_results(split_dir)
-    out.refused += [(split_dir / bad.file, f"cannot prove which machine it is from ({bad.reason})") for bad in unreadable]
+    out.refused += [(split_dir / bad.file, f"cannot prove which machine it is from ({bad.reason})")
+                    for bad in unreadable]
     selection = select_latest(results, machine=machine)
     newest = {r.path for r in selection.chosen.values()}
-    cutoff = (now or datetime.now(timezone.utc)) - older_than
+    cutoff = (now or clock.now()) - older_than
     for result in results:
         if result.machine != machine:
             out.refused.append((result.path, f"recorded machine {result.machine}; this is {machine}"))
@@ -81,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'would delete' if args.dry_run else 'deleted'} {path}")
     for path, why in total.refused:
         print(f"REFUSED {path}: {why}", file=sys.stderr)
-    print(f"{len(total.delete)} file(s) {'to delete' if args.dry_run else 'deleted'}, {len(total.kept)} result(s) kept, "
-          f"{len(total.refused)} refused")
+    print(f"{len(total.delete)} file(s) {'to delete' if args.dry_run else 'deleted'}, "
+          f"{len(total.kept)} result(s) kept, {len(total.refused)} refused")
     return 1 if total.refused else 0
 
 

@@ -38,6 +38,8 @@ from typing import Any
 
 import pytest
 
+from bench.core.result_model import Level, NoResult, Result
+
 LOG_TAIL_LINES = 60
 MISSING = "—"
 
@@ -58,9 +60,9 @@ VERDICT_RANK = ("failed", "oom", "wrong-model", "all-failed", "capped", "degrade
 # ------------------------------------------------------------------ row data (on the runner)
 
 
-def row_data(result: dict[str, Any]) -> dict[str, Any]:
+def row_data(result: Result | NoResult) -> dict[str, Any]:
     """The numbers of a cell's table row, from its result (see the module docstring)."""
-    levels = result.get("levels") or []
+    levels = result["levels"] if "levels" in result else []
     done = sum(lv["successful"] + lv["failed"] for lv in levels)
     failed = sum(lv["failed"] for lv in levels)
     top = max(levels, key=lambda lv: lv["concurrency"], default=None)
@@ -127,16 +129,6 @@ def _annotation_note(data: dict[str, Any], note: str) -> str:
     return note
 
 
-class HtmlColumns:
-    """pytest-html hooks (registered on the controller when pytest-html is active)."""
-
-    def pytest_html_results_table_header(self, cells: list[str]) -> None:
-        cells[2:2] = header_cells()  # after Result and Test
-
-    def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
-        cells[2:2] = row_cells(getattr(report, "cellbench", None))
-
-
 # ------------------------------------------------------------------ extras (on the runner)
 
 
@@ -149,10 +141,10 @@ def tail_lines(path: Path, n: int = LOG_TAIL_LINES, *, max_bytes: int = 256 * 10
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-n:])
 
 
-def server_log_tails(result: dict[str, Any], n: int = LOG_TAIL_LINES) -> list[tuple[str, str, str]]:
+def server_log_tails(result: Result | NoResult, n: int = LOG_TAIL_LINES) -> list[tuple[str, str, str]]:
     """(label, path, last n lines) of every server log the result names."""
     tails = []
-    for server in result.get("servers", ()):
+    for server in result["servers"] if "servers" in result else ():
         log = server.get("log")
         if not log:
             continue
@@ -165,20 +157,20 @@ def server_log_tails(result: dict[str, Any], n: int = LOG_TAIL_LINES) -> list[tu
     return tails
 
 
-def _level_table(levels: Iterable[dict[str, Any]]) -> str:
+def _level_table(levels: Iterable[Level]) -> str:
     head = ("concurrency", "ok / failed", "output tok/s", "TTFT p50 (ms)", "TPOT p50 (ms)", "E2EL p50 (ms)", "note")
     rows = []
     for lv in sorted(levels, key=lambda lv: lv["concurrency"]):
         note = lv["stop_reason"] if lv.get("partial") else (", ".join(lv.get("errors", {})) or "")
         cells = (lv["concurrency"], f"{lv['successful']} / {lv['failed']}", _fmt(lv["output_throughput_tps"], ".1f"),
-                 _fmt(lv["ttft_ms"]["p50"], ".1f"), _fmt(lv["tpot_ms"]["p50"], ".2f"), _fmt(lv["e2el_ms"]["p50"], ".1f"),
-                 note)
+                 _fmt(lv["ttft_ms"]["p50"], ".1f"), _fmt(lv["tpot_ms"]["p50"], ".2f"),
+                 _fmt(lv["e2el_ms"]["p50"], ".1f"), note)
         rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
     return f'<table class="cellbench-levels">{header}{"".join(rows)}</table>'
 
 
-def summary_html(data: dict[str, Any], result: dict[str, Any], tails: list[tuple[str, str, str]]) -> str:
+def summary_html(data: dict[str, Any], result: Result | NoResult, tails: list[tuple[str, str, str]]) -> str:
     """The expanded row's HTML: every string in it is escaped (server text is untrusted)."""
     parts = [f"<p><b>{escape(data['verdict'])}</b>: {escape(data['reason'])}</p>"]
     suspicious = data.get("evidence", {}).get("suspicious")
@@ -189,7 +181,7 @@ def summary_html(data: dict[str, Any], result: dict[str, Any], tails: list[tuple
         parts.append(f"<p>annotations: {escape(', '.join(others))}</p>")
     if data.get("result_path"):
         parts.append(f"<p>result: <code>{escape(data['result_path'])}</code></p>")
-    if result.get("levels"):
+    if "levels" in result and result["levels"]:
         parts.append(_level_table(result["levels"]))
     for label, path, text in tails:
         parts.append(f"<details><summary>server log {escape(label)}: <code>{escape(path)}</code> "
@@ -197,13 +189,13 @@ def summary_html(data: dict[str, Any], result: dict[str, Any], tails: list[tuple
     return '<div class="cellbench-cell">' + "".join(parts) + "</div>"
 
 
-def extras_for(data: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+def extras_for(data: dict[str, Any], result: Result | NoResult) -> list[dict[str, Any]]:
     """pytest-html extras for one cell: summary, plot, result JSON, server log tails."""
     from pytest_html import extras  # only called when pytest-html is active
 
     tails = server_log_tails(result)
     out = [extras.html(summary_html(data, result, tails))]
-    if result.get("levels"):
+    if "levels" in result and result["levels"]:
         from bench.reports.plots import cell_plot  # matplotlib: imported only when a report is asked for
 
         png = base64.b64encode(cell_plot(result)).decode("ascii")

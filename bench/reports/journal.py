@@ -1,4 +1,4 @@
-"""The run's journal: what happened to every cell, in the weekly-run document's format.
+"""The run's journal: what happened to every cell, as a markdown page and its JSON twin.
 
 `results/<model>/<machine>/journal_<YYYY-MM-DD>.md`, rewritten atomically after every cell, so a
 killed run still leaves a journal that says which cells finished. The cells themselves live in a
@@ -10,29 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date
 from pathlib import Path
 
+from bench.base.clock import now_iso
+from bench.base.files import atomic_write
 from bench.core.verdicts import Verdict
 
 JOURNAL_VERSION = 1
 # The day a journal is named after, when a caller fixes it (YYYY-MM-DD): the weekly run sets it
 # for its pytest sessions, so a run that crosses midnight keeps writing one journal.
 JOURNAL_DAY_ENV = "CELLBENCH_JOURNAL_DAY"
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -44,7 +33,7 @@ class CellEntry:
     result_path: str | None = None
     annotations: list[str] = field(default_factory=list)
     evidence: dict = field(default_factory=dict)  # dominant error, HTTP status, server logs
-    finished_at: str = field(default_factory=_now)
+    finished_at: str = field(default_factory=now_iso)
     carried_from: str | None = None  # the date of an earlier journal whose skip still holds
 
     @property
@@ -58,7 +47,7 @@ class Journal:
     day: str  # YYYY-MM-DD
     model: str
     machine: str
-    started_at: str = field(default_factory=_now)
+    started_at: str = field(default_factory=now_iso)
     finished_at: str | None = None
     status: str = "running"
     cells: dict[tuple[str, str], CellEntry] = field(default_factory=dict)
@@ -83,7 +72,7 @@ class Journal:
         earlier session of the same day started."""
         day = day or os.environ.get(JOURNAL_DAY_ENV) or date.today().isoformat()
         date.fromisoformat(day)  # a bad day fails here, not as a journal named after it
-        journal = cls(directory, day, model, machine, started_at or _now())
+        journal = cls(directory, day, model, machine, started_at or now_iso())
         if journal.state_path.is_file():
             state = json.loads(journal.state_path.read_text())
             journal.started_at = state["started_at"]
@@ -112,7 +101,7 @@ class Journal:
         self.save()
 
     def finish(self, *, interrupted: bool) -> None:
-        self.finished_at = _now()
+        self.finished_at = now_iso()
         self.status = _status(self.cells.values(), interrupted=interrupted, sessions_failed=bool(self.session_failures))
         self.save()
 
@@ -129,8 +118,8 @@ class Journal:
             "session_failures": self.session_failures,
             "cells": [vars(c) for c in sorted(self.cells.values(), key=lambda c: (c.split, c.framework))],
         }
-        _write_atomic(self.state_path, json.dumps(state, indent=1) + "\n")
-        _write_atomic(self.md_path, render(self))
+        atomic_write(self.state_path, json.dumps(state, indent=1) + "\n")
+        atomic_write(self.md_path, render(self))
 
 
 def _status(cells, *, interrupted: bool, sessions_failed: bool = False) -> str:
@@ -176,7 +165,8 @@ def render(j: Journal) -> str:
         lines += [f"## {split.capitalize()}", "", "| Framework | Status | Notes |", "|-----------|--------|-------|"]
         lines += [_cell_line(c) for c in sorted(j.cells.values(), key=lambda c: c.framework) if c.split == split]
         lines.append("")
-    failures = [c for c in j.cells.values() if c.verdict in ("failed", "all-failed", "wrong-model", "degraded", "capped")]
+    failing = ("failed", "all-failed", "wrong-model", "degraded", "capped")
+    failures = [c for c in j.cells.values() if c.verdict in failing]
     lines += ["## Failures", ""]
     for failure in j.session_failures:
         lines += ["### a pytest session did not run its cells", f"- Reason: {failure}", ""]

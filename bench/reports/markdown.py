@@ -1,37 +1,41 @@
 """REPORT.md for one split directory, rendered from its comparison.json alone.
 
-The layout follows SiliconBench's (one table per concurrency level, metrics as rows, frameworks as
-columns) with what its report left in the JSON brought to the page: the run ids that won, each
-verdict with its reason, methodology differences, suspicious changes and the files left out.
-Levels are the union over frameworks (SiliconBench took the first framework's, hiding the rest).
+One table per concurrency level (metrics as rows, frameworks as columns) over the union of the
+levels every framework measured, so a level only one framework ran still shows, with "—" for
+the others. Above the tables: the run ids that won, each verdict with its reason; below them:
+methodology differences, suspicious changes, the files left out, and the plots.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from bench.base.files import atomic_write
+from bench.core.result_model import Comparison, Level, Stats
 from bench.reports import plots
 
 REPORT_FILE = "REPORT.md"
 MISSING_LEVEL = "—"
 NULL = "N/A"
 
-Level = dict[str, Any]
-
 
 def _num(value: float | None, digits: int, scale: float = 1.0, suffix: str = "") -> str:
     return NULL if value is None else f"{value * scale:.{digits}f}{suffix}"
 
 
+def _key(block: Level | Stats, key: str) -> Any:
+    """`block[key]` for a key ROWS names as data (a TypedDict is indexed by literals only)."""
+    return cast(dict[str, Any], block)[key]
+
+
 def _stat(block: str, stat: str, digits: int = 1, scale: float = 1.0) -> Callable[[Level], str]:
-    return lambda lv: _num(lv[block][stat], digits, scale)
+    return lambda lv: _num(_key(_key(lv, block), stat), digits, scale)
 
 
 def _field(key: str, digits: int = 1) -> Callable[[Level], str]:
-    return lambda lv: _num(lv[key], digits)
+    return lambda lv: _num(_key(lv, key), digits)
 
 
 def _outcome(lv: Level) -> str:
@@ -42,7 +46,7 @@ def _outcome(lv: Level) -> str:
 def _itl(stat: str) -> Callable[[Level], str]:
     """ITL of a bundling framework is per chunk, not per token: say so in the cell."""
     def cell(lv: Level) -> str:
-        value = _num(lv["itl_ms"][stat], 1)
+        value = _num(_key(lv["itl_ms"], stat), 1)
         return f"{value} (per chunk)" if lv["itl_per_chunk"] and value != NULL else value
     return cell
 
@@ -83,7 +87,7 @@ def _table(header: list[str], rows: list[list[Any]], align: str = "---") -> list
     return lines
 
 
-def _level_section(comparison: dict[str, Any], level: int) -> list[str]:
+def _level_section(comparison: Comparison, level: int) -> list[str]:
     frameworks = comparison["frameworks"]
     by_fw = {fw: {lv["concurrency"]: lv for lv in comparison["results"][fw]["levels"]} for fw in frameworks}
     rows = [[label, *(render(by_fw[fw][level]) if level in by_fw[fw] else MISSING_LEVEL for fw in frameworks)]
@@ -91,13 +95,13 @@ def _level_section(comparison: dict[str, Any], level: int) -> list[str]:
     return [f"## Concurrency {level}", "", *_table(["Metric", *frameworks], rows, "---:"), ""]
 
 
-def _verdict(comparison: dict[str, Any], fw: str) -> str:
+def _verdict(comparison: Comparison, fw: str) -> str:
     verdict = comparison["results"][fw]["verdict"]
     notes = [*verdict["annotations"], *(["suspicious"] if fw in comparison["suspicious"] else [])]
     return f"{verdict['verdict']} ({', '.join(notes)})" if notes else verdict["verdict"]
 
 
-def _header(comparison: dict[str, Any]) -> list[str]:
+def _header(comparison: Comparison) -> list[str]:
     frameworks = comparison["frameworks"]
     prov = comparison["provenance"]
     runs = [[fw, prov[fw]["run_id"], prov[fw]["finished_at"], prov[fw]["file"], prov[fw]["model_path"] or NULL]
@@ -133,7 +137,7 @@ def _caption(plot: Path) -> str:
     return f"TTFT and TPOT at concurrency {plot.stem.removeprefix('latency_c')}"
 
 
-def render_report(comparison: dict[str, Any], plot_files: list[Path]) -> str:
+def render_report(comparison: Comparison, plot_files: list[Path]) -> str:
     """The markdown text; `plot_files` are embedded by name, relative to the report."""
     if not comparison["frameworks"]:
         body = ["No result of this machine in this directory.", ""]
@@ -150,12 +154,10 @@ def render_report(comparison: dict[str, Any], plot_files: list[Path]) -> str:
     return "\n".join([*_header(comparison), *body, *notes, *figures])
 
 
-def write_report(split_dir: Path, comparison: dict[str, Any]) -> Path:
+def write_report(split_dir: Path, comparison: Comparison) -> Path:
     """Write the plots and `<split_dir>/REPORT.md` (atomically: a reader never sees half a report)."""
     split_dir = Path(split_dir)
     plot_files = plots.write_plots(comparison, split_dir)
     path = split_dir / REPORT_FILE
-    tmp = path.with_name(f".{REPORT_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(render_report(comparison, plot_files))
-    tmp.replace(path)
+    atomic_write(path, render_report(comparison, plot_files))
     return path

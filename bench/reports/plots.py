@@ -19,8 +19,10 @@ from matplotlib.cbook import boxplot_stats
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from bench.base.files import atomic_write
 from bench.core import metrics
 from bench.core.records import RequestRecord
+from bench.core.result_model import Comparison, Level, Result, Stats
 
 PLOTS_DIR = "plots"
 DPI = 100
@@ -45,20 +47,19 @@ def _png(fig: Figure) -> bytes:
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(_png(fig))
+    atomic_write(path, _png(fig))
     return path
 
 
-def _title(comparison: dict[str, Any], what: str) -> str:
+def _title(comparison: Comparison, what: str) -> str:
     return f"{what} — {comparison['model']} ({comparison['split']}) on {comparison['machine']}"
 
 
-def _levels(result: dict[str, Any]) -> dict[int, dict[str, Any]]:
+def _levels(result: Result) -> dict[int, Level]:
     return {lv["concurrency"]: lv for lv in result["levels"]}
 
 
-def all_levels(comparison: dict[str, Any]) -> list[int]:
+def all_levels(comparison: Comparison) -> list[int]:
     """The union of the levels of every chosen result, ascending."""
     return sorted({c for r in comparison["results"].values() for c in _levels(r)})
 
@@ -73,7 +74,7 @@ def _log2_axis(ax: Any, levels: list[int]) -> None:
     ax.set_xlabel("concurrency (requests in flight)")
 
 
-def throughput_vs_concurrency(comparison: dict[str, Any], split_dir: Path) -> Path:
+def throughput_vs_concurrency(comparison: Comparison, split_dir: Path) -> Path:
     """Output tok/s against concurrency, one line per framework; writes plots/throughput.png.
 
     A level with no successful request is drawn as an x on zero, not joined to the line: it is a
@@ -83,7 +84,7 @@ def throughput_vs_concurrency(comparison: dict[str, Any], split_dir: Path) -> Pa
     for fw in comparison["frameworks"]:
         levels = sorted(_levels(comparison["results"][fw]).values(), key=lambda lv: lv["concurrency"])
         good = [lv for lv in levels if lv["successful"]]
-        (line,) = ax.plot([lv["concurrency"] for lv in good], [lv["output_throughput_tps"] for lv in good],
+        (line,) = ax.plot([lv["concurrency"] for lv in good], [lv["output_throughput_tps"] or 0.0 for lv in good],
                           marker="o", label=fw)
         failed = [lv["concurrency"] for lv in levels if not lv["successful"]]
         if failed:
@@ -108,7 +109,7 @@ def _measured_records(sidecar: Path, level: int) -> Iterator[RequestRecord]:
                 yield RequestRecord(**{k: v for k, v in raw.items() if k in _RECORD_FIELDS})
 
 
-def request_samples(split_dir: Path, result: dict[str, Any], level: int) -> dict[str, list[float]] | None:
+def request_samples(split_dir: Path, result: Result, level: int) -> dict[str, list[float]] | None:
     """TTFT and TPOT in ms of each successful measured request of `level`, from the result's
     per-request sidecar (bench.core.metrics formulas), or None when there is no usable sidecar."""
     sidecar = split_dir / result["requests_file"]
@@ -123,7 +124,7 @@ def request_samples(split_dir: Path, result: dict[str, Any], level: int) -> dict
     return out if any(out.values()) else None
 
 
-def _summary_box(block: dict[str, Any], label: str) -> dict[str, Any] | None:
+def _summary_box(block: Stats, label: str) -> dict[str, Any] | None:
     """A box drawn from a stats block when the requests are gone: median line at p50, box from
     p50 to p90, whiskers from min to p99, the max as a point. The quartiles are not recorded, so
     the label marks it as a summary rather than pretending to be a box plot."""
@@ -133,13 +134,13 @@ def _summary_box(block: dict[str, Any], label: str) -> dict[str, Any] | None:
             "whislo": block["min"], "whishi": block["p99"], "fliers": [block["max"]]}
 
 
-def _box(fw: str, samples: dict[str, list[float]] | None, block: dict[str, Any], key: str) -> dict[str, Any] | None:
+def _box(fw: str, samples: dict[str, list[float]] | None, block: Stats, key: str) -> dict[str, Any] | None:
     if samples is not None and samples[key]:
         return boxplot_stats(samples[key], labels=[fw])[0]
     return _summary_box(block, f"{fw}*")
 
 
-def latency_distributions(comparison: dict[str, Any], level: int, split_dir: Path) -> Path:
+def latency_distributions(comparison: Comparison, level: int, split_dir: Path) -> Path:
     """TTFT and TPOT distributions per framework at one level; writes plots/latency_c<level>.png.
 
     Box plots of the successful measured requests from `<stem>.requests.jsonl` when it is there;
@@ -152,7 +153,8 @@ def latency_distributions(comparison: dict[str, Any], level: int, split_dir: Pat
     }
     fig = _figure(9, 4.5)
     for ax, key, name in zip(fig.subplots(1, 2), ("ttft_ms", "tpot_ms"), ("TTFT (ms)", "TPOT (ms)"), strict=True):
-        boxes = [b for fw, (samples, lv) in sorted(present.items()) if (b := _box(fw, samples, lv[key], key))]
+        boxes = [b for fw, (samples, lv) in sorted(present.items())
+                 if (b := _box(fw, samples, lv["ttft_ms"] if key == "ttft_ms" else lv["tpot_ms"], key))]
         if boxes:
             ax.bxp(boxes, showfliers=True)
         else:
@@ -165,12 +167,12 @@ def latency_distributions(comparison: dict[str, Any], level: int, split_dir: Pat
     return _save(fig, split_dir / PLOTS_DIR / latency_png(level))
 
 
-def cell_plot(result: dict[str, Any]) -> bytes:
+def cell_plot(result: Result) -> bytes:
     """A small PNG of one cell: output tok/s and TTFT p50 per level (an HTML report extra)."""
     by_level = _levels(result)
     levels = sorted(by_level)
     fig = _figure(6, 2.6)
-    panels: tuple[tuple[str, Callable[[dict[str, Any]], float]], ...] = (
+    panels: tuple[tuple[str, Callable[[Level], float | None]], ...] = (
         ("output (tok/s)", lambda lv: lv["output_throughput_tps"]),
         ("TTFT p50 (ms)", lambda lv: lv["ttft_ms"]["p50"]),
     )
@@ -190,11 +192,11 @@ def cell_plot(result: dict[str, Any]) -> bytes:
 RESOURCES_PNG = "resources.png"
 
 
-def _resource_samples(split_dir: Path, result: dict[str, Any]) -> list[dict[str, Any]]:
+def _resource_samples(split_dir: Path, result: Result) -> list[dict[str, Any]]:
     """The result's resource sidecars (one per server), in time order; [] when it has none."""
     samples: list[dict[str, Any]] = []
-    for server in result.get("servers", []):
-        name = (server.get("resources") or {}).get("path")
+    for server in result["servers"]:
+        name = server["resources"]["path"] if "resources" in server else None
         path = split_dir / name if name else None
         if path is None or not path.is_file():
             continue
@@ -206,7 +208,7 @@ def _resource_samples(split_dir: Path, result: dict[str, Any]) -> list[dict[str,
     return sorted(samples, key=lambda s: s.get("wall", 0.0))
 
 
-def resources_over_time(comparison: dict[str, Any], split_dir: Path) -> Path | None:
+def resources_over_time(comparison: Comparison, split_dir: Path) -> Path | None:
     """Server tree RSS and CPU over the cell's time, one line per framework; plots/resources.png.
 
     None when no chosen result has a resource sidecar (results written before the sampler)."""
@@ -232,7 +234,7 @@ def resources_over_time(comparison: dict[str, Any], split_dir: Path) -> Path | N
     return _save(fig, Path(split_dir) / PLOTS_DIR / RESOURCES_PNG)
 
 
-def write_plots(comparison: dict[str, Any], split_dir: Path) -> list[Path]:
+def write_plots(comparison: Comparison, split_dir: Path) -> list[Path]:
     """Every figure REPORT.md embeds, under `<split_dir>/plots/` (none when nothing is compared).
 
     Figures of ours that this comparison no longer has (a level dropped, every result ignored)

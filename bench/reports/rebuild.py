@@ -10,14 +10,14 @@ the machine it is named after, so a stray file from another machine is listed, n
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
+from bench.core.result_model import Comparison
+from bench.core.store import COMPARISON_FILE
 from bench.reports import plots
-from bench.reports.comparison import COMPARISON_FILE, write_comparison
+from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import write_report
 
 
@@ -32,12 +32,12 @@ def split_dirs(results_root: Path, *, model: str | None = None, machine: str | N
             yield split_dir
 
 
-def rebuild_split(split_dir: Path) -> tuple[dict[str, Any], list[Path]]:
+def rebuild_split(split_dir: Path) -> tuple[Comparison, list[Path]]:
     """comparison.json, then REPORT.md and plots rendered from that file as written.
 
     Returns the comparison and the files written."""
     comparison_path = write_comparison(split_dir, machine=split_dir.parent.name)
-    comparison = json.loads(comparison_path.read_text())
+    comparison = read_comparison(comparison_path)
     report = write_report(split_dir, comparison)
     return comparison, [comparison_path, report, *sorted((split_dir / plots.PLOTS_DIR).glob("*.png"))]
 

@@ -1,0 +1,326 @@
+"""The result document's types: one TypedDict per block of `schema/result.schema.json`.
+
+A result is a JSON document whose authority is the schema: it is validated when written
+(`bench.core.result.write_result`) and when read (`bench.core.store`). These TypedDicts give the
+same document static types without a second representation: the dict the cell assembles is the
+dict written, the dict a report reads is the dict validated, and nothing converts between them
+(so no key can be lost on the way). A key the schema does not require is declared in a `total=False`
+subclass (`Level` over `_LevelRequired`), which keeps `__required_keys__` right at runtime;
+tests/test_result_model.py checks that both name the same keys, required and optional.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict, final
+
+
+class Stats(TypedDict):
+    """Distribution of one per-request metric over the successful requests of a level."""
+
+    n: int
+    mean: float | None
+    min: float | None
+    max: float | None
+    stdev: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+
+
+class ChunkDivergence(TypedDict):
+    fraction: float | None
+    warning: bool
+
+
+class _ErrorSampleRequired(TypedDict):
+    message: str
+
+
+class ErrorSample(_ErrorSampleRequired, total=False):
+    http_status: int | None
+    body_head: str | None
+    prompt_name: str | None
+
+
+class DominantError(TypedDict):
+    type: str
+    http_status: int | None
+    count: int
+
+
+class _ClientHealthRequired(TypedDict):
+    cpu_share: float
+    loop_lag_p99_ms: float | None
+    schedule_lag_p99_ms: float | None
+    client_bound: bool
+    reasons: list[str]
+
+
+class ClientHealth(_ClientHealthRequired, total=False):
+    limited_by: str | None
+    pinned: bool
+    cpus: list[int] | None
+    cpus_busy: float | None
+    host_cpus: int | None
+    host_cpu_busy: float | None
+    run_queue_wait_share: float | None
+    involuntary_switches: int | None
+    cpu_pressure_some: float | None
+
+
+class PromptReuse(TypedDict):
+    requests: int
+    unique_prompts: int
+    repeats: int
+    unique_prefixes: bool
+    server_warmed: bool
+    warmed_by: str | None
+    may_hit_cache: bool
+
+
+class _WarmupRequired(TypedDict):
+    requests: int
+    successful: int
+    failed: int
+    wall_time_s: float
+    errors: dict[str, int]
+
+
+class Warmup(_WarmupRequired, total=False):
+    error_samples: dict[str, list[ErrorSample]]
+
+
+class _LevelRequired(TypedDict):
+    concurrency: int
+    num_requests: int
+    successful: int
+    failed: int
+    partial: bool
+    stop_reason: str | None
+    wall_time_s: float
+    started_at: float
+    output_tokens_total: int
+    input_tokens_total: int | None
+    chunks_total: int
+    output_throughput_tps: float | None
+    request_throughput_rps: float | None
+    input_throughput_tps: float | None
+    total_token_throughput_tps: float | None
+    tokens_per_chunk: float | None
+    usage_available: bool
+    itl_per_chunk: bool
+    chunk_divergence: ChunkDivergence
+    ttft_ms: Stats
+    ttfb_ms: Stats
+    tpot_ms: Stats
+    itl_ms: Stats
+    e2el_ms: Stats
+    decode_tps: Stats
+    schedule_lag_ms: Stats
+    errors: dict[str, int]
+    error_samples: dict[str, list[ErrorSample]]
+    dominant_error: DominantError | None
+    served_models: list[str]
+    client: ClientHealth
+    warmup: Warmup
+
+
+class Level(_LevelRequired, total=False):
+    """One concurrency level, as bench.core.metrics.summarize_level computes it."""
+
+    prompt_reuse: PromptReuse
+
+
+class _ServerCommandRequired(TypedDict):
+    argv: list[str]
+    env: dict[str, str]
+
+
+class ServerCommand(_ServerCommandRequired, total=False):
+    cwd: str | None
+    cpus: list[int]
+
+
+class _ServerExitRequired(TypedDict):
+    returncode: int | None
+    signal: str | None
+    stopped_by_us: bool
+
+
+class ServerExit(_ServerExitRequired, total=False):
+    oom: dict[str, Any]
+    oom_check_error: str
+    memory: dict[str, Any]
+
+
+class ServerResources(TypedDict):
+    path: str
+    interval_s: float
+    samples: int
+    peak: dict[str, Any]
+    gpu_source: str | None
+    errors: list[str]
+
+
+class ReportedVersion(TypedDict):
+    path: str
+    version: str
+
+
+class _ServerRequired(TypedDict):
+    levels: list[int]
+
+
+class Server(_ServerRequired, total=False):
+    """One server of the cell (one per level, or one shared), or the --endpoint it ran against."""
+
+    port: int
+    command: ServerCommand
+    log: str
+    external: str
+    retried_after: str
+    start_error: str
+    oom: dict[str, Any]
+    ready_after_s: float | None
+    reported_version: ReportedVersion | None
+    exit: ServerExit
+    resources: ServerResources
+
+
+class _VerdictBlockRequired(TypedDict):
+    verdict: str
+    reason: str
+    annotations: list[str]
+
+
+class VerdictBlock(_VerdictBlockRequired, total=False):
+    """bench.core.verdicts.CellVerdict as written, with the suspicious-change note when flagged."""
+
+    retryable: bool
+    suspicious: str
+
+
+class _FrameworkRequired(TypedDict):
+    name: str
+    version: str
+    install_source: str
+    install: dict[str, Any]
+
+
+class Framework(_FrameworkRequired, total=False):
+    platform: str
+    version_source: str
+
+
+class ServedModels(TypedDict):
+    listed: list[str] | None
+    responses: list[str]
+
+
+class Model(TypedDict):
+    profile: str
+    results_name: str
+    format: str
+    path: str | None
+    requested: str
+    served: ServedModels
+
+
+class _MachineRequired(TypedDict):
+    slug: str
+    host: str
+    os: str
+    cpu: str
+    chip: str | None
+    gpus: list[str]
+    cores: int
+    memory_gib: float
+
+
+class Machine(_MachineRequired, total=False):
+    gpu_probe_error: str | None
+
+
+class _PromptsRequired(TypedDict):
+    source: str
+    format: str
+    count: int
+
+
+class Prompts(_PromptsRequired, total=False):
+    tools_param: bool
+
+
+class CpuAffinity(TypedDict):
+    client: list[int] | None
+    server: list[int] | None
+    how: str
+
+
+class _RunConfigRequired(TypedDict):
+    levels: list[int]
+    requests_per_level: int
+    warmup: int
+    levels_share_server: bool
+    request_timeout_s: float
+    request_extras: dict[str, Any]
+    prompts: Prompts
+
+
+class RunConfig(_RunConfigRequired, total=False):
+    cpu_affinity: CpuAffinity
+    unique_prompts: bool
+
+
+class Result(TypedDict):
+    """One cell's result file."""
+
+    schema_version: int
+    run_id: str
+    framework: Framework
+    split: str
+    model: Model
+    machine: Machine
+    run_config: RunConfig
+    servers: list[Server]
+    started_at: str
+    finished_at: str
+    duration_s: float
+    levels: list[Level]
+    verdict: VerdictBlock
+    requests_file: str
+
+
+class Provenance(TypedDict):
+    run_id: str
+    file: str
+    machine: str
+    finished_at: str
+    model_path: str | None
+
+
+class IgnoredFile(TypedDict):
+    file: str
+    reason: str
+
+
+class Comparison(TypedDict):
+    """comparison.json: the result chosen for each framework of one split directory."""
+
+    schema_version: int
+    model: str
+    machine: str
+    split: str
+    generated_at: str
+    frameworks: list[str]
+    results: dict[str, Result]
+    provenance: dict[str, Provenance]
+    methodology_warnings: list[str]
+    suspicious: dict[str, str]
+    ignored: list[IgnoredFile]
+
+
+@final  # no other keys: `"levels" in result` tells a Result from it
+class NoResult(TypedDict):
+    """What a cell that wrote no result file (skipped, failed before a server) carries: `{}`."""

@@ -1,0 +1,172 @@
+"""The result model: the schema documents every key the code writes, the TypedDicts name the same
+keys as the schema, results are validated when written, and results of schema version 1 written
+by an earlier cellbench stay readable by the store and the reports."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import jsonschema
+import pytest
+
+from bench.core import result_model as model
+from bench.core.result import SCHEMA_VERSION, NotAResult, read_result, result_schema, validate, write_result
+from bench.core.store import load_results
+from bench.core.verdicts import CellVerdict, Verdict
+from bench.reports.comparison import build_comparison
+from tests.support.results import synthetic_result, write_cell
+
+V1_FILE = Path(__file__).parent / "data" / "result_v1_llamacpp.json"  # written by cellbench before the model
+
+
+def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = result_schema()["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+    return schema
+
+
+def _object_schemas(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The object schemas a value may follow: the schema itself, or the branches of its oneOf."""
+    schema = _resolve(schema)
+    branches = [_resolve(b) for b in schema.get("oneOf", [])]
+    return [s for s in [schema, *branches] if "properties" in s or "additionalProperties" in s]
+
+
+def undocumented(value: Any, schema: dict[str, Any], where: str = "") -> list[str]:
+    """Every key path in `value` that the schema does not name (free-form objects excepted)."""
+    schema = _resolve(schema)
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [p for i, v in enumerate(value) for p in (undocumented(v, items, f"{where}[{i}]") if items else [])]
+    if not isinstance(value, dict):
+        return []
+    options = _object_schemas(schema)
+    if not options:  # a free-form object ("install", "request_extras", "oom", "memory", "peak")
+        return []
+    missing = []
+    for key, item in value.items():
+        path = f"{where}.{key}" if where else key
+        found = next((s["properties"][key] for s in options if key in s.get("properties", {})), None)
+        if found is None:
+            maps = [s["additionalProperties"] for s in options if isinstance(s.get("additionalProperties"), dict)]
+            extra = maps[0] if maps else None
+            if extra is None:
+                missing.append(path)
+                continue
+            found = extra
+        missing += undocumented(item, found, path)
+    return missing
+
+
+def rich_result() -> model.Result:
+    """A synthetic result with every optional block the cell can write filled in."""
+    result = synthetic_result(levels=(1, 2), share_server=True, failed=1)
+    server = result["servers"][0]
+    server["retried_after"] = "port 8001 held by pid 4242"
+    server["reported_version"] = {"path": "/version", "version": "0.9.1"}
+    server["resources"] = {"path": "x.shared.resources.jsonl", "interval_s": 1.0, "samples": 3,
+                           "peak": {"tree_rss_bytes": 1}, "gpu_source": None, "errors": []}
+    server["command"]["cpus"] = [1]
+    server["exit"]["oom"] = {"source": "cgroup", "oom_kill": 1}
+    server["exit"]["oom_check_error"] = "OSError: no"
+    server["exit"]["memory"] = {"limit": 1}
+    result["servers"].append({"levels": [4], "external": "http://127.0.0.1:9", "start_error": "refused",
+                              "oom": {"source": "dmesg"}})
+    result["framework"]["version_source"] = "server: GET /version"
+    result["verdict"] = {**CellVerdict(Verdict.OOM, "killed for memory").to_json(), "suspicious": "10x"}
+    validate(result)
+    return result
+
+
+@pytest.mark.parametrize("source", ["synthetic", "v1-file"])
+def test_every_key_a_result_holds_is_in_the_schema(source):
+    result = rich_result() if source == "synthetic" else json.loads(V1_FILE.read_text())
+    assert undocumented(result, result_schema()) == []
+
+
+def test_the_schema_rejects_a_key_it_does_not_document():
+    result = synthetic_result()
+    result["levels"][0]["client"]["new_metric"] = 1.0
+    with pytest.raises(jsonschema.ValidationError, match="new_metric"):
+        validate(result)
+
+
+def _properties(schema: dict[str, Any], where: str = "") -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for key, sub in schema.get("properties", {}).items():
+        out.append((f"{where}.{key}" if where else key, sub))
+        out += _properties(sub, f"{where}.{key}" if where else key)
+    for sub in schema.get("oneOf", []):
+        out += _properties(sub, where)
+    if isinstance(schema.get("items"), dict):
+        out += _properties(schema["items"], where + "[]")
+    return out
+
+
+def test_every_key_of_the_schema_has_a_description():
+    schema = result_schema()
+    keys = _properties(schema) + [p for name, d in schema["$defs"].items() for p in _properties(d, f"$defs.{name}")]
+    assert [path for path, sub in keys if not sub.get("description") and "$ref" not in sub] == []
+
+
+# TypedDict -> where its object schema is.
+TYPED_BLOCKS = {
+    model.Result: "#", model.Framework: "#/properties/framework", model.Model: "#/properties/model",
+    model.ServedModels: "#/properties/model/properties/served", model.Machine: "#/properties/machine",
+    model.RunConfig: "#/properties/run_config", model.CpuAffinity: "#/properties/run_config/properties/cpu_affinity",
+    model.Prompts: "#/properties/run_config/properties/prompts", model.Server: "#/$defs/server",
+    model.ServerCommand: "#/$defs/server/properties/command", model.ServerExit: "#/$defs/server/properties/exit",
+    model.ServerResources: "#/$defs/server/properties/resources", model.Level: "#/$defs/level",
+    model.Stats: "#/$defs/stats", model.ClientHealth: "#/$defs/client", model.PromptReuse: "#/$defs/prompt_reuse",
+    model.Warmup: "#/$defs/warmup", model.ErrorSample: "#/$defs/error_sample",
+    model.DominantError: "#/$defs/dominant_error", model.VerdictBlock: "#/$defs/verdict",
+    model.ChunkDivergence: "#/$defs/level/properties/chunk_divergence",
+}
+
+
+def _at(pointer: str) -> dict[str, Any]:
+    node: Any = result_schema()
+    for part in pointer.removeprefix("#").strip("/").split("/"):
+        node = node[part] if part else node
+    return node
+
+
+@pytest.mark.parametrize("typed, pointer", list(TYPED_BLOCKS.items()), ids=lambda v: getattr(v, "__name__", v))
+def test_typed_dicts_name_the_schemas_keys(typed, pointer):
+    block = _at(pointer)
+    assert set(get_type_hints(typed)) == set(block["properties"])
+    assert typed.__required_keys__ == set(block.get("required", ()))
+    assert block.get("additionalProperties") is False
+
+
+def test_write_result_validates_and_leaves_nothing_when_invalid(tmp_path):
+    result = synthetic_result()
+    path = tmp_path / "llamacpp_20261130T100000Z-aaaa.json"
+    write_result(path, result)
+    assert read_result(path) == result
+    del result["verdict"]
+    with pytest.raises(jsonschema.ValidationError, match="'verdict' is a required property"):
+        write_result(tmp_path / "broken.json", result)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_result_of_another_version_is_refused_with_the_reason(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({**synthetic_result(), "schema_version": SCHEMA_VERSION + 1}))
+    with pytest.raises(NotAResult, match=f"schema_version {SCHEMA_VERSION + 1}"):
+        read_result(path)
+
+
+def test_a_version_1_file_from_an_earlier_cellbench_feeds_the_reports(tmp_path):
+    split_dir = tmp_path / "tiny" / "intelxeonprocessor" / "chat"
+    split_dir.mkdir(parents=True)
+    shutil.copy(V1_FILE, split_dir / "llamacpp_20261130T162419Z-5213.json")
+    write_cell(tmp_path, framework="vllm", run_id="20261130T170000Z-bbbb")
+    loaded, ignored = load_results(split_dir)
+    assert ignored == [] and [r.framework for r in loaded] == ["llamacpp", "vllm"]
+    comparison = build_comparison(split_dir, machine="intelxeonprocessor")
+    assert comparison["frameworks"] == ["llamacpp", "vllm"]
+    assert comparison["results"]["llamacpp"] == json.loads(V1_FILE.read_text())
