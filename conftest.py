@@ -1,7 +1,19 @@
-"""Loads cellbench's pytest plugin and fixtures for the cells in bench/ and the tests in tests/.
+"""Loads cellbench's pytest plugins for the cells in bench/ and the tests in tests/.
 
-pytester is here because pytest only honours `pytest_plugins` in the root conftest; the suite's
-own plugin tests run real pytest sessions with it.
+The same modules are pytest11 entry points (pyproject.toml), under the same names, so an
+installed cellbench loads them once either way. pytester is here because pytest only honours
+`pytest_plugins` in the root conftest; the suite's own plugin tests run real pytest sessions with it.
 """
 
-pytest_plugins = ["bench.plugins.cells", "bench.plugins.eval", "bench.plugins.servers", "pytester"]
+pytest_plugins = [
+    "bench.plugins.options",
+    "bench.plugins.budget",
+    "bench.plugins.transport",
+    "bench.plugins.cells",
+    "bench.plugins.fixtures",
+    "bench.plugins.signals",
+    "bench.plugins.recorder",
+    "bench.plugins.html",
+    "bench.plugins.eval",
+    "pytester",
+]

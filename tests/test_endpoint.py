@@ -18,12 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.setup import profiles
-from bench.run.cell import CellConfig, run_cell
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import new_run_id, validate
-from bench.run.server import free_port
 from bench.core.verdicts import Verdict
+from bench.host.ports import free_port
+from bench.run.cell import CellConfig, run_cell
+from bench.setup import profiles
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +83,7 @@ def write_profile(tmp_path: Path, extra: str = "") -> Path:
 
 def run_pytest(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--results-dir={tmp_path / 'results'}", *args]
-    return subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    return subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900, check=False)
 
 
 def only_result(tmp_path: Path) -> dict:
@@ -156,7 +156,8 @@ def test_an_endpoint_that_does_not_answer_fails_the_cell_with_a_result(tmp_path)
                      ready_timeout_s=1.0)
     outcome = run_cell(cfg, _fail_launch)
     assert outcome.verdict.verdict is Verdict.FAILED
-    assert outcome.verdict.reason.startswith(f"endpoint {url} not ready on /v1/models after 1 s: last GET /v1/models: ConnectError")
+    assert outcome.verdict.reason.startswith(
+        f"endpoint {url} not ready on /v1/models after 1 s: last GET /v1/models: ConnectError")
     validate(outcome.result)
     assert outcome.result["servers"][0]["external"] == url and "start_error" in outcome.result["servers"][0]
 

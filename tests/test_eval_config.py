@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.eval.config import EvalConfigError, json_path, load_eval_config
 from bench.base.paths import PROJECT_ROOT
+from bench.eval.config import EvalConfigError, json_path, load_eval_config
 
 FRAMEWORKS = {"llamacpp", "vllm"}
 
@@ -84,8 +84,10 @@ def test_smoke_appends_max_samples_when_the_template_has_no_placeholder(tmp_path
     (lambda d: d["rows"][0].update(colour="red"), "rows[0].colour: unknown field"),
     (lambda d: d["rows"][0].update(id="a b"), "rows[0].id: 'a b'"),
     (lambda d: d["rows"].append(copy.deepcopy(d["rows"][0])), "row 'arith-c4'.id: appears twice"),
-    (lambda d: d["server_profiles"]["llama"].update(framework="trt"), "server_profiles.llama.framework: unknown framework 'trt'"),
-    (lambda d: d["server_profiles"]["llama"].update(max_concurrency=0), "server_profiles.llama.max_concurrency: must be an integer >= 1"),
+    (lambda d: d["server_profiles"]["llama"].update(framework="trt"),
+     "server_profiles.llama.framework: unknown framework 'trt'"),
+    (lambda d: d["server_profiles"]["llama"].update(max_concurrency=0),
+     "server_profiles.llama.max_concurrency: must be an integer >= 1"),
     (lambda d: d["rows"][0].update(result_json="../x.json"), "result_json: must be a file name inside"),
     (lambda d: d.update(rows=[]), "rows: must be a non-empty list"),
 ])

@@ -56,11 +56,13 @@ ARITH = "{python} {repo_root}/benchmarks/eval/benchmark_arith.py --model {model}
 def _row(row_id: str, section: str, cells: dict, **extra) -> dict:
     return {"id": row_id, "file": "", "client": ARITH, "max_samples": 4, "timeout_s": 300,
             "result_json": "arith_results.json", "new_row": {"Model": "tiny", "Config": "llamacpp, c=2"},
-            "locate": {"section_substring": section, "config_substring": "llamacpp, c=2", "source_workload": "n=4, c=2"},
+            "locate": {"section_substring": section, "config_substring": "llamacpp, c=2",
+                       "source_workload": "n=4, c=2"},
             "cells": cells, **extra}
 
 
-ACCURACY = {"accuracy": {"path": "summary.accuracy", "format": "{v:.2%}"}, "total_samples": {"path": "summary.total_samples"}}
+ACCURACY = {"accuracy": {"path": "summary.accuracy", "format": "{v:.2%}"},
+            "total_samples": {"path": "summary.total_samples"}}
 SPEED = {"latency_p50_s": {"path": "speed.latency_p50_s", "format": "{v:.3f}"},
          "output_tok_per_s": {"path": "speed.output_tok_per_s", "format": "{v:.1f}"}}
 
@@ -85,7 +87,7 @@ class Setup:
         # `--opt=path`: pytest takes a bare existing path among the arguments for a rootdir hint.
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "eval", f"--eval-config={self.config}",
                f"--results-dir={self.tmp / 'results'}", f"--hardware={HW}", *args]
-        return subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
+        return subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, check=False,
                               env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
 
     def states(self) -> list[dict]:
@@ -98,9 +100,10 @@ class Setup:
 
 def _imports(path: Path) -> None:
     spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.ANSWER == 42 and "Reference Results" in module.__doc__
+    assert module.ANSWER == 42 and "Reference Results" in (module.__doc__ or "")
 
 
 def test_first_run_appends_second_replaces_and_the_file_still_imports(tmp_path, llama_server):
@@ -150,7 +153,8 @@ def test_smoke_runs_the_rows_with_few_samples_and_changes_no_file(tmp_path, llam
 
 def test_a_failing_client_fails_its_row_and_edits_nothing(tmp_path, llama_server):
     broken = _row("acc", "Accuracy (summary)", ACCURACY,
-                  client=["{python}", "-c", "import sys; print('Traceback (most recent call last):\\nBoom'); sys.exit(3)"])
+                  client=["{python}", "-c",
+                          "import sys; print('Traceback (most recent call last):\\nBoom'); sys.exit(3)"])
     setup = Setup(tmp_path, rows=[broken])
     result = setup.run()
     assert result.returncode == 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import time
-from pathlib import Path
 
 import pytest
 
@@ -61,7 +60,8 @@ def test_spread_keeps_every_round_and_its_mean_and_stdev():
     ({"summary": {"total_samples": 0}}, "no samples"),
     ({"summary": {"total_samples": 10, "failed_requests": 6}}, "6 of 10 requests failed"),
     ({"summary": {"total_samples": 10}, "speed": {"failed_requests": 6}}, "6 of 10 requests failed"),
-    ({"summary": {"total_samples": 10, "failed_requests": 5, "accuracy": 0.0}}, None),  # a wrong model is not a broken run
+    # a wrong model is not a broken run
+    ({"summary": {"total_samples": 10, "failed_requests": 5, "accuracy": 0.0}}, None),
 ])
 def test_sanity_judges_the_run_not_the_model(result, problem):
     found = sanity(result)
@@ -91,9 +91,9 @@ def test_a_lease_waits_for_a_busy_gpu_and_times_out_naming_the_pool(tmp_path):
     with gpus.lease((3,), 1, tmp_path, timeout_s=1) as leased:
         assert leased == (3,)
         t0 = time.monotonic()
-        with pytest.raises(TimeoutError, match=r"pool \[3\]"):
-            with gpus.lease((3,), 1, tmp_path, timeout_s=0.3, poll_s=0.05):
-                pass
+        with (pytest.raises(TimeoutError, match=r"pool \[3\]"),
+              gpus.lease((3,), 1, tmp_path, timeout_s=0.3, poll_s=0.05)):
+            pass
         assert time.monotonic() - t0 >= 0.3
     with gpus.lease((3,), 1, tmp_path, timeout_s=1) as again:  # released with the block
         assert again == (3,)

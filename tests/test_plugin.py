@@ -3,7 +3,9 @@ the suspicious flag against a cell's previous result; rate-limited progress line
 
 from __future__ import annotations
 
+import ast
 import fcntl
+import importlib.metadata
 import json
 import os
 import signal
@@ -11,21 +13,24 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
-from bench.reports import html_review
-from bench.run.cell import _suspicious
-from bench.load.loadgen import ClientHealth, LevelConfig, LevelRun, Progress
-from bench.host.machine import detect
-from bench.core.metrics import summarize_level
+import adapters
 from bench.base.paths import PROJECT_ROOT
-from bench.load.progress import ProgressLine
+from bench.core.metrics import summarize_level
 from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.core.result import cell_paths, validate
-from bench.run.server import free_port
 from bench.core.verdicts import Evidence, Identity, classify
+from bench.host.machine import detect
+from bench.host.ports import free_port
+from bench.load import ClientHealth, LevelConfig, LevelRun, Progress
+from bench.load.progress import ProgressLine
+from bench.reports import html_review
+from bench.run.cell_result import suspicious_change as _suspicious
 
 CELLS = """
 import pytest
@@ -71,10 +76,66 @@ def test_strict_fails_degraded_cells(cells):
     result.stdout.fnmatch_lines(["*degraded: because degraded*"])
 
 
+FINISHED_HOOK = """
+import json, os
+
+def pytest_cellbench_cell_finished(config, nodeid, cell):
+    with open("finished.jsonl", "a") as out:
+        out.write(json.dumps({"pid": os.getpid(), "worker": hasattr(config, "workerinput"), "nodeid": nodeid,
+                             "cell": cell.to_json()}) + "\\n")
+"""
+
+
+def finished_calls(pytester: pytest.Pytester) -> dict[str, dict]:
+    lines = (pytester.path / "finished.jsonl").read_text().splitlines()
+    calls = [json.loads(line) for line in lines]
+    assert len(calls) == len({c["nodeid"] for c in calls}), "one call per cell"
+    return {c["nodeid"].split("[")[1].rstrip("]"): c for c in calls}
+
+
+def test_a_conftest_implements_the_cell_finished_hook(cells):
+    cells.makeconftest(FINISHED_HOOK)
+    cells.runpytest().assert_outcomes(passed=1, failed=2, skipped=1)
+    calls = finished_calls(cells)
+    assert sorted(calls) == ["all-failed", "degraded", "ok", "skipped", "wrong-model"]
+    degraded = calls["degraded"]["cell"]
+    assert (degraded["kind"], degraded["verdict"], degraded["reason"]) == ("cell", "degraded", "because degraded")
+    assert degraded["framework"] is None, "a stand-in test, not a (framework, split) cell: no journal"
+
+
 def test_verdicts_travel_from_xdist_workers_to_the_controller(cells):
+    cells.makeconftest(FINISHED_HOOK)
     result = cells.runpytest_subprocess("-n", "2")
     assert result.parseoutcomes() == EXPECTED
     result.stdout.fnmatch_lines(["*cellbench verdicts: 1 ok, 1 degraded, 1 all-failed, 1 wrong-model, 1 skipped*"])
+    calls = finished_calls(cells)
+    assert len(calls) == 5 and len({c["pid"] for c in calls.values()}) == 1, "fired on one process"
+    assert not any(c["worker"] for c in calls.values()), "on the controller"
+    assert calls["wrong-model"]["cell"]["verdict"] == "wrong-model"
+
+
+def test_each_plugin_module_is_an_entry_point_and_in_the_root_conftest_under_its_own_name(pytester):
+    """An installed cellbench and this checkout's conftest load the same modules under the same
+    names, so pytest registers each once."""
+    entry_points = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="pytest11")
+                    if ep.value.startswith("bench.")}
+    assert all(name == value for name, value in entry_points.items()), entry_points
+    tree = ast.parse((PROJECT_ROOT / "conftest.py").read_text())
+    (listed,) = [ast.literal_eval(node.value) for node in tree.body
+                 if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "pytest_plugins"]
+    assert sorted(p for p in listed if p.startswith("bench.")) == sorted(entry_points)
+    config = pytester.parseconfigure()
+    registered = [name for name, plugin in config.pluginmanager.list_name_plugin()
+                  if isinstance(plugin, types.ModuleType) and plugin.__name__.startswith("bench.")]
+    assert sorted(registered) == sorted(entry_points)
+
+
+def test_unconfigure_unregisters_what_configure_registered(cells):
+    reprec = cells.inline_run("-k", "ok")
+    config = reprec.getcall("pytest_sessionstart").session.config
+    names = ("cellbench-recorder", "cellbench-html", "cellbench-transport", "cellbench-eval-recorder",
+             "cellbench-xdist-run-id", "cellbench-xdist-budget")
+    assert [name for name in names if config.pluginmanager.get_plugin(name) is not None] == []
 
 
 @pytest.mark.parametrize(
@@ -102,13 +163,15 @@ def hand_result(split_dir: Path, *, run_id: str, framework: str = "llamacpp", tp
     level, `failed` of them HTTP 500) summarised by bench.core.metrics, output throughput set to `tps`,
     and a server log per level holding `log_text`. Written under its canonical name."""
     split_dir.mkdir(parents=True, exist_ok=True)
-    summaries, servers = [], []
+    summaries: list[Any] = []  # Level blocks, as summarize_level writes them
+    servers: list[dict] = []
     for c in levels:
         records = []
         for i in range(4):
             t = i * 0.5
             rec = RequestRecord(index=i, prompt_name=f"p{i}", t_sched=t, t_send=t, t_first_byte=t + 0.01,
-                                t_first_token=t + 0.02, t_end=t + 0.2, chunk_times=[t + 0.02 + k * 0.02 for k in range(10)],
+                                t_first_token=t + 0.02, t_end=t + 0.2,
+                                chunk_times=[t + 0.02 + k * 0.02 for k in range(10)],
                                 usage_completion_tokens=10, usage_prompt_tokens=7, finish_reason="stop",
                                 served_model="tiny", http_status=200, done_marker=True)
             if i < failed:
@@ -298,7 +361,7 @@ def test_progress_interval_zero_is_off_and_reports_may_arrive_late():
 PROGRESS_CELL = """
 import time
 
-from bench.load.loadgen import Progress
+from bench.load import Progress
 
 def test_cell(cell_config):
     def report(done, elapsed_s):
@@ -334,14 +397,33 @@ def real_cells(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tu
     arguments that run its `openai` cells against an endpoint nobody listens on."""
     monkeypatch.setenv("CELLBENCH_CACHE", str(pytester.path / "cache"))  # cache_root(): the host lock's home
     pytester.makepyfile(test_cells=(PROJECT_ROOT / "bench" / "test_cells.py").read_text())
-    return ("-p", "bench.plugins.cells", "-p", "bench.plugins.servers", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+    return ("-p", "bench.plugins.cells", "-p", "bench.plugins.fixtures",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning",
             "--endpoint", "http://127.0.0.1:9", "--results-dir", "results")
 
 
 def cell_reports(proc: pytest.RunResult) -> dict[str, dict]:
-    """Each cell's `report.cellbench`, by cell id (an inline run keeps its reports)."""
-    reports = proc.reprec.getreports("pytest_runtest_logreport")  # type: ignore[attr-defined]
-    return {r.nodeid.split("[")[1].rstrip("]"): r.cellbench for r in reports if r.when == "call"}
+    """Each cell's record (bench.plugins.hooks.CellRecord) as JSON, by cell id, from the hook
+    `pytest_cellbench_cell_finished` (an inline run keeps its hook calls)."""
+    calls = proc.reprec.getcalls("pytest_cellbench_cell_finished")  # type: ignore[attr-defined]
+    return {call.nodeid.split("[")[1].rstrip("]"): call.cell.to_json() for call in calls}
+
+
+def test_a_cell_that_cannot_run_here_skips_without_waiting_for_the_host_lock(pytester: pytest.Pytester, monkeypatch):
+    """Another session holds the host: a cell of a framework that cannot run on this platform
+    starts nothing, so it skips at once instead of failing 'host busy' after the lock timeout."""
+    monkeypatch.setenv("CELLBENCH_CACHE", str(pytester.path / "cache"))
+    pytester.makepyfile(test_cells=(PROJECT_ROOT / "bench" / "test_cells.py").read_text())
+    name = next(n for n, a in sorted(adapters.registry().items()) if a.platform_here() is None)
+    lock = pytester.path / "cache" / "host.lock"
+    lock.parent.mkdir()
+    with lock.open("a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        result = pytester.runpytest("-p", "bench.plugins.cells", "-p", "bench.plugins.fixtures",
+                                    "-W", "ignore::pytest.PytestAssertRewriteWarning", "-k", f"{name}-chat",
+                                    "--host-lock-timeout", "2", "--results-dir", "results", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([f"*{name} runs on *; this is *"])
 
 
 def test_a_cell_kept_by_skip_existing_reports_the_kept_verdict(pytester: pytest.Pytester, monkeypatch):
@@ -361,7 +443,8 @@ def test_a_cell_kept_by_skip_existing_reports_the_kept_verdict(pytester: pytest.
         data, name = reports[f"openai-{split}"], f"openai_{run_id}.json"
         assert data["verdict"] == result["verdict"]["verdict"] and data["annotations"][-1] == "resumed"
         assert data["reason"] == f"resumed: kept {name}: {result['verdict']['reason']}"
-        assert data["row"] == html_review.row_data(result) and data["row"]["output_tps"] == 100.0  # its HTML row
+        # its HTML row
+        assert data["row"] == html_review.row_data(cast(Any, result)) and data["row"]["output_tps"] == 100.0
         assert sorted(p.name for p in cell_dir(root, split).glob("openai_*.json")) == [name], "nothing re-measured"
     (journal,) = cell_dir(root).parent.glob("journal_*.json")
     entries = {c["split"]: c for c in json.loads(journal.read_text())["cells"]}
@@ -402,11 +485,13 @@ def test_a_cell_that_waits_out_the_host_lock_is_a_failed_verdict_naming_the_hold
     assert f"### openai / chat: failed\n- Reason: {reason}\n" in journal.read_text()
     assert not list((pytester.path / "results").rglob("openai_*.json")), "no server, no result file"
 
-    # The lock is free now: a cell takes it and says who it is.
+    # The lock is free now: a cell takes it and says who it is (in a process of its own, whose
+    # command line is a pytest one whether or not this test runs under xdist).
     pytester.makepyfile(test_holder=HOLDER_RECORD)
-    pytester.runpytest("-p", "bench.plugins.servers", "test_holder.py").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("-p", "bench.plugins.fixtures", "test_holder.py").assert_outcomes(passed=1)
 
 
+@pytest.mark.integration  # starts the fault server and waits out a held lock: ~5 s
 def test_the_budget_counts_the_wait_for_the_host_lock(pytester: pytest.Pytester, monkeypatch):
     """pytest-timeout's clock starts at setup, so the cell's budget does too: a cell that got the
     lock after its budget was spent ends capped before its first level, instead of measuring

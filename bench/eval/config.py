@@ -1,11 +1,8 @@
 """An eval config, `models/<model>/eval.yaml`: the rows that refresh reference tables.
 
-The schema follows the sglang-omni runner's `config.yaml` (rows with id, file, hf_model_id,
-locate, server_profile, client, result_json, cells; default_server_profile; server profiles;
-auto_env), with two differences that come from its known faults: a server profile names a
-cellbench adapter, so eval servers start through the same lifecycle as benchmark cells; and the
-client is an argument list filled per token, never a shell string. Everything is checked on
-load, and a failure names the file, the row and the field.
+A server profile names a cellbench adapter, so eval servers start through the same lifecycle
+as benchmark cells; a row's client is an argument list filled per token, never a shell string.
+Everything is checked on load, and a failure names the file, the row and the field.
 
     name: str
     description: str                       # optional
@@ -166,10 +163,15 @@ class _Checker:
                 raise self.fail(f"{where}.{key}", f"unknown field; allowed: {', '.join(allowed)}")
         return value
 
-    def text(self, data: dict, key: str, where: str, *, required: bool = True) -> str | None:
+    def text(self, data: dict, key: str, where: str) -> str:
+        """A required non-empty string."""
         if key not in data:
-            if required:
-                raise self.fail(f"{where}.{key}" if where else key, "is required")
+            raise self.fail(f"{where}.{key}" if where else key, "is required")
+        return self.optional_text(data, key, where) or ""
+
+    def optional_text(self, data: dict, key: str, where: str) -> str | None:
+        """A non-empty string, or None when the key is absent."""
+        if key not in data:
             return None
         value = data[key]
         if not isinstance(value, str) or not value.strip():
@@ -196,8 +198,9 @@ class _Checker:
         raw = self.mapping(raw, where, PROFILE_FIELDS)
         framework = self.text(raw, "framework", where)
         if framework not in frameworks:
-            raise self.fail(f"{where}.framework", f"unknown framework {framework!r}; known: {', '.join(sorted(frameworks))}")
-        split = self.text(raw, "split", where, required=False) or "chat"
+            known = ", ".join(sorted(frameworks))
+            raise self.fail(f"{where}.framework", f"unknown framework {framework!r}; known: {known}")
+        split = self.optional_text(raw, "split", where) or "chat"
         if split not in ("chat", "agent"):
             raise self.fail(f"{where}.split", f"must be chat or agent, got {split!r}")
         return ServerProfile(
@@ -249,7 +252,7 @@ class _Checker:
                 paths = self.mapping(spec["paths"], f"{at}.paths")
                 if not paths or not all(isinstance(p, str) and p for p in paths.values()):
                     raise self.fail(f"{at}.paths", "must map aliases to non-empty dotted paths")
-            fmt = self.text(spec, "format", at, required=False) or "{v}"
+            fmt = self.optional_text(spec, "format", at) or "{v}"
             used = {name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(fmt) if name}
             unknown = used - set(paths)
             if unknown:
@@ -267,8 +270,8 @@ class _Checker:
         file = ctx["root"] / self.text(raw, "file", where)
         if not file.is_file():
             raise self.fail(f"{where}.file", f"no such file {file}")
-        hf_model_id = self.text(raw, "hf_model_id", where, required=False) or ctx["hf_model_id"]
-        profile_name = (self.text(raw, "server_profile", where, required=False)
+        hf_model_id = self.optional_text(raw, "hf_model_id", where) or ctx["hf_model_id"]
+        profile_name = (self.optional_text(raw, "server_profile", where)
                         or ctx["by_model"].get(hf_model_id) or ctx["default_profile"])
         if profile_name is None:
             raise self.fail(f"{where}.server_profile", "is required (no default_server_profile)")
@@ -313,7 +316,7 @@ class _Checker:
         for model_id, profile_name in by_model.items():
             if profile_name not in profiles:
                 raise self.fail(f"server_profile_by_hf_model_id.{model_id}", f"unknown profile {profile_name!r}")
-        default_profile = self.text(data, "default_server_profile", "", required=False)
+        default_profile = self.optional_text(data, "default_server_profile", "")
         if default_profile is not None and default_profile not in profiles:
             raise self.fail("default_server_profile", f"unknown profile {default_profile!r}")
         rows_raw = data.get("rows")
@@ -328,7 +331,7 @@ class _Checker:
                 raise self.fail(f"row {row.id!r}.id", "appears twice; ids select rows and must be unique")
             seen.add(row.id)
         return EvalConfig(name, self.source, hf_model_id, self.env(data.get("auto_env", {}), "auto_env"), rows,
-                          self.text(data, "description", "", required=False) or "")
+                          self.optional_text(data, "description", "") or "")
 
 
 def load_eval_config(source: Path, root: Path, frameworks: set[str]) -> EvalConfig:

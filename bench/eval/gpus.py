@@ -41,7 +41,8 @@ def _try_lock(path: Path):
 
 
 @contextmanager
-def lease(pool: Sequence[int], count: int, lock_dir: Path, timeout_s: float, poll_s: float = 0.5) -> Iterator[tuple[int, ...]]:
+def lease(pool: Sequence[int], count: int, lock_dir: Path, timeout_s: float,
+          poll_s: float = 0.5) -> Iterator[tuple[int, ...]]:
     """Hold `count` GPUs of `pool` for the block; raises TimeoutError naming the pool when none free up."""
     if count > len(pool):
         raise ValueError(f"needs {count} GPU(s), the pool has {len(pool)}: {list(pool)}")

@@ -22,16 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import adapters
+from bench.eval.config import EvalRow
+from bench.host.ports import free_port
+from bench.run.cell import Launcher
+from bench.run.probes import list_models
+from bench.run.server import ServerStartError, log_tail
 from bench.setup import profiles
 from bench.setup.adapter import ServeContext
-from bench.run.cell import Launcher, list_models
-from bench.eval.config import EvalRow
 from bench.setup.installs import ensure_installed
-from bench.run.server import ServerStartError, free_port, log_tail
 
 KILL_GRACE_S = 10.0
 # Lines worth quoting when a client or server fails without a traceback.
-_ERROR_LINE = re.compile(r"error|failed|exception|out of memory|outofmemory|killed|modulenotfound|refused", re.I)
+_ERROR_LINE = re.compile(r"error|failed|exception|out of memory|outofmemory|killed|modulenotfound|refused",
+                         re.IGNORECASE)
 
 
 class RowUnavailable(Exception):
@@ -107,9 +110,10 @@ class _Server:
     def __init__(self, row: EvalRow, ctx: RowContext):
         sp = row.server_profile
         adapter = adapters.get(sp.framework)
-        self.platform = adapter.platform_here()
-        if self.platform is None:
+        platform = adapter.platform_here()
+        if platform is None:
             raise RowUnavailable(f"{adapter.name} does not run on this machine")
+        self.platform: str = platform
         if sp.server_gpus > len(ctx.gpus):
             raise RowUnavailable(f"server profile {sp.name!r} needs {sp.server_gpus} GPU(s); "
                                  f"{len(ctx.gpus)} leased (pass --gpu-pool)")
@@ -237,7 +241,8 @@ def _round(row: EvalRow, server: _Server, ctx: RowContext, k: int, launch: Launc
 def _read_result(row: EvalRow, info: dict, path: Path) -> dict:
     info["result_json"] = str(path)
     if not path.is_file():
-        return {**info, "reason": f"result.json missing: {path.name} (client wrote {sorted(p.name for p in path.parent.iterdir())})"}
+        wrote = sorted(p.name for p in path.parent.iterdir())
+        return {**info, "reason": f"result.json missing: {path.name} (client wrote {wrote})"}
     try:
         result = json.loads(path.read_text())
     except (OSError, ValueError) as exc:

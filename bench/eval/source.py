@@ -17,11 +17,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from bench.base.git import git
 from bench.host.machine import Machine
 
 # NVIDIA names carry form factors and memory sizes ("NVIDIA H100 80GB HBM3"): the model is the tag.
-_NVIDIA_MODEL = re.compile(r"\b(GB\d{3}|B\d{3}|H\d{3}|A\d{3}|L40S?|L4|T4|V100|RTX\s?\w+)\b", re.I)
-_CPU_NOISE = re.compile(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$|\b\d+-core\b", re.I)
+_NVIDIA_MODEL = re.compile(r"\b(GB\d{3}|B\d{3}|H\d{3}|A\d{3}|L40S?|L4|T4|V100|RTX\s?\w+)\b", re.IGNORECASE)
+_CPU_NOISE = re.compile(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$|\b\d+-core\b", re.IGNORECASE)
 
 
 def hardware_tag(machine: Machine, override: str | None = None) -> str:
@@ -38,16 +39,6 @@ def hardware_tag(machine: Machine, override: str | None = None) -> str:
     return f"{cpu} + unknown GPU" if machine.gpu_probe_error else cpu
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
-    if not shutil.which("git"):
-        return None
-    try:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
 def _pr_number(root: Path) -> str | None:
     """The pull request under test: CI's ref (`refs/pull/N/merge`), else `gh pr view` when gh is here."""
     ref = os.environ.get("GITHUB_REF", "")
@@ -57,7 +48,7 @@ def _pr_number(root: Path) -> str | None:
     if shutil.which("gh"):
         try:
             out = subprocess.run(["gh", "pr", "view", "--json", "number", "-q", ".number"], cwd=root,
-                                 capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL)
+                                 capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
         if out.returncode == 0 and out.stdout.strip().isdigit():
@@ -70,15 +61,15 @@ def source_prefix(root: Path) -> str:
     can check out): a tracked file edited, or an untracked file that `.gitignore` does not cover
     (a new module, a prompt file); else `PR #N`, else `main <sha7>` on main, else `local <sha7>`.
     Ignored files (results, caches, `.venv`) leave it clean. A `git status` that fails says `dirty`."""
-    head = _git(root, "rev-parse", "--short=7", "HEAD")
-    if head is None or head.returncode != 0:
+    head = git(root, "rev-parse", "--short=7", "HEAD", timeout=10)
+    if head.returncode != 0:
         return "local (no git)"
     sha = head.stdout.strip()
-    status = _git(root, "status", "--porcelain", "--untracked-files=all")
-    if status is None or status.returncode != 0 or status.stdout.strip():
+    status = git(root, "status", "--porcelain", "--untracked-files=all", timeout=10)
+    if status.returncode != 0 or status.stdout.strip():
         return f"dirty {sha}"
     pr = _pr_number(root)
     if pr:
         return f"PR #{pr}"
-    branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
-    return f"main {sha}" if branch is not None and branch.stdout.strip() == "main" else f"local {sha}"
+    branch = git(root, "rev-parse", "--abbrev-ref", "HEAD", timeout=10)
+    return f"main {sha}" if branch.stdout.strip() == "main" else f"local {sha}"

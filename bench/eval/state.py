@@ -1,9 +1,8 @@
 """`run-state.json`: what happened to every row of an eval run, rewritten after every row.
 
 A killed run still leaves the state of every finished row, and `--retry-failed-from <run dir>`
-reads it back to rerun only the rows whose table edit did not land. Unlike the sglang-omni
-runner, whose SKILL.md promises a summary block that its code never writes, the summary
-(replaced, appended, failed runs, failed edits) is stored here and printed the same way.
+reads it back to rerun only the rows whose table edit did not land. The summary (replaced,
+appended, failed runs, failed edits) is stored in the file and printed from it.
 """
 
 from __future__ import annotations
@@ -12,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.core.result import now_iso, write_json_atomic
+from bench.base.clock import now_iso
+from bench.core.result import write_json_atomic
 
 STATE_VERSION = 1
 STATE_FILE = "run-state.json"
@@ -58,7 +58,8 @@ class RunState:
 
     def summary_lines(self) -> list[str]:
         s = self.summary()
-        lines = [f"ran ok: {s['ran_ok']}/{s['ran']}" + (f" ({len(s['skipped_rows'])} skipped)" if s["skipped_rows"] else ""),
+        skipped = f" ({len(s['skipped_rows'])} skipped)" if s["skipped_rows"] else ""
+        lines = [f"ran ok: {s['ran_ok']}/{s['ran']}" + skipped,
                  f"edits replaced: {s['replaced']}", f"edits appended: {s['appended']}"]
         if s["skipped_edits"]:
             lines.append(f"edits skipped: {s['skipped_edits']}")

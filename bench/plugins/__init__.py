@@ -1,1 +1,13 @@
-"""The pytest layer: options, parametrization, fixtures, recorders and the eval-row plugin."""
+"""The pytest layer: cellbench's pytest plugins, one concern per module.
+
+- options: every option, checked once; `Settings` on the stash; `results_root`; the rootdir
+- budget: a cell's budget against pytest-timeout's timeout
+- cells: one test per (framework, split), with its markers
+- fixtures: `cell_config`, `server_launcher` (the host lock), `enforce_verdict`
+- signals: SIGTERM and SIGHUP interrupt like Ctrl-C; an interrupted cell keeps its verdict
+- hooks: the hookspec `pytest_cellbench_cell_finished` and its `CellRecord` (not a plugin)
+- transport: a cell's record from the process that ran it to the controller, where the hook fires
+- recorder: terminal categories, verdict counts, journals, the splits' reports
+- html: the pytest-html columns, extras and environment table
+- eval: the eval rows (`pytest -m eval`) and their table edits
+"""

@@ -5,11 +5,15 @@ same launcher as the benchmark cells, runs its client and computes its table cel
 edited once, when the session ends, on the controller (under xdist too): under a lock per file,
 atomically, and only after the new file still parses and only the intended lines changed. The
 run's `run-state.json` records every row, every round and every edit outcome.
+
+The options (`--eval-config`, `--rounds`, `--smoke`, ... and the shared `--model`,
+`--results-dir`, `--port`, `--install`, `--host-lock-timeout`) are registered and checked in
+bench/plugins/options.py. Each row's run reaches the controller's `EvalRecorder` as a
+CellRecord of kind `eval`, through `pytest_cellbench_cell_finished` (bench/plugins/transport.py).
 """
 
 from __future__ import annotations
 
-import subprocess
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -17,6 +21,8 @@ from pathlib import Path
 import pytest
 
 import adapters
+from bench.base.git import git, toplevel
+from bench.base.paths import PROJECT_ROOT, cache_root
 from bench.eval import gpus as gpu_leases
 from bench.eval.config import EvalConfig, EvalConfigError, EvalRow, load_eval_config
 from bench.eval.row import RowContext, RowRun, RowUnavailable, run_row
@@ -24,29 +30,15 @@ from bench.eval.source import hardware_tag, source_prefix
 from bench.eval.state import RunState, refreshed_rows
 from bench.eval.tables import Locator, RowEdit, apply_edits, plan_edit
 from bench.host.machine import detect
-from bench.base.paths import PROJECT_ROOT, cache_root
+from bench.plugins import transport
+from bench.plugins.fixtures import launching
+from bench.plugins.hooks import EVAL, CellRecord
+from bench.plugins.options import results_root, settings
 from bench.setup.profiles import PROFILES_DIR
 
 EVAL_CONFIG = pytest.StashKey["EvalConfig | EvalConfigError | None"]()
-ROW_RUN = pytest.StashKey[RowRun]()
 RECORDER = pytest.StashKey["EvalRecorder"]()
 SHARED_ROUNDS = pytest.StashKey[dict]()  # this process's finished rounds, for rows that can share them
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("cellbench-eval", "cellbench eval rows (pytest -m eval)")
-    g.addoption("--eval-config", type=Path, default=None, help="eval config [models/<model>/eval.yaml]")
-    g.addoption("--smoke", type=int, default=None, metavar="N", help="at most N samples per row; no table edits")
-    g.addoption("--rounds", type=int, default=1, metavar="K", help="rounds per row; run-state keeps all [1]")
-    g.addoption("--table-from", choices=("round1", "mean"), default="round1",
-                help="what the table gets when --rounds > 1: round 1, or the mean of the rounds [round1]")
-    g.addoption("--exclude-ids", default="", metavar="S1,S2", help="skip rows whose id contains any substring")
-    g.addoption("--retry-failed-from", type=Path, default=None, metavar="RUN_DIR",
-                help="run only the rows whose table edit did not land in that earlier run")
-    g.addoption("--gpu-pool", default=None, metavar="0,1", help="GPUs rows may lease (one lock per GPU) [all]")
-    g.addoption("--no-table-update", action="store_true", help="run rows, edit no table")
-    g.addoption("--commit", action="store_true", help="commit the edited benchmark files (never pushes)")
-    g.addoption("--hardware", default=None, help="the hardware tag in Source cells [detected, e.g. H200]")
 
 
 def _config_path(config: pytest.Config) -> Path:
@@ -61,20 +53,11 @@ def _config_path(config: pytest.Config) -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    smoke, rounds = config.getoption("smoke"), config.getoption("rounds")
-    if smoke is not None and smoke < 1:
-        raise pytest.UsageError(f"--smoke takes a sample count >= 1, got {smoke}")
-    if rounds < 1:
-        raise pytest.UsageError(f"--rounds takes a count >= 1, got {rounds}")
-    if config.getoption("gpu_pool") is not None:
-        try:
-            gpu_leases.parse_pool(config.getoption("gpu_pool"))
-        except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from None
     config.stash[SHARED_ROUNDS] = {}
     path = _config_path(config)
     try:
-        config.stash[EVAL_CONFIG] = load_eval_config(path, PROJECT_ROOT, set(adapters.registry())) if path.is_file() else None
+        frameworks = set(adapters.registry())
+        config.stash[EVAL_CONFIG] = load_eval_config(path, PROJECT_ROOT, frameworks) if path.is_file() else None
     except EvalConfigError as exc:
         if config.getoption("eval_config") is not None:
             raise pytest.UsageError(str(exc)) from None
@@ -85,12 +68,20 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(recorder, "cellbench-eval-recorder")
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    recorder = config.stash.get(RECORDER, None)
+    if recorder is not None:
+        config.pluginmanager.unregister(recorder)
+        del config.stash[RECORDER]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "eval_row" not in metafunc.fixturenames:
         return
     loaded = metafunc.config.stash[EVAL_CONFIG]
     if isinstance(loaded, EvalConfig):
-        params = [pytest.param(row, id=row.id, marks=[pytest.mark.eval, getattr(pytest.mark, row.server_profile.framework)])
+        params = [pytest.param(row, id=row.id,
+                               marks=[pytest.mark.eval, getattr(pytest.mark, row.server_profile.framework)])
                   for row in loaded.rows]
     else:  # one visible test that says what is wrong, instead of silently collecting nothing
         problem = str(loaded) if loaded else f"no eval config at {_config_path(metafunc.config)}"
@@ -134,12 +125,10 @@ def _row_context(config: pytest.Config, gpus: tuple[int, ...]) -> RowContext:
 
 
 def eval_run_dir(config: pytest.Config) -> Path:
-    from bench.plugins.cells import RUN_ID  # the cell plugin owns the run id shared with xdist workers
-
-    root = config.getoption("results_dir") or config.rootpath / "results"
+    """<results root>/eval/<config name>/<run id>: the session's run-state.json and row logs."""
     loaded = config.stash[EVAL_CONFIG]
     name = loaded.name if isinstance(loaded, EvalConfig) else "unknown"
-    return root / "eval" / name / config.stash[RUN_ID]
+    return results_root(config) / "eval" / name / settings(config).run_id
 
 
 def _edit(row: EvalRow, hardware: str, prefix: str, cells: dict[str, str], note: str = "") -> RowEdit:
@@ -162,18 +151,14 @@ def run_eval_row(request: pytest.FixtureRequest):
         _, planned = plan_edit(row.file.read_text(encoding="utf-8"), probe)
         if planned.status != "ok":
             reason = f"locator in {row.file.name}: {planned.reason}"
-            request.node.stash[ROW_RUN] = RowRun(row.id, reason=reason)
+            _finish(request.node, row, RowRun(row.id, reason=reason))
             pytest.fail(f"{row.id}: {reason}", pytrace=False)
         needed = row.server_profile.server_gpus
         if needed:
-            pool_text = request.config.getoption("gpu_pool")
-            pool = gpu_leases.parse_pool(pool_text) if pool_text else tuple(range(len(detect().gpus)))
+            pool = settings(request.config).gpu_pool or tuple(range(len(detect().gpus)))
             timeout = request.config.getoption("host_lock_timeout")
-            with gpu_leases.lease(pool, needed, cache_root() / "gpu-locks", timeout) as leased:
-                from bench.plugins.servers import launching
-
-                with launching() as launch:
-                    outcome = _run(row, request, _row_context(request.config, leased), launch)
+            with gpu_leases.lease(pool, needed, cache_root() / "gpu-locks", timeout) as leased, launching() as launch:
+                outcome = _run(row, request, _row_context(request.config, leased), launch)
         else:
             launch = request.getfixturevalue("server_launcher")  # the cells' lifecycle, host lock included
             outcome = _run(row, request, _row_context(request.config, ()), launch)
@@ -189,21 +174,18 @@ def _run(row: EvalRow, request: pytest.FixtureRequest, ctx: RowContext, launch) 
     try:
         outcome = run_row(row, ctx, launch)
     except RowUnavailable as exc:
-        request.node.stash[ROW_RUN] = RowRun(row.id, status="skipped", reason=str(exc))
+        _finish(request.node, row, RowRun(row.id, status="skipped", reason=str(exc)))
         pytest.skip(f"{row.id}: {exc}")
-    request.node.stash[ROW_RUN] = outcome
+    _finish(request.node, row, outcome)
     return outcome
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    report = yield
-    outcome = item.stash.get(ROW_RUN, None)
-    row = item.callspec.params.get("eval_row") if hasattr(item, "callspec") else None
-    if outcome is not None and isinstance(row, EvalRow) and report.when == "call":
-        # Plain data only: under xdist the report travels to the controller, which edits the tables.
-        report.cellbench_eval = {"run": outcome.to_json(), "row": row.id}
-    return report
+def _finish(item: pytest.Item, row: EvalRow, run: RowRun) -> None:
+    """Settle the row's test with its run: the controller's EvalRecorder gets it through
+    `pytest_cellbench_cell_finished` (bench/plugins/transport.py), under xdist too."""
+    profile = row.server_profile
+    transport.finish(item, CellRecord(kind=EVAL, verdict=run.status, reason=run.reason, framework=profile.framework,
+                                      split=profile.split, eval_row=row.id, eval_run=run.to_json()))
 
 
 class EvalRecorder:
@@ -229,6 +211,7 @@ class EvalRecorder:
         if self.state is None:
             cfg = self.config
             loaded = cfg.stash[EVAL_CONFIG]
+            assert isinstance(loaded, EvalConfig), "rows ran, so the config loaded"
             self.state = RunState(eval_run_dir(cfg), {
                 "model": loaded.name, "config": str(loaded.source), "hardware": self.hardware,
                 "source_prefix": self.prefix, "rounds": cfg.getoption("rounds"), "smoke": cfg.getoption("smoke"),
@@ -240,12 +223,11 @@ class EvalRecorder:
     def _updates_tables(self) -> bool:
         return self.config.getoption("smoke") is None and not self.config.getoption("no_table_update")
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        data = getattr(report, "cellbench_eval", None)
-        if data is None or data["row"] not in self.rows:
+    def pytest_cellbench_cell_finished(self, cell: CellRecord) -> None:
+        if cell.kind != EVAL or cell.eval_run is None or cell.eval_row not in self.rows:
             return
-        self.runs[data["row"]] = data["run"]
-        self._state().record_row(data["run"])
+        self.runs[cell.eval_row] = cell.eval_run
+        self._state().record_row(cell.eval_run)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.runs:
@@ -286,11 +268,6 @@ class EvalRecorder:
             terminalreporter.write_line(line)
 
 
-def _git_root(path: Path) -> Path | None:
-    out = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    return Path(out.stdout.strip()) if out.returncode == 0 else None
-
-
 def commit_tables(files: list[Path], hardware: str, state: RunState) -> list[str]:
     """Commit only the edited benchmark files, in the repository that holds them (`git commit --
     <files>` leaves anything else the user staged alone); never push. Returns what to print."""
@@ -298,16 +275,15 @@ def commit_tables(files: list[Path], hardware: str, state: RunState) -> list[str
     message = (f"Refresh reference tables on {hardware}: {s['replaced']} replaced, {s['appended']} appended\n\n"
                f"cellbench eval run {state.path.parent.name} ({state.header['source_prefix']}).\n"
                f"Run state: {state.path}\n")
-    root = _git_root(files[0])
-    if root is None or any(_git_root(path) != root for path in files):
+    root = toplevel(files[0])
+    if root is None or any(toplevel(path) != root for path in files):
         return [f"commit FAILED: the edited files are not all in one git repository: {[str(f) for f in files]}"]
-    git = ["git", "-C", str(root)]
     rel = [str(path.resolve().relative_to(root.resolve())) for path in files]
     for step in (["add", "--", *rel], ["commit", "-q", "-m", message, "--", *rel]):
-        done = subprocess.run([*git, *step], capture_output=True, text=True)
+        done = git(root, *step)
         if done.returncode != 0:
-            return [f"commit FAILED ({' '.join(step[:1])}): {(done.stderr or done.stdout).strip()}; "
-                    "the edits are in the working tree"]
+            return [(f"commit FAILED ({' '.join(step[:1])}): {(done.stderr or done.stdout).strip()}; "
+                     "the edits are in the working tree")]
     return [f"Review:   git -C {root} show HEAD",
             f"Revert:   git -C {root} reset --soft HEAD~1   # keeps the edits, uncommitted",
             f"Run dir:  {state.path.parent}"]

@@ -5,7 +5,13 @@ test stops where it is, its fixtures are torn down (the server launcher stops ev
 started), the session finishes (the journal's status is `partial`) and pytest exits with code 2.
 SIGTERM (`kill`, a service manager, a CI runner's cancel) and SIGHUP (a closed terminal) would
 otherwise end the process at once and leave its servers running. `install` makes both raise
-`Terminated`, a KeyboardInterrupt, so they take the same path.
+`Terminated`, a KeyboardInterrupt, so they take the same path; `pytest_configure` installs it
+and `pytest_unconfigure` puts the previous handlers back.
+
+A cell interrupted after bench.run.cell wrote its partial result finds that outcome on the
+interrupt (`cell_outcome`): the cell reports it as any cell reports its verdict (counted,
+journaled, in the HTML report), then the session stops as interrupted (exit code 2, journal
+status `partial`).
 """
 
 from __future__ import annotations
@@ -15,7 +21,12 @@ import signal
 import threading
 from collections.abc import Callable
 
+import pytest
+
+from bench.plugins.fixtures import enforce
+
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+RESTORE = pytest.StashKey[Callable[[], None]]()
 
 
 class Terminated(KeyboardInterrupt):
@@ -54,3 +65,27 @@ def install() -> Callable[[], None]:
             signal.signal(sig, signal.SIG_DFL if old is None else old)  # None: set outside Python
 
     return restore
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[RESTORE] = install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    restore = config.stash.get(RESTORE, None)
+    if restore is not None:
+        restore()
+        del config.stash[RESTORE]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    try:
+        return (yield)
+    except KeyboardInterrupt as exc:
+        outcome = getattr(exc, "cell_outcome", None)
+        if outcome is None:
+            raise
+        item.session.shouldstop = f"cellbench: {str(exc) or type(exc).__name__}"
+        enforce(item, outcome)
+        return None

@@ -1,0 +1,142 @@
+"""The session's record of its cells: terminal categories, verdict counts, journals, split reports.
+
+Each cell's verdict is its own terminal category: `degraded` and `capped` are counted apart
+from passed and failed (letters D and C). As each cell finishes, one line gives its verdict and
+its numbers (output tok/s and TTFT p50 per level), so the first figures show while later cells
+still run, not only in the reports at the end. The session ends with one line of verdict counts,
+the run id and results root, and the reports and journals it wrote (not each cell's files).
+
+On the controller, `RunRecorder` implements `pytest_cellbench_cell_finished`: it counts the
+verdict, and for a benchmark cell writes the journal of the cell's results folder after every
+cell (bench.reports.journal). When the session finishes it rebuilds comparison.json, REPORT.md
+and the plots of every split the session touched (bench.reports.rebuild) and closes the journals
+(`partial` when interrupted).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bench.base.clock import now_iso
+from bench.core.result import NotAResult, read_result
+from bench.core.result_model import Level
+from bench.core.verdicts import Verdict
+from bench.plugins import transport
+from bench.plugins.hooks import BENCHMARK, CellRecord
+from bench.plugins.html import html_path
+from bench.plugins.options import results_root, settings
+from bench.reports.journal import CellEntry, Journal
+from bench.reports.rebuild import rebuild_split
+
+RECORDER = pytest.StashKey["RunRecorder"]()
+
+# verdict -> (category, letter, verbose word) for pytest_report_teststatus
+_STATUS = {
+    Verdict.OK: ("passed", ".", "OK"),
+    Verdict.DEGRADED: ("degraded", "D", "DEGRADED"),
+    Verdict.CAPPED: ("capped", "C", "CAPPED"),
+    Verdict.WRONG_MODEL: ("failed", "F", "WRONG-MODEL"),
+    Verdict.ALL_FAILED: ("failed", "F", "ALL-FAILED"),
+    Verdict.OOM: ("failed", "F", "OOM"),
+    Verdict.FAILED: ("failed", "F", "FAILED"),
+}
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    cell = transport.record_of(report)
+    if cell is None or cell.kind != BENCHMARK or report.skipped:
+        return None
+    verdict = Verdict(cell.verdict)
+    if report.failed and verdict in (Verdict.DEGRADED, Verdict.CAPPED):  # --strict-verdicts
+        category, letter, word = "failed", "F", verdict.value.upper()
+    else:
+        category, letter, word = _STATUS[verdict]
+    color = {"passed": "green", "failed": "red"}.get(category, "yellow")
+    return category, letter, (word, {color: True})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        config.stash[RECORDER] = RunRecorder(config)
+        config.pluginmanager.register(config.stash[RECORDER], "cellbench-recorder")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    recorder = config.stash.get(RECORDER, None)
+    if recorder is not None:
+        config.pluginmanager.unregister(recorder)
+        del config.stash[RECORDER]
+
+
+class RunRecorder:
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.started_at = now_iso()
+        self.verdicts: Counter[str] = Counter()
+        self.journals: dict[Path, Journal] = {}
+        self.split_dirs: set[Path] = set()
+        self.written: list[Path] = []
+
+    def pytest_cellbench_cell_finished(self, cell: CellRecord) -> None:
+        if cell.kind != BENCHMARK:
+            return
+        self.verdicts[cell.verdict] += 1
+        line = numbers_line(cell)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if line and reporter is not None:
+            reporter.write_line(line)
+        if not cell.journaled:
+            return
+        assert cell.framework and cell.split and cell.model and cell.machine and cell.results_root  # journaled
+        directory = Path(cell.results_root) / cell.model / cell.machine
+        if directory not in self.journals:
+            self.journals[directory] = Journal.open(directory, model=cell.model, machine=cell.machine,
+                                                    started_at=self.started_at)
+        self.journals[directory].record(CellEntry(cell.framework, cell.split, cell.verdict, cell.reason,
+                                                  cell.result_path, list(cell.annotations), cell.evidence))
+        if cell.result_path:
+            self.split_dirs.add(Path(cell.result_path).parent)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        for split_dir in sorted(self.split_dirs):
+            written = rebuild_split(split_dir)[1]
+            self.written += written[:2]  # comparison.json, REPORT.md
+            if written[2:]:
+                self.written.append(written[2].parent)  # plots/
+        for journal in self.journals.values():
+            journal.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+            self.written.append(journal.md_path)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.verdicts:
+            return
+        line = ", ".join(f"{self.verdicts[v.value]} {v.value}" for v in Verdict if self.verdicts[v.value])
+        terminalreporter.write_sep("=", f"cellbench verdicts: {line}")
+        terminalreporter.write_line(f"run {settings(self.config).run_id}; results under {results_root(self.config)}")
+        html = html_path(self.config)
+        for path in [*self.written, *([html] if html else [])]:
+            terminalreporter.write_line(f"  {path}{os.sep if path.is_dir() else ''}")
+
+
+def numbers_line(cell: CellRecord) -> str | None:
+    """`llamacpp-chat ok: c=1 41.2 tok/s (TTFT p50 35 ms) | c=8 180.3 tok/s (...)`, from the cell's
+    result file; None for a cell without one (skipped, or no server ever started)."""
+    if not cell.result_path:
+        return None
+    try:
+        levels = read_result(Path(cell.result_path))["levels"]
+    except (OSError, ValueError, NotAResult):
+        return None
+    figures = " | ".join(_level_figures(lv) for lv in levels)
+    return f"{cell.framework}-{cell.split} {cell.verdict}: {figures or 'no level ran'}"
+
+
+def _level_figures(level: Level) -> str:
+    tps, ttft = level["output_throughput_tps"], level["ttft_ms"]["p50"]
+    if not level["successful"] or tps is None:
+        return f"c={level['concurrency']} no successful request"
+    return f"c={level['concurrency']} {tps:.1f} tok/s" + (f" (TTFT p50 {ttft:.0f} ms)" if ttft is not None else "")
