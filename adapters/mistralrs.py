@@ -1,11 +1,10 @@
 """mistral.rs' `mistralrs serve`, built from git with Metal on Apple silicon.
 
-SiliconBench's command: `mistralrs serve -p 8003 -m $HF_MODEL --format gguf -f $GGUF_MODEL`, here
-also bound to our host (its default is 0.0.0.0). `-m` must be a local directory: given a Hub repo
-id, mistral.rs lists the repo on every start and a TLS failure there took the server down before
-it bound its port. SiliconBench pointed `-m` at the HF snapshot and `-f` at the GGUF; a cell hands
-an adapter one model format, so here `-m` is the GGUF's own directory and the tokenizer and chat
-template come from the GGUF's metadata. The server lists its single model as `default`, which is
+The command: `mistralrs serve -p 8003 -m DIR --format gguf -f $GGUF_MODEL`, bound to 127.0.0.1
+(its default is 0.0.0.0). `-m` must be a local directory: given a Hub repo id, mistral.rs lists
+the repo on every start and a TLS failure there took the server down before it bound its port.
+A cell hands an adapter one model format, so `-m` is the GGUF's own directory and the tokenizer
+and chat template come from the GGUF's metadata. The server lists its single model as `default`, which is
 the id every request sends.
 """
 
@@ -17,7 +16,7 @@ from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, S
 from bench.setup.scripted_install import ScriptedInstall, Step
 
 REPO = "https://github.com/EricLBuehler/mistral.rs.git"
-# Unattended shells do not read the user's profile, so cargo may be missing from PATH (SiliconBench).
+# Unattended shells do not read the user's profile, so cargo may be missing from PATH.
 CARGO_BUILD = (
     '[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"; '
     'MISTRALRS_METAL_PRECOMPILE=0 cargo build --release --features "metal accelerate"'

@@ -1,6 +1,6 @@
 """mlx-lm's `mlx_lm.server`: MLX on Metal on Apple silicon, MLX's CPU backend (`mlx[cpu]`) on Linux.
 
-SiliconBench's command, `python -m mlx_lm.server --model $MLX_MODEL --port 8002`, with our host.
+The command: `python -m mlx_lm.server --model $MLX_MODEL --port 8002 --host 127.0.0.1`.
 The server names the model itself: `/v1/models` lists the resolved absolute path of `--model`
 (there is no alias option), and a request naming any other id makes it look the id up on the Hub.
 `/v1/models` also scans the HF cache and crashes its handler when that directory does not exist,

@@ -1,13 +1,12 @@
 """Ollama, installed with Homebrew on macOS, serving a registry tag it has pulled.
 
-SiliconBench's command: `OLLAMA_HOST=0.0.0.0:8006 OLLAMA_NUM_PARALLEL=16 OLLAMA_KEEP_ALIVE=10m
-OLLAMA_CONTEXT_LENGTH=16384 ollama serve`, here bound to our host. Its serve script sets the
-16384 context on both splits (its README's "chat runs untouched" notwithstanding), so both splits
-get it. Ollama serves whatever its model store holds: the model is the profile's tag (no local
-file), sent in every request, and a tag that was never pulled (`ollama pull <tag>`) answers 404 on
-every request, which the cell reports as wrong-model because `/v1/models` does not list it.
-SiliconBench stopped any running Ollama first (`pkill`, `launchctl stop`); cellbench never touches
-processes it did not start, and the Ollama app's own server listens on another port (11434).
+The command: `OLLAMA_HOST=127.0.0.1:8006 OLLAMA_NUM_PARALLEL=16 OLLAMA_KEEP_ALIVE=10m
+OLLAMA_CONTEXT_LENGTH=16384 ollama serve`, with the 16384 context on both splits. Ollama serves
+whatever its model store holds: the model is the profile's tag (no local file), sent in every
+request, and a tag that was never pulled (`ollama pull <tag>`) answers 404 on every request, which
+the cell reports as wrong-model because `/v1/models` does not list it.
+A running Ollama is left alone (cellbench never touches processes it did not start); the
+Ollama app's own server listens on another port (11434).
 """
 
 from __future__ import annotations

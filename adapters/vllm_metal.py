@@ -1,11 +1,11 @@
 """vllm-metal: vLLM on Apple silicon through MLX, installed by the project's own script.
 
-SiliconBench's command: `VLLM_METAL_USE_PAGED_ATTENTION=1 VLLM_METAL_MEMORY_FRACTION=auto vllm
+The command: `VLLM_METAL_USE_PAGED_ATTENTION=1 VLLM_METAL_MEMORY_FRACTION=auto vllm
 serve $HF_MODEL --port 8004 --host 0.0.0.0 --enable-prefix-caching --max-model-len 4096` (16384
-on the agent split), here bound to our host. The memory fraction stays `auto`: pinning 0.5 cost
-12-52% of throughput in SiliconBench's measurements. vLLM lists the model under the `serve`
+on the agent split), bound to 127.0.0.1. The memory fraction stays `auto`: pinning 0.5 has cost
+12-52% of throughput (docs/history.md). vLLM lists the model under the `serve`
 argument as given, so the served id is the HF folder's path. The install script always creates
-`~/.venv-vllm-metal` (SiliconBench's layout too); an update moves it aside, reinstalls, and puts
+`~/.venv-vllm-metal`; an update moves it aside, reinstalls, and puts
 it back when the reinstall fails.
 """
 

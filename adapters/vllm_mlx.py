@@ -1,7 +1,7 @@
 """vllm-mlx: a vLLM-style server on MLX, installed from git into its own venv.
 
-SiliconBench's command: `vllm-mlx serve $MLX_MODEL --port 8008 --continuous-batching`, here also
-bound to our host. The server lists the model under the `serve` argument as given, so the served
+The command: `vllm-mlx serve $MLX_MODEL --port 8008 --continuous-batching`, bound to
+127.0.0.1. The server lists the model under the `serve` argument as given, so the served
 id is the MLX folder's path. Earlier tool calls in the agent history reach the model as
 `[Calling tool: ...]` text, so its answers are plain content, never parsed tool calls.
 """

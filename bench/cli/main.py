@@ -65,7 +65,7 @@ def doctor_report(adapter: Adapter) -> dict:
         "install_command": recipe.install_hint(),
         "install_command_for": target,
         "install_by_platform": {plat: adapter.recipe_for(plat).install_hint() for plat in platforms},
-        # SiliconBench's update_<fw>.sh as commands, where the recipe has them (scripted installs).
+        # The recipe's update steps as commands, where it has them (scripted installs).
         "update_commands": recipe.update_script() if isinstance(recipe, ScriptedInstall) else [],
     }
     if tag is not None:
@@ -93,7 +93,7 @@ def _doctor(args: argparse.Namespace) -> int:
         rows.append((r["framework"], ",".join(r["platforms"]), runnable, installed, how))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4])
+        print("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)) + "  " + row[4])
     return 0
 
 
@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="rebuild comparison.json, REPORT.md and plots from result files alone",
                             add_help=False)
     report.set_defaults(func=None)
-    weekly = sub.add_parser("weekly", help="the unattended weekly run: update, chat, agent, reports, weekly/<date> branch",
-                            add_help=False)
+    weekly = sub.add_parser("weekly", add_help=False,
+                            help="the unattended weekly run: update, chat, agent, reports, weekly/<date> branch")
     weekly.set_defaults(func=None)
     clean = sub.add_parser("clean", help="delete this machine's stale results; refuse (and name) anything else",
                            add_help=False)

@@ -35,23 +35,17 @@ from pathlib import Path
 import pytest
 
 import adapters
-from bench.setup.installs import InstallError, cached, ensure_installed
-from bench.reports.journal import JOURNAL_DAY_ENV, Journal
-from bench.host.machine import detect
+from bench.base.git import git
 from bench.base.paths import PROJECT_ROOT
-from bench.setup.profiles import ProfileError, load_profile
-from bench.reports.rebuild import rebuild
 from bench.core.result import new_run_id
+from bench.host.machine import detect
+from bench.reports.journal import JOURNAL_DAY_ENV, Journal
+from bench.reports.rebuild import rebuild
+from bench.setup.installs import InstallError, cached, ensure_installed
+from bench.setup.profiles import ProfileError, load_profile
 
 SPLITS = ("chat", "agent")
 OK_VERDICTS = ("ok", "skipped")
-
-
-def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if check and done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)}: {(done.stderr or done.stdout).strip()}")
-    return done
 
 
 def update_frameworks() -> list[dict]:
@@ -128,32 +122,33 @@ def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> S
 
 def commit_on_branch(repo: Path, branch: str, results: Path, message: str, push: bool) -> list[str]:
     """Adapter edits of the checkout (one commit each), then the results, on `branch` in a worktree."""
-    if not _git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).stdout.strip():
-        _git(repo, "branch", branch, "HEAD")
-    changed = [line[3:] for line in _git(repo, "status", "--porcelain", "--", "adapters").stdout.splitlines()
+    if not git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).stdout.strip():
+        git(repo, "branch", branch, "HEAD", check=True)
+    changed = [line[3:] for line in git(repo, "status", "--porcelain", "--", "adapters", check=True).stdout.splitlines()
                if line[:2].strip() in ("M", "A", "??") and line[3:].endswith(".py")]
     commits: list[str] = []
     with tempfile.TemporaryDirectory(prefix="cellbench-weekly-") as tmp:
         tree = Path(tmp) / "tree"
-        _git(repo, "worktree", "add", "--quiet", str(tree), branch)
+        git(repo, "worktree", "add", "--quiet", str(tree), branch, check=True)
         try:
             for rel in changed:
                 (tree / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(repo / rel, tree / rel)
-                _git(tree, "add", "--", rel)
+                git(tree, "add", "--", rel, check=True)
                 fw = Path(rel).stem
-                _git(tree, "commit", "-q", "-m", f"adapter fix({fw}): as run in the weekly benchmark", "--", rel)
+                message = f"adapter fix({fw}): as run in the weekly benchmark"
+                git(tree, "commit", "-q", "-m", message, "--", rel, check=True)
                 commits.append(f"adapter fix({fw})")
             rel_results = results.resolve().relative_to(repo.resolve())
             shutil.copytree(results, tree / rel_results, dirs_exist_ok=True)
-            _git(tree, "add", "--force", "--", str(rel_results))  # results/ is ignored on main, on purpose
-            if _git(tree, "diff", "--cached", "--quiet", check=False).returncode != 0:
-                _git(tree, "commit", "-q", "-m", message)
+            git(tree, "add", "--force", "--", str(rel_results), check=True)  # results/ is ignored on main, on purpose
+            if git(tree, "diff", "--cached", "--quiet", check=False).returncode != 0:
+                git(tree, "commit", "-q", "-m", message, check=True)
                 commits.append(message.splitlines()[0])
         finally:
-            _git(repo, "worktree", "remove", "--force", str(tree), check=False)
+            git(repo, "worktree", "remove", "--force", str(tree), check=False)
     if push:
-        _git(repo, "push", "-u", "origin", branch)
+        git(repo, "push", "-u", "origin", branch, check=True, timeout=600)
     return commits
 
 

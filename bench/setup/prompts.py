@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.base.paths import PROJECT_ROOT
 
@@ -83,6 +84,8 @@ def load_prompts(path: Path, *, split_hint: str | None = None, tools_param: bool
         raise PromptFileError(f"{path}: cannot read: {exc}") from None
     if not text.strip():
         raise PromptFileError(f"{path}: empty file: no prompts")
+    prompts: tuple[Prompt, ...]
+    warmup: tuple[Prompt, ...]
     if path.suffix in (".jsonl", ".ndjson"):
         fmt, prompts, warmup = "jsonl", _jsonl(path, text, default_max_tokens), ()
     else:
@@ -102,7 +105,7 @@ def load_prompts(path: Path, *, split_hint: str | None = None, tools_param: bool
         elif isinstance(data, list) and data and isinstance(data[0], dict) and "conversations" in data[0]:
             fmt, prompts, warmup = "sharegpt", _sharegpt(path, data, default_max_tokens), ()
         elif isinstance(data, list):
-            # A plain list's `tools` are the request's, as in JSONL (SiliconBench's files have none).
+            # A plain list's `tools` are the request's, as in JSONL (SiliconBench's own files have none).
             fmt, prompts, warmup = "siliconbench", _entries(path, data, "entry", True), ()
         else:
             raise PromptFileError(f"{path}: not a prompt file: expected a list of prompts, a ShareGPT "
@@ -123,7 +126,7 @@ def load_prompts(path: Path, *, split_hint: str | None = None, tools_param: bool
 def assert_no_shared_prefix(measured: tuple[Prompt, ...] | list[Prompt],
                             warmup: tuple[Prompt, ...] | list[Prompt]) -> None:
     """Raise ValueError if a warm-up prompt's first message opens like a measured prompt's."""
-    opening = {}
+    opening: dict[str, str] = {}
     for m in measured:
         opening.setdefault(_opening(m), m.name)
     for w in warmup:
@@ -214,7 +217,7 @@ def _is_jsonl(text: str) -> bool:
 
 
 def _jsonl(path: Path, text: str, default_max_tokens: int) -> tuple[Prompt, ...]:
-    out = []
+    out: list[Prompt] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -265,7 +268,7 @@ def _prompt(where: _Where, entry: dict, tools_param: bool, meta: dict | None) ->
     tools = entry.get("tools")
     if tools is not None:
         _check_tools(where, tools)
-    file_meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+    file_meta: dict[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
     if tools_param and tools and "system_for_tools_param" in file_meta and messages[0]["role"] == "system":
         # The tools travel in the parameter, so the system prompt stops listing them.
         messages[0] = {**messages[0], "content": file_meta["system_for_tools_param"]}

@@ -1,11 +1,11 @@
-"""Installs that are a few shell commands on their platform, as SiliconBench's install_<fw>.sh were.
+"""Installs that are a few shell commands on their platform (clone and build, brew, a project script).
 
 A `ScriptedInstall` is those commands as data: `git clone` then `cargo build`, `brew install`, a
 `uv pip install "git+..."` into a venv, a project's own install script. `build` runs them in order
 inside the install prefix, each command's output going to the build log, then asks what was
 installed for its version (`git describe`, `ollama --version`, the package's metadata) and records
 the answer: for a moving target such as git main or brew, the cache key says nothing about what
-was actually built. `update_commands` are the matching update_<fw>.sh steps, kept as data for the
+was actually built. `update_commands` are the matching update steps, kept as data for the
 weekly pipeline. A user's own install (an env var, PATH, or a known location) wins over building.
 
 Commands may name `{prefix}` (the install directory); the version probe may also name `{dir}` (the
