@@ -1,6 +1,8 @@
-# Two entry points, both self-installing on a fresh machine:
-#   make bench   the chat split on every framework that runs here, on the built-in tiny model
-#   make test    the suite's own tests (what CI runs through .ci/run)
+# Entry points, all self-installing on a fresh machine:
+#   make bench       the chat split on every framework that runs here, on the built-in tiny model
+#   make test        lint, then the suite's own tests, all of them (what CI runs through .ci/run)
+#   make test-fast   the tests that start no inference server (`-m "not integration"`), on 2 workers
+#   make lint        ruff and mypy, as configured in pyproject.toml
 # Framework builds go to the user cache (~/.cache/cellbench), not into the checkout.
 
 PYTHON ?= python3
@@ -8,24 +10,36 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 ARGS   ?=
+# `make bench` measures 32 requests per level, a first comparison in about 11 minutes on a 2-core
+# CPU machine; BENCH_REQUESTS=100 is the SiliconBench-sized run (about 27 minutes there).
+BENCH_REQUESTS ?= 32
 
-.PHONY: setup bench test chromium
+.PHONY: setup bench test test-fast lint chromium
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[fast]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[fast,dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 bench: setup
 	$(PY) -m bench.cli install
-	$(PY) -m pytest -m chat --html=results/report.html --self-contained-html $(ARGS)
+	$(PY) -m pytest -m chat --requests $(BENCH_REQUESTS) --html=results/report.html --self-contained-html $(ARGS)
 
-test: setup chromium
+test: setup chromium lint
 	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm
 	$(PY) -m pytest tests -p no:cacheprovider $(ARGS)
+
+# No framework install, no server: what a change to the engine, the reports or the pytest layer
+# needs checked in a minute or two. Integration tests (real servers, the fault matrix) are `make test`'s.
+test-fast: setup chromium
+	$(PY) -m pytest tests -p no:cacheprovider -m "not integration" -n 2 --benchmark-disable $(ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 # tests/test_html_report.py renders the HTML report in headless Chromium (Debian's `chromium`).
 # Installed here only when no Chromium is found; `apt-get update` only if the install fails

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 import corpus
 
@@ -183,12 +184,12 @@ def _files_result(name: str, args: dict, rng: random.Random, budget: int, slots:
             return prose(rng, budget)
         if path.endswith((".yaml", ".yml")):
             keys = ("timeout", "retries", "pool_size", "log_level", "cache_ttl", "region", "bucket")
-            lines = []
+            lines: list[str] = []
             while sum(len(x) + 1 for x in lines) < budget:
                 lines.append(f"{rng.choice(('server', 'database', 'cache', 'worker'))}_{len(lines)}:")
                 lines += [f"  {k}: {rng.randint(1, 500)}" for k in rng.sample(keys, 4)]
             return "\n".join(lines)
-        code = []
+        code: list[str] = []
         while sum(len(c) + 1 for c in code) < budget:
             code.append(rng.choice(corpus.CODE_SNIPPETS))
         return "\n\n".join(code)
@@ -542,7 +543,7 @@ def _tickets_result(name: str, args: dict, rng: random.Random, budget: int, slot
                                "updated": f"{date(rng)}T{clock(rng)}Z", "component": args.get("component", "billing")},
                     budget, lambda xs: {"tickets": xs, "total": len(xs)})
     if name == "get_ticket":
-        comments = []
+        comments: list[dict[str, Any]] = []
         while sum(len(json.dumps(c, ensure_ascii=False)) for c in comments) < budget - 400:
             comments.append({"author": email_of(person(rng)), "at": f"{date(rng)}T{clock(rng)}Z",
                              "body": " ".join(rng.sample(corpus.EMAIL_SENTENCES, 2)) + " "
@@ -665,7 +666,7 @@ def _db_result(name: str, args: dict, rng: random.Random, budget: int, slots: di
                            "indexes": ["PRIMARY KEY (id)", "btree (customer_id, created_at)", "btree (status)"],
                            "row_estimate": rng.randint(10**5, 10**8)})
     if name == "explain_query":
-        lines = []
+        lines: list[str] = []
         while sum(len(x) + 1 for x in lines) < budget:
             lines.append(f"{'  ' * (len(lines) % 5)}-> {rng.choice(('Seq Scan on orders', 'Index Scan using orders_customer_id_created_at_idx', 'Hash Join', 'Sort', 'HashAggregate', 'Bitmap Heap Scan on shipments'))}"
                          f"  (cost={rng.uniform(0, 9000):.2f}..{rng.uniform(9000, 99000):.2f} rows={rng.randint(1, 900000)} width={rng.randint(8, 120)})")

@@ -21,8 +21,9 @@ import math
 import random
 import re
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the sibling modules, whether run as a script or imported
@@ -168,8 +169,7 @@ def code_units(rng: random.Random) -> Iterator[str]:
 
 def email_units(rng: random.Random) -> Iterator[str]:
     yield f"Hi {rng.choice(corpus.FIRST_NAMES)},"
-    for sentence in rng.sample(corpus.EMAIL_SENTENCES, len(corpus.EMAIL_SENTENCES)):
-        yield sentence
+    yield from rng.sample(corpus.EMAIL_SENTENCES, len(corpus.EMAIL_SENTENCES))
     yield f"{rng.choice(corpus.FIRST_NAMES)}"
 
 
@@ -282,7 +282,8 @@ def build_chat(seed: int) -> dict:
             texts = [(64, q, "chat/short-factual") for q in rng.sample(corpus.SHORT_FACTUAL, n64)]
             texts += [(256, q, "chat/short-open") for q in rng.sample(corpus.SHORT_OPEN, n256)]
             for max_tokens, text, template in texts:
-                prompts.append(chat_prompt(f"p{index:03d}_{bucket}_out{max_tokens}", bucket, max_tokens, text, template))
+                name = f"p{index:03d}_{bucket}_out{max_tokens}"
+                prompts.append(chat_prompt(name, bucket, max_tokens, text, template))
                 index += 1
             continue
         kinds = [k for k, v in DOC_KINDS.items() if bucket in v[3]]
@@ -353,14 +354,15 @@ def conversation(rng: random.Random, domain: Domain, system: str, tasks: list[Ta
         lead = rng.choice(FOLLOW_UPS) if n else ""
         messages.append({"role": "user", "content": lead + task.request.format(**slots)})
         for step in task.calls:
-            calls = []
+            calls: list[dict[str, Any]] = []
             for name, args in step:
                 calls.append({"id": call_id(rng), "type": "function", "function": {
                     "name": name, "arguments": json.dumps(agent_domains.fill(args, slots), ensure_ascii=False)}})
             content = rng.choice(PREAMBLES) if rng.random() < 0.25 else None
             messages.append({"role": "assistant", "content": content, "tool_calls": calls})
             for call in calls:
-                pending.append((len(messages), call["function"]["name"], json.loads(call["function"]["arguments"]), slots))
+                function = call["function"]
+                pending.append((len(messages), function["name"], json.loads(function["arguments"]), slots))
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": ""})
         messages.append({"role": "assistant", "content": task.answer.format(**slots)})
     return messages, pending
@@ -432,10 +434,10 @@ def fill_results(rng: random.Random, domain: Domain, messages: list[dict], pendi
         return
     weights = [rng.uniform(0.5, 1.5) for _ in pending]
     scale = 1.0
-    for attempt in range(3):
+    for _attempt in range(3):
         fixed = estimate_request(messages) - sum(estimate_tokens(messages[i]["content"]) for i, *_ in pending)
         left = max(target - fixed, 0) * scale
-        for (i, name, args, slots), w in zip(pending, weights):
+        for (i, name, args, slots), w in zip(pending, weights, strict=True):
             budget = int(left * w / sum(weights) * CHARS_PER_TOKEN)
             messages[i]["content"] = domain.result(name, args, rng, max(budget, 1), slots)
         got = estimate_request(messages) - fixed
@@ -457,7 +459,7 @@ def agent_specs(rng: random.Random, count_user_end: int) -> list[dict]:
     rng.shuffle(vlong_u)
     headers = header_pool(rng)
     specs = []
-    for (bucket, lo, hi), domain, end in zip(buckets, domains, ends):
+    for (bucket, lo, hi), domain, end in zip(buckets, domains, ends, strict=False):
         if bucket == "vlong":
             target = int(2200 + 7200 * vlong_u.pop())
             want = rng.randint(8, MAX_MESSAGES)

@@ -18,10 +18,10 @@ import json
 import statistics
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -79,7 +79,8 @@ def make_counter(label: str, origin: str, tokenizer_path: Path, template_path: P
 
     # Hashes, not paths: the file must not change with the machine that measured it.
     return TokenCounter(label, count, {"origin": origin, "tokenizer_sha256": _sha(tokenizer_path),
-                                       "template": where, "template_sha256": hashlib.sha256(source.encode()).hexdigest()})
+                                       "template": where,
+                                       "template_sha256": hashlib.sha256(source.encode()).hexdigest()})
 
 
 def _template_source(tokenizer_path: Path, template_path: Path | None) -> tuple[str, str]:

@@ -20,11 +20,17 @@ import pytest
 import adapters
 from adapters import omlx
 from adapters import openai as generic
-from bench.setup.adapter import NotConfigured
-from bench.setup.installs import UNKNOWN_VERSION
 from bench.setup import profiles
-from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.setup.installs import Installation, InstallError, NotInstalled, build_log_path, ensure_installed, install_dir
+from bench.setup.adapter import Adapter, Capabilities, ModelRef, NotConfigured, ServeCommand, ServeContext
+from bench.setup.installs import (
+    UNKNOWN_VERSION,
+    Installation,
+    InstallError,
+    NotInstalled,
+    build_log_path,
+    ensure_installed,
+    install_dir,
+)
 from bench.setup.scripted_install import ScriptedInstall, Step, fill
 
 HOST = "127.0.0.1"
@@ -354,8 +360,8 @@ def demo_recipe(repo: Path, **overrides) -> ScriptedInstall:
         version="git-main",
         steps=(
             Step(("git", "clone", "-q", str(repo), "{prefix}/src")),
-            Step("mkdir -p bin && printf '#!/bin/sh\\necho demo 1.2.3\\n' > bin/demo-server && chmod +x bin/demo-server",
-                 cwd="src", env={"WHERE": "{prefix}"}),
+            Step("mkdir -p bin && printf '#!/bin/sh\\necho demo 1.2.3\\n' > bin/demo-server"
+                 " && chmod +x bin/demo-server", cwd="src", env={"WHERE": "{prefix}"}),
         ),
         update_commands=(Step(("git", "pull"), cwd="src"),),
         executables={"demo-server": "src/bin/demo-server"},

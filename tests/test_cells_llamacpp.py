@@ -21,12 +21,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench.setup import profiles
-from bench.run.cell import CellConfig, run_cell
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import new_run_id, validate
+from bench.run.cell import CellConfig, run_cell
+from bench.setup import profiles
+from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S, assert_ok_unless_client_limited
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(TEST_TIMEOUT_S)]
 
 
 def llama_servers(binary: str) -> list[psutil.Process]:
@@ -57,10 +58,10 @@ def no_leaked_servers(llama_server):
 
 
 def run_pytest(*args: str, tmp_path: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--results-dir", str(tmp_path / "results"), *args]
-    return subprocess.run(
-        cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}
-    )
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--results-dir", str(tmp_path / "results"),
+           "--host-lock-timeout", str(HOST_LOCK_WAIT_S), *args]
+    return subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=SESSION_TIMEOUT_S,
+                          env={**os.environ, **(env or {})})
 
 
 def result_files(tmp_path: Path) -> list[Path]:
@@ -78,11 +79,15 @@ def test_chat_cell_ok_and_tokens_equal_server_usage(tmp_path, no_leaked_servers)
     proc = run_pytest("-m", "chat", "-k", "llamacpp", "--requests", "20", "--concurrency", "1,4", "--port", "0",
                       tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "1 passed" in proc.stdout and "cellbench verdicts: 1 ok" in proc.stdout
     (path,) = result_files(tmp_path)
     assert path.parent.name == "chat" and path.name.startswith("llamacpp_")
     result = load_valid(path)
-    assert result["verdict"]["verdict"] == "ok"
+    # What this test checks is what the server answered: every request succeeded and the token
+    # counts are the server's own. A busy host may make the client late (`degraded`, naming the
+    # client); that is a fact about the host, not about these answers.
+    verdict = assert_ok_unless_client_limited(result["verdict"], "llamacpp-chat")
+    assert f"cellbench verdicts: 1 {verdict}" in proc.stdout, proc.stdout[-2000:]
+    assert all(lv["failed"] == 0 for lv in result["levels"]), [lv["errors"] for lv in result["levels"]]
     assert [lv["concurrency"] for lv in result["levels"]] == [1, 4]
     assert result["model"]["served"]["listed"] == ["tiny"] and result["model"]["served"]["responses"] == ["tiny"]
     assert result["framework"]["version"] and len(result["servers"]) == 2, "one server per level"
@@ -99,7 +104,7 @@ def test_chat_cell_ok_and_tokens_equal_server_usage(tmp_path, no_leaked_servers)
     assert comparison["provenance"]["llamacpp"]["run_id"] == result["run_id"]
     assert "## Concurrency 4" in (path.parent / "REPORT.md").read_text()
     (journal,) = path.parent.parent.glob("journal_*.md")
-    assert "| llamacpp | ok |" in journal.read_text()
+    assert f"| llamacpp | {verdict} |" in journal.read_text()
 
 
 def test_share_server_runs_every_level_on_one_server(tmp_path, no_leaked_servers):
@@ -118,7 +123,9 @@ def test_agent_cell_runs_the_agent_split(tmp_path, no_leaked_servers):
     assert proc.returncode == 0, proc.stdout[-3000:]
     (path,) = result_files(tmp_path)
     result = load_valid(path)
-    assert result["split"] == "agent" and result["verdict"]["verdict"] == "ok"
+    assert result["split"] == "agent"
+    assert_ok_unless_client_limited(result["verdict"], "llamacpp-agent")
+    assert all(lv["failed"] == 0 for lv in result["levels"]), [lv["errors"] for lv in result["levels"]]
     assert result["levels"][0]["input_tokens_total"] / 8 > 1000, "agent prompts are prefill-heavy"
 
 
@@ -191,10 +198,9 @@ def test_pytest_timeout_still_stops_the_server(tmp_path, no_leaked_servers):
     assert "Timeout (>4.0s) from pytest-timeout" in proc.stdout
 
 
-SILICONBENCH = PROJECT_ROOT.parent / "shared" / "data" / "siliconbench"
+SILICONBENCH = Path(__file__).parent / "data" / "siliconbench"  # small files in SiliconBench's format
 
 
-@pytest.mark.skipif(not SILICONBENCH.is_dir(), reason="SiliconBench's prompt files are not beside the project")
 @pytest.mark.parametrize("split", ["chat", "agent"])
 def test_siliconbench_prompt_files_run_unchanged(tmp_path, split, no_leaked_servers):
     source = SILICONBENCH / f"{split}_benchmark_prompts.json"
@@ -202,7 +208,8 @@ def test_siliconbench_prompt_files_run_unchanged(tmp_path, split, no_leaked_serv
                       "--warmup", "1", "--port", "0", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:]
     result = load_valid(result_files(tmp_path)[0])
-    assert result["run_config"]["prompts"] == {"source": str(source), "format": "siliconbench", "count": 100,
+    count = len(json.loads(source.read_text()))
+    assert result["run_config"]["prompts"] == {"source": str(source), "format": "siliconbench", "count": count,
                                                "tools_param": False}
     records = [json.loads(line) for line in (result_files(tmp_path)[0].parent / result["requests_file"]).open()]
     measured = [r for r in records if not r["warmup"]]

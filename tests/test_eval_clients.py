@@ -19,9 +19,10 @@ from types import ModuleType
 
 import pytest
 
-from bench.setup.adapter import ServeCommand
 from bench.base.paths import PROJECT_ROOT
-from bench.run.server import ServerProcess, free_port
+from bench.host.ports import free_port
+from bench.run.server import ServerProcess
+from bench.setup.adapter import ServeCommand
 
 EVAL_DIR = PROJECT_ROOT / "benchmarks" / "eval"
 ARITH_KEYS = {"accuracy", "correct", "wrong", "parseable_samples", "unparseable_samples", "total_samples",
@@ -38,6 +39,7 @@ def _load(name: str, path: Path) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -191,7 +193,7 @@ def test_agent_prompts_load_with_tools_in_the_parameter():
     prompts = toolcall.load_prompts(toolcall.DATASET)
     assert len(prompts) == 100
     raw = json.loads(toolcall.DATASET.read_text())["prompts"]
-    for p, r in zip(prompts, raw):
+    for p, r in zip(prompts, raw, strict=True):
         assert set(p["validators"]) == {t["function"]["name"] for t in r["tools"]}
         assert p["messages"][0]["content"] == r["meta"]["system_for_tools_param"]
         assert "Available tools" not in p["messages"][0]["content"]

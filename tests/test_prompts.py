@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.setup.prompts import PromptFileError, Prompt, assert_no_shared_prefix, load_prompts, load_split
+from bench.setup.prompts import Prompt, PromptFileError, assert_no_shared_prefix, load_prompts, load_split
 
 PROMPTS_DIR = PROJECT_ROOT / "prompts"
-SILICONBENCH = PROJECT_ROOT.parent / "shared" / "data" / "siliconbench"
+SILICONBENCH = Path(__file__).parent / "data" / "siliconbench"  # small files in SiliconBench's format
+# SiliconBench's chat split: 100 prompts numbered in this order, by (bucket, max_tokens) and count.
+SILICONBENCH_CHAT_MIX = (("short", 64, 10), ("short", 256, 10), ("medium", 64, 10), ("medium", 256, 10),
+                         ("long", 64, 15), ("long", 256, 15), ("vlong", 64, 15), ("vlong", 256, 15))
 CHAT_BOUNDS = {"short": (10, 80), "medium": (80, 500), "long": (500, 2000), "vlong": (2000, 4000)}
 TOLERANCE = 0.10  # another build of the tiny tokenizer may split words a little differently
 
@@ -89,11 +92,17 @@ def test_chat_has_siliconbench_bucket_mix() -> None:
     assert [p.name for p in ps.prompts] != sorted(p.name for p in ps.prompts), "the list is shuffled"
 
 
-@pytest.mark.skipif(not SILICONBENCH.is_dir(), reason="SiliconBench's files are not beside the checkout")
+def siliconbench_chat_names() -> list[str]:
+    """The names SiliconBench's chat split gives its prompts: p000 to p099 in the mix's order."""
+    kinds = [(bucket, out) for bucket, out, count in SILICONBENCH_CHAT_MIX for _ in range(count)]
+    return [f"p{i:03d}_{bucket}_out{out}" for i, (bucket, out) in enumerate(kinds)]
+
+
 def test_chat_mix_equals_siliconbench_names() -> None:
-    theirs = json.loads((SILICONBENCH / "chat_benchmark_prompts.json").read_text(encoding="utf-8"))
     ours = load_split("chat").prompts
-    assert sorted(p["name"] for p in theirs) == sorted(p.name for p in ours)
+    assert sorted(p.name for p in ours) == siliconbench_chat_names()
+    fixture = json.loads((SILICONBENCH / "chat_benchmark_prompts.json").read_text(encoding="utf-8"))
+    assert {p["name"] for p in fixture} <= set(siliconbench_chat_names()), "the fixture follows the scheme"
 
 
 # ---------------------------------------------------------------- agent
@@ -124,10 +133,10 @@ def test_agent_traces_are_well_formed() -> None:
 def test_agent_tools_are_stated_both_ways() -> None:
     in_text = load_split("agent")
     in_param = load_split("agent", tools_param=True)
-    for text_p, param_p in zip(in_text.prompts, in_param.prompts):
+    for text_p, param_p in zip(in_text.prompts, in_param.prompts, strict=True):
         assert text_p.tools is None and text_p.name == param_p.name
         names = listed_tool_names(text_p.messages[0]["content"])
-        assert names == [t["function"]["name"] for t in param_p.tools]
+        assert names == [t["function"]["name"] for t in param_p.tools or ()]
         called = {c["function"]["name"] for m in text_p.messages for c in m.get("tool_calls") or ()}
         assert called <= set(names), text_p.name
         # In parameter mode the system prompt stops listing the schemas; the rest is unchanged.
@@ -263,16 +272,37 @@ def test_cellbench_format_and_unknown_split() -> None:
         load_split("code")
 
 
-@pytest.mark.skipif(not SILICONBENCH.is_dir(), reason="SiliconBench's files are not beside the checkout")
 @pytest.mark.parametrize("split", ["chat", "agent"])
 def test_siliconbench_files_load_unchanged(split: str) -> None:
     path = SILICONBENCH / f"{split}_benchmark_prompts.json"
     raw = json.loads(path.read_text(encoding="utf-8"))
     ps = load_prompts(path)
-    assert ps.format == "siliconbench" and len(ps.prompts) == 100
+    assert ps.format == "siliconbench" and len(ps.prompts) == len(raw) >= 6
+    assert all(p.tools is None for p in ps.prompts), "SiliconBench states tools in the system prompt's text"
     assert [(p.name, list(p.messages), p.max_tokens, p.description) for p in ps.prompts] == \
         [(e["name"], e["messages"], e["max_tokens"], e["description"]) for e in raw]
     assert ps.warmup == load_split(split).warmup
+
+
+@pytest.mark.parametrize("split", ["chat", "agent"])
+def test_siliconbench_fixtures_keep_the_format(split: str) -> None:
+    """The fixture files hold exactly what SiliconBench's files hold (tests/data/siliconbench/README.md),
+    so the tests above test that format, not a looser one."""
+    entries = json.loads((SILICONBENCH / f"{split}_benchmark_prompts.json").read_text(encoding="utf-8"))
+    name = r"p\d{3}_(short|medium|long|vlong)_out(64|256)" if split == "chat" else r"a\d{3}_(medium|long|vlong)_\w+"
+    for e in entries:
+        assert set(e) == {"name", "description", "messages", "max_tokens"}, e["name"]
+        assert re.fullmatch(name, e["name"]) and isinstance(e["description"], str) and e["max_tokens"] in (64, 256)
+        roles = [m["role"] for m in e["messages"]]
+        if split == "chat":
+            assert roles == ["user"]
+            continue
+        assert roles[0] == "system" and "Available tools:\n" in e["messages"][0]["content"]
+        asked = [c["id"] for m in e["messages"] for c in m.get("tool_calls", ())]
+        assert asked and asked == [m["tool_call_id"] for m in e["messages"] if m["role"] == "tool"]
+        for m in e["messages"]:
+            if m["role"] == "assistant":
+                assert m["content"] == "" and all(isinstance(c["function"]["arguments"], str) for c in m["tool_calls"])
 
 
 # ---------------------------------------------------------------- bad files
@@ -334,7 +364,8 @@ def test_bad_jsonl_line_names_file_line_and_entry(tmp_path: Path) -> None:
 
 def test_bad_sharegpt_speaker_and_bad_cellbench_warmup(tmp_path: Path) -> None:
     path = write(tmp_path / "s.json", [{"id": "c9", "conversations": [{"from": "tool", "value": "{}"}]}])
-    with pytest.raises(PromptFileError, match=r"entry 0 \(name 'c9'\): conversations\[0\]\.from: unknown speaker 'tool'"):
+    with pytest.raises(PromptFileError,
+                       match=r"entry 0 \(name 'c9'\): conversations\[0\]\.from: unknown speaker 'tool'"):
         load_prompts(path)
     data = json.loads((PROMPTS_DIR / "chat.json").read_text(encoding="utf-8"))
     data["warmup"][0]["messages"][0]["content"] = data["prompts"][3]["messages"][0]["content"]

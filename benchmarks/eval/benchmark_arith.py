@@ -109,7 +109,7 @@ def load_items(path: Path) -> list[dict]:
 def score(items: list[dict], replies: list) -> tuple[dict, list[dict]]:
     per_sample = []
     per_op: dict[str, dict] = {}
-    for item, reply in zip(items, replies):
+    for item, reply in zip(items, replies, strict=True):
         prediction = extract_answer(reply.content) if reply.ok else None
         correct = prediction is not None and prediction == item["answer"]
         per_sample.append({

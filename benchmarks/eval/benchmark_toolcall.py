@@ -40,8 +40,11 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any, cast
 
 import jsonschema
+from jsonschema.validators import validator_for
+
 from _evalclient import (
     ClientError,
     base_url,
@@ -56,7 +59,6 @@ from _evalclient import (
     speed_block,
     wait_for_server,
 )
-from jsonschema.validators import validator_for
 
 NAME = "toolcall"
 DATASET = Path(__file__).resolve().parents[2] / "prompts" / "agent.json"
@@ -66,7 +68,7 @@ LEVELS = ("tool_call", "known_name", "json_args", "schema_valid", "valid")
 ANY_OBJECT = {"type": "object"}  # the schema of a tool that declares no `parameters`
 
 
-def tool_validators(tools: list[dict]) -> dict[str, object]:
+def tool_validators(tools: list[dict]) -> dict[str, Any]:
     """name -> a jsonschema validator for that tool's `parameters` (checked to be a valid schema)."""
     out = {}
     for tool in tools:
@@ -80,7 +82,7 @@ def tool_validators(tools: list[dict]) -> dict[str, object]:
     return out
 
 
-def check_tool_calls(message: dict | None, validators: dict[str, object]) -> dict:
+def check_tool_calls(message: dict | None, validators: dict[str, Any]) -> dict:
     """Score one assistant message against the offered tools.
 
     Every check applies to every call in the message (a message with two calls passes a check
@@ -115,8 +117,8 @@ def check_tool_calls(message: dict | None, validators: dict[str, object]) -> dic
     checks["known_name"] = True
 
     decoded = []
-    for name, fn in zip(names, fns):
-        raw = fn.get("arguments")
+    for name, fn in zip(names, fns, strict=True):
+        raw = fn.get("arguments") if isinstance(fn, dict) else None
         if not isinstance(raw, str):
             errors.append(f"{name}: arguments is {type(raw).__name__}, not a JSON string")
             continue
@@ -128,7 +130,7 @@ def check_tool_calls(message: dict | None, validators: dict[str, object]) -> dic
         return {"checks": checks, "errors": errors, "names": names, "arguments": arguments}
     checks["json_args"] = True
 
-    for name, value in zip(names, decoded):
+    for name, value in zip(cast(list[str], names), decoded, strict=True):  # all known names by now
         problem = jsonschema.exceptions.best_match(validators[name].iter_errors(value))
         if problem is not None:
             where = "/".join(str(p) for p in problem.absolute_path) or "(root)"
@@ -138,7 +140,7 @@ def check_tool_calls(message: dict | None, validators: dict[str, object]) -> dic
     checks["schema_valid"] = True
 
     ids = [c.get("id") for c in calls]
-    for call, name in zip(calls, names):
+    for call, name in zip(calls, names, strict=True):
         if call.get("type") != "function":
             errors.append(f"{name}: type is {call.get('type')!r}, not 'function'")
         if not isinstance(call.get("id"), str) or not call["id"]:
@@ -174,7 +176,7 @@ def load_prompts(path: Path) -> list[dict]:
 
 def score(prompts: list[dict], replies: list) -> tuple[dict, list[dict]]:
     per_sample = []
-    for prompt, reply in zip(prompts, replies):
+    for prompt, reply in zip(prompts, replies, strict=True):
         if reply.ok:
             verdict = check_tool_calls(reply.message, prompt["validators"])
         else:

@@ -196,7 +196,7 @@ class Completion:
         if pieces < 1:
             return [{"tool_calls": [{**first, "function": {"name": "get_weather", "arguments": arguments}}]}]
         cuts = [round(i * len(arguments) / pieces) for i in range(pieces + 1)]
-        parts = [arguments[a:b] for a, b in zip(cuts, cuts[1:])]
+        parts = [arguments[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
         return [{"tool_calls": [first]}, *({"tool_calls": [{"index": 0, "function": {"arguments": p}}]} for p in parts)]
 
 
