@@ -136,8 +136,8 @@ def commit_on_branch(repo: Path, branch: str, results: Path, message: str, push:
                 shutil.copy2(repo / rel, tree / rel)
                 git(tree, "add", "--", rel, check=True)
                 fw = Path(rel).stem
-                message = f"adapter fix({fw}): as run in the weekly benchmark"
-                git(tree, "commit", "-q", "-m", message, "--", rel, check=True)
+                fix = f"adapter fix({fw}): as run in the weekly benchmark"
+                git(tree, "commit", "-q", "-m", fix, "--", rel, check=True)
                 commits.append(f"adapter fix({fw})")
             rel_results = results.resolve().relative_to(repo.resolve())
             shutil.copytree(results, tree / rel_results, dirs_exist_ok=True)
