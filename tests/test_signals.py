@@ -117,7 +117,10 @@ def test_a_signal_mid_level_stops_the_server_and_keeps_journal_and_result(tmp_pa
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "chat", "-k", "llamacpp",
            "--requests", "400", "--concurrency", "1", "--port", "0", "--progress-interval", "1",
            f"--results-dir={results}"]
-    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A shell runs a background job with SIGINT ignored, and a child inherits that: Python then
+    # leaves SIGINT ignored. The session under test gets the disposition a terminal gives it.
+    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()

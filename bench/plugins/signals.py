@@ -8,12 +8,6 @@ otherwise end the process at once and leave its servers running. `install` makes
 `Terminated`, a KeyboardInterrupt, so they take the same path; `pytest_configure` installs it
 and `pytest_unconfigure` puts the previous handlers back.
 
-SIGINT gets a handler of ours too, one that raises KeyboardInterrupt exactly as Python's default
-does. It keeps asyncio's Runner, which replaces only the default handler, from turning Ctrl-C
-inside a level into a cancellation of the level's task: that path depends on where the
-cancellation lands, and once in a CI run a SIGINT mid-level left the session running for over
-two minutes, where SIGTERM and SIGHUP (raised directly, as here) always stopped it.
-
 A cell interrupted after bench.run.cell wrote its partial result finds that outcome on the
 interrupt (`cell_outcome`): the cell reports it as any cell reports its verdict (counted,
 journaled, in the HTML report), then the session stops as interrupted (exit code 2, journal
@@ -65,19 +59,12 @@ def install() -> Callable[[], None]:
         raise Terminated(signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # a user's own handler stays
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _interrupt)
 
     def restore() -> None:
         for sig, old in previous.items():
             signal.signal(sig, signal.SIG_DFL if old is None else old)  # None: set outside Python
 
     return restore
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """Python's default SIGINT behaviour, as a handler asyncio does not replace."""
-    raise KeyboardInterrupt
 
 
 def pytest_configure(config: pytest.Config) -> None:
