@@ -142,7 +142,11 @@ def test_bad_numbers_are_one_line_each(stand_in: pytest.Pytester):
         "ERROR: --warmup takes a count of warm-up requests per level, 0 or more, got -3")
     assert usage_error(stand_in, "--degraded-threshold", "1.5").endswith("from 0 to 1, got 1.5")
     assert usage_error(stand_in, "--port", "70000").endswith("0 (any free port) to 65535, got 70000")
-    assert usage_error(stand_in, "--cell-budget", "0").endswith("seconds, more than 0, got 0")
+    assert usage_error(stand_in, "--cell-budget", "0").endswith(
+        "--cell-budget takes a duration (2700, 45m) or split=duration pairs (chat=45m,agent=90m), got '0': "
+        "splits are chat, agent, durations more than 0")
+    assert usage_error(stand_in, "--cell-budget", "lunch=5m").endswith("splits are chat, agent, durations more than 0")
+    assert usage_error(stand_in, "--cell-budget", "chat=soon").endswith("got 'chat=soon'")
     stand_in.runpytest("-k", "llamacpp-chat", "--warmup", "0").assert_outcomes(passed=1)
 
 
@@ -191,6 +195,16 @@ MARGIN = 60.0  # bench.plugins.budget.TIMEOUT_MARGIN_S
 def test_no_timeout_no_budget(stand_in: pytest.Pytester):
     assert budget(stand_in) is None
     assert budget(stand_in, "--cell-budget", "120") == 120.0
+
+
+def test_a_budget_per_split_and_with_units(stand_in: pytest.Pytester):
+    assert budget(stand_in, "--cell-budget", "chat=2m,agent=90m") == 120.0, "the chat cell takes chat's"
+    assert budget(stand_in, "--cell-budget", "1.5h") == 5400.0, "one duration serves every split"
+    assert budget(stand_in, "--cell-budget", "agent=90m") is None, "none given for chat"
+    assert budget(stand_in, "--timeout", "600", "--cell-budget", "agent=1m") == 600 - MARGIN
+    assert budget(stand_in, "--timeout", "60", "--cell-budget", "chat=20s") == 20.0, "chat's budget stands"
+    assert usage_error(stand_in, "--timeout", "60", "--cell-budget", "agent=1m").startswith(
+        "ERROR: --timeout=60 leaves a cell no budget"), "agent's budget does not serve a chat cell"
 
 
 def test_budget_follows_the_timeout_option(stand_in: pytest.Pytester):

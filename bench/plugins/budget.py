@@ -1,7 +1,7 @@
 """A cell's wall-clock budget, and pytest-timeout's timeout as its backstop.
 
 pytest-timeout kills a test at its timeout with nothing written. A cell therefore stops itself
-earlier: its budget is --cell-budget, capped by the test's timeout less TIMEOUT_MARGIN_S, the
+earlier: its budget is --cell-budget (for its split), capped by the test's timeout less TIMEOUT_MARGIN_S, the
 time cellbench keeps to stop the server and write the result. A selected cell whose timeout is
 within that margin would get no budget at all; unless --cell-budget is given, that is a usage
 error when collection finishes, before any server starts (under xdist on the controller, when a
@@ -15,6 +15,10 @@ import os
 import pytest
 import pytest_timeout
 
+from bench.plugins.cells import cell_id_of
+from bench.plugins.hooks import register_stashed, unregister_stashed
+from bench.plugins.options import SPLITS, settings
+
 TIMEOUT_MARGIN_S = 60.0
 XDIST_HOOKS = pytest.StashKey[object]()
 
@@ -23,7 +27,7 @@ def cell_budget(item: pytest.Item) -> float | None:
     """The cell's budget in seconds: --cell-budget, capped by the item's timeout less the margin.
     A timeout within the margin was refused at collection unless --cell-budget was given; then
     that budget stands."""
-    budget = item.config.getoption("cell_budget")
+    budget = _given_budget(item)
     timeout = _item_timeout(item)
     if timeout is None or timeout <= TIMEOUT_MARGIN_S:
         return budget
@@ -33,23 +37,20 @@ def cell_budget(item: pytest.Item) -> float | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
-        config.stash[XDIST_HOOKS] = _XdistBudgetCheck()
-        config.pluginmanager.register(config.stash[XDIST_HOOKS], "cellbench-xdist-budget")
+        register_stashed(config, XDIST_HOOKS, _XdistBudgetCheck(), "cellbench-xdist-budget")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    hooks = config.stash.get(XDIST_HOOKS, None)
-    if hooks is not None:
-        config.pluginmanager.unregister(hooks)
-        del config.stash[XDIST_HOOKS]
+    unregister_stashed(config, XDIST_HOOKS)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A selected cell whose timeout leaves it no budget is a usage error."""
-    if session.config.getoption("cell_budget") is not None or hasattr(session.config, "workerinput"):
+    if hasattr(session.config, "workerinput"):
         return
     for item in session.items:
-        timeout = _item_timeout(item) if "cell_id" in getattr(item, "fixturenames", ()) else None
+        cell = "cell_id" in getattr(item, "fixturenames", ())
+        timeout = _item_timeout(item) if cell and _given_budget(item) is None else None
         if timeout is not None and timeout <= TIMEOUT_MARGIN_S:
             if item.get_closest_marker("timeout") is not None:
                 raise pytest.UsageError(_no_budget_left(f"@pytest.mark.timeout({timeout:g}) on {item.nodeid}"))
@@ -61,9 +62,17 @@ class _XdistBudgetCheck:
         """pytest_collection_finish's check, on the controller, before any cell is scheduled. It sees
         node ids only, so a `timeout` marker's value is not checked here."""
         timeout, source = _session_timeout(node.config)
-        short = timeout is not None and timeout <= TIMEOUT_MARGIN_S and node.config.getoption("cell_budget") is None
-        if short and any("test_cell[" in nodeid for nodeid in ids):
+        short = timeout is not None and timeout <= TIMEOUT_MARGIN_S
+        budgets = settings(node.config).cell_budget_s
+        if short and any(f"-{split}]" in nodeid and split not in budgets
+                         for nodeid in ids if "test_cell[" in nodeid for split in SPLITS):
             raise pytest.UsageError(_no_budget_left(source))
+
+
+def _given_budget(item: pytest.Item) -> float | None:
+    """--cell-budget for the item's split; None when not given for it (or not a cell)."""
+    cell = cell_id_of(item)
+    return settings(item.config).cell_budget_s.get(cell[1]) if cell else None
 
 
 def _session_timeout(config: pytest.Config) -> tuple[float | None, str]:

@@ -32,7 +32,7 @@ from bench.eval.tables import Locator, RowEdit, apply_edits, plan_edit
 from bench.host.machine import detect
 from bench.plugins import transport
 from bench.plugins.fixtures import launching
-from bench.plugins.hooks import EVAL, CellRecord
+from bench.plugins.hooks import EVAL, CellRecord, register_stashed, unregister_stashed
 from bench.plugins.options import results_root, settings
 from bench.setup.profiles import PROFILES_DIR
 
@@ -63,16 +63,11 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
         config.stash[EVAL_CONFIG] = exc  # a broken shipped config fails the eval rows, not `-m chat`
     if not hasattr(config, "workerinput"):
-        recorder = EvalRecorder(config)
-        config.stash[RECORDER] = recorder
-        config.pluginmanager.register(recorder, "cellbench-eval-recorder")
+        register_stashed(config, RECORDER, EvalRecorder(config), "cellbench-eval-recorder")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    recorder = config.stash.get(RECORDER, None)
-    if recorder is not None:
-        config.pluginmanager.unregister(recorder)
-        del config.stash[RECORDER]
+    unregister_stashed(config, RECORDER)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

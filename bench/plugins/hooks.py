@@ -6,17 +6,20 @@ call phase has been reported. The journal recorder (bench/plugins/recorder.py), 
 wiring (bench/plugins/html.py) and the eval recorder (bench/plugins/eval.py) implement it; how
 the record reaches the controller is bench/plugins/transport.py's business.
 
-This module holds hook specifications only: bench/plugins/transport.py passes it to
-`pluginmanager.add_hookspecs`, which reads every `pytest_*` function here as a specification,
-so it is never registered as a plugin itself.
+It also holds how a plugin module registers its per-session hook object (`register_stashed`,
+`unregister_stashed`). It is never registered as a plugin itself: bench/plugins/transport.py
+passes it to `pluginmanager.add_hookspecs`, which reads every `pytest_*` function here as a
+specification.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+
+P = TypeVar("P")
 
 BENCHMARK = "cell"  # a (framework, split) benchmark cell, bench/test_cells.py
 EVAL = "eval"  # an eval row, bench/test_eval.py
@@ -72,3 +75,20 @@ class CellRecord:
 def pytest_cellbench_cell_finished(config: pytest.Config, nodeid: str, cell: CellRecord) -> None:
     """A cell (`nodeid`) finished with `cell`. Called on the controller only, once per cell, in the
     order the cells finished; every implementation sees it (the results are ignored)."""
+
+
+def register_stashed(config: pytest.Config, key: pytest.StashKey[P], plugin: P, name: str) -> P:
+    """Registers `plugin`'s hooks for this session and keeps it under `key`, for
+    `unregister_stashed` to find at `pytest_unconfigure`."""
+    config.stash[key] = plugin
+    config.pluginmanager.register(plugin, name)
+    return plugin
+
+
+def unregister_stashed(config: pytest.Config, key: pytest.StashKey[Any]) -> None:
+    """Takes the session's hook object off again, so that the next session in this process
+    (pytester runs many) starts without it."""
+    plugin = config.stash.get(key, None)
+    if plugin is not None:
+        config.pluginmanager.unregister(plugin)
+        del config.stash[key]

@@ -19,7 +19,7 @@ import pytest
 
 from bench.host.machine import detect
 from bench.plugins.fixtures import cell_outcome
-from bench.plugins.hooks import BENCHMARK, CellRecord
+from bench.plugins.hooks import BENCHMARK, CellRecord, register_stashed, unregister_stashed
 from bench.plugins.options import settings
 from bench.plugins.transport import finished
 from bench.reports import html_review
@@ -45,17 +45,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("html"):
         return
-    config.stash[HTML_REPORT] = HtmlReport(config)
-    config.pluginmanager.register(config.stash[HTML_REPORT], "cellbench-html")
+    register_stashed(config, HTML_REPORT, HtmlReport(config), "cellbench-html")
     s = settings(config)
     html_review.add_session_facts(config, run_id=s.run_id, machine=detect().to_json(), model=s.profile.results_name)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    report = config.stash.get(HTML_REPORT, None)
-    if report is not None:
-        config.pluginmanager.unregister(report)
-        del config.stash[HTML_REPORT]
+    unregister_stashed(config, HTML_REPORT)
 
 
 class HtmlReport:

@@ -33,6 +33,7 @@ from bench.eval import gpus
 from bench.host import affinity, memlimit
 from bench.host.machine import detect
 from bench.load.progress import DEFAULT_INTERVAL_S
+from bench.plugins.hooks import register_stashed, unregister_stashed
 from bench.setup import profiles
 from bench.setup.prompts import PromptFileError, load_prompts
 
@@ -48,6 +49,7 @@ class Settings:
     profile: profiles.ModelProfile
     endpoint: str | None
     hang_s: dict[str, float]  # split -> seconds without progress that cancel a level
+    cell_budget_s: dict[str, float]  # split -> a cell's wall-clock budget (--cell-budget); absent: none
     memory_limit_bytes: int | None
     cpus: affinity.Placement
     gpu_pool: tuple[int, ...] | None  # None: every GPU of this machine
@@ -96,9 +98,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--progress-interval", type=float, default=DEFAULT_INTERVAL_S,
                 help="seconds between a cell's progress lines during a level; none for shorter levels, "
                      f"0 turns them off [{DEFAULT_INTERVAL_S:g}]")
-    g.addoption("--cell-budget", type=float, default=None, metavar="SECONDS",
-                help="wall-clock budget per cell: at the deadline the level stops, finished and partial levels "
-                     "are kept and the cell ends capped [none; pytest's --timeout minus a margin when given]")
+    g.addoption("--cell-budget", default=None, metavar="S|chat=45m,agent=90m",
+                help="wall-clock budget per cell, one for every split or one per split (s, m or h; a bare number "
+                     "is seconds): at the deadline the level stops, finished and partial levels are kept and the "
+                     "cell ends capped [none; pytest's --timeout minus a margin when given]")
     g.addoption("--hang-minutes", default="chat=30,agent=45", metavar="chat=30,agent=45",
                 help="no output and no finished request for this long cancels the level: capped, 'no progress' "
                      "[chat=30,agent=45]")
@@ -146,6 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
         levels=_levels(config.getoption("concurrency")),
         endpoint=_endpoint(config.getoption("endpoint")),
         hang_s=_hang_seconds(config.getoption("hang_minutes")),
+        cell_budget_s=cell_budgets(config.getoption("cell_budget")),
         memory_limit_bytes=_memory_limit(config.getoption("memory_limit")),
         cpus=_cpus(config),
         gpu_pool=_gpu_pool(config.getoption("gpu_pool")),
@@ -153,15 +157,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     _check_prompts(config)
     if config.pluginmanager.hasplugin("xdist"):
-        config.stash[XDIST_HOOKS] = _XdistRunId()
-        config.pluginmanager.register(config.stash[XDIST_HOOKS], "cellbench-xdist-run-id")
+        register_stashed(config, XDIST_HOOKS, _XdistRunId(), "cellbench-xdist-run-id")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    hooks = config.stash.get(XDIST_HOOKS, None)
-    if hooks is not None:
-        config.pluginmanager.unregister(hooks)
-        del config.stash[XDIST_HOOKS]
+    unregister_stashed(config, XDIST_HOOKS)
 
 
 class _XdistRunId:
@@ -179,7 +179,6 @@ _NUMBERS = {
     "warmup": ("a count of warm-up requests per level, 0 or more", lambda v: v >= 0),
     "request_timeout": ("seconds, more than 0", lambda v: v > 0),
     "ready_timeout": ("seconds, more than 0", lambda v: v > 0),
-    "cell_budget": ("seconds, more than 0", lambda v: v > 0),
     "host_lock_timeout": ("seconds, 0 or more", lambda v: v >= 0),
     "progress_interval": ("seconds, 0 (no progress lines) or more", lambda v: v >= 0),
     "degraded_threshold": ("a failure share from 0 to 1", lambda v: 0 <= v <= 1),
@@ -234,6 +233,34 @@ def _hang_seconds(text: str) -> dict[str, float]:
     if unknown or any(m < 0 for m in minutes.values()):
         raise pytest.UsageError(f"--hang-minutes: splits are {', '.join(SPLITS)} and minutes >= 0, got {text!r}")
     return {split: m * 60.0 for split, m in minutes.items()}
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration_s(text: str) -> float:
+    """`90`, `90s`, `45m` or `1.5h` -> seconds; ValueError otherwise."""
+    text = text.strip().lower()
+    scale = _UNITS.get(text[-1:], None)
+    return float(text[:-1] if scale else text) * (scale or 1.0)
+
+
+def cell_budgets(text: str | None) -> dict[str, float]:
+    """--cell-budget: `2700` (every split) or `chat=45m,agent=90m` -> seconds per split."""
+    if text is None:
+        return {}
+    takes = f"--cell-budget takes a duration (2700, 45m) or split=duration pairs (chat=45m,agent=90m), got {text!r}"
+    try:
+        if "=" not in text:
+            budgets = dict.fromkeys(SPLITS, _duration_s(text))
+        else:
+            pairs = dict(part.split("=", 1) for part in text.split(",") if part.strip())
+            budgets = {split.strip(): _duration_s(value) for split, value in pairs.items()}
+    except ValueError:
+        raise pytest.UsageError(takes) from None
+    if set(budgets) - set(SPLITS) or not budgets or any(not b > 0 for b in budgets.values()):
+        raise pytest.UsageError(f"{takes}: splits are {', '.join(SPLITS)}, durations more than 0")
+    return budgets
 
 
 def _memory_limit(text: str | None) -> int | None:

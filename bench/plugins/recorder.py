@@ -26,7 +26,7 @@ from bench.core.result import NotAResult, read_result
 from bench.core.result_model import Level
 from bench.core.verdicts import Verdict
 from bench.plugins import transport
-from bench.plugins.hooks import BENCHMARK, CellRecord
+from bench.plugins.hooks import BENCHMARK, CellRecord, register_stashed, unregister_stashed
 from bench.plugins.html import html_path
 from bench.plugins.options import results_root, settings
 from bench.reports.journal import CellEntry, Journal
@@ -61,15 +61,11 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
 
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
-        config.stash[RECORDER] = RunRecorder(config)
-        config.pluginmanager.register(config.stash[RECORDER], "cellbench-recorder")
+        register_stashed(config, RECORDER, RunRecorder(config), "cellbench-recorder")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    recorder = config.stash.get(RECORDER, None)
-    if recorder is not None:
-        config.pluginmanager.unregister(recorder)
-        del config.stash[RECORDER]
+    unregister_stashed(config, RECORDER)
 
 
 class RunRecorder:

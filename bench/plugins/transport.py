@@ -22,7 +22,7 @@ from __future__ import annotations
 import pytest
 
 from bench.plugins import hooks
-from bench.plugins.hooks import BENCHMARK, CellRecord
+from bench.plugins.hooks import BENCHMARK, CellRecord, register_stashed, unregister_stashed
 
 REPORT_ATTRIBUTE = "cellbench_cell"
 FINISHED = pytest.StashKey[CellRecord]()
@@ -61,15 +61,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
-        config.stash[CONTROLLER] = _Controller(config)
-        config.pluginmanager.register(config.stash[CONTROLLER], "cellbench-transport")
+        register_stashed(config, CONTROLLER, _Controller(config), "cellbench-transport")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    controller = config.stash.get(CONTROLLER, None)
-    if controller is not None:
-        config.pluginmanager.unregister(controller)
-        del config.stash[CONTROLLER]
+    unregister_stashed(config, CONTROLLER)
 
 
 class _Controller:
