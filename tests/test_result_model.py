@@ -114,7 +114,8 @@ def test_every_key_of_the_schema_has_a_description():
 
 # TypedDict -> where its object schema is.
 TYPED_BLOCKS = {
-    model.Result: "#", model.Framework: "#/properties/framework", model.Model: "#/properties/model",
+    model.Result: "#", model.Harness: "#/properties/harness", model.Framework: "#/properties/framework",
+    model.Model: "#/properties/model",
     model.ServedModels: "#/properties/model/properties/served", model.Machine: "#/properties/machine",
     model.RunConfig: "#/properties/run_config", model.CpuAffinity: "#/properties/run_config/properties/cpu_affinity",
     model.Prompts: "#/properties/run_config/properties/prompts", model.Server: "#/$defs/server",

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -38,3 +41,34 @@ def toplevel(path: Path) -> Path | None:
 def head_commit(repo: Path) -> str | None:
     done = git(repo, "rev-parse", "HEAD", timeout=10)
     return done.stdout.strip() if done.returncode == 0 else None
+
+
+def revision(repo: Path) -> dict[str, str | bool | None]:
+    """`{"commit": HEAD, "dirty": tracked files differ from it}`; both None outside a git checkout."""
+    commit = head_commit(repo)
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    status = git(repo, "status", "--porcelain", "--untracked-files=no", timeout=30)
+    return {"commit": commit, "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+PROTECTED_BRANCHES = ("main", "master")
+
+
+@contextmanager
+def branch_worktree(repo: Path, branch: str) -> Iterator[Path]:
+    """A temporary worktree of `branch` (made from HEAD when it does not exist yet), removed on exit.
+
+    Commits made there land on `branch` while the checkout at `repo` keeps its own branch and
+    files. A protected branch (main, master) is refused: results never land there."""
+    if branch in PROTECTED_BRANCHES:
+        raise GitError(f"refusing to commit results to {branch}")
+    if not git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").stdout.strip():
+        git(repo, "branch", branch, "HEAD", check=True)
+    with tempfile.TemporaryDirectory(prefix="cellbench-branch-") as tmp:
+        tree = Path(tmp) / "tree"
+        git(repo, "worktree", "add", "--quiet", str(tree), branch, check=True)
+        try:
+            yield tree
+        finally:
+            git(repo, "worktree", "remove", "--force", str(tree))

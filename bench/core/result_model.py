@@ -273,9 +273,14 @@ class RunConfig(_RunConfigRequired, total=False):
     unique_prompts: bool
 
 
-class Result(TypedDict):
-    """One cell's result file."""
+class Harness(TypedDict):
+    """The cellbench checkout that measured a cell."""
 
+    commit: str | None
+    dirty: bool | None
+
+
+class _ResultRequired(TypedDict):
     schema_version: int
     run_id: str
     framework: Framework
@@ -290,6 +295,12 @@ class Result(TypedDict):
     levels: list[Level]
     verdict: VerdictBlock
     requests_file: str
+
+
+class Result(_ResultRequired, total=False):
+    """One cell's result file."""
+
+    harness: Harness  # absent in files of an earlier cellbench
 
 
 class Provenance(TypedDict):

@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from bench.base import clock
+from bench.base import clock, git
+from bench.base.paths import PROJECT_ROOT
 from bench.core.result import SCHEMA_VERSION, CellPaths
-from bench.core.result_model import Framework, Machine, ReportedVersion, Result, RunConfig
+from bench.core.result_model import Framework, Harness, Machine, ReportedVersion, Result, RunConfig
 from bench.core.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.run.config import CellConfig
@@ -28,6 +29,7 @@ def assemble(cfg: CellConfig, run: LevelsRun, *, machine: dict[str, Any], prompt
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
+        "harness": cast(Harness, git.revision(PROJECT_ROOT)),
         "framework": _framework(adapter.name, run.platform_tag, run.install, run.reported_version),
         "split": cfg.split,
         "model": {

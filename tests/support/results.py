@@ -56,6 +56,7 @@ class Spec:
     speed: float = 1.0  # >1: faster than the framework's usual
     share_server: bool = False
     finished_at: str = "2026-11-30T10:00:30+00:00"
+    commit: str | None = "5eed" * 10  # the harness commit; None: not a git checkout
 
 
 def level_records(spec: Spec, concurrency: int) -> tuple[list[RequestRecord], list[RequestRecord]]:
@@ -133,6 +134,7 @@ def synthetic_result(spec: Spec = Spec(), *, machine: Machine = MACHINE, **chang
     result: Result = {
         "schema_version": SCHEMA_VERSION,
         "run_id": spec.run_id,
+        "harness": {"commit": spec.commit, "dirty": None if spec.commit is None else False},
         "framework": {"name": spec.framework, "platform": "linux-x86_64", "version": "1.0.0", "install_source": "cache",
                       "install": {"install_seconds": 42.0}},
         "split": spec.split,
