@@ -62,6 +62,9 @@ def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_jour
         assert f"{scoped}/{split}/comparison.json" in files and f"{scoped}/{split}/REPORT.md" in files
         assert any(f.startswith(f"{scoped}/{split}/llamacpp_") and f.endswith(".json") for f in files)
     assert f"{scoped}/journal_{date.today().isoformat()}.md" in files
+    for split in ("chat", "agent"):  # one pytest-html page per split, neither overwriting the other
+        page = f"{scoped}/weekly_{date.today().isoformat()}_{split}.html"
+        assert page in files and f"test_cell[llamacpp-{split}]" in _git(repo, "show", f"{branch}:{page}")
     journal = _git(repo, "show", f"{branch}:{scoped}/journal_{date.today().isoformat()}.md")
     assert f"Branch: {branch}" in journal and "pytest -m agent: exit 0" in journal
     assert "| llamacpp | ok |" in journal

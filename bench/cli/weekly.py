@@ -6,7 +6,11 @@
    the run, and the pytest output is kept in `weekly_<date>.log` beside the journal;
 3. comparison.json, REPORT.md and plots are rebuilt, and the journal gets its notes;
 4. the results are committed on `weekly/<date>` (never main), adapter edits first, one commit
-   each; pushed only with `--push`.
+   each; pushed only with `--push`. `--no-branch` leaves them in the results folder alone (a CI
+   job uploads that folder instead).
+
+Each split's pytest session also writes its pytest-html page beside the journal
+(`weekly_<date>_<split>.html`) unless the pytest arguments name their own `--html`.
 
 The commits are made in a temporary git worktree of the branch, so the user's checkout (and the
 results left in it for next week's journal and resume) never changes branch. The exit code is 0
@@ -26,7 +30,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections import deque
 from dataclasses import dataclass
 from datetime import date
@@ -35,9 +38,10 @@ from pathlib import Path
 import pytest
 
 import adapters
-from bench.base.git import git
+from bench.base.git import branch_worktree, git
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import new_run_id
+from bench.core.verdicts import GREEN_VERDICTS
 from bench.host.machine import detect
 from bench.reports.journal import JOURNAL_DAY_ENV, Journal
 from bench.reports.rebuild import rebuild
@@ -45,15 +49,17 @@ from bench.setup.installs import InstallError, cached, ensure_installed
 from bench.setup.profiles import ProfileError, load_profile
 
 SPLITS = ("chat", "agent")
-OK_VERDICTS = ("ok", "skipped")
 
 
-def update_frameworks() -> list[dict]:
-    """Install every framework that runs here at its adapter's version; before and after per framework."""
+def update_frameworks(only: list[str] | None = None) -> list[dict]:
+    """Install every framework that runs here (or those of `only`) at its adapter's version; before
+    and after per framework."""
     changes = []
     for adapter in adapters.registry().values():
         tag = adapter.platform_here()
         if tag is None or adapter.bind is not None:  # not here, or defined by a profile rather than code
+            continue
+        if only is not None and adapter.name not in only:
             continue
         recipe = adapter.recipe_for(tag)
         before = cached(recipe)
@@ -102,10 +108,18 @@ class Session:
         return self.exit_code if self.exit_code > 0 else 128 - self.exit_code
 
 
+def split_marker(split: str, frameworks: list[str] | None) -> str:
+    """The `-m` expression of one split's session: `chat`, or `chat and (llamacpp or vllm)`."""
+    return f"{split} and ({' or '.join(frameworks)})" if frameworks else split
+
+
 def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> Session:
     """One `pytest -m <split>` session; its output streams to the terminal and into the log."""
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", split, f"--model={args.model}",
-           f"--run-id={run_id}", f"--results-dir={args.results_dir}", *args.pytest_args]
+    html = [] if any(a == "--html" or a.startswith("--html=") for a in args.pytest_args) else [
+        f"--html={log.parent / f'weekly_{args.date}_{split}.html'}", "--self-contained-html"]
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", split_marker(split, args.frameworks),
+           f"--model={args.model}", f"--run-id={run_id}", f"--results-dir={args.results_dir}", *html,
+           *args.pytest_args]
     with log.open("a") as sink:
         sink.write(f"$ {' '.join(cmd)}\n")
         sink.flush()
@@ -122,31 +136,24 @@ def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> S
 
 def commit_on_branch(repo: Path, branch: str, results: Path, message: str, push: bool) -> list[str]:
     """Adapter edits of the checkout (one commit each), then the results, on `branch` in a worktree."""
-    if not git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).stdout.strip():
-        git(repo, "branch", branch, "HEAD", check=True)
     changed = [line[3:] for line in git(repo, "status", "--porcelain", "--", "adapters", check=True).stdout.splitlines()
                if line[:2].strip() in ("M", "A", "??") and line[3:].endswith(".py")]
     commits: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="cellbench-weekly-") as tmp:
-        tree = Path(tmp) / "tree"
-        git(repo, "worktree", "add", "--quiet", str(tree), branch, check=True)
-        try:
-            for rel in changed:
-                (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(repo / rel, tree / rel)
-                git(tree, "add", "--", rel, check=True)
-                fw = Path(rel).stem
-                fix = f"adapter fix({fw}): as run in the weekly benchmark"
-                git(tree, "commit", "-q", "-m", fix, "--", rel, check=True)
-                commits.append(f"adapter fix({fw})")
-            rel_results = results.resolve().relative_to(repo.resolve())
-            shutil.copytree(results, tree / rel_results, dirs_exist_ok=True)
-            git(tree, "add", "--force", "--", str(rel_results), check=True)  # results/ is ignored on main, on purpose
-            if git(tree, "diff", "--cached", "--quiet", check=False).returncode != 0:
-                git(tree, "commit", "-q", "-m", message, check=True)
-                commits.append(message.splitlines()[0])
-        finally:
-            git(repo, "worktree", "remove", "--force", str(tree), check=False)
+    with branch_worktree(repo, branch) as tree:
+        for rel in changed:
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo / rel, tree / rel)
+            git(tree, "add", "--", rel, check=True)
+            fw = Path(rel).stem
+            fix = f"adapter fix({fw}): as run in the weekly benchmark"
+            git(tree, "commit", "-q", "-m", fix, "--", rel, check=True)
+            commits.append(f"adapter fix({fw})")
+        rel_results = results.resolve().relative_to(repo.resolve())
+        shutil.copytree(results, tree / rel_results, dirs_exist_ok=True)
+        git(tree, "add", "--force", "--", str(rel_results), check=True)  # results/ is ignored on main, on purpose
+        if git(tree, "diff", "--cached", "--quiet", check=False).returncode != 0:
+            git(tree, "commit", "-q", "-m", message, check=True)
+            commits.append(message.splitlines()[0])
     if push:
         git(repo, "push", "-u", "origin", branch, check=True, timeout=600)
     return commits
@@ -160,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=Path, default=None, help="results root [<repo>/results]")
     parser.add_argument("--no-update", action="store_true", help="do not install or update frameworks first")
     parser.add_argument("--push", action="store_true", help="push weekly/<date> to origin (never main)")
+    parser.add_argument("--no-branch", action="store_true",
+                        help="commit nothing: the results, journal, log and HTML stay in the results folder")
+    parser.add_argument("--frameworks", default=None, metavar="A,B",
+                        help="only these frameworks' cells (and installs) [every framework that runs here]")
     parser.add_argument("pytest_args", nargs="*", help="passed to every pytest session (after --)")
     args = parser.parse_args(argv)
     args.results_dir = (args.results_dir or args.repo / "results").resolve()
@@ -170,6 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     splits = [s for s in args.splits.split(",") if s]
     if not set(splits) <= set(SPLITS):
         parser.error(f"--splits takes {', '.join(SPLITS)}, got {args.splits!r}")
+    args.frameworks = [f for f in (args.frameworks or "").split(",") if f] or None
+    unknown = sorted(set(args.frameworks or ()) - set(adapters.registry()))
+    if unknown:
+        parser.error(f"--frameworks: no adapter named {', '.join(unknown)}; "
+                     f"known: {', '.join(sorted(adapters.registry()))}")
+    if args.no_branch and args.push:
+        parser.error("--push needs the branch that --no-branch leaves out")
     args.date = date.today().isoformat()  # fixed at the start: a run that crosses midnight keeps one journal
     branch = f"weekly/{args.date}"
     machine = detect().slug
@@ -178,29 +196,30 @@ def main(argv: list[str] | None = None) -> int:
     log = scoped / f"weekly_{args.date}.log"
     run_id = new_run_id()
 
-    versions = [] if args.no_update else update_frameworks()
+    versions = [] if args.no_update else update_frameworks(args.frameworks)
     sessions = [run_split(split, args, run_id, log) for split in splits]
     died = [s.failure for s in sessions if s.failure]
     reports = rebuild(args.results_dir, model=profile.results_name, machine=machine)
 
     journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
-    journal.notes += [f"Branch: {branch}; run {run_id}; log {log.name}"]
+    journal.notes += [f"Branch: {'none (--no-branch)' if args.no_branch else branch}; run {run_id}; log {log.name}"]
     journal.notes += [f"{v['framework']}: {v['before'] or 'not installed'} -> {v['after'] or 'FAILED: ' + v['error']}"
                       for v in versions]
     journal.notes += [f"pytest -m {s.split}: exit {s.exit_code}" for s in sessions]
     journal.session_failures = [*journal.session_failures, *(f"{reason} (log {log.name})" for reason in died)]
     journal.finish(interrupted=False)  # an interrupted session is among the session failures
     cells = [c for c in journal.cells.values() if c.split in splits]
-    not_ok = sorted(f"{c.framework}/{c.split}: {c.verdict}" for c in cells if c.verdict not in OK_VERDICTS)
+    not_ok = sorted(f"{c.framework}/{c.split}: {c.verdict}" for c in cells if c.verdict not in GREEN_VERDICTS)
 
     message = (f"results: weekly run {args.date} ({' + '.join(splits)}) on {machine}\n\n"
                f"run {run_id}; {len(cells)} cells, {len(not_ok)} not ok\n"
                + "".join(f"- {line}\n" for line in [*died, *not_ok]))
-    commits = commit_on_branch(args.repo, branch, args.results_dir, message, args.push)
+    commits = [] if args.no_branch else commit_on_branch(args.repo, branch, args.results_dir, message, args.push)
     for reason in died:
         print(f"cellbench weekly: {reason}", file=sys.stderr)
-    print(json.dumps({"branch": branch, "commits": commits, "journal": str(journal.md_path),
-                      "reports": [str(p) for p in reports if p.name == "REPORT.md"], "not_ok": not_ok,
+    print(json.dumps({"branch": None if args.no_branch else branch, "commits": commits, "journal": str(journal.md_path),
+                      "reports": [str(p) for p in reports if p.name == "REPORT.md"],
+                      "html": sorted(str(p) for p in scoped.glob(f"weekly_{args.date}_*.html")), "not_ok": not_ok,
                       "sessions_failed": died}, indent=1))
     if died:
         return next(s.weekly_exit_code for s in sessions if s.failure)
