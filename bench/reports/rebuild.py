@@ -1,6 +1,7 @@
 """Rebuild comparison.json, REPORT.md and plots from result files alone.
 
-`python -m bench.reports.rebuild [--results-dir results] [--model M] [--machine SLUG]`
+`python -m bench.reports.rebuild [--results-dir results] [--model M] [--machine SLUG]`; with
+`--merge DIR...` it hands over to bench.reports.merge (one report across machines' result folders).
 
 Reports are derived data: anyone can regenerate them from the committed result files, on any
 machine, without rerunning a cell. Each `<model>/<machine>/<split>/` directory is compared for
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from bench.core.result_model import Comparison
 from bench.core.store import COMPARISON_FILE
-from bench.reports import plots
+from bench.reports import merge, plots
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import write_report
 
@@ -48,11 +49,16 @@ def rebuild(results_root: Path, *, model: str | None = None, machine: str | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.reports.rebuild", description=__doc__.splitlines()[0])
+    args_given = list(argv if argv is not None else sys.argv[1:])
+    if any(a == "--merge" or a.startswith("--merge=") for a in args_given):
+        return merge.main(args_given)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.reports.rebuild", description=__doc__.splitlines()[0],
+        epilog="With --merge DIR [DIR...] [--expect M1,M2] [--out merged]: one report across machines.")
     parser.add_argument("--results-dir", type=Path, default=Path("results"), help="results root [results]")
     parser.add_argument("--model", help="only this model (its results directory name)")
     parser.add_argument("--machine", help="only this machine slug")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_given)
     dirs = list(split_dirs(args.results_dir, model=args.model, machine=args.machine))
     if not dirs:
         print(f"no result directories under {args.results_dir}", file=sys.stderr)

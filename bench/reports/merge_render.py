@@ -1,0 +1,349 @@
+"""The merged report of several machines: merged.json's shape, and MERGED.md, plots and index.html.
+
+bench.reports.merge collects a `Merged` document from the result folders of several machines;
+this module declares that document's types and renders it. Everything here reads the document
+alone (never a result file), so the three views cannot disagree with merged.json. The document
+types live here rather than in bench.reports.merge because merge's CLI calls these renderers:
+the types sit in the lower module so the two do not import each other.
+
+A cell's numbers are always those of one machine's own result: a table has a column per
+machine, and a machine that sent nothing for a model and split keeps its column, marked
+`no result from <machine>` in every row, so a gap is never mistaken for a machine that was
+not expected.
+"""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from pathlib import Path
+from typing import TypedDict
+
+from bench.base.files import atomic_write
+from bench.reports import markdown, plots
+
+MERGED_MD = "MERGED.md"
+INDEX_HTML = "index.html"
+PLOTS_DIR = "plots"
+BY_MACHINE = "_by_machine.png"
+VS_CONCURRENCY = "_vs_concurrency.png"
+# The verdicts of cells with no result and no journal entry (source "missing"): the machine sent
+# nothing for the table, or it sent the table without this framework.
+NO_RESULT = "no result"
+NOT_RUN = "not run"
+
+
+class MergedCell(TypedDict):
+    """One framework on one machine: its chosen result, its journal entry, or why there is none."""
+
+    source: str  # "result", "journal" or "missing"
+    verdict: str
+    reason: str
+    output_tps: dict[str, float | None]  # output tok/s by concurrency level (JSON keys are strings)
+    run_id: str | None
+    harness_commit: str | None  # null: a result written before the harness block, or not a checkout
+    harness_dirty: bool | None
+    framework_version: str | None
+    file: str | None  # the file read (result or journal), relative to the folder it came from
+
+
+class IgnoredEntry(TypedDict):
+    machine: str
+    file: str
+    reason: str
+
+
+class MergedTable(TypedDict):
+    """One model and split: rows are frameworks, columns machines."""
+
+    model: str
+    split: str
+    machines: list[str]
+    frameworks: list[str]
+    missing: dict[str, str]  # machine -> "no result from <machine>"
+    cells: dict[str, dict[str, MergedCell]]  # framework -> machine -> cell
+    ignored: list[IgnoredEntry]  # result files the store's selection left out, with why
+
+
+class Source(TypedDict):
+    dir: str
+    machines: list[str]
+
+
+class Failure(TypedDict):
+    model: str
+    split: str
+    machine: str
+    framework: str
+    verdict: str
+    reason: str
+
+
+class Missing(TypedDict):
+    model: str
+    split: str
+    machine: str
+    reason: str
+
+
+class Merged(TypedDict):
+    """merged.json: every table, the failures and the gaps of one merge."""
+
+    schema_version: int
+    generated_at: str
+    sources: list[Source]
+    expected: list[str]  # --expect, in its order
+    machines: list[str]  # every column: the expected machines, then the others found, sorted
+    tables: list[MergedTable]
+    failures: list[Failure]
+    missing: list[Missing]
+
+
+def _level_tps(cell: MergedCell) -> list[tuple[int, float | None]]:
+    return sorted((int(level), tps) for level, tps in cell["output_tps"].items())
+
+
+def peak_tps(cell: MergedCell) -> float | None:
+    """The highest output tok/s over the cell's levels; None when it has no number."""
+    values = [tps for _, tps in _level_tps(cell) if tps is not None]
+    return max(values) if values else None
+
+
+def cell_text(cell: MergedCell) -> str:
+    """e.g. `ok · c=1 173.8 · c=8 218.2 tok/s`, `failed: <reason>` or `no result from m4`."""
+    if cell["source"] == "missing":
+        return cell["reason"] if cell["verdict"] == NO_RESULT else cell["verdict"]
+    if cell["source"] == "journal" or not cell["output_tps"]:
+        return f"{cell['verdict']}: {cell['reason']}"
+    levels = " · ".join(f"c={c} {markdown.NULL if t is None else f'{t:.1f}'}" for c, t in _level_tps(cell))
+    return f"{cell['verdict']} · {levels} tok/s"
+
+
+def commit_text(cell: MergedCell) -> str:
+    """The harness commit's first 12 characters, `+dirty` when the checkout had changes."""
+    if cell["harness_commit"] is None:
+        return markdown.NULL
+    return cell["harness_commit"][:12] + ("+dirty" if cell["harness_dirty"] else "")
+
+
+def _provenance_rows(table: MergedTable) -> list[list[str]]:
+    """(machine, framework, run id, harness commit, framework version, file) of every cell read from a file."""
+    rows = []
+    for machine in table["machines"]:
+        for fw in table["frameworks"]:
+            cell = table["cells"][fw][machine]
+            if cell["source"] != "missing":
+                rows.append([machine, fw, cell["run_id"] or markdown.NULL, commit_text(cell),
+                             cell["framework_version"] or markdown.NULL, cell["file"] or markdown.NULL])
+    return rows
+
+
+# ------------------------------------------------------------------ plots
+
+
+def _title(table: MergedTable) -> str:
+    return f"{table['model']} ({table['split']})"
+
+
+def _color(names: list[str], name: str) -> str:
+    """A colour by position in the table's list, so a framework or machine keeps its colour in every panel."""
+    return f"C{names.index(name) % 10}"
+
+
+def by_machine_png(table: MergedTable) -> bytes | None:
+    """Grouped bars: per framework, one bar per machine of its peak output tok/s; None when no cell
+    has a number. A cell without a number has no bar, so a gap is never drawn as a zero."""
+    peaks = {(fw, m): p for fw in table["frameworks"] for m in table["machines"]
+             if (p := peak_tps(table["cells"][fw][m])) is not None}
+    if not peaks:
+        return None
+    frameworks = [fw for fw in table["frameworks"] if any(k[0] == fw for k in peaks)]
+    machines = [m for m in table["machines"] if any(k[1] == m for k in peaks)]
+    fig = plots._figure(max(6.0, 2 + 0.5 * len(frameworks) * len(machines)), 4.5)
+    ax = fig.add_subplot()
+    width = 0.8 / len(machines)
+    for k, machine in enumerate(machines):
+        xs = [i + (k - (len(machines) - 1) / 2) * width for i, fw in enumerate(frameworks) if (fw, machine) in peaks]
+        ax.bar(xs, [peaks[fw, machine] for fw in frameworks if (fw, machine) in peaks], width, label=machine,
+               color=_color(table["machines"], machine))
+    ax.set_xticks(range(len(frameworks)), frameworks)
+    ax.set_ylabel("peak output throughput (tok/s)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="best", title="machine")
+    ax.set_title(f"Peak output throughput by machine — {_title(table)}", fontsize=10)
+    return plots._png(fig)
+
+
+def vs_concurrency_png(table: MergedTable) -> bytes | None:
+    """One panel per machine with numbers: output tok/s against concurrency, a line per framework
+    (levels without a number are left out). Panels share the y axis: machines are compared."""
+    series = {m: {fw: pts for fw in table["frameworks"]
+                  if (pts := [(c, t) for c, t in _level_tps(table["cells"][fw][m]) if t is not None])}
+              for m in table["machines"]}
+    series = {m: by_fw for m, by_fw in series.items() if by_fw}
+    if not series:
+        return None
+    fig = plots._figure(4.2 * len(series) + 1, 4.2)
+    axes = fig.subplots(1, len(series), sharey=True, squeeze=False)[0]
+    for ax, (machine, by_fw) in zip(axes, series.items(), strict=True):
+        for fw, points in by_fw.items():
+            ax.plot([c for c, _ in points], [t for _, t in points], marker="o", label=fw,
+                    color=_color(table["frameworks"], fw))
+        plots._log2_axis(ax, sorted({c for pts in by_fw.values() for c, _ in pts}))
+        ax.grid(True, alpha=0.3)
+        ax.set_title(machine, fontsize=10)
+        ax.legend(loc="best", fontsize=8)
+    axes[0].set_ylim(bottom=0)  # after every panel is drawn: the shared axis then spans all machines
+    axes[0].set_ylabel("output throughput (tok/s)")
+    fig.suptitle(f"Output throughput against concurrency — {_title(table)}", fontsize=10)
+    return plots._png(fig)
+
+
+def plot_images(merged: Merged) -> dict[str, bytes]:
+    """Every figure of the report by file name (`<model>_<split>_by_machine.png`, `..._vs_concurrency.png`)."""
+    images: dict[str, bytes] = {}
+    for table in merged["tables"]:
+        stem = f"{table['model']}_{table['split']}"
+        for suffix, draw in ((BY_MACHINE, by_machine_png), (VS_CONCURRENCY, vs_concurrency_png)):
+            if (png := draw(table)) is not None:
+                images[stem + suffix] = png
+    return images
+
+
+def _plots_of(table: MergedTable, images: dict[str, bytes]) -> list[str]:
+    stem = f"{table['model']}_{table['split']}"
+    return [name for name in (stem + BY_MACHINE, stem + VS_CONCURRENCY) if name in images]
+
+
+# ------------------------------------------------------------------ MERGED.md
+
+
+def _sent_nothing(merged: Merged) -> list[str]:
+    found = {m for source in merged["sources"] for m in source["machines"]}
+    return [m for m in merged["expected"] if m not in found]
+
+
+def _md_header(merged: Merged) -> list[str]:
+    expected = ", ".join(merged["expected"]) or "none given (--expect)"
+    return [
+        "# cellbench merged report", "",
+        f"Generated {merged['generated_at']} from the result files of each machine (the same data is in "
+        "merged.json). Each cell is that machine's own newest result; numbers are never pooled across machines.",
+        "",
+        "## Sources", "",
+        *markdown._table(["Folder", "Machines"], [[s["dir"], ", ".join(s["machines"])] for s in merged["sources"]]),
+        "",
+        f"Expected machines: {expected}.", "",
+        f"Sent nothing: {', '.join(_sent_nothing(merged)) or 'none'}.", "",
+    ]
+
+
+def _md_table(table: MergedTable, images: dict[str, bytes]) -> list[str]:
+    rows = [[fw, *(cell_text(table["cells"][fw][m]) for m in table["machines"])] for fw in table["frameworks"]]
+    provenance = ["Machine", "Framework", "Run id", "Harness commit", "Framework version", "File"]
+    return [
+        f"## {table['model']} — {table['split']}", "",
+        *markdown._table(["Framework", *table["machines"]], rows), "",
+        f"### Provenance — {table['model']} {table['split']}", "",
+        *markdown._table(provenance, _provenance_rows(table)), "",
+        *[f"Ignored on {i['machine']}: {markdown._cell(i['file'])}: {markdown._cell(i['reason'])}\n"
+          for i in table["ignored"]],
+        *[f"![{name}]({PLOTS_DIR}/{name})\n" for name in _plots_of(table, images)],
+    ]
+
+
+def render_markdown(merged: Merged, images: dict[str, bytes]) -> str:
+    """MERGED.md: the header, a section per model and split, then the failures and the gaps."""
+    failures = [f"{f['model']} {f['split']} on {f['machine']}: {f['framework']} {f['verdict']}: {f['reason']}"
+                for f in merged["failures"]]
+    missing = [f"{m['model']} {m['split']}: no result from {m['machine']} ({m['reason']})" for m in merged["missing"]]
+    lines = [*_md_header(merged), *[line for t in merged["tables"] for line in _md_table(t, images)]]
+    lines += markdown._bullets("Failures", failures, "None: every cell is ok or skipped.")
+    lines += markdown._bullets("Missing", missing, "None: every machine sent every model and split.")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ index.html
+
+STYLE = """body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}
+td.missing{background:#e4e4e4;color:#555;font-style:italic;font-weight:bold}td.not-run{color:#888;font-style:italic}
+td.failure{background:#fde2e2}td.skipped{color:#666}
+img{max-width:100%;display:block;margin:1em 0}"""
+
+
+def _html_table(header: list[str], rows: list[list[tuple[str, str]]]) -> str:
+    """A table of (css class, text) cells; every text is escaped."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f'<td class="{cls}">{escape(text)}</td>' if cls else f"<td>{escape(text)}</td>"
+                                    for cls, text in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _data_url(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def _css(cell: MergedCell) -> str:
+    if cell["source"] == "missing":
+        return "missing" if cell["verdict"] == NO_RESULT else "not-run"
+    return cell["verdict"] if cell["verdict"] in ("ok", "skipped") else "failure"
+
+
+def _html_section(table: MergedTable, images: dict[str, bytes]) -> str:
+    cells = table["cells"]
+    rows = [[("", fw), *((_css(cells[fw][m]), cell_text(cells[fw][m])) for m in table["machines"])]
+            for fw in table["frameworks"]]
+    provenance = [[("", text) for text in row] for row in _provenance_rows(table)]
+    figures = "".join(f'<img alt="{escape(name)}" src="{_data_url(images[name])}">'
+                      for name in _plots_of(table, images))
+    ignored = "".join(f"<li>ignored on {escape(i['machine'])}: {escape(i['file'])}: {escape(i['reason'])}</li>"
+                      for i in table["ignored"])
+    return (f"<h2>{escape(table['model'])} — {escape(table['split'])}</h2>"
+            + _html_table(["Framework", *table["machines"]], rows)
+            + "<h3>Provenance</h3>"
+            + _html_table(["Machine", "Framework", "Run id", "Harness commit", "Framework version", "File"], provenance)
+            + (f"<ul>{ignored}</ul>" if ignored else "") + figures)
+
+
+def render_html(merged: Merged, images: dict[str, bytes]) -> str:
+    """index.html: one self-contained page (plots inline as base64 PNG, no external assets)."""
+    sources = _html_table(["Folder", "Machines"], [[("", s["dir"]), ("", ", ".join(s["machines"]))]
+                                                   for s in merged["sources"]])
+    failures = "".join(f"<li>{escape(f['model'])} {escape(f['split'])} on {escape(f['machine'])}: "
+                       f"{escape(f['framework'])} <b>{escape(f['verdict'])}</b>: {escape(f['reason'])}</li>"
+                       for f in merged["failures"]) or "<li>None: every cell is ok or skipped.</li>"
+    missing = "".join(f"<li>{escape(m['model'])} {escape(m['split'])}: no result from {escape(m['machine'])} "
+                      f"({escape(m['reason'])})</li>" for m in merged["missing"]) or "<li>None.</li>"
+    return "\n".join([
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        f"<title>cellbench merged report</title><style>{STYLE}</style></head><body>",
+        "<h1>cellbench merged report</h1>",
+        f"<p>Generated {escape(merged['generated_at'])}. Each cell is that machine's own newest result.</p>",
+        f"<h2>Sources</h2>{sources}",
+        f"<p>Expected machines: {escape(', '.join(merged['expected']) or 'none given (--expect)')}. "
+        f"Sent nothing: {escape(', '.join(_sent_nothing(merged)) or 'none')}.</p>",
+        f"<h2>Failures</h2><ul>{failures}</ul>",
+        f"<h2>Missing</h2><ul>{missing}</ul>",
+        *[_html_section(t, images) for t in merged["tables"]],
+        "</body></html>", ""])
+
+
+def write_report(merged: Merged, out: Path) -> list[Path]:
+    """Write MERGED.md, `plots/*.png` and index.html under `out`; returns the files written.
+
+    Figures of an earlier merge into the same folder that this one does not draw are removed,
+    so a stale plot never sits beside the new report."""
+    out = Path(out)
+    images = plot_images(merged)
+    written = []
+    for name, png in images.items():
+        atomic_write(out / PLOTS_DIR / name, png)
+        written.append(out / PLOTS_DIR / name)
+    for old in (out / PLOTS_DIR).glob("*.png"):
+        if old.name.endswith((BY_MACHINE, VS_CONCURRENCY)) and old.name not in images:
+            old.unlink()
+    for name, text in ((MERGED_MD, render_markdown(merged, images)), (INDEX_HTML, render_html(merged, images))):
+        atomic_write(out / name, text)
+        written.append(out / name)
+    return written
