@@ -24,6 +24,7 @@ LAYERS = [
     "bench.eval",      # eval rows and reference tables
     "bench.plugins",   # the pytest layer
     "bench.perf",      # measurements of the harness itself
+    "bench.nightly",   # the nightly job across machines: matrix, tracking issue, branch
     "bench.cli",       # the cellbench command
 ]
 MAX_LINES = 400

@@ -97,6 +97,11 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+# Subcommands whose options their own modules parse.
+OWN_OPTIONS = {"report": "bench.reports.rebuild", "weekly": "bench.cli.weekly", "nightly": "bench.cli.nightly",
+               "clean": "bench.reports.cleanup"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cellbench")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -112,13 +117,15 @@ def main(argv: list[str] | None = None) -> int:
     weekly = sub.add_parser("weekly", add_help=False,
                             help="the unattended weekly run: update, chat, agent, reports, weekly/<date> branch")
     weekly.set_defaults(func=None)
+    nightly = sub.add_parser("nightly", add_help=False,
+                             help="the nightly workflow's steps: job matrix, tracking issue, nightly/<date> branch")
+    nightly.set_defaults(func=None)
     clean = sub.add_parser("clean", help="delete this machine's stale results; refuse (and name) anything else",
                            add_help=False)
     clean.set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)
-    if args.command in ("report", "weekly", "clean"):  # their options are the modules' own
-        module = importlib.import_module({"report": "bench.reports.rebuild", "weekly": "bench.cli.weekly",
-                                          "clean": "bench.reports.cleanup"}[args.command])
+    if args.command in OWN_OPTIONS:  # their options are the modules' own
+        module = importlib.import_module(OWN_OPTIONS[args.command])
         given = list(argv if argv is not None else sys.argv[1:])
         given.remove(args.command)
         return module.main(given)

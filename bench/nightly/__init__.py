@@ -1,0 +1,1 @@
+"""The nightly job across machines: machines.yaml, its tracking issues, its nightly/<date> branch."""

@@ -1,0 +1,36 @@
+"""A night's results and merged report, committed on `nightly/<date>` (never main) and pushed.
+
+Each machine's folder holds a results root (`results/<model>/<machine>/...`); machine slugs are
+distinct, so the roots combine into one `results/` tree without overwriting each other, as
+`cellbench weekly` lays it out. The merged report goes to `nightly/<date>/` beside it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from bench.base.git import GitError, branch_worktree, git
+from bench.reports.merge import results_root
+
+BRANCH_PREFIX = "nightly/"
+
+
+def publish(repo: Path, branch: str, merged: Path, folders: list[Path], *, push: bool) -> str | None:
+    """Commit the folders' results and the merged report on `branch`; returns the commit's subject,
+    or None when there was nothing new to commit."""
+    if not branch.startswith(BRANCH_PREFIX):
+        raise GitError(f"nightly results go to a {BRANCH_PREFIX}<date> branch, not {branch}")
+    day = branch.removeprefix(BRANCH_PREFIX)
+    with branch_worktree(repo, branch) as tree:
+        for folder in folders:
+            shutil.copytree(results_root(folder), tree / "results", dirs_exist_ok=True)
+        shutil.copytree(merged, tree / "nightly" / day, dirs_exist_ok=True)
+        git(tree, "add", "--force", "--", "results", f"nightly/{day}", check=True)  # results/ is ignored on main
+        subject = f"results: nightly {day} from {len(folders)} machine folders"
+        if git(tree, "diff", "--cached", "--quiet").returncode == 0:
+            return None
+        git(tree, "commit", "-q", "-m", subject, check=True)
+    if push:
+        git(repo, "push", "-u", "origin", branch, check=True, timeout=600)
+    return subject

@@ -1,0 +1,299 @@
+"""The nightly job across machines: machines.yaml's matrix, the workflow linted by actionlint,
+and the workflow's own `run:` steps executed here for the `linux-cpu` machine, then merged with
+two more local "machines" (CELLBENCH_MACHINE), one of them missing a split; a stand-in `gh`
+records the tracking issue opened, then closed by a green night, and the green night lands on
+nightly/<date> in a local origin, never on main."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from bench.base.paths import PROJECT_ROOT
+from bench.nightly.machines import Inputs, Machine, MachinesError, job_minutes, load_machines, matrix
+from bench.nightly.tracking import Night
+from tests.support import workflow
+
+WORKFLOW = PROJECT_ROOT / ".github" / "workflows" / "nightly.yml"
+MACHINES = PROJECT_ROOT / "machines.yaml"
+TODAY = date.today().isoformat()
+
+
+# ------------------------------------------------------------------ the workflow and machines.yaml
+
+def test_actionlint_passes_on_the_nightly_workflow():
+    actionlint = Path(sys.executable).parent / "actionlint"
+    assert actionlint.exists(), "actionlint comes with the dev extra: make setup (pip install -e '.[dev]')"
+    done = subprocess.run([str(actionlint), "-no-color", str(WORKFLOW)], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_actionlint_catches_a_broken_workflow(tmp_path: Path):
+    """The lint is real: an input the workflow does not declare fails it."""
+    broken = tmp_path / ".github" / "workflows" / "nightly.yml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text(WORKFLOW.read_text().replace("${{ inputs.frameworks }}", "${{ inputs.framework_list }}"))
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    done = subprocess.run([str(Path(sys.executable).parent / "actionlint"), "-no-color", str(broken)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "framework_list" in done.stdout
+
+
+def test_every_machine_of_the_file_gets_a_job_with_its_labels_and_a_timeout_from_its_caps():
+    machines = {m.name: m for m in load_machines(MACHINES)}
+    entries = {e["name"]: e for e in matrix(list(machines.values()), Inputs())}
+    assert set(entries) == set(machines)
+    cpu = entries["linux-cpu"]
+    assert cpu["labels"] == ["self-hosted", "linux", "cpu"] and cpu["splits"] == "chat,agent"
+    assert "mlx_lm" in cpu["frameworks"] and "omlx" not in cpu["frameworks"], "only what runs on linux-x86_64"
+    assert "vllm" in entries["h200"]["frameworks"] and "llamacpp" in entries["h200"]["frameworks"]
+    assert "omlx" in entries["m5-pro"]["frameworks"]
+    m = machines["linux-cpu"]
+    cells = len(cpu["frameworks"].split(","))
+    expected = m.setup_minutes + cells * (m.cell_budget_minutes["chat"] + m.cell_budget_minutes["agent"])
+    assert cpu["timeout_minutes"] == round(expected)
+    assert "--cell-budget chat=20m,agent=30m" in cpu["pytest_args"] and "--requests 32" in cpu["pytest_args"]
+    assert entries["h200"]["eval"] is True and cpu["eval"] is False
+
+
+def test_a_manual_run_narrows_the_night():
+    machines = load_machines(MACHINES)
+    entries = matrix(machines, Inputs(frameworks="omlx", splits="chat", requests="5", eval=False))
+    assert [e["name"] for e in entries] == ["m5-pro"], "a machine where none of the frameworks runs has no job"
+    (mac,) = entries
+    assert mac["frameworks"] == "omlx" and mac["splits"] == "chat" and "--requests 5" in mac["pytest_args"]
+    assert "agent=" not in mac["pytest_args"]
+    assert [e["name"] for e in matrix(machines, Inputs(machines="h200"))] == ["h200"]
+    assert matrix(machines, Inputs(machines="h200", eval=False))[0]["eval"] is False
+    with pytest.raises(MachinesError, match="no machine named dgx"):
+        matrix(machines, Inputs(machines="dgx"))
+
+
+def test_a_job_timeout_is_capped_at_five_days():
+    big = Machine(name="m", labels=("self-hosted",), platform="darwin-arm64", model="tiny", splits=("agent",),
+                  requests=None, frameworks=None, cell_budget_minutes={"agent": 6000.0}, setup_minutes=60,
+                  eval=False, eval_minutes=240)
+    assert job_minutes(big, ("agent",), 3, False) == 5 * 24 * 60
+
+
+@pytest.mark.parametrize("text, message", [
+    ("machines:\n  - {name: a, labels: [x], platform: linux-x86_64, gpu: true}\n",
+     r"machines\[0\] \(a\): unknown field gpu"),
+    ("machines:\n  - {name: a, labels: [x], platform: windows}\n", "platform is one of"),
+    ("machines:\n  - {name: a, labels: [x]}\n", "missing platform"),
+    ("machines:\n  - {name: a, labels: [x], platform: linux-x86_64, frameworks: [llama]}\n", "no adapter named llama"),
+    ("machines:\n  - {name: a, labels: [x], platform: linux-x86_64, cell_budget: {chat: soon}}\n",
+     r"cell_budget.chat: a duration such as 45m"),
+    ("machines:\n  - {name: a, labels: [x], platform: linux-x86_64}\n"
+     "  - {name: a, labels: [y], platform: darwin-arm64}\n", "distinct names"),
+    ("defaults: {requests: 10}\nmachine: []\n", "unknown top-level field machine"),
+])
+def test_a_wrong_machines_file_names_the_file_and_the_field(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "machines.yaml"
+    path.write_text(text)
+    with pytest.raises(MachinesError, match=message) as caught:
+        load_machines(path)
+    assert str(path) in str(caught.value)
+
+
+def test_the_tracking_issue_lists_failing_cells_and_silent_machines_per_model():
+    merged = {"tables": [{"model": "tiny"}, {"model": "qwen"}],
+              "failures": [{"model": "tiny", "split": "chat", "machine": "h200", "framework": "vllm",
+                            "verdict": "all-failed", "reason": "32/32 requests failed: HTTP 500"}],
+              "missing": [{"model": "tiny", "split": "agent", "machine": "m5-pro", "reason": "sent nothing"}]}
+    night = Night.from_merged(merged, day="2026-11-30", run_url="RUN", models=["tiny", "qwen", "big"])
+    assert night.problems["qwen"] == [], "a model whose tables are green is green"
+    assert night.problems["big"] == ["no result from any machine"]
+    assert night.problems["tiny"] == ["h200: vllm/chat all-failed: 32/32 requests failed: HTTP 500",
+                                      "m5-pro: no agent result (sent nothing)"]
+    assert "- m5-pro: no agent result (sent nothing)" in night.body("tiny") and "(RUN)" in night.body("tiny")
+
+
+# ------------------------------------------------------------------ the workflow's steps, run here
+
+FAKE_GH = '''#!{python}
+"""A stand-in for gh: records each call, and keeps the issues it was told to open in a file."""
+import json, os, sys
+from pathlib import Path
+state, log = Path(os.environ["FAKE_GH_STATE"]), Path(os.environ["FAKE_GH_LOG"])
+args = sys.argv[1:]
+issues = json.loads(state.read_text()) if state.exists() else []
+record = {{"args": args}}
+def opt(name):
+    return args[args.index(name) + 1]
+if args[:2] == ["issue", "list"]:
+    print(json.dumps([{{"number": i["number"], "title": i["title"]}} for i in issues if i["state"] == "open"]))
+elif args[:2] == ["issue", "create"]:
+    record["body"] = Path(opt("--body-file")).read_text()
+    issues.append({{"number": len(issues) + 1, "title": opt("--title"), "state": "open", "body": record["body"]}})
+    print(f"https://issues.invalid/{{len(issues)}}")
+elif args[:2] == ["issue", "edit"]:
+    record["body"] = Path(opt("--body-file")).read_text()
+elif args[:2] == ["issue", "close"]:
+    for i in issues:
+        if i["number"] == int(args[2]):
+            i["state"] = "closed"
+with log.open("a") as f:
+    f.write(json.dumps(record) + "\\n")
+state.write_text(json.dumps(issues))
+'''
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _workspace(root: Path) -> Path:
+    """What actions/checkout leaves: this tree's files (committed or not) in a git checkout whose
+    origin is a local bare repository. The virtualenv is this checkout's, already set up, so
+    `make setup` finds it current (its stamp is newer than pyproject.toml)."""
+    ws = root / "workspace"
+    listed = _git(PROJECT_ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
+    for rel in filter(None, listed):
+        source = PROJECT_ROOT / rel
+        if source.is_file():
+            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, ws / rel)
+    (ws / ".venv").symlink_to(PROJECT_ROOT / ".venv")
+    stamp = max((PROJECT_ROOT / ".venv").glob(".installed-*"), key=lambda p: p.stat().st_mtime)
+    os.utime(ws / "pyproject.toml", (stamp.stat().st_mtime - 60,) * 2)
+    _git(ws, "init", "-q", "-b", "main")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-q", "-m", "checkout")
+    _git(root, "init", "-q", "--bare", "origin.git")
+    _git(ws, "remote", "add", "origin", str(root / "origin.git"))
+    _git(ws, "push", "-q", "origin", "main")
+    return ws
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The plan and linux-cpu machine jobs of a manual run (llama.cpp, 2 requests per level), and
+    two more machines run by hand as the README's fan-out says."""
+    root = tmp_path_factory.mktemp("nightly")
+    ws, store = _workspace(root), root / "artifact-store"
+    store.mkdir()
+    wf = workflow.load(WORKFLOW)
+    inputs = {"model": "", "splits": "chat,agent", "frameworks": "llamacpp", "requests": "2", "eval": False,
+              "machines": "", "push_results": False}
+    plan = workflow.run_job(wf, "plan", workflow.Context(inputs=inputs), ws, store, {})
+    assert plan.ok, plan.log()
+    entries = json.loads(plan.outputs["matrix"])
+    (cpu,) = [e for e in entries if e["name"] == "linux-cpu"]
+    needs = {"plan": {"result": "success", "outputs": plan.outputs}}
+    assert workflow.Context(needs=needs).condition(wf["jobs"]["machine"]["if"])
+    machine = workflow.run_job(wf, "machine", workflow.Context(inputs=inputs, matrix=cpu, needs=needs), ws, store, {})
+    hand = {}
+    for name, splits in (("lab-b", "chat,agent"), ("lab-c", "chat")):  # lab-c sends no agent split
+        cmd = (f"CELLBENCH_MACHINE={name} .venv/bin/cellbench weekly --no-branch --splits {splits} "
+               f"--frameworks llamacpp --results-dir {store}/nightly-{name}/results -- --requests 2")
+        hand[name] = subprocess.run(["bash", "-c", cmd], cwd=ws, capture_output=True, text=True, timeout=1800,
+                                    stdin=subprocess.DEVNULL)
+    return {"root": root, "ws": ws, "store": store, "wf": wf, "plan": plan, "entries": entries, "cpu": cpu,
+            "machine": machine, "hand": hand}
+
+
+def _merge(night: dict, *, expected: str, push: bool) -> workflow.JobRun:
+    ws, root = night["ws"], night["root"]
+    for leftover in ("artifacts", "merged"):  # each job starts from a clean checkout
+        shutil.rmtree(ws / leftover, ignore_errors=True)
+    bin_dir = root / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "gh").write_text(FAKE_GH.format(python=sys.executable))
+    (bin_dir / "gh").chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FAKE_GH_STATE": str(root / "gh-state.json"),
+           "FAKE_GH_LOG": str(root / "gh-log.jsonl")}
+    ctx = workflow.Context(
+        inputs={"push_results": push},
+        needs={"plan": {"result": "success", "outputs": {**night["plan"].outputs, "expected": expected}}},
+        github={"server_url": "https://github.invalid", "repository": "lab/cellbench", "run_id": "7",
+                "token": "not-a-token"})
+    return workflow.run_job(night["wf"], "merge", ctx, ws, night["store"], env)
+
+
+def _gh_calls(night: dict) -> list[dict]:
+    return [json.loads(line) for line in (night["root"] / "gh-log.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(3600)
+def test_the_plan_and_machine_jobs_leave_this_machines_artifact(night):
+    assert [e["name"] for e in night["entries"]] == ["m5-pro", "h200", "linux-cpu"]
+    assert night["cpu"]["frameworks"] == "llamacpp" and "--requests 2" in night["cpu"]["pytest_args"]
+    assert night["machine"].ok, night["machine"].log()
+    assert [s.ran for s in night["machine"].steps] == [True, True, True, False, True], "no eval rows on linux-cpu"
+    scoped = night["store"] / "nightly-linux-cpu" / "results" / "tiny" / "linux-cpu"
+    for split in ("chat", "agent"):
+        (result,) = (scoped / split).glob("llamacpp_*.json")
+        data = json.loads(result.read_text())
+        assert data["verdict"]["verdict"] == "ok" and data["machine"]["slug"] == "linux-cpu"
+        assert data["harness"]["commit"] == _git(PROJECT_ROOT, "rev-parse", "HEAD")
+        assert (scoped / f"weekly_{TODAY}_{split}.html").stat().st_size > 0
+        assert (scoped / split / "REPORT.md").is_file()
+    assert (scoped / f"journal_{TODAY}.md").is_file() and (scoped / f"weekly_{TODAY}.log").is_file()
+    for name, done in night["hand"].items():
+        assert done.returncode == 0, f"{name}: {done.stdout[-3000:]}{done.stderr[-2000:]}"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(3600)
+def test_the_merge_job_reports_silent_machines_and_tracks_the_issue_until_a_green_night(night):
+    store, ws = night["store"], night["ws"]
+    failing = _merge(night, expected="linux-cpu,lab-b,lab-c,m5-pro", push=False)
+    assert failing.ok, failing.log()
+    assert [s.ran for s in failing.steps][-1] is False, "nothing is committed unless push_results is set"
+    merged = json.loads((ws / "merged" / "merged.json").read_text())
+    tables = {t["split"]: t for t in merged["tables"]}
+    assert tables["chat"]["machines"] == ["linux-cpu", "lab-b", "lab-c", "m5-pro"]
+    assert tables["agent"]["missing"] == {"lab-c": "no result from lab-c", "m5-pro": "no result from m5-pro"}
+    assert "lab-c" not in tables["chat"]["missing"]
+    for machine in ("linux-cpu", "lab-b", "lab-c"):  # each cell is that machine's own result, never a mix
+        (result,) = (store / f"nightly-{machine}" / "results" / "tiny" / machine / "chat").glob("llamacpp_*.json")
+        levels = json.loads(result.read_text())["levels"]
+        cell = tables["chat"]["cells"]["llamacpp"][machine]
+        assert cell["verdict"] == "ok" and cell["run_id"] == json.loads(result.read_text())["run_id"]
+        assert set(cell["output_tps"]) == {str(level["concurrency"]) for level in levels}
+    report = (ws / "merged" / "MERGED.md").read_text()
+    assert "no result from lab-c" in report and "no result from m5-pro" in report
+    assert "no result from m5-pro" in (ws / "merged" / "index.html").read_text()
+
+    (opened,) = [c for c in _gh_calls(night) if c["args"][:2] == ["issue", "create"]]
+    assert opened["args"][opened["args"].index("--title") + 1] == "cellbench nightly: tiny is failing"
+    assert "lab-c: no agent result" in opened["body"] and "m5-pro: no chat result" in opened["body"]
+    assert "https://github.invalid/lab/cellbench/actions/runs/7" in opened["body"]
+
+    shutil.rmtree(store / "nightly-lab-c")  # the next night: every expected machine sends everything
+    main_before = _git(night["root"] / "origin.git", "rev-parse", "main")
+    green = _merge(night, expected="linux-cpu,lab-b", push=True)
+    assert green.ok, green.log()
+    closed = [c for c in _gh_calls(night) if c["args"][:2] == ["issue", "close"]]
+    assert [c["args"][2] for c in closed] == ["1"] and "Green on" in closed[0]["args"][-1]
+    origin = night["root"] / "origin.git"
+    files = _git(origin, "ls-tree", "-r", "--name-only", f"nightly/{TODAY}").splitlines()
+    assert f"nightly/{TODAY}/MERGED.md" in files
+    for machine in ("linux-cpu", "lab-b"):
+        assert any(f.startswith(f"results/tiny/{machine}/agent/llamacpp_") for f in files)
+    assert _git(origin, "rev-parse", "main") == main_before, "main never moves"
+
+
+@pytest.mark.parametrize("branch", ["main", "master", "weekly/2026-11-30"])
+def test_publish_refuses_any_branch_but_nightly(tmp_path: Path, branch: str):
+    from bench.base.git import GitError
+    from bench.nightly.publish import publish
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", "start")
+    with pytest.raises(GitError, match="nightly/<date> branch|refusing"):
+        publish(repo, branch, tmp_path, [], push=False)
+    assert _git(repo, "branch", "--list").split() == ["*", "main"], "no branch was made"
