@@ -135,9 +135,10 @@ class Inputs:
     eval: bool | None = None  # None: each machine's own `eval`
     machines: str = ""
 
-    @staticmethod
-    def _items(text: str) -> list[str]:
-        return [part.strip() for part in text.split(",") if part.strip()]
+
+def _items(text: str) -> list[str]:
+    """`a, b,` -> ["a", "b"]: an input's comma-separated names."""
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def job_minutes(machine: Machine, splits: tuple[str, ...], cells: int, with_eval: bool) -> int:
@@ -151,11 +152,11 @@ def job_minutes(machine: Machine, splits: tuple[str, ...], cells: int, with_eval
 
 def matrix_entry(machine: Machine, inputs: Inputs) -> dict[str, Any] | None:
     """One machine's job for this night, or None when none of the chosen frameworks runs there."""
-    chosen = Inputs._items(inputs.frameworks)
+    chosen = _items(inputs.frameworks)
     frameworks = [f for f in machine.runnable_frameworks() if not chosen or f in chosen]
     if not frameworks:
         return None
-    splits = tuple(Inputs._items(inputs.splits)) or machine.splits
+    splits = tuple(_items(inputs.splits)) or machine.splits
     if set(splits) - set(SPLITS):
         raise MachinesError(f"splits are {', '.join(SPLITS)}, got {inputs.splits!r}")
     requests = int(inputs.requests) if inputs.requests.strip() else machine.requests
@@ -178,7 +179,7 @@ def matrix_entry(machine: Machine, inputs: Inputs) -> dict[str, Any] | None:
 
 def matrix(machines: list[Machine], inputs: Inputs) -> list[dict[str, Any]]:
     """The night's job matrix: the machines the inputs name (all by default) that have work."""
-    wanted = Inputs._items(inputs.machines)
+    wanted = _items(inputs.machines)
     unknown = set(wanted) - {m.name for m in machines}
     if unknown:
         raise MachinesError(f"no machine named {', '.join(sorted(unknown))} in machines.yaml")
