@@ -376,6 +376,7 @@ def test_outcome_to_json():
         "line": 9,
         "before": outcome.before,
         "after": outcome.after,
+        "warning": "",
     }
 
 
@@ -524,3 +525,223 @@ def test_apply_edits_writes_through_a_symlink(bench_file: Path, lock_dir: Path, 
     [outcome] = apply_edits(link, [make_edit()], lock_dir)
     assert outcome.status == "ok" and link.is_symlink()
     assert "51.00%" in bench_file.read_text()
+
+
+# --------------------------------------------------------------------------- real-world layout: notes, models, means
+
+OMNI = '''"""Omni eval.
+
+H200 Full-Set Reference Results
+
+Reproducibility references for the full eval set.
+
+Accuracy (accuracy.wer)
+
+Note (EN rows): the ASR model changed on 2026-04-20; older rows are not comparable.
+
+| Model      | Config            | wer_corpus | evaluated | Source                         |
+| ---------- | ----------------- | ---------- | --------- | ------------------------------ |
+| Qwen3-Omni | EN, c=16          | 1.95%      | 1088/1088 | PR #411 [H200, full-set, c=16] |
+| S2-Pro     | EN, c=16          | 1.41%      | 1088/1088 | PR #420 [H200, full-set, c=16] |
+| Qwen3-Omni | EN, c=16          | 2.01%      | 1088/1088 | PR #351 [H100, full-set, c=16] (n=3 mean) |
+
+Generation speed (generation.speed)
+
+| Model      | Config   | latency_mean_s | output_tok_per_req_s | Source                         |
+| ---------- | -------- | -------------- | ------------------------------ | ------------------------------ |
+| Qwen3-Omni | EN, c=16 | 3.06           | 4.7                            | PR #411 [H200, full-set, c=16] |
+"""
+'''
+
+
+def omni_edit(
+    hardware: str = "H200",
+    model: str | None = "qwen3-omni",
+    cells: dict[str, str] | None = None,
+    section: str = "accuracy.wer",
+    workload: str = "full-set, c=16",
+    **kw,
+) -> RowEdit:
+    cells = {"wer_corpus": "1.90%"} if cells is None else cells
+    locator = Locator(section, "EN, c=16", workload)
+    return RowEdit(kw.pop("row_id", "r1"), locator, hardware, "PR #2", cells, model=model, **kw)
+
+
+def doc_with_section(above_table: str) -> str:
+    """A docstring whose only table sits under `above_table`."""
+    return f'"""Doc.\n\n{above_table}\n\n| Model | Source |\n| - | - |\n| tiny | PR #1 [H100] |\n"""\n'
+
+
+def test_a_note_between_the_heading_and_its_table_keeps_the_heading_as_the_section():
+    assert [t.section_line for t in parse_tables(OMNI).tables] == [
+        "Accuracy (accuracy.wer)",
+        "Generation speed (generation.speed)",
+    ]
+    new, outcome = plan_edit(OMNI, omni_edit())
+    assert (outcome.status, outcome.reason) == ("ok", "replaced line 13")
+    assert new.splitlines()[12] == "| Qwen3-Omni | EN, c=16          | 1.90%      | 1088/1088 | PR #2 [H200, full-set, c=16]   |"  # noqa: E501 (data: one row, as written)
+
+
+@pytest.mark.parametrize(
+    "above_table, section",
+    [
+        ("Speed (speed)", "Speed (speed)"),
+        ("Speed (speed)\n\nNotes: warm cache, one GPU.", "Speed (speed)"),
+        ("Speed (speed)\n\nNB the ASR model changed", "Speed (speed)"),
+        ("Speed (speed)\n\nMeasured with a warm cache\nand one GPU", "Speed (speed)"),
+        ("Speed (speed)\n\nRows below are medians:", "Speed (speed)"),
+        ("Speed (speed)\n\n* median of 3 runs", "Speed (speed)"),
+        ("Speed (speed)\n\n- median of 3 runs", "Speed (speed)"),
+        ("Speed (speed)\n\n> copied from the nightly report", "Speed (speed)"),
+        ("Speed (speed)\n\n(all rows on one GPU)", "Speed (speed)"),
+        ("## Speed (speed)\nMeasured with a warm cache.\n\nNOTE: one GPU.", "## Speed (speed)"),
+        ("Notebook runs (speed)", "Notebook runs (speed)"),
+        ("Every row below is a median.", None),
+        ("Note: no heading at all", None),
+    ],
+    ids=[
+        "heading", "note-word", "nb", "multi-line", "colon", "bullet", "dash", "quote", "aside",
+        "markdown", "note-is-a-word", "sentence-only", "note-only",
+    ],
+)
+def test_the_section_is_the_nearest_heading_paragraph_above_the_table(above_table: str, section: str | None):
+    assert [t.section_line for t in parse_tables(doc_with_section(above_table)).tables] == [section]
+
+
+def test_a_note_right_under_the_previous_table_gives_no_section():
+    text = OMNI.replace("Generation speed (generation.speed)\n", "Note: speed rows are medians.\n")
+    assert [t.section_line for t in parse_tables(text).tables] == ["Accuracy (accuracy.wer)", None]
+
+
+@pytest.mark.parametrize(
+    "model, line",
+    [
+        ("qwen3-omni", 13),
+        ("Qwen/Qwen3-Omni-30B-A3B-Instruct", 13),
+        ("QWEN3_OMNI", 13),
+        ("s2-pro", 14),
+        ("fishaudio/S2Pro", 14),
+    ],
+)
+def test_a_model_hint_replaces_only_that_models_row(model: str, line: int):
+    new, outcome = plan_edit(OMNI, omni_edit(model=model))
+    assert (outcome.status, outcome.reason) == ("ok", f"replaced line {line}")
+    assert changed_lines(OMNI, new) == [line]
+
+
+def test_without_a_model_hint_two_models_rows_are_ambiguous():
+    new, outcome = plan_edit(OMNI, omni_edit(model=None))
+    assert new == OMNI and outcome.reason.startswith("2 rows match")
+
+
+def test_a_model_hint_appends_copying_only_that_models_identity_cells():
+    new, outcome = plan_edit(OMNI, omni_edit(hardware="H100", model="s2-pro", cells={"wer_corpus": "1.50%"}))
+    assert (outcome.status, outcome.reason) == ("ok", "appended line 16")  # the Qwen3-Omni H100 row is untouched
+    assert new.splitlines()[15] == "| S2-Pro     | EN, c=16          | 1.50%      | –         | PR #2 [H100, full-set, c=16]   |"  # noqa: E501 (data: one row, as written)
+    assert new.splitlines()[14] == OMNI.splitlines()[14]
+
+
+def test_an_append_never_copies_identity_cells_from_another_model():
+    new, outcome = plan_edit(OMNI, omni_edit(model="MiniCPM-o"))
+    assert new == OMNI and outcome.status == "fail"
+    assert "no 'MiniCPM-o' row of the table at line 11 contains 'EN, c=16'" in outcome.reason
+    assert "only rows of other models do: ['Qwen3-Omni', 'S2-Pro']" in outcome.reason
+    new, outcome = plan_edit(OMNI, omni_edit(model="MiniCPM-o", new_row={"Model": "MiniCPM-o", "Config": "EN, c=16"}))
+    assert (outcome.status, outcome.reason) == ("ok", "appended line 16")
+    # no MiniCPM-o row to copy: the widths come from the last data row, whose Source cell is wider
+    assert new.splitlines()[15] == "| MiniCPM-o  | EN, c=16          | 1.90%      | –         | PR #2 [H200, full-set, c=16]              |"  # noqa: E501 (data: one row, as written)
+
+
+def test_a_model_hint_that_normalises_to_nothing_matches_no_row():
+    _, outcome = plan_edit(OMNI, omni_edit(model="--"))
+    assert outcome.status == "fail" and "only rows of other models do" in outcome.reason
+
+
+def test_a_model_hint_does_not_filter_a_table_without_a_model_column():
+    text = DOC.replace("| Model | Config        |", "| Name  | Config        |")
+    new, outcome = plan_edit(text, make_edit(model="qwen3-omni"))
+    assert (outcome.status, outcome.reason) == ("ok", "replaced line 9")
+
+
+def test_an_appended_row_takes_its_widths_from_the_data_rows_not_the_header():
+    cells = {"latency_mean_s": "2.50", "output_tok_per_req_s": "5.0"}
+    new, outcome = plan_edit(OMNI, omni_edit(hardware="H100", section="generation.speed", cells=cells))
+    assert (outcome.status, outcome.line) == ("ok", 22)
+    assert new.splitlines()[21] == "| Qwen3-Omni | EN, c=16 | 2.50           | 5.0                            | PR #2 [H100, full-set, c=16]   |"  # noqa: E501 (data: one row, as written)
+    first = omni_edit(model="s2-pro", section="generation.speed", cells=cells, new_row={"Model": "S2-Pro", "Config": "EN, c=16"})  # noqa: E501 (one call)
+    new, outcome = plan_edit(OMNI, first)  # no S2-Pro row to copy: the last data row gives the widths
+    assert new.splitlines()[21] == "| S2-Pro     | EN, c=16 | 2.50           | 5.0                            | PR #2 [H200, full-set, c=16]   |"  # noqa: E501 (data: one row, as written)
+
+
+def test_the_first_row_of_an_empty_table_takes_the_separators_widths():
+    text = '"""Doc.\n\nSpeed\n\n| Model | Config | tps | Source |\n| ---------- | -------- | ------ | ------------------ |\n"""\n'  # noqa: E501 (data: as written)
+    edit = RowEdit("r1", Locator("Speed", "c=4", "c=4"), "H200", "PR #2", {"tps": "9.5"}, new_row={"Model": "tiny", "Config": "c=4"})  # noqa: E501 (one call)
+    new, outcome = plan_edit(text, edit)
+    assert (outcome.status, outcome.line) == ("ok", 7)
+    assert new.splitlines()[6] == "| tiny       | c=4      | 9.5    | PR #2 [H200, c=4]  |"
+
+
+def test_reasons_name_the_final_line_after_a_later_append_moves_the_row(bench_file: Path, lock_dir: Path):
+    speed = make_edit(row_id="speed", section="Speed", cells={"throughput_qps": "30.00"})
+    same = make_edit(row_id="same", config="vllm", cells={"accuracy": "60.00%", "correct": "30/50"})
+    same = RowEdit("same", same.locate, "H100", "PR #1", same.cells)
+    append = make_edit(row_id="acc", hardware="H200", cells={"accuracy": "70.00%"})
+    outcomes = apply_edits(bench_file, [speed, same, append], lock_dir)
+    assert [(o.row_id, o.line, o.reason) for o in outcomes] == [
+        ("speed", 17, "replaced line 17"),
+        ("same", 10, "replaced line 10 (values unchanged)"),  # above the append: not moved
+        ("acc", 11, "appended line 11"),
+    ]
+
+
+def test_two_appends_renumber_the_first_when_the_second_lands_above_it(bench_file: Path, lock_dir: Path):
+    speed = make_edit(row_id="speed", hardware="H200", section="Speed", cells={"throughput_qps": "30.00"})
+    acc = make_edit(row_id="acc", hardware="H200", cells={"accuracy": "70.00%"})
+    outcomes = apply_edits(bench_file, [speed, acc], lock_dir)
+    assert [(o.row_id, o.reason) for o in outcomes] == [("speed", "appended line 18"), ("acc", "appended line 11")]
+    lines = bench_file.read_text().splitlines()
+    assert lines[17] == outcomes[0].after and lines[10] == outcomes[1].after
+
+
+def test_a_mean_in_the_workload_tag_is_not_repeated_by_the_note():
+    edit = omni_edit(workload="full-set, c=16, n=3 mean", source_note="(n=3 mean)", mean_of=3)
+    assert edit.source == "PR #2 [H200, full-set, c=16, n=3 mean]"
+    assert omni_edit(source_note="(n=3 mean)", mean_of=3).source == "PR #2 [H200, full-set, c=16] (n=3 mean)"
+    note = omni_edit(workload="full-set, c=16, n=3 mean", source_note="(n=3 mean) warm cache", mean_of=3)
+    assert note.source == "PR #2 [H200, full-set, c=16, n=3 mean] warm cache"
+    new, outcome = plan_edit(OMNI, omni_edit(hardware="H100", workload="full-set, c=16, n=3 mean", source_note="(n=3 mean)", mean_of=3))  # noqa: E501 (one call)
+    assert (outcome.status, outcome.warning) == ("ok", "")
+    assert new.splitlines()[15] == "| Qwen3-Omni | EN, c=16          | 1.90%      | –         | PR #2 [H100, full-set, c=16, n=3 mean]    |"  # noqa: E501 (data: one row, as written)
+
+
+def test_conflicting_mean_markers_and_a_mean_of_zero_are_refused():
+    new, outcome = plan_edit(OMNI, omni_edit(workload="full-set, c=16, n=3 mean", source_note="(n=2 mean)", mean_of=2))
+    assert new == OMNI and outcome.status == "fail"
+    assert "the Source would claim 2 means (n=3 mean, n=2 mean)" in outcome.reason
+    assert "must be at least 1, not 0" in plan_edit(OMNI, omni_edit(mean_of=0))[1].reason
+
+
+@pytest.mark.parametrize(
+    "mean_of, note, warning",
+    [
+        (1, "", "overwrites an n=3 mean row with a single-round value"),
+        (2, "(n=2 mean)", "overwrites an n=3 mean row with an n=2 mean"),
+        (3, "(n=3 mean)", ""),
+    ],
+)
+def test_overwriting_a_mean_row_warns_but_still_edits(mean_of: int, note: str, warning: str):
+    new, outcome = plan_edit(OMNI, omni_edit(hardware="H100", source_note=note, mean_of=mean_of))
+    assert (outcome.status, outcome.reason, outcome.warning) == ("ok", "replaced line 15", warning)
+    source = f"PR #2 [H100, full-set, c=16] {note}".strip()
+    assert new.splitlines()[14] == f"| Qwen3-Omni | EN, c=16          | 1.90%      | 1088/1088 | {source:<41} |"
+    assert outcome.to_json()["warning"] == warning
+
+
+def test_a_source_claiming_a_mean_the_values_are_not_warns():
+    _, outcome = plan_edit(OMNI, omni_edit(workload="full-set, c=16, n=3 mean"))
+    assert (outcome.status, outcome.action) == ("ok", "appended")
+    assert outcome.warning == "the new Source claims an n=3 mean but the values are a single-round value"
+    _, outcome = plan_edit(OMNI, omni_edit(hardware="H100", source_note="(n=5 mean)", mean_of=2))
+    assert outcome.warning == (
+        "overwrites an n=3 mean row with an n=2 mean; the new Source claims an n=5 mean but the values are an n=2 mean"
+    )

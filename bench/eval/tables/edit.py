@@ -7,20 +7,31 @@ with the reason; an appended row never copies metric values from another hardwar
 (`EMPTY_CELL`). An edit must leave a row that the same locator finds again, at the same line,
 holding the new values; otherwise the next run would append a duplicate or edit a different row.
 Planning only computes text: `bench.eval.tables.write` is the only writer.
+
+* With a `model` hint only that model's rows are candidates (see `locate`): an append copies
+  identity cells from this model's row, or refuses naming the other models' rows it saw.
+* An appended row takes its cell widths from the row it copies, else the table's last data row,
+  else the separator: headers are often narrower than the data below them.
+* The Source carries at most one `n=K mean` marker: a `(n=K mean)` note already in the tag is
+  dropped, and conflicting markers are refused. The edit is made, with a `warning`, when it
+  overwrites an n=M mean row with values from `mean_of` != M rounds, or when the new Source
+  claims an n=M mean that `mean_of` contradicts.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bench.eval.tables.locate import Location, Locator, hardware_tag, locate
+from bench.eval.tables.locate import MODEL_COLUMN, Location, Locator, hardware_tag, locate
 from bench.eval.tables.parse import ParsedTables, Row, Table, escape, parse_tables, raw_cells, split_lines, strip_ending
 
 SOURCE_COLUMN = "Source"
 EMPTY_CELL = "–"  # what an appended row shows in a column nobody measured on this hardware
+_MEAN_MARKER = re.compile(r"\bn=(\d+) mean\b")
 
 
 class _Refusal(Exception):
@@ -36,11 +47,25 @@ class RowEdit:
     cells: dict[str, str]  # column header -> already formatted text
     source_note: str = ""  # text after the tag, e.g. "(n=3 mean)"
     new_row: dict[str, str] | None = None  # values for an appended row (identity columns)
+    model: str | None = None  # "qwen3-omni", "Qwen/Qwen3-Omni-30B-A3B-Instruct": only its rows are candidates
+    mean_of: int = 1  # how many rounds the new values average
 
     @property
     def source(self) -> str:
         tag = hardware_tag(self.hardware, self.locate.source_workload)
-        return f"{self.source_prefix} {tag}" + (f" {self.source_note}" if self.source_note else "")
+        note = _without_means_in(self.source_note, tag)
+        return f"{self.source_prefix} {tag}" + (f" {note}" if note else "")
+
+
+def _without_means_in(note: str, tag: str) -> str:
+    """`note` less any `(n=K mean)` the tag already says, so the Source claims each mean once."""
+    for k in set(_MEAN_MARKER.findall(tag)):
+        note = re.sub(rf"\s*\(\s*n={k} mean\s*\)", "", note)
+    return note.strip()
+
+
+def _means_claimed(text: str) -> list[int]:
+    return [int(k) for k in _MEAN_MARKER.findall(text)]
 
 
 Status = Literal["ok", "fail"]
@@ -56,14 +81,26 @@ class EditOutcome:
     line: int | None  # 1-based line of the replaced or new row, in the text after all edits
     before: str | None
     after: str | None
+    warning: str = ""  # the edit was made, but a caller should show this (e.g. a mean overwritten)
 
     @classmethod
     def failed(cls, row_id: str, reason: str) -> EditOutcome:
         return cls(row_id, "fail", None, reason, None, None, None)
 
+    def at_line(self, line: int) -> EditOutcome:
+        """This outcome after its row moved to `line`, the reason saying the same line."""
+        if self.action is None:
+            return dataclasses.replace(self, line=line)
+        return dataclasses.replace(self, line=line, reason=_done_reason(self.action, line, self.before, self.after))
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, for run-state files."""
         return dataclasses.asdict(self)
+
+
+def _done_reason(action: Action, line: int, before: str | None, after: str | None) -> str:
+    unchanged = before is not None and before == after
+    return f"{action} line {line}" + (" (values unchanged)" if unchanged else "")
 
 
 def _fit(value: str, width: int) -> str:
@@ -91,6 +128,14 @@ def _check_inputs(edit: RowEdit) -> None:
             raise _Refusal(f"locate.{name} is empty; it would match every row")
     if not edit.hardware or not edit.source_prefix:
         raise _Refusal("hardware and source_prefix are required for the Source tag")
+    if edit.mean_of < 1:
+        raise _Refusal(f"mean_of is the number of rounds the values average; it must be at least 1, not {edit.mean_of}")
+    means = _means_claimed(edit.source)
+    if len(means) > 1:
+        raise _Refusal(
+            f"the Source would claim {len(means)} means ({', '.join(f'n={k} mean' for k in means)}): {edit.source!r};"
+            " say the mean once, in source_workload or in source_note"
+        )
     texts = [edit.source, *edit.cells.values(), *(edit.new_row or {}).values()]
     if any("\n" in t or "\r" in t for t in texts):
         raise _Refusal("a new cell text contains a line break, which would split the row")
@@ -150,6 +195,36 @@ def _template(location: Location, table: Table) -> Row | None:
     return rows[-1] if rows else None
 
 
+def _other_models(location: Location, table: Table) -> list[str]:
+    """The Model cells of rows that hold the config substring but belong to another model."""
+    if MODEL_COLUMN not in table.headers:
+        return []
+    index = table.headers.index(MODEL_COLUMN)
+    return list(dict.fromkeys(r.cells[index] for t, r in location.other_models if t is table))
+
+
+def _no_template(location: Location, table: Table, edit: RowEdit) -> _Refusal:
+    config, others = edit.locate.config_substring, _other_models(location, table)
+    if others:
+        return _Refusal(
+            f"no {edit.model!r} row of the table at line {table.header_line} contains {config!r} to copy"
+            f" Model/Config from; only rows of other models do: {others}. Identity cells are never copied"
+            f" from another model: add new_row to append the first {edit.model} {location.tag} row"
+        )
+    return _Refusal(
+        f"no row of the table at line {table.header_line} contains {config!r} to copy"
+        f" Model/Config from, and no new_row was given; add new_row to append the first {location.tag} row"
+    )
+
+
+def _shape(table: Table, template: Row | None, separator: str) -> str:
+    """The line an appended row takes its indent and cell widths from; the header only as a last resort."""
+    last = table.rows[-1].text if table.rows else None
+    width = len(table.headers)
+    shapes = [template.text if template else None, last, separator, table.header_text]
+    return next(s for s in shapes if s is not None and len(raw_cells(s) or []) == width)
+
+
 def _append_values(
     table: Table, edit: RowEdit, template: Row | None, targets: dict[int, str]
 ) -> dict[int, str]:
@@ -177,17 +252,15 @@ def _append(lines: list[str], parsed: ParsedTables, location: Location, edit: Ro
     targets = _targets(table, edit)
     template = _template(location, table)
     if template is None and edit.new_row is None:
-        raise _Refusal(
-            f"no row of the table at line {table.header_line} contains {edit.locate.config_substring!r} to copy"
-            f" Model/Config from, and no new_row was given; add new_row to append the first {location.tag} row"
-        )
+        raise _no_template(location, table, edit)
     if template is not None and not template.width_ok:
         raise _unwidth(template, table)
     values = _append_values(table, edit, template, targets)
     _check_escapes(parsed, list(values.values()))
     after = table.last_line
     ending = lines[after - 1][len(strip_ending(lines[after - 1])) :] or "\n"
-    lines.insert(after, _rebuild(table.header_text, values) + ending)
+    shape = _shape(table, template, strip_ending(lines[table.header_line]))
+    lines.insert(after, _rebuild(shape, values) + ending)
     return after + 1
 
 
@@ -196,7 +269,7 @@ def _check_relocates(text: str, edit: RowEdit, line: int) -> None:
     parsed = parse_tables(text)
     if parsed.error:
         raise _Refusal(f"after this edit the file {parsed.error}")
-    matched = locate(parsed, edit.locate, edit.hardware).matched
+    matched = locate(parsed, edit.locate, edit.hardware, model=edit.model).matched
     if [r.line for _, r in matched] != [line]:
         found = [f"line {r.line}" for _, r in matched]
         raise _Refusal(
@@ -214,7 +287,7 @@ def _check_relocates(text: str, edit: RowEdit, line: int) -> None:
 def _plan(text: str, edit: RowEdit) -> tuple[str, EditOutcome]:
     _check_inputs(edit)
     parsed = parse_tables(text)
-    location = locate(parsed, edit.locate, edit.hardware)
+    location = locate(parsed, edit.locate, edit.hardware, model=edit.model)
     if location.problem:
         raise _Refusal(location.problem)
     if len(location.matched) > 1:
@@ -232,8 +305,21 @@ def _plan(text: str, edit: RowEdit) -> tuple[str, EditOutcome]:
     new_text = "".join(lines)
     _check_relocates(new_text, edit, line)
     after = strip_ending(lines[line - 1])
-    reason = f"{action} line {line}" + (" (values unchanged)" if after == before else "")
-    return new_text, EditOutcome(edit.row_id, "ok", action, reason, line, before, after)
+    reason = _done_reason(action, line, before, after)
+    return new_text, EditOutcome(edit.row_id, "ok", action, reason, line, before, after, _mean_warning(edit, before))
+
+
+def _values_are(mean_of: int) -> str:
+    return "a single-round value" if mean_of == 1 else f"an n={mean_of} mean"
+
+
+def _mean_warning(edit: RowEdit, before: str | None) -> str:
+    """Why the values and an `n=M mean` claim disagree, old row or new Source; "" when they agree."""
+    old = [m for m in dict.fromkeys(_means_claimed(before or "")) if m > 1 and m != edit.mean_of]
+    new = [m for m in _means_claimed(edit.source) if m != edit.mean_of]
+    found = [f"overwrites an n={m} mean row with {_values_are(edit.mean_of)}" for m in old]
+    found += [f"the new Source claims an n={m} mean but the values are {_values_are(edit.mean_of)}" for m in new]
+    return "; ".join(found)
 
 
 def plan_edit(text: str, edit: RowEdit) -> tuple[str, EditOutcome]:

@@ -3,13 +3,21 @@
 Locating is plain substring matching on the raw row: a trailing space in `config_substring`
 ("modalities=text ") keeps "text" from also matching "text+audio". Only official tables are
 searched; `describe` lists what a file holds, for checking locators by eye.
+
+A model hint ("qwen3-omni", "Qwen/Qwen3-Omni-30B-A3B-Instruct") narrows the rows of a table with
+a `Model` column to that model's rows, so one model's result never lands on, or copies identity
+cells from, another model's row with the same Config. Both sides are normalised (lowercase, the
+part after the last `/`, alphanumerics only); they match when either contains the other.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from bench.eval.tables.parse import ParsedTables, Row, Table, parse_tables
+
+MODEL_COLUMN = "Model"
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,7 @@ class Location:
     candidates: tuple[tuple[Table, Row], ...]  # their rows containing the config substring
     matched: tuple[tuple[Table, Row], ...]  # candidates whose raw text holds the tag
     problem: str | None  # why no edit is possible here at all
+    other_models: tuple[tuple[Table, Row], ...] = ()  # rows with the config substring, another model's
 
 
 def _comment_note(parsed: ParsedTables) -> str:
@@ -53,15 +62,37 @@ def _missing_section(parsed: ParsedTables, section: str) -> str:
     return text + _comment_note(parsed)
 
 
-def locate(parsed: ParsedTables, locator: Locator, hardware: str) -> Location:
+def normalise_model(name: str) -> str:
+    """"Qwen/Qwen3-Omni-30B" -> "qwen3omni30b": comparable across repo ids, display names and aliases."""
+    return re.sub(r"[^a-z0-9]", "", name.lower().rsplit("/", 1)[-1])
+
+
+def model_matches(cell: str, hint: str) -> bool:
+    a, b = normalise_model(cell), normalise_model(hint)
+    return bool(a and b) and (a in b or b in a)
+
+
+def _is_models_row(table: Table, row: Row, model: str | None) -> bool:
+    """Whether `row` may hold `model`'s result; always, without a hint or a Model column."""
+    if model is None or MODEL_COLUMN not in table.headers:
+        return True
+    index = table.headers.index(MODEL_COLUMN)
+    if index >= len(row.cells):
+        return True  # a row of the wrong width stays a candidate, so its width is reported
+    return model_matches(row.cells[index], model)
+
+
+def locate(parsed: ParsedTables, locator: Locator, hardware: str, model: str | None = None) -> Location:
     tag = hardware_tag(hardware, locator.source_workload)
     if parsed.error:
         return Location(tag, (), (), (), f"the file {parsed.error}")
     tables = tuple(t for t in parsed.official if locator.section_substring in (t.section_line or ""))
-    candidates = tuple((t, r) for t in tables for r in t.rows if locator.config_substring in r.text)
+    config_rows = [(t, r) for t in tables for r in t.rows if locator.config_substring in r.text]
+    candidates = tuple((t, r) for t, r in config_rows if _is_models_row(t, r, model))
+    others = tuple((t, r) for t, r in config_rows if not _is_models_row(t, r, model))
     matched = tuple((t, r) for t, r in candidates if tag in r.text)
     problem = None if tables else _missing_section(parsed, locator.section_substring)
-    return Location(tag, tables, candidates, matched, problem)
+    return Location(tag, tables, candidates, matched, problem, others)
 
 
 def describe(text: str) -> list[str]:

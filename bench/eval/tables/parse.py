@@ -5,8 +5,14 @@ r"""Pipe tables in a module docstring: where they are, their rows and cells, whi
 * A pipe row starts and ends with an unescaped `|` and has at least two cells; `\|` is a
   literal pipe inside a cell. A table is a header row, a separator row, then consecutive data
   rows (a pipe row that is itself followed by a separator starts the next table instead).
-* The section line is the nearest non-blank line above the header (None when that is a pipe
-  row). A table is Local (never edited) when the nearest marker line within `MARKER_SCAN_LINES`
+* The section line is the heading a table sits under, found by walking up from the header over
+  blank lines and paragraphs (runs of non-blank lines). The walk stops at a pipe row (a table
+  right above: section None) or at the docstring's first line. The first paragraph that is a
+  heading wins: one holding a markdown heading line (`# ...`; the one nearest the table), or
+  a one-line paragraph that does not start with a note prefix (`NOTE_PREFIXES`, `NOTE_WORDS`)
+  and does not end with `.` or `:`. Notes and multi-line paragraphs between a heading and its
+  table are skipped, so "Note (EN rows): ..." never becomes the section; no heading: None.
+* A table is Local (never edited) when the nearest marker line within `MARKER_SCAN_LINES`
   above it is a local one: it contains one of `LOCAL_MARKERS` or starts with `Local `. Local
   markers win over `OFFICIAL_MARKERS` on the same line. Pipe rows are never marker lines, so a
   Source cell saying "local v1 sweep" cannot turn the tables below it local.
@@ -24,8 +30,12 @@ MARKER_SCAN_LINES = 80
 LOCAL_MARKERS = ("Local v1 Pipeline Result", "Local Speech Pipeline", "local v1 sweep")
 LOCAL_PREFIX = "Local "
 OFFICIAL_MARKERS = ("Reference Results",)
+NOTE_WORDS = ("Note", "Notes", "NOTE", "NB")  # a paragraph starting with one of these words is a note
+NOTE_PREFIXES = ("*", "-", ">", "(")  # list items, quotes and asides are never headings
 
 _SEPARATOR_CELL = re.compile(r"^\s*:?-+:?\s*$")
+_MARKDOWN_HEADING = re.compile(r"^#{1,6}\s+\S")
+_NOTE_WORD = re.compile(rf"^(?:{'|'.join(NOTE_WORDS)})\b")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # the newlines Python's tokenizer counts
 
 
@@ -135,11 +145,43 @@ def _docstring(tree: ast.Module, lines: list[str]) -> tuple[tuple[int, int] | No
     return (node.lineno, node.end_lineno), "r" in (prefix.group(0).lower() if prefix else "")
 
 
-def _section_line(lines: list[str], header: int, first: int) -> str | None:
-    for k in range(header - 1, first - 2, -1):
-        if lines[k].strip():
-            return None if raw_cells(lines[k]) is not None else lines[k].strip()
+def _plain_heading(line: str) -> bool:
+    """A line that can title a table on its own: not a note, list item or sentence."""
+    is_note = _NOTE_WORD.match(line) is not None or line.startswith(NOTE_PREFIXES)
+    return not is_note and not line.endswith((".", ":"))
+
+
+def _paragraph_heading(paragraph: list[str]) -> str | None:
+    """The heading a paragraph (stripped lines, nearest the table first) gives, if any."""
+    markdown = [line for line in paragraph if _MARKDOWN_HEADING.match(line)]
+    if markdown:
+        return markdown[0]
+    if len(paragraph) == 1 and _plain_heading(paragraph[0]):
+        return paragraph[0]
     return None
+
+
+def _paragraphs_above(lines: list[str], header: int, first: int) -> list[list[str]]:
+    """Paragraphs above the header (0-based), nearest first, up to a pipe row or the docstring start."""
+    paragraphs: list[list[str]] = []
+    current: list[str] = []
+    for k in range(header - 1, first - 2, -1):
+        s = lines[k].strip()
+        if raw_cells(s) is not None:
+            break
+        if s:
+            current.append(s)
+        elif current:
+            paragraphs.append(current)
+            current = []
+    if current:
+        paragraphs.append(current)
+    return paragraphs
+
+
+def _section_line(lines: list[str], header: int, first: int) -> str | None:
+    headings = (_paragraph_heading(p) for p in _paragraphs_above(lines, header, first))
+    return next((h for h in headings if h is not None), None)
 
 
 def _marker(lines: list[str], header: int, first: int) -> tuple[bool, str | None]:

@@ -8,7 +8,6 @@ write is atomic (bench.base.files), and it is abandoned when the file changed be
 from __future__ import annotations
 
 import ast
-import dataclasses
 import difflib
 import hashlib
 import warnings
@@ -82,11 +81,8 @@ def _fail_all(outcomes: Sequence[EditOutcome], reason: str) -> list[EditOutcome]
 
 
 def _shift(outcomes: list[EditOutcome], inserted: int) -> list[EditOutcome]:
-    """Rows reported at or below a newly inserted line have moved down by one."""
-    return [
-        dataclasses.replace(o, line=o.line + 1) if o.line is not None and o.line >= inserted else o
-        for o in outcomes
-    ]
+    """Rows reported at or below a newly inserted line have moved down by one; their reasons say so."""
+    return [o.at_line(o.line + 1) if o.line is not None and o.line >= inserted else o for o in outcomes]
 
 
 def _apply_locked(path: Path, edits: Sequence[RowEdit]) -> list[EditOutcome]:
