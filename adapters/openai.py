@@ -60,12 +60,21 @@ class UsersServer:
 
 
 def serve(ctx: ServeContext) -> ServeCommand:
-    command = ctx.install.details.get("command")
+    """The profile's command; for an eval row, its profile's `command` or its own `server` shell
+    template (sglang-omni's runner format: `{port} {model} {gpus} {repo_root}`, run by /bin/sh)."""
+    values = {"host": ctx.host, "port": str(ctx.port), "model_path": str(ctx.model.path or "")}
+    extra = str(ctx.options.get("extra_args") or "")
+    if "shell" in ctx.options:
+        shell_values = {**values, "model": str(ctx.model.path or ctx.model.served_id),
+                        "gpus": str(ctx.options.get("gpus", "")), "repo_root": str(ctx.options.get("repo_root", ""))}
+        script = " ".join(part for part in (str(ctx.options["shell"]), extra) if part)
+        return ServeCommand(argv=["/bin/sh", "-c", fill(script, shell_values)])
+    command = ctx.options.get("command") or ctx.install.details.get("command")
     if not command:
         raise NotConfigured(f"{NAME}: no server command: {HOW}")
-    values = {"host": ctx.host, "port": str(ctx.port), "model_path": str(ctx.model.path or "")}
     env = {key: fill(value, values) for key, value in ctx.install.details.get("env", {}).items()}
-    return ServeCommand(argv=[fill(arg, values) for arg in command], env=env)
+    argv = [fill(arg, values) for arg in command] + (extra.split() if extra else [])
+    return ServeCommand(argv=argv, env=env)
 
 
 def bind(profile: profiles.ModelProfile, endpoint: str | None = None, *, download: bool = True) -> Bound:
@@ -117,4 +126,5 @@ ADAPTER = Adapter(
     capabilities=Capabilities(ignore_eos=False),
     startup_timeout_s=300.0,
     bind=bind,
+    places_extra_args=True,
 )

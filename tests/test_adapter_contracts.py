@@ -67,7 +67,7 @@ def command_for(adapter: Adapter, platform: str, split: str) -> tuple[ServeComma
     else:
         install = fake_install(adapter.name)
     model = adapter.model_for_server(qwen3_model(adapter.model_format))
-    ctx = ServeContext(install, model, HOST, adapter.default_port, split, 16, platform)
+    ctx = ServeContext(install, model, HOST, adapter.default_port, split, 16, platform, workdir=WORKDIR)
     return adapter.serve(ctx), model
 
 
@@ -76,6 +76,7 @@ def shell_line(command: ServeCommand) -> str:
     return f"{env} {shlex.join(command.argv)}".strip()
 
 
+WORKDIR = Path("/runs/row/round_1")  # the server's own folder (adapters that write files use it)
 OPENAI_COMMAND = ["/opt/openai/bin/my-server", "--model", "{model_path}", "--host", "{host}", "--port", "{port}"]
 Q = "/models/Qwen3-0.6B-BF16.gguf"
 
@@ -130,6 +131,13 @@ EXPECTED: dict[tuple[str, str, str], tuple[list[str], dict[str, str]]] = {
          "--trust-remote-code"], {}),
     ("openai", "linux-x86_64", "chat"): (
         ["--model", Q, "--host", HOST, "--port", "8012"], {"SERVER_PORT": "8012"}),
+    # sglang-omni's router, as its eval runner starts it (workers and GPUs are in the launcher file).
+    ("sglang_omni", "linux-x86_64+cuda", "chat"): (
+        ["-m", "sglang_omni_router.python.serve", "--host", HOST, "--port", "8007",
+         "--launcher-config", "/runs/row/round_1/launcher.yaml", "--policy", "least_request",
+         "--health-success-threshold", "1", "--health-failure-threshold", "2", "--health-check-interval-secs", "2",
+         "--log-level", "info"],
+        {"SGLANG_OMNI_ROUTER_CLEANUP_MANIFEST": "/runs/row/round_1/router_pgids.txt"}),
 }
 
 # What every request sends as `model`: from the profile, never from /v1/models[0].
@@ -175,7 +183,9 @@ def test_every_command_binds_our_host_and_port_and_names_the_model(name, platfor
     assert not any("0.0.0.0" in w for w in words), "servers listen on 127.0.0.1 only"
     assert any(HOST in w for w in words) and any(str(adapter.default_port) in w for w in words)
     assert model.served_id
-    if model.path is not None and name != "omlx":  # omlx reaches the model through its model dir
+    if model.path is not None and name == "sglang_omni":  # the workers get it through the launcher file
+        assert any(f"model_path: {model.path}" in text for text in command.files.values())
+    elif model.path is not None and name != "omlx":  # omlx reaches the model through its model dir
         assert any(str(model.path) in w or Path(model.path).name == w for w in command.argv)
 
 
@@ -460,3 +470,45 @@ def test_apple_recipes_are_siliconbench_s_commands(name):
     for part in expected:
         assert part in commands, (name, part, commands)
     assert recipe.update_script(), "update_<fw>.sh as data"
+
+
+def test_sglang_omni_launcher_file_carries_the_profile_and_its_manifest_is_stopped_with_it():
+    """An eval profile's router knobs reach the launcher file the router reads, `{repo_root}` and
+    `{model}` filled; worker ports are a free run beside the router's port, never on it."""
+    import yaml
+
+    adapter = adapters.get("sglang_omni")
+    model = ModelRef(path=Path("Qwen/Qwen3-Omni-30B-A3B-Instruct"), served_id="qwen3-omni")
+    options = {"model_name": "qwen3-omni", "num_workers": 3, "num_gpus_per_worker": 2, "wait_timeout": 600,
+               "worker_extra_args": "--config {repo_root}/examples/c.yaml --colocate", "repo_root": "/src/omni",
+               "router_policy": "round_robin", "python": "/venvs/omni/bin/python"}
+    ctx = ServeContext(fake_install("sglang_omni"), model, HOST, 8123, "chat", 8, CUDA[0], options=options,
+                       workdir=WORKDIR)
+    command = adapter.serve(ctx)
+    assert command.argv[0] == "/venvs/omni/bin/python", "the eval's resolved environment wins"
+    assert command.argv[command.argv.index("--policy") + 1] == "round_robin"
+    launcher = yaml.safe_load(command.files[WORKDIR / "launcher.yaml"])["launcher"]
+    base = launcher.pop("worker_base_port")
+    assert launcher == {"backend": "local", "model_path": "Qwen/Qwen3-Omni-30B-A3B-Instruct",
+                        "model_name": "qwen3-omni", "num_workers": 3, "num_gpus_per_worker": 2,
+                        "worker_host": "127.0.0.1",
+                        "worker_extra_args": "--config /src/omni/examples/c.yaml --colocate",
+                        "wait_timeout": 600}
+    assert 8123 not in range(base, base + 3)
+    assert command.group_manifest == WORKDIR / "router_pgids.txt"
+    assert not adapter.benchmark_cells, "eval configs start it; it has no benchmark cells"
+    with pytest.raises(NotConfigured, match="folder"):
+        adapter.serve(dataclasses.replace(ctx, workdir=None))
+
+
+
+def test_an_eval_rows_own_server_template_runs_through_sh_with_its_placeholders_filled():
+    """sglang-omni's runner format: a row's `server` is a shell line with {port} {model} {gpus}
+    {repo_root}, plus this machine's server_extra_by_hardware; it runs under /bin/sh."""
+    model = ModelRef(path=Path("Demo/Omni-30B"), served_id="Demo/Omni-30B")
+    options = {"shell": "python -m demo.serve --port {port} --model {model} --gpus {gpus} --root {repo_root}",
+               "gpus": "2,3", "repo_root": "/src/omni", "extra_args": "--fast"}
+    ctx = ServeContext(fake_install("openai"), model, HOST, 8124, "chat", 1, "linux-x86_64", options=options)
+    command = adapters.get("openai").serve(ctx)
+    assert command.argv == ["/bin/sh", "-c",
+                            "python -m demo.serve --port 8124 --model Demo/Omni-30B --gpus 2,3 --root /src/omni --fast"]

@@ -371,3 +371,13 @@ def test_toolcall_without_jinja_fails_every_request(llama_server, tmp_path):
     assert proc.returncode == evalclient.EXIT_ALL_FAILED
     assert "every request failed" in proc.stderr and "requires --jinja" in proc.stderr
     assert _result(tmp_path, "toolcall")["summary"]["failed_requests"] == 2
+
+
+@pytest.mark.parametrize("values, shown", [([4, 4], 4), ([4, 5, 4], 4.3), ([0.25, 0.5], 0.375), ([True, False], 0.5)])
+def test_a_mean_of_counts_is_a_clean_number(values, shown):
+    from statistics import fmean
+
+    from bench.eval.row import clean_mean
+
+    assert clean_mean({"values": values, "mean": fmean(values)}) == shown
+    assert type(clean_mean({"values": values, "mean": fmean(values)})) is type(shown)

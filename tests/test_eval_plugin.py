@@ -85,8 +85,9 @@ class Setup:
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
         # `--opt=path`: pytest takes a bare existing path among the arguments for a rootdir hint.
+        # --eval-root: the clients are cellbench's own ({repo_root}/benchmarks/eval/...).
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "eval", f"--eval-config={self.config}",
-               f"--results-dir={self.tmp / 'results'}", f"--hardware={HW}", *args]
+               f"--results-dir={self.tmp / 'results'}", f"--hardware={HW}", f"--eval-root={PROJECT_ROOT}", *args]
         return subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, check=False,
                               env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
 
@@ -179,7 +180,7 @@ def test_rounds_are_all_kept_and_the_table_can_take_their_mean(tmp_path, llama_s
     result = setup.run("--rounds", "2", "--table-from", "mean")
     assert result.returncode == 0, result.stdout[-3000:]
     (row,) = setup.rows_tagged(f"[{HW}, n=4, c=2] (n=2 mean)")
-    assert "| 4.0 " in row or "| 4 " in row
+    assert "| 4 " in row and "4.0" not in row, row  # a mean of counts stays a clean count
     acc = setup.states()[0]["rows"][0]
     assert len(acc["rounds"]) == 2
     assert acc["spread"]["total_samples"]["v"]["values"] == [4, 4]
@@ -189,7 +190,7 @@ def test_xdist_rows_lease_gpus_from_the_pool_and_the_controller_edits(tmp_path, 
     rows = [_row("acc", "Accuracy (summary)", ACCURACY),
             _row("speed", "Speed (speed)", SPEED, max_samples=3)]  # a different run: no sharing
     setup = Setup(tmp_path, rows=rows, server_gpus=1)
-    result = setup.run("-n", "2", "--gpu-pool", "0,1")
+    result = setup.run("-n", "2", "--gpu-pool", "0,1", "--no-precheck")  # no real GPUs: the pool is a label
     assert result.returncode == 0, result.stdout[-3000:]
     assert "edits appended: 2" in result.stdout
     state = setup.states()[0]

@@ -103,3 +103,15 @@ def test_a_lease_waits_for_a_busy_gpu_and_times_out_naming_the_pool(tmp_path):
 def test_a_bad_pool_is_refused(text):
     with pytest.raises(ValueError):
         gpus.parse_pool(text)
+
+
+def test_an_edit_warning_is_in_the_summary_and_its_lines(tmp_path):
+    from bench.eval.state import RunState
+
+    state = RunState(tmp_path, {"model": "m"})
+    state.record_row({"id": "seedtts-en", "status": "ok", "reason": ""})
+    state.record_edit("seedtts-en", {"status": "ok", "action": "replaced", "reason": "replaced line 12",
+                                     "warning": "overwrites an n=3 mean row with a single-round value"})
+    assert state.summary()["edit_warnings"] == [
+        {"id": "seedtts-en", "warning": "overwrites an n=3 mean row with a single-round value"}]
+    assert "WARNING seedtts-en: overwrites an n=3 mean row with a single-round value" in state.summary_lines()

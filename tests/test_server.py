@@ -338,3 +338,59 @@ def test_a_machine_without_memory_cgroups_fails_the_start_with_the_reason(tmp_pa
     with pytest.raises(ServerStartError, match="cannot enforce a memory limit: no cgroup v1 memory controller"):
         server.start()
     assert server.proc is None, "never started unlimited"
+
+
+ROUTER = textwrap.dedent(
+    """
+    import http.server, os, subprocess, sys
+    port, manifest, config = int(sys.argv[1]), os.environ["GROUP_MANIFEST"], sys.argv[2]
+    assert open(config).read() == "workers: 2\\n"  # written before the server started
+    for _ in range(2):  # workers in sessions of their own, as sglang-omni's router starts them
+        w = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        with open(manifest, "a") as f:
+            f.write(f"{w.pid}\\n")
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200); self.end_headers()
+        def log_message(self, *a): pass
+    http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+    """
+)
+
+
+def test_groups_a_server_records_in_its_manifest_are_stopped_with_it(tmp_path, cache):
+    """Workers a router starts in sessions of their own escape its process group; the ids it
+    records in the manifest are stopped with it, and a stale id in the file touches nothing."""
+    script, manifest, config = tmp_path / "router.py", tmp_path / "pgids.txt", tmp_path / "run" / "launcher.yaml"
+    script.write_text(ROUTER)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    manifest.write_text(f"{bystander.pid}\n")  # older than the server: must survive
+    time.sleep(0.5)
+    port = free_port()
+    command = ServeCommand(argv=[sys.executable, str(script), str(port), str(config)],
+                           env={"GROUP_MANIFEST": str(manifest)}, files={config: "workers: 2\n"},
+                           group_manifest=manifest)
+    server = ServerProcess(command, host="127.0.0.1", port=port, ready_path="/", startup_timeout_s=60,
+                           log_path=tmp_path / "s.log")
+    try:
+        server.start()
+        server.wait_ready()
+        workers = [int(pid) for pid in manifest.read_text().split()[1:]]
+        assert len(workers) == 2 and all(psutil.pid_exists(pid) for pid in workers)
+        server.stop(grace_s=5)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_running(pid) for pid in workers):
+            time.sleep(0.1)
+        assert not any(_running(pid) for pid in workers), "the recorded worker groups outlived the server"
+        assert bystander.poll() is None, "a group recorded before the server started was signalled"
+    finally:
+        server.stop()
+        bystander.kill()
+        bystander.wait()
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -3,7 +3,8 @@
 `cellbench install [fw...]` installs frameworks into the cache; `cellbench doctor [--json]` says,
 for every framework, where it runs, whether it can run here, what is installed (version and
 where from) and the command that installs it. `cellbench report` rebuilds the reports from
-result files (bench.reports.rebuild); `cellbench weekly` runs the unattended weekly pipeline (bench.cli.weekly).
+result files (bench.reports.rebuild); `cellbench weekly` runs the unattended weekly pipeline (bench.cli.weekly);
+`cellbench eval precheck|locate` checks an eval config's rows without running them (bench.cli.eval).
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 # Subcommands whose options their own modules parse.
 OWN_OPTIONS = {"report": "bench.reports.rebuild", "weekly": "bench.cli.weekly", "nightly": "bench.cli.nightly",
-               "clean": "bench.reports.cleanup"}
+               "clean": "bench.reports.cleanup", "eval": "bench.cli.eval"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     clean = sub.add_parser("clean", help="delete this machine's stale results; refuse (and name) anything else",
                            add_help=False)
     clean.set_defaults(func=None)
+    evals = sub.add_parser("eval", add_help=False,
+                           help="eval rows without running them: precheck (ready?), locate (which table lines)")
+    evals.set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)
     if args.command in OWN_OPTIONS:  # their options are the modules' own
         module = importlib.import_module(OWN_OPTIONS[args.command])

@@ -57,7 +57,8 @@ def update_frameworks(only: list[str] | None = None) -> list[dict]:
     changes = []
     for adapter in adapters.registry().values():
         tag = adapter.platform_here()
-        if tag is None or adapter.bind is not None:  # not here, or defined by a profile rather than code
+        # not here, defined by a profile rather than code, or eval-only
+        if tag is None or adapter.bind is not None or not adapter.benchmark_cells:
             continue
         if only is not None and adapter.name not in only:
             continue

@@ -10,10 +10,52 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process another user (or an earlier run) has on a GPU: listed, never killed."""
+
+    gpu: int
+    pid: int
+    user: str
+    memory_mb: int
+    name: str
+
+
+def _smi(*query: str) -> list[list[str]]:
+    done = subprocess.run(["nvidia-smi", *query, "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                          timeout=30, check=True)
+    return [[cell.strip() for cell in line.split(",")] for line in done.stdout.splitlines() if line.strip()]
+
+
+def busy_gpus() -> tuple[list[int], list[GpuProcess], str | None]:
+    """This machine's GPU indices and the compute processes on them (nvidia-smi), or why not known."""
+    try:
+        gpus = {uuid: int(index) for index, uuid in _smi("--query-gpu=index,uuid")}
+        apps = _smi("--query-compute-apps=gpu_uuid,pid,used_memory,process_name")
+    except FileNotFoundError:
+        return [], [], "nvidia-smi not found: no NVIDIA GPU here"
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return [], [], f"nvidia-smi failed: {exc}"
+    busy = []
+    for uuid, pid, memory, *name in apps:
+        if uuid in gpus and pid.isdigit():
+            try:
+                user = psutil.Process(int(pid)).username()
+            except psutil.Error:
+                user = "unknown user"
+            busy.append(GpuProcess(gpus[uuid], int(pid), user, int(memory) if memory.isdigit() else 0,
+                                   ",".join(name)))
+    return sorted(gpus.values()), busy, None
 
 
 def parse_pool(text: str) -> tuple[int, ...]:

@@ -4,7 +4,7 @@ Per round (`round_<k>/` under the row's directory): a server through the same la
 benchmark cells, the client as an argument list with a wall-clock limit in its own process
 group, then the result JSON checked for sanity and turned into cell texts. A failed round ends
 the row with the reason and an excerpt of the log that explains it; the next row still runs.
-Nothing here edits a table: edits happen once, at session end, on the controller.
+Nothing here edits a table: `row_edit` only says what a row's edit is; the controller makes it.
 """
 
 from __future__ import annotations
@@ -12,23 +12,26 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import adapters
 from bench.eval.config import EvalRow
+from bench.eval.tables import Locator, RowEdit
 from bench.host.ports import free_port
 from bench.run.cell import Launcher
 from bench.run.probes import list_models
 from bench.run.server import ServerStartError, log_tail
 from bench.setup import profiles
-from bench.setup.adapter import ServeContext
+from bench.setup.adapter import Adapter, ModelRef, ServeCommand, ServeContext
 from bench.setup.installs import ensure_installed
 
 KILL_GRACE_S = 10.0
@@ -44,8 +47,10 @@ class RowUnavailable(Exception):
 @dataclass(frozen=True)
 class RowContext:
     run_dir: Path
-    repo_root: Path
+    repo_root: Path  # the eval root: {repo_root}, the clients' cwd
     auto_env: dict[str, str]
+    python: str = sys.executable  # the clients' Python ({python}; a bare `python` finds it first on PATH)
+    hardware: str = ""  # this machine's tag, for a row's server_extra_by_hardware
     rounds: int = 1
     smoke: int | None = None
     table_from: str = "round1"  # or "mean"
@@ -90,7 +95,7 @@ def excerpt(*logs: Path, limit: int = 2000) -> str:
     return ""
 
 
-def _model_profile(hf_model_id: str) -> profiles.ModelProfile:
+def _model_profile(hf_model_id: str) -> profiles.ModelProfile | None:
     """A cellbench model profile by name, else the shipped profile that declares this repo id."""
     try:
         return profiles.load_profile(hf_model_id)
@@ -100,8 +105,21 @@ def _model_profile(hf_model_id: str) -> profiles.ModelProfile:
         profile = profiles.load_profile(name)
         if any(entry.repo == hf_model_id for entry in profile.formats.values()):
             return profile
-    raise RowUnavailable(f"no model profile is named or declares {hf_model_id!r} (shipped: "
-                         f"{', '.join(profiles.available_profiles())})")
+    return None
+
+
+def _model(row: EvalRow, adapter: Adapter) -> ModelRef:
+    """The row's model: through its cellbench profile when one names or declares it; else the id
+    as it is, for servers that load a Hugging Face id themselves (and for a row's own `server`
+    template, which names its model itself)."""
+    profile = _model_profile(row.hf_model_id)
+    if profile is not None:
+        return adapter.model_for_server(profiles.resolve(profile, adapter.model_format))
+    if adapter.model_format != "hf" and "shell" not in row.server_profile.options:
+        raise RowUnavailable(f"{adapter.name} needs a {adapter.model_format} file, and no model profile is named or "
+                             f"declares {row.hf_model_id!r} (shipped: {', '.join(profiles.available_profiles())})")
+    served = row.server_profile.options.get("model_name") or row.hf_model_id
+    return ModelRef(path=Path(row.hf_model_id), served_id=served, alias=served)
 
 
 class _Server:
@@ -119,26 +137,41 @@ class _Server:
                                  f"{len(ctx.gpus)} leased (pass --gpu-pool)")
         try:
             self.install = ensure_installed(adapter.recipe_for(self.platform), allow_install=ctx.install)
-            model = profiles.resolve(_model_profile(row.hf_model_id), adapter.model_format)
+            self.model = _model(row, adapter)
         except (profiles.ProfileUnavailable, LookupError) as exc:
             raise RowUnavailable(str(exc)) from exc
-        self.model = adapter.model_for_server(model)
-        self.adapter = adapter if sp.boot_timeout_s is None else replace(adapter, startup_timeout_s=sp.boot_timeout_s)
-        self.profile, self.ctx = sp, ctx
+        if sp.boot_timeout_s is not None:
+            adapter = replace(adapter, startup_timeout_s=sp.boot_timeout_s)
+        if row.server_health is not None:  # "http://localhost:{port}/health": only its path is ours to poll
+            adapter = replace(adapter, ready_path=urlsplit(row.server_health).path or "/")
+        self.adapter = adapter
+        self.profile, self.ctx, self.row = sp, ctx, row
 
-    def command(self, port: int):
-        sp = self.profile
-        ctx = ServeContext(self.install, self.model, self.ctx.host, port, sp.split, sp.max_concurrency, self.platform)
-        command = self.adapter.serve(ctx)
-        env = {**command.env, **self.ctx.auto_env, **sp.env}
+    def command(self, port: int, workdir: Path) -> ServeCommand:
+        sp, ctx = self.profile, self.ctx
+        gpus = ",".join(str(g) for g in ctx.gpus[: sp.server_gpus])
+        options = {**sp.options, "repo_root": str(ctx.repo_root), "python": ctx.python, "gpus": gpus,
+                   "extra_args": self.row.server_extra_by_hardware.get(ctx.hardware, "")}
+        serve = ServeContext(self.install, self.model, ctx.host, port, sp.split, sp.max_concurrency, self.platform,
+                             options=options, workdir=workdir)
+        command = self.adapter.serve(serve)
+        if options["extra_args"] and not self.adapter.places_extra_args:
+            command = replace(command, argv=[*command.argv, *shlex.split(options["extra_args"])])
+        env = {**command.env, **ctx.auto_env, **sp.env, "PATH": _path_with(ctx.python, command.env)}
         if sp.server_gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.ctx.gpus[: sp.server_gpus])
-        return replace(command, env=env)
+            env["CUDA_VISIBLE_DEVICES"] = gpus
+        return replace(command, env=env, cwd=command.cwd or ctx.repo_root)
 
     def port(self) -> int:
         if self.ctx.port == 0:
             return free_port(self.ctx.host)
         return self.ctx.port or self.adapter.default_port
+
+
+def _path_with(python: str, env: dict[str, str]) -> str:
+    """PATH with the clients' Python's folder first: a command that says `python` gets that one
+    (sglang-omni's runner does the same with its venv)."""
+    return os.pathsep.join([str(Path(python).parent), env.get("PATH", os.environ.get("PATH", ""))])
 
 
 def _run_client(argv: list[str], cwd: Path, env: dict[str, str], log: Path, timeout_s: float) -> dict:
@@ -178,6 +211,12 @@ def _stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
+def _asr_device(row: EvalRow, ctx: RowContext) -> str:
+    """`{asr_gpu}`: the GPU leased beyond the server's, as `cuda:N`, or `cpu` when there is none."""
+    spare = ctx.gpus[row.server_profile.server_gpus:]
+    return f"cuda:{spare[0]}" if spare else "cpu"
+
+
 def _max_samples(row: EvalRow, smoke: int | None) -> int | str:
     """The row's sample count, lowered to N under `--smoke N` (never raised by it)."""
     caps = [n for n in (smoke, row.max_samples) if n]
@@ -207,7 +246,7 @@ def _round(row: EvalRow, server: _Server, ctx: RowContext, k: int, launch: Launc
     info: dict[str, Any] = {"round": k, "status": "fail", "dir": str(round_dir), "server_log": str(server_log),
                             "client_log": str(client_log)}
     port = server.port()
-    command = server.command(port)
+    command = server.command(port, round_dir)
     info["server"] = {"framework": server.adapter.name, "version": server.install.version, "port": port,
                       "command": command.to_json()}
     try:
@@ -219,12 +258,12 @@ def _round(row: EvalRow, server: _Server, ctx: RowContext, k: int, launch: Launc
         listed = list_models(running.base_url)
         if listed is not None and server.model.served_id not in listed:
             return {**info, "reason": f"wrong model: server lists {list(listed)}, not {server.model.served_id!r}"}
-        values = {"python": sys.executable, "host": ctx.host, "port": port, "output_dir": out_dir,
+        values = {"python": ctx.python, "host": ctx.host, "port": port, "output_dir": out_dir,
                   "max_samples": _max_samples(row, ctx.smoke),
                   "model": server.model.served_id, "hf_model_id": row.hf_model_id, "repo_root": ctx.repo_root,
-                  "row_id": row.id, "round": k}
+                  "row_id": row.id, "round": k, "asr_gpu": _asr_device(row, ctx)}
         argv = row.client_argv(values, smoke=ctx.smoke)
-        env = {**os.environ, **ctx.auto_env, "OUTPUT_DIR": str(out_dir)}
+        env = {**os.environ, **ctx.auto_env, "OUTPUT_DIR": str(out_dir), "PATH": _path_with(ctx.python, {})}
         info["client"] = _run_client(argv, ctx.repo_root, env, client_log, row.timeout_s)
     finally:
         stopped = running.stop()
@@ -277,6 +316,16 @@ def spread(rounds: list[dict]) -> dict[str, dict]:
     return out
 
 
+def clean_mean(entry: dict) -> Any:
+    """The mean a table cell shows. Counts (every round an integer) average to one decimal, and to an
+    integer when that is exact: `{v}/{t}` gives "4/4" or "4.3/5", never "4.333333333333333/5.0"."""
+    mean = entry["mean"]
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in entry["values"]):
+        mean = round(mean, 1)
+        return int(mean) if mean == int(mean) else mean
+    return mean
+
+
 def run_signature(row: EvalRow) -> tuple:
     """Rows with equal signatures would run the very same client against the very same server."""
     return (row.server_profile.name, row.hf_model_id, row.client, row.max_samples, row.timeout_s)
@@ -293,6 +342,14 @@ def _shared_round(row: EvalRow, ctx: RowContext, k: int) -> dict | None:
     if "result_json" not in earlier or client.get("returncode") != 0:
         return {**info, "status": "fail", "reason": earlier["reason"]}
     return _read_result(row, info, Path(earlier["result_json"]).parent / row.result_json)
+
+
+def row_edit(row: EvalRow, hardware: str, prefix: str, cells: dict[str, str], note: str = "",
+             mean_of: int = 1) -> RowEdit:
+    """The table edit a row's result makes; its model hint keeps it to this model's rows."""
+    model = row.server_profile.options.get("model_name") or row.hf_model_id
+    return RowEdit(row_id=row.id, locate=Locator(**asdict(row.locate)), hardware=hardware, source_prefix=prefix,
+                   cells=cells, source_note=note, new_row=row.new_row, model=model, mean_of=mean_of)
 
 
 def run_row(row: EvalRow, ctx: RowContext, launch: Launcher) -> RowRun:
@@ -313,7 +370,7 @@ def run_row(row: EvalRow, ctx: RowContext, launch: Launcher) -> RowRun:
     run.spread = spread(run.rounds)
     if ctx.table_from == "mean" and ctx.rounds > 1:
         try:
-            means = {column: {alias: entry["mean"] for alias, entry in aliases.items()}
+            means = {column: {alias: clean_mean(entry) for alias, entry in aliases.items()}
                      for column, aliases in run.spread.items()}
             run.cells = {column: row.cells[column].render(means[column]) for column in row.cells}
         except (KeyError, ValueError) as exc:

@@ -48,6 +48,9 @@ class RunState:
             "failed_edits": [{"id": r["id"], "reason": r["edit"].get("reason", "")}
                              for r in rows if r["edit"].get("status") == "fail"],
             "skipped_edits": sum(r["edit"].get("status") == "skipped" for r in rows),
+            # Edits made, with something the user must know (an n=3 mean row overwritten by one round).
+            "edit_warnings": [{"id": r["id"], "warning": r["edit"]["warning"]}
+                              for r in rows if r["edit"].get("warning")],
         }
 
     def write(self, finished: bool = False) -> None:
@@ -68,6 +71,8 @@ class RunState:
             lines += [f"    {line}" for line in failed["excerpt"].splitlines()]
         for failed in s["failed_edits"]:
             lines.append(f"FAILED EDIT {failed['id']}: {failed['reason']}")
+        for warned in s.get("edit_warnings", []):
+            lines.append(f"WARNING {warned['id']}: {warned['warning']}")
         lines.append(f"run state: {self.path}")
         return lines
 

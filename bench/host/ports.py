@@ -44,3 +44,25 @@ def listeners(port: int) -> list:
     except (psutil.AccessDenied, OSError):
         return []
     return [c for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
+
+
+def free_port_run(count: int, host: str = "127.0.0.1", exclude: frozenset[int] = frozenset(),
+                  tries: int = 100) -> int:
+    """The first of `count` consecutive ports that all bind on `host` now (a router's workers take
+    base, base+1, ...); raises OSError when `tries` attempts found none."""
+    for _ in range(tries):
+        base = free_port(host)
+        run = range(base, base + count)
+        if base + count <= 65536 and not exclude.intersection(run) and all(_binds(host, p) for p in run):
+            return base
+    raise OSError(f"no {count} consecutive free ports on {host} in {tries} tries")
+
+
+def _binds(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True

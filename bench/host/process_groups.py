@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import psutil
@@ -23,6 +24,39 @@ def signal_group(pid: int, sig: signal.Signals) -> None:
     """Send `sig` to the process group led by `pid`; a group already gone is not an error."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+def recorded_groups(manifest: Path | None, born_after: float) -> list[int]:
+    """The process groups a server recorded in `manifest` (one id per line) that still have a
+    member started no earlier than `born_after` (the server's psutil create time): a group id the
+    kernel has since reused for someone else's older process is never among them."""
+    if manifest is None:
+        return []
+    try:
+        lines = manifest.read_text(encoding="utf-8").split()
+    except OSError:
+        return []
+    wanted = {int(line) for line in lines if line.isdigit()}
+    alive: set[int] = set()
+    for proc in psutil.process_iter(["pid", "create_time"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            pgid = os.getpgid(proc.info["pid"])
+            if pgid in wanted and proc.info["create_time"] >= born_after:
+                alive.add(pgid)
+    return sorted(alive)
+
+
+def stop_recorded_groups(manifest: Path | None, born_after: float, grace_s: float) -> list[int]:
+    """SIGTERM the groups a server recorded, give them `grace_s`, SIGKILL what is left."""
+    groups = recorded_groups(manifest, born_after)
+    for pgid in groups:
+        signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while groups and time.monotonic() < deadline and recorded_groups(manifest, born_after):
+        time.sleep(0.2)
+    for pgid in recorded_groups(manifest, born_after):
+        signal_group(pgid, signal.SIGKILL)
+    return groups
 
 
 def _same_process(pid: int, create_time: float) -> bool:

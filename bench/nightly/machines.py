@@ -55,7 +55,8 @@ class Machine:
     def runnable_frameworks(self) -> list[str]:
         """The frameworks whose adapters run on this machine's platform (and that it lists, if it does)."""
         offered = {self.platform, self.platform.split("+")[0]}  # a CUDA host also runs the CPU builds
-        names = [a.name for a in adapters.registry().values() if a.bind is None and a.platforms & offered]
+        names = [a.name for a in adapters.registry().values()
+                 if a.bind is None and a.benchmark_cells and a.platforms & offered]
         return sorted(n for n in names if self.frameworks is None or n in self.frameworks)
 
 

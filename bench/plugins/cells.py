@@ -23,7 +23,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "cell_id" not in metafunc.fixturenames:
         return
     endpoint = settings(metafunc.config).endpoint
-    names = sorted(name for name, a in adapters.registry().items() if a.takes_endpoint or not endpoint)
+    names = sorted(name for name, a in adapters.registry().items()
+                   if a.benchmark_cells and (a.takes_endpoint or not endpoint))
     params = [
         pytest.param((name, split), id=f"{name}-{split}",
                      marks=[getattr(pytest.mark, split), getattr(pytest.mark, name)])

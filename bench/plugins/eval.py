@@ -1,10 +1,12 @@
 """The eval plugin: every row of `models/<model>/eval.yaml` is a test, `test_eval_row[<row id>]`.
 
 `pytest -m eval` runs the rows (`-k <row id>` one of them); each starts its server through the
-same launcher as the benchmark cells, runs its client and computes its table cells. Tables are
-edited once, when the session ends, on the controller (under xdist too): under a lock per file,
-atomically, and only after the new file still parses and only the intended lines changed. The
-run's `run-state.json` records every row, every round and every edit outcome.
+same launcher as the benchmark cells, runs its client and computes its table cells. Before any
+server starts, the eval precheck (bench.eval.precheck) must pass, and each row's locator must
+find its place in its table with this machine's hardware tag. A row's table edit lands as soon
+as the row finishes, on the controller (under xdist too): under a lock per file, atomically, and
+only after the new file still parses and only the intended lines changed, so a run killed at
+row 9 keeps rows 1-8. The run's `run-state.json` records every row, round and edit outcome.
 
 The options (`--eval-config`, `--rounds`, `--smoke`, ... and the shared `--model`,
 `--results-dir`, `--port`, `--install`, `--host-lock-timeout`) are registered and checked in
@@ -14,8 +16,6 @@ CellRecord of kind `eval`, through `pytest_cellbench_cell_finished` (bench/plugi
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -24,11 +24,19 @@ import adapters
 from bench.base.git import git, toplevel
 from bench.base.paths import PROJECT_ROOT, cache_root
 from bench.eval import gpus as gpu_leases
-from bench.eval.config import EvalConfig, EvalConfigError, EvalRow, load_eval_config
-from bench.eval.row import RowContext, RowRun, RowUnavailable, run_row
+from bench.eval.config import (
+    EvalConfig,
+    EvalConfigError,
+    EvalRow,
+    config_path,
+    select_rows,
+)
+from bench.eval.loader import load_eval_config
+from bench.eval.precheck import ClientPython, client_python, run_checks
+from bench.eval.row import RowContext, RowRun, RowUnavailable, row_edit, run_row
 from bench.eval.source import hardware_tag, source_prefix
 from bench.eval.state import RunState, refreshed_rows
-from bench.eval.tables import Locator, RowEdit, apply_edits, plan_edit
+from bench.eval.tables import apply_edits, plan_edit
 from bench.host.machine import detect
 from bench.plugins import transport
 from bench.plugins.fixtures import launching
@@ -39,17 +47,13 @@ from bench.setup.profiles import PROFILES_DIR
 EVAL_CONFIG = pytest.StashKey["EvalConfig | EvalConfigError | None"]()
 RECORDER = pytest.StashKey["EvalRecorder"]()
 SHARED_ROUNDS = pytest.StashKey[dict]()  # this process's finished rounds, for rows that can share them
+PRECHECK = pytest.StashKey[list[str]]()  # the precheck's ✗ lines (empty: passed)
+SOURCE = pytest.StashKey[tuple[str, str]]()  # (hardware tag, Source prefix) of this run
 
 
 def _config_path(config: pytest.Config) -> Path:
     explicit = config.getoption("eval_config")
-    if explicit is not None:
-        return explicit
-    model = config.getoption("model")
-    if model.endswith((".yaml", ".yml")) or "/" in model:
-        path = Path(model)
-        return path.parent / path.stem / "eval.yaml"
-    return PROFILES_DIR / model / "eval.yaml"
+    return explicit if explicit is not None else config_path(config.getoption("model"), PROFILES_DIR)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,7 +61,10 @@ def pytest_configure(config: pytest.Config) -> None:
     path = _config_path(config)
     try:
         frameworks = set(adapters.registry())
-        config.stash[EVAL_CONFIG] = load_eval_config(path, PROJECT_ROOT, frameworks) if path.is_file() else None
+        loaded = None
+        if path.is_file():
+            loaded = load_eval_config(path, config.getoption("eval_root"), frameworks)
+        config.stash[EVAL_CONFIG] = loaded
     except EvalConfigError as exc:
         if config.getoption("eval_config") is not None:
             raise pytest.UsageError(str(exc)) from None
@@ -84,31 +91,79 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("eval_row", params)
 
 
+def _row_of(item: pytest.Item) -> EvalRow | None:
+    row = item.callspec.params.get("eval_row") if hasattr(item, "callspec") else None
+    return row if isinstance(row, EvalRow) else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    excluded = [s for s in config.getoption("exclude_ids").split(",") if s.strip()]
+    loaded = config.stash[EVAL_CONFIG]
+    if not isinstance(loaded, EvalConfig):
+        return
     retry_from = config.getoption("retry_failed_from")
     try:
         done = refreshed_rows(retry_from) if retry_from is not None else set()
-    except ValueError as exc:
+        chosen = {row.id for row in select_rows(loaded.rows, config.getoption("benchmarks"),
+                                                config.getoption("exclude_ids"))} - done
+    except (ValueError, EvalConfigError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
-        row = item.callspec.params.get("eval_row") if hasattr(item, "callspec") else None
-        if isinstance(row, EvalRow) and (row.id in done or any(s in row.id for s in excluded)):
-            drop.append(item)
-        else:
-            keep.append(item)
+        row = _row_of(item)
+        (drop if row is not None and row.id not in chosen else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The precheck, once the selection is final, before any server starts: failed, it ends a
+    plain run here; on an xdist worker each row fails with it instead."""
+    rows = [row for row in map(_row_of, session.items) if row is not None]
+    config = session.config
+    if not rows or config.getoption("no_precheck") or config.getoption("collectonly"):
+        return
+    loaded = config.stash[EVAL_CONFIG]
+    assert isinstance(loaded, EvalConfig)
+    checks = run_checks(loaded, rows, _client_python(config), settings(config).gpu_pool)
+    failed = [check.line() for check in checks if not check.ok]
+    config.stash[PRECHECK] = failed
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(config, "workerinput"):
+        reporter.write_sep("=", "cellbench eval precheck")
+        for check in checks:
+            reporter.write_line(check.line())
+    if failed and not hasattr(config, "workerinput"):
+        pytest.exit(f"eval precheck failed ({len(failed)} ✗); no server was started. Fix and rerun, or pass "
+                    "--no-precheck", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def _client_python(config: pytest.Config) -> ClientPython:
+    loaded = config.stash[EVAL_CONFIG]
+    assert isinstance(loaded, EvalConfig)
+    return client_python(config.getoption("venv_python"), loaded)
+
+
+def source_of(config: pytest.Config) -> tuple[str, str]:
+    """(hardware tag, Source prefix), taken once per process before the first row runs: the Source
+    cells name the code as it was when measuring began."""
+    if SOURCE not in config.stash:
+        loaded = config.stash[EVAL_CONFIG]
+        root = loaded.root if isinstance(loaded, EvalConfig) else PROJECT_ROOT
+        config.stash[SOURCE] = (hardware_tag(detect(), config.getoption("hardware")), source_prefix(root))
+    return config.stash[SOURCE]
+
+
 def _row_context(config: pytest.Config, gpus: tuple[int, ...]) -> RowContext:
     loaded = config.stash[EVAL_CONFIG]
+    assert isinstance(loaded, EvalConfig), "rows run, so the config loaded"
     return RowContext(
         run_dir=eval_run_dir(config),
-        repo_root=PROJECT_ROOT,
-        auto_env=loaded.auto_env if isinstance(loaded, EvalConfig) else {},
+        repo_root=loaded.root,
+        auto_env=loaded.auto_env,
+        python=_client_python(config).path,
+        hardware=source_of(config)[0],
         rounds=config.getoption("rounds"),
         smoke=config.getoption("smoke"),
         table_from=config.getoption("table_from"),
@@ -126,9 +181,9 @@ def eval_run_dir(config: pytest.Config) -> Path:
     return results_root(config) / "eval" / name / settings(config).run_id
 
 
-def _edit(row: EvalRow, hardware: str, prefix: str, cells: dict[str, str], note: str = "") -> RowEdit:
-    return RowEdit(row_id=row.id, locate=Locator(**asdict(row.locate)), hardware=hardware, source_prefix=prefix,
-                   cells=cells, source_note=note, new_row=row.new_row)
+def rounds_averaged(config: pytest.Config) -> int:
+    rounds = config.getoption("rounds")
+    return rounds if config.getoption("table_from") == "mean" else 1
 
 
 @pytest.fixture
@@ -140,9 +195,14 @@ def run_eval_row(request: pytest.FixtureRequest):
             if row.startswith("no eval config"):
                 pytest.skip(row)
             pytest.fail(row, pytrace=False)
-        # Check the locator before spending an hour on the row: a locator that cannot edit its
-        # table (ambiguous, missing column, no such section) fails now, not at session end.
-        probe = _edit(row, "probe", "probe", {column: "0" for column in row.cells})
+        config = request.config
+        failed_checks = config.stash.get(PRECHECK, [])
+        if failed_checks:
+            pytest.fail("eval precheck failed; no server started:\n" + "\n".join(failed_checks), pytrace=False)
+        # Check the locator before spending an hour on the row, with this machine's own tag: a
+        # locator that cannot edit its table (ambiguous, missing column, no such section) fails now.
+        hardware, prefix = source_of(config)
+        probe = row_edit(row, hardware, prefix, {column: "0" for column in row.cells}, mean_of=rounds_averaged(config))
         _, planned = plan_edit(row.file.read_text(encoding="utf-8"), probe)
         if planned.status != "ok":
             reason = f"locator in {row.file.name}: {planned.reason}"
@@ -150,13 +210,20 @@ def run_eval_row(request: pytest.FixtureRequest):
             pytest.fail(f"{row.id}: {reason}", pytrace=False)
         needed = row.server_profile.server_gpus
         if needed:
-            pool = settings(request.config).gpu_pool or tuple(range(len(detect().gpus)))
-            timeout = request.config.getoption("host_lock_timeout")
+            pool = settings(config).gpu_pool or tuple(range(len(detect().gpus)))
+            if needed > len(pool):
+                have = (f"--gpu-pool has {list(pool)}" if settings(config).gpu_pool
+                        else f"this machine has {len(pool) or 'no'} GPU(s)")
+                reason = f"server profile {row.server_profile.name!r} needs {needed} GPU(s); {have}"
+                _finish(request.node, row, RowRun(row.id, status="skipped", reason=reason))
+                pytest.skip(f"{row.id}: {reason}")
+            needed += row.wants_asr_gpu and len(pool) > needed  # {asr_gpu} gets a GPU of its own when one is left
+            timeout = config.getoption("host_lock_timeout")
             with gpu_leases.lease(pool, needed, cache_root() / "gpu-locks", timeout) as leased, launching() as launch:
-                outcome = _run(row, request, _row_context(request.config, leased), launch)
+                outcome = _run(row, request, _row_context(config, leased), launch)
         else:
             launch = request.getfixturevalue("server_launcher")  # the cells' lifecycle, host lock included
-            outcome = _run(row, request, _row_context(request.config, ()), launch)
+            outcome = _run(row, request, _row_context(config, ()), launch)
         if outcome.status != "ok":
             detail = f"\n{outcome.excerpt}" if outcome.excerpt else ""
             pytest.fail(f"{row.id}: {outcome.reason}{detail}", pytrace=False)
@@ -184,12 +251,14 @@ def _finish(item: pytest.Item, row: EvalRow, run: RowRun) -> None:
 
 
 class EvalRecorder:
-    """On the controller: run-state after every row; the table edits and the summary at the end."""
+    """On the controller: each finished row's table edit, at once, and the run-state after it;
+    the summary (and the commit) at the end."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
         self.state: RunState | None = None
         self.runs: dict[str, dict] = {}
+        self.edited: list[Path] = []
         self.commit_lines: list[str] = []
 
     @property
@@ -198,9 +267,8 @@ class EvalRecorder:
         return {row.id: row for row in loaded.rows} if isinstance(loaded, EvalConfig) else {}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # Taken before any row runs: the Source cells name the code as it was when measuring began.
-        self.hardware = hardware_tag(detect(), self.config.getoption("hardware"))
-        self.prefix = source_prefix(PROJECT_ROOT)
+        if isinstance(self.config.stash[EVAL_CONFIG], EvalConfig):
+            self.hardware, self.prefix = source_of(self.config)
 
     def _state(self) -> RunState:
         if self.state is None:
@@ -221,39 +289,36 @@ class EvalRecorder:
     def pytest_cellbench_cell_finished(self, cell: CellRecord) -> None:
         if cell.kind != EVAL or cell.eval_run is None or cell.eval_row not in self.rows:
             return
-        self.runs[cell.eval_row] = cell.eval_run
-        self._state().record_row(cell.eval_run)
+        run = cell.eval_run
+        self.runs[cell.eval_row] = run
+        state = self._state()
+        state.record_row(run)
+        state.record_edit(run["id"], self._edit_now(self.rows[run["id"]], run))
+        state.write()
+
+    def _edit_now(self, row: EvalRow, run: dict) -> dict:
+        """The row's table edit, as the seed's runner makes it: inline, as soon as the row is done."""
+        if run["status"] != "ok":
+            return {"status": "skipped", "reason": f"row {run['status']}"}
+        if not self._updates_tables():
+            why = "smoke run" if self.config.getoption("smoke") is not None else "--no-table-update"
+            return {"status": "skipped", "reason": why}
+        edit = row_edit(row, self.hardware, self.prefix, run["cells"], run["source_note"],
+                        mean_of=rounds_averaged(self.config))
+        outcome = apply_edits(row.file, [edit], cache_root() / "table-locks")[0]
+        if outcome.status == "ok" and outcome.before != outcome.after and row.file not in self.edited:
+            self.edited.append(row.file)
+        return {**outcome.to_json(), "file": str(row.file)}
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.runs:
             return
         state = self._state()
-        if exitstatus == pytest.ExitCode.INTERRUPTED:
-            why = "session interrupted: rerun with --retry-failed-from"
-            edits_allowed = False
-        else:
-            why = "smoke run" if self.config.getoption("smoke") is not None else "--no-table-update"
-            edits_allowed = self._updates_tables()
-        by_file: dict[Path, list[RowEdit]] = defaultdict(list)
-        for row_id, run in self.runs.items():
-            if run["status"] != "ok":
-                state.record_edit(row_id, {"status": "skipped", "reason": f"row {run['status']}"})
-            elif not edits_allowed:
-                state.record_edit(row_id, {"status": "skipped", "reason": why})
-            else:
-                row = self.rows[row_id]
-                by_file[row.file].append(_edit(row, self.hardware, self.prefix, run["cells"], run["source_note"]))
-        edited: list[Path] = []
-        for path, edits in by_file.items():
-            for outcome in apply_edits(path, edits, cache_root() / "table-locks"):
-                state.record_edit(outcome.row_id, {**outcome.to_json(), "file": str(path)})
-                if outcome.status == "ok" and path not in edited:
-                    edited.append(path)
         state.write(finished=True)
         if state.summary()["failed_edits"] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if self.config.getoption("commit") and edited:
-            self.commit_lines = commit_tables(edited, self.hardware, state)
+        if self.config.getoption("commit"):
+            self.commit_lines = commit_tables(self.edited, self.hardware, state)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.state is None:
@@ -266,6 +331,8 @@ class EvalRecorder:
 def commit_tables(files: list[Path], hardware: str, state: RunState) -> list[str]:
     """Commit only the edited benchmark files, in the repository that holds them (`git commit --
     <files>` leaves anything else the user staged alone); never push. Returns what to print."""
+    if not files:
+        return ["no changes — nothing to commit"]
     s = state.summary()
     message = (f"Refresh reference tables on {hardware}: {s['replaced']} replaced, {s['appended']} appended\n\n"
                f"cellbench eval run {state.path.parent.name} ({state.header['source_prefix']}).\n"

@@ -133,6 +133,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     e.addoption("--no-table-update", action="store_true", help="run rows, edit no table")
     e.addoption("--commit", action="store_true", help="commit the edited benchmark files (never pushes)")
     e.addoption("--hardware", default=None, help="the hardware tag in Source cells [detected, e.g. H200]")
+    e.addoption("--eval-root", type=Path, default=None, metavar="DIR",
+                help="where the config's `file` paths, {repo_root} and the clients' cwd are "
+                     "[the git top level of the config's folder]")
+    e.addoption("--venv-python", default=None, metavar="PYTHON",
+                help="the clients' (and sglang-omni's) Python [$EVAL_VENV_PYTHON, else the config's "
+                     "default_venv_python, else cellbench's own]")
+    e.addoption("--benchmarks", default="all", metavar="NAME,...",
+                help="rows of these benchmark files only: arith for benchmark_arith.py [all]")
+    e.addoption("--no-precheck", action="store_true", help="start the rows even when the eval precheck fails")
 
 
 @pytest.hookimpl(tryfirst=True)

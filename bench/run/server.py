@@ -32,7 +32,7 @@ from bench.base.exits import signal_name
 from bench.host import affinity, memlimit
 from bench.host.oom import OomWatch
 from bench.host.ports import listeners, port_holder
-from bench.host.process_groups import register, signal_group, unregister
+from bench.host.process_groups import register, signal_group, stop_recorded_groups, unregister
 from bench.setup.adapter import ServeCommand
 
 STOP_GRACE_S = 15.0
@@ -110,6 +110,7 @@ class ServerProcess:
         self.oom_watch: OomWatch | None = None
         self.oom_check_error: str | None = None  # set by _detect_oom when OOM detection failed
         self._started_at = 0.0
+        self._born = 0.0  # the server's create time: groups it recorded must be younger
 
     @property
     def base_url(self) -> str:
@@ -132,6 +133,9 @@ class ServerProcess:
                 self._remove_cgroup()
                 raise
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        for path, text in self.command.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
         try:
             with self.log_path.open("ab") as log:
                 log.write(f"$ {' '.join(self.command.argv)}\n".encode())
@@ -158,6 +162,8 @@ class ServerProcess:
             self._remove_cgroup()
             raise
         self._started_at = time.monotonic()
+        with contextlib.suppress(psutil.Error):  # psutil's clock: what recorded groups are compared with
+            self._born = psutil.Process(self.proc.pid).create_time()
         self.oom_watch = OomWatch(self.proc.pid, self.cgroup)
         register(self.proc.pid)
 
@@ -307,6 +313,7 @@ class ServerProcess:
             signal_group(pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
+            stop_recorded_groups(self.command.group_manifest, self._born, grace_s)
             unregister(pid)
             code = self.proc.returncode
             # Our SIGKILL after the grace period is not an OOM; only the kernel or cgroup can say so.

@@ -13,6 +13,7 @@ import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from bench.setup.installs import Installation, Recipe
 from bench.setup.model_ref import ModelFormat, ModelRef
@@ -43,6 +44,10 @@ class ServeContext:
     split: str
     concurrency: int
     platform: str = ""  # the platform tag the command is for (e.g. "linux-x86_64+cuda")
+    # A server profile's knobs for adapters that have them (an eval config's sglang-omni router
+    # profile: workers, GPUs per worker, worker arguments); other adapters ignore them.
+    options: Mapping[str, Any] = field(default_factory=dict)
+    workdir: Path | None = None  # a folder of this server's own (its log's), for files it needs
 
 
 @dataclass(frozen=True)
@@ -51,11 +56,19 @@ class ServeCommand:
     env: dict[str, str] = field(default_factory=dict)  # added to the inherited environment
     cwd: Path | None = None
     cpus: tuple[int, ...] | None = None  # CPU affinity it starts with (Linux): its processes inherit it
+    files: dict[Path, str] = field(default_factory=dict)  # written before the server starts
+    # A file where the server records the process groups of children it starts in sessions of
+    # their own (sglang-omni's router and its workers): those groups are stopped with the server.
+    group_manifest: Path | None = None
 
     def to_json(self) -> dict:
         out: dict[str, object] = {"argv": self.argv, "env": self.env, "cwd": str(self.cwd) if self.cwd else None}
         if self.cpus is not None:
             out["cpus"] = list(self.cpus)
+        if self.files:
+            out["files"] = {str(path): text for path, text in self.files.items()}
+        if self.group_manifest is not None:
+            out["group_manifest"] = str(self.group_manifest)
         return out
 
 
@@ -105,6 +118,12 @@ class Adapter:
     # Set by adapters that a profile or `--endpoint` defines instead of code (the generic
     # `openai` one): (profile, endpoint or None) -> Bound, or raises NotConfigured.
     bind: Callable[[ModelProfile, str | None], Bound] | None = None
+    # False for a server only eval configs start (sglang-omni's router): no benchmark cells, no
+    # weekly update, no nightly matrix entry.
+    benchmark_cells: bool = True
+    # True when `serve` places ServeContext.options["extra_args"] itself (a router passes them to
+    # its workers); otherwise the engine appends them to the server's argv.
+    places_extra_args: bool = False
     notes: str = ""
 
     def platform_here(self) -> str | None:

@@ -1,0 +1,162 @@
+"""`cellbench eval precheck`: is this machine ready for a config's rows? One line per check.
+
+Each check is ✓, or ✗ with the exact command that fixes it: the clients' Python, what the config
+says its rows need (models and datasets in the Hugging Face or ModelScope cache, importable
+packages, paths under the eval root), the ports, and GPUs other processes hold (listed by PID,
+user and memory; never killed). A ✗ stops `pytest -m eval` before any server starts, unless
+`--no-precheck`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.eval.config import EvalConfig, EvalRow, Requirement
+from bench.eval.gpus import busy_gpus
+from bench.host.ports import free_port
+from bench.setup import profiles
+
+PYTHON_ENV = "EVAL_VENV_PYTHON"
+CHECK_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class ClientPython:
+    path: str
+    source: str  # "--venv-python", "$EVAL_VENV_PYTHON", "default_venv_python", "cellbench"
+    tried: tuple[str, ...] = ()
+
+
+def client_python(explicit: str | None, config: EvalConfig) -> ClientPython:
+    """The clients' Python: `--venv-python`, then `$EVAL_VENV_PYTHON`, then the first existing
+    entry of the config's `default_venv_python` (the last one when none exists, so precheck names
+    it), then the Python cellbench runs on when the config names none."""
+    if explicit:
+        return ClientPython(explicit, "--venv-python")
+    if os.environ.get(PYTHON_ENV):
+        return ClientPython(os.environ[PYTHON_ENV], f"${PYTHON_ENV}")
+    listed = config.environment.venv_python
+    if listed:
+        found = next((p for p in listed if Path(p).exists()), listed[-1])
+        return ClientPython(found, "default_venv_python", listed)
+    return ClientPython(sys.executable, "cellbench")
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    what: str
+    fix: str = ""  # the command (or action) that turns a ✗ into a ✓
+
+    def line(self) -> str:
+        return f"✓ {self.what}" if self.ok else f"✗ {self.what} — fix: {self.fix}"
+
+
+def _python_runs(python: ClientPython) -> Check:
+    if not Path(python.path).exists():
+        tried = f" (tried {', '.join(python.tried)})" if len(python.tried) > 1 else ""
+        return Check(False, f"clients' Python {python.path} ({python.source}) does not exist{tried}",
+                     f"--venv-python /path/to/venv/bin/python, or export {PYTHON_ENV}=...")
+    return Check(True, f"clients' Python {python.path} ({python.source})")
+
+
+def _imports(python: str, module: str) -> bool:
+    try:
+        done = subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=CHECK_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _hf_cache() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    return Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+
+
+def _in_hf_cache(repo: str, kind: str) -> bool:
+    """A snapshot of `repo` in the Hugging Face hub cache (`models--org--name/snapshots/<rev>`)."""
+    folder = _hf_cache() / f"{kind}s--{repo.replace('/', '--')}" / "snapshots"
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def _in_modelscope_cache(repo: str) -> bool:
+    base = Path(os.environ.get("MODELSCOPE_CACHE", Path.home() / ".cache" / "modelscope" / "hub"))
+    return any((base / sub / repo).exists() for sub in ("", "models"))
+
+
+def _cellbench_model(model_id: str) -> Check | None:
+    """A model id that names or is declared by a cellbench profile is checked through it."""
+    for name in profiles.available_profiles():
+        profile = profiles.load_profile(name)
+        if name == model_id or any(entry.repo == model_id for entry in profile.formats.values()):
+            return Check(True, f"model {model_id}: cellbench model profile {name!r} (built or fetched when a row runs)")
+    return None
+
+
+def _requirement(req: Requirement, python: str, root: Path) -> Check:
+    used = f" — {req.used_for}" if req.used_for else ""
+    if req.kind == "hf-model":
+        found = _cellbench_model(req.id)
+        if found is not None:
+            return found
+        return Check(_in_hf_cache(req.id, "model"), f"model {req.id} in the Hugging Face cache{used}", req.install)
+    if req.kind == "hf-dataset":
+        return Check(_in_hf_cache(req.id, "dataset"), f"dataset {req.id} in the Hugging Face cache{used}",
+                     req.install)
+    if req.kind == "modelscope-model":
+        return Check(_in_modelscope_cache(req.id), f"model {req.id} in the ModelScope cache{used}", req.install)
+    if req.kind == "python-package":
+        return Check(_imports(python, req.id), f"package {req.id} importable by the clients' Python{used}",
+                     req.install.replace("<venv-python>", python))
+    return Check((root / req.id).exists(), f"path {root / req.id}{used}", req.install or f"create {root / req.id}")
+
+
+def _ports() -> Check:
+    try:
+        port = free_port()
+    except OSError as exc:
+        return Check(False, f"no free port on 127.0.0.1: {exc}", "free a port: stop a server you started")
+    return Check(True, f"free ports on 127.0.0.1 (e.g. {port})")
+
+
+def _gpus(rows: list[EvalRow], pool: tuple[int, ...] | None) -> list[Check]:
+    # {asr_gpu} takes a GPU only when one is left, else it is `cpu`: it never makes a row unrunnable.
+    needed = max((r.server_profile.server_gpus for r in rows), default=0)
+    gpus, busy, error = busy_gpus()
+    if error is not None:
+        if needed == 0:
+            return [Check(True, f"no GPU needed ({error})")]
+        return [Check(False, f"rows need up to {needed} GPU(s): {error}", "run on a machine with NVIDIA GPUs")]
+    candidates = [g for g in gpus if pool is None or g in pool]
+    free = [g for g in candidates if g not in {b.gpu for b in busy}]
+    checks = [Check(True, f"GPUs: {len(gpus)}, free in the pool: {free}")]
+    for proc in busy:
+        if proc.gpu in candidates:
+            checks.append(Check(False, f"GPU {proc.gpu} is used by pid {proc.pid} ({proc.user}, {proc.memory_mb} MiB, "
+                                       f"{proc.name})", f"wait for it, or ask {proc.user} to stop pid {proc.pid} "
+                                                        "(cellbench never kills it)"))
+    if len(free) < needed:
+        checks.append(Check(False, f"rows need up to {needed} free GPU(s); {len(free)} free",
+                            "free GPUs, or pass --gpu-pool with idle ones"))
+    return checks
+
+
+def run_checks(config: EvalConfig, rows: list[EvalRow], python: ClientPython,
+               pool: tuple[int, ...] | None) -> list[Check]:
+    checks = [_python_runs(python)]
+    runs = checks[0].ok
+    unselected = {r.hf_model_id for r in config.rows} - {r.hf_model_id for r in rows}
+    for req in config.environment.requirements:
+        if req.kind == "hf-model" and req.id in unselected:
+            continue  # only the selected rows' models must be here
+        if req.kind == "python-package" and not runs:
+            checks.append(Check(False, f"package {req.id}: not checked, the clients' Python is missing", checks[0].fix))
+        else:
+            checks.append(_requirement(req, python.path, config.root))
+    checks += [_ports(), *_gpus(rows, pool)]
+    return checks
