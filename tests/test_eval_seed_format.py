@@ -249,6 +249,16 @@ def test_the_runner_format_runs_unchanged_and_edits_as_the_runner_would(tmp_path
     argv = first["server"]["command"]["argv"]
     assert argv[-1] == "--no-warmup" and "--flash-attn" not in argv
     assert first["server"]["command"]["cwd"] == str(project.repo.resolve())
+    # Supervision: one line per row per stage on the console; those and every server and client line in run.log.
+    (run_log,) = (tmp_path / "results" / "eval" / "demo").glob("*/run.log")
+    log = run_log.read_text()
+    stages = ["arith-acc: START round 1: llamacpp server on 127.0.0.1:", "arith-acc: server ready after",
+              "arith-acc: client running: python benchmarks/eval/arith_client.py --port",
+              "arith-acc: PASS, table replaced line", "arith-speed: PASS, table appended line",
+              "arith-twice: FAIL: locator in benchmark_arith.py: 2 rows match"]
+    for stage in stages:
+        assert stage in log and stage in out, stage
+    assert "arith-acc server | " in log and "arith-acc server | " not in out, "the server's own output: run.log only"
 
 
 def test_a_run_killed_after_its_second_row_keeps_both_rows_edits(tmp_path, llama_server):
@@ -322,7 +332,7 @@ def test_precheck_lists_a_busy_gpu_by_pid_and_stops_the_run_before_any_server(tm
     user = psutil.Process().username()
     busy = f"✗ GPU 0 is used by pid {holder.pid} ({user}, 40000 MiB, python3)"
     assert busy in result.stdout and "never kills" in result.stdout
-    assert "rows need up to 3 free GPU(s); 1 free" in result.stdout
+    assert "rows need up to 2 free GPU(s); 1 free" in result.stdout
     assert "no server was started" in result.stdout + result.stderr
     assert not (tmp_path / "results" / "eval" / "demo").exists() or not list(
         (tmp_path / "results" / "eval" / "demo").glob("*/*/round_1")), "a row ran"
@@ -346,3 +356,19 @@ def test_commit_with_nothing_changed_says_so_in_one_line(tmp_path, llama_server)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "no changes — nothing to commit" in result.stdout and "commit FAILED" not in result.stdout
     assert project._git("log", "--oneline").count("\n") == 1
+
+
+def test_the_generic_openai_adapter_serves_an_eval_row_from_its_profile_command(tmp_path, llama_server):
+    """A server cellbench has no adapter for: the profile's `command` (here llama-server itself,
+    run as any user's binary would be) starts, is checked and stopped like any other."""
+    project = Project(tmp_path, rows=[{**_row("arith-acc", "Accuracy (summary)", ACC), "server_profile": "mine"}])
+    data = yaml.safe_load(project.config.read_text())
+    data["server_profiles"]["mine"] = {"framework": "openai", "command": [
+        llama_server, "-m", "{model_path}", "--host", "{host}", "--port", "{port}", "--alias", "tiny", "-c", "2048"]}
+    project.config.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = project.run()
+    assert result.returncode == 0, result.stdout[-3000:]
+    (row,) = project.state()["rows"]
+    command = row["rounds"][0]["server"]["command"]["argv"]
+    assert row["rounds"][0]["server"]["framework"] == "openai" and command[0] == llama_server
+    assert command[command.index("-m") + 1].endswith(".gguf") and row["edit"]["action"] == "replaced"

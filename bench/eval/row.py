@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import adapters
 from bench.eval.config import EvalRow
+from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.tables import Locator, RowEdit
 from bench.host.ports import free_port
 from bench.run.cell import Launcher
@@ -61,6 +62,7 @@ class RowContext:
     # Rounds already run this session, by (run signature, round): rows that run the same client
     # against the same server (an accuracy row and a speed row of one benchmark) share one run.
     shared_rounds: dict | None = None
+    log: RunLog | None = None  # run.log and the console's stage lines
 
 
 @dataclass
@@ -249,12 +251,25 @@ def _round(row: EvalRow, server: _Server, ctx: RowContext, k: int, launch: Launc
     command = server.command(port, round_dir)
     info["server"] = {"framework": server.adapter.name, "version": server.install.version, "port": port,
                       "command": command.to_json()}
+    log = ctx.log or RunLog(ctx.run_dir / RUN_LOG)
+    log.stage(row.id, f"START round {k}: {server.adapter.name} server on {ctx.host}:{port}")
+    with log.following(row.id, {"server": server_log, "client": client_log}):
+        return _serve_and_run(row, server, ctx, k, launch, info, command, log)
+
+
+def _serve_and_run(row: EvalRow, server: _Server, ctx: RowContext, k: int, launch: Launcher, info: dict,
+                   command: ServeCommand, log: RunLog) -> dict:
+    round_dir = ctx.run_dir / row.id / f"round_{k}"
+    out_dir, server_log, client_log = round_dir / "out", round_dir / "server.log", round_dir / "client.log"
+    port = info["server"]["port"]
     try:
         running = launch(command, server.adapter, ctx.host, port, server_log)
     except ServerStartError as exc:
+        log.stage(row.id, f"server did not start: {exc}")
         return {**info, "reason": f"server boot: {exc}", "fail_excerpt": excerpt(server_log)}
     try:
         info["server"]["ready_after_s"] = running.ready_after_s
+        log.stage(row.id, f"server ready after {running.ready_after_s:.1f} s")
         listed = list_models(running.base_url)
         if listed is not None and server.model.served_id not in listed:
             return {**info, "reason": f"wrong model: server lists {list(listed)}, not {server.model.served_id!r}"}
@@ -264,7 +279,9 @@ def _round(row: EvalRow, server: _Server, ctx: RowContext, k: int, launch: Launc
                   "row_id": row.id, "round": k, "asr_gpu": _asr_device(row, ctx)}
         argv = row.client_argv(values, smoke=ctx.smoke)
         env = {**os.environ, **ctx.auto_env, "OUTPUT_DIR": str(out_dir), "PATH": _path_with(ctx.python, {})}
+        log.stage(row.id, f"client running: {shlex.join(argv)}")
         info["client"] = _run_client(argv, ctx.repo_root, env, client_log, row.timeout_s)
+        log.stage(row.id, f"client exit {info['client']['returncode']} after {info['client']['duration_s']:.0f} s")
     finally:
         stopped = running.stop()
         info["server"]["exit"] = {"returncode": stopped.returncode, "signal": stopped.signal,

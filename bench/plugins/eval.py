@@ -34,10 +34,12 @@ from bench.eval.config import (
 from bench.eval.loader import load_eval_config
 from bench.eval.precheck import ClientPython, client_python, run_checks
 from bench.eval.row import RowContext, RowRun, RowUnavailable, row_edit, run_row
+from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.source import hardware_tag, source_prefix
 from bench.eval.state import RunState, refreshed_rows
 from bench.eval.tables import apply_edits, plan_edit
 from bench.host.machine import detect
+from bench.load.progress import terminal_writer
 from bench.plugins import transport
 from bench.plugins.fixtures import launching
 from bench.plugins.hooks import EVAL, CellRecord, register_stashed, unregister_stashed
@@ -171,6 +173,7 @@ def _row_context(config: pytest.Config, gpus: tuple[int, ...]) -> RowContext:
         install=config.getoption("install"),
         gpus=gpus,
         shared_rounds=config.stash[SHARED_ROUNDS],
+        log=RunLog(eval_run_dir(config) / RUN_LOG, say=terminal_writer(config)),
     )
 
 
@@ -293,8 +296,10 @@ class EvalRecorder:
         self.runs[cell.eval_row] = run
         state = self._state()
         state.record_row(run)
-        state.record_edit(run["id"], self._edit_now(self.rows[run["id"]], run))
+        edit = self._edit_now(self.rows[run["id"]], run)
+        state.record_edit(run["id"], edit)
         state.write()
+        RunLog(state.path.parent / RUN_LOG, say=terminal_writer(self.config)).stage(run["id"], _verdict_line(run, edit))
 
     def _edit_now(self, row: EvalRow, run: dict) -> dict:
         """The row's table edit, as the seed's runner makes it: inline, as soon as the row is done."""
@@ -326,6 +331,18 @@ class EvalRecorder:
         terminalreporter.write_sep("=", "cellbench eval summary")
         for line in [*self.state.summary_lines(), *self.commit_lines]:
             terminalreporter.write_line(line)
+
+
+def _verdict_line(run: dict, edit: dict) -> str:
+    """PASS/FAIL/SKIPPED and what became of the row's table edit, as the console and run.log say it."""
+    verdict = {"ok": "PASS", "fail": "FAIL"}.get(run["status"], run["status"].upper())
+    if run["status"] != "ok":
+        return f"{verdict}: {run['reason']}"
+    where = f" in {Path(edit['file']).name}" if edit.get("file") else ""
+    warning = f"; WARNING: {edit['warning']}" if edit.get("warning") else ""
+    if edit["status"] == "ok":
+        return f"{verdict}, table {edit['reason']}{where}{warning}"
+    return f"{verdict}, table edit {edit['status']}: {edit.get('reason', '')}{where}"
 
 
 def commit_tables(files: list[Path], hardware: str, state: RunState) -> list[str]:
