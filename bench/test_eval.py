@@ -1,7 +1,7 @@
 """The eval rows: one test per row of `models/<model>/eval.yaml`, e.g. `test_eval_row[arith-llamacpp-c4]`.
 
 `pytest -m eval` runs them all; `-k <row id>` one. A passing row rewrites its reference-table row
-in `benchmarks/eval/benchmark_*.py` when the session ends (not under `--smoke` or
+in `benchmarks/eval/benchmark_*.py` as soon as it finishes (not under `--smoke` or
 `--no-table-update`).
 """
 

@@ -381,3 +381,19 @@ def test_a_mean_of_counts_is_a_clean_number(values, shown):
 
     assert clean_mean({"values": values, "mean": fmean(values)}) == shown
     assert type(clean_mean({"values": values, "mean": fmean(values)})) is type(shown)
+
+
+def test_asr_gpu_is_a_leased_gpu_beyond_the_servers_else_cpu(tmp_path):
+    """`{asr_gpu}` in a client (sglang-omni's runner format): the GPU the lease took beyond the
+    server's, as `cuda:N`; `cpu` when the pool had none left."""
+    from bench.eval.config import CellSpec, EvalRow, Locate, ServerProfile
+    from bench.eval.row import RowContext, _asr_device
+
+    row = EvalRow(id="r", file=tmp_path / "b.py", hf_model_id="m",
+                  server_profile=ServerProfile(name="p", framework="sglang_omni", server_gpus=2),
+                  locate=Locate("A", "B", "c=1"), client=("python", "c.py", "--device", "{asr_gpu}"),
+                  result_json="r.json", cells={"a": CellSpec({"v": "a"}, "{v}")})
+    assert row.wants_asr_gpu
+    ctx = RowContext(run_dir=tmp_path, repo_root=tmp_path, auto_env={}, gpus=(4, 5, 7))
+    assert _asr_device(row, ctx) == "cuda:7"
+    assert _asr_device(row, RowContext(run_dir=tmp_path, repo_root=tmp_path, auto_env={}, gpus=(4, 5))) == "cpu"
