@@ -95,6 +95,12 @@ class ServerProfile:
     env: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # adapter knobs: router fields, openai `command`
 
+    @property
+    def in_users_environment(self) -> bool:
+        """sglang-omni's router and a row's own `server` template run in the user's environment, whose
+        `python` must come first on PATH; cellbench's framework installs bring their own."""
+        return self.framework == ROUTER_FRAMEWORK or "shell" in self.options
+
 
 @dataclass(frozen=True)
 class Requirement:

@@ -159,7 +159,9 @@ class _Server:
         command = self.adapter.serve(serve)
         if options["extra_args"] and not self.adapter.places_extra_args:
             command = replace(command, argv=[*command.argv, *shlex.split(options["extra_args"])])
-        env = {**command.env, **ctx.auto_env, **sp.env, "PATH": _path_with(ctx.python, command.env)}
+        env = {**command.env, **ctx.auto_env, **sp.env}
+        if sp.in_users_environment:
+            env["PATH"] = _path_with(ctx.python, command.env)
         if sp.server_gpus:
             env["CUDA_VISIBLE_DEVICES"] = gpus
         return replace(command, env=env, cwd=command.cwd or ctx.repo_root)

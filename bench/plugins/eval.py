@@ -220,7 +220,8 @@ def run_eval_row(request: pytest.FixtureRequest):
                 reason = f"server profile {row.server_profile.name!r} needs {needed} GPU(s); {have}"
                 _finish(request.node, row, RowRun(row.id, status="skipped", reason=reason))
                 pytest.skip(f"{row.id}: {reason}")
-            needed += row.wants_asr_gpu and len(pool) > needed  # {asr_gpu} gets a GPU of its own when one is left
+            if row.wants_asr_gpu and len(pool) > needed:  # {asr_gpu} gets a GPU of its own when one is left
+                needed += 1
             timeout = config.getoption("host_lock_timeout")
             with gpu_leases.lease(pool, needed, cache_root() / "gpu-locks", timeout) as leased, launching() as launch:
                 outcome = _run(row, request, _row_context(config, leased), launch)
