@@ -323,6 +323,27 @@ def test_an_interrupt_python_could_only_report_as_unraisable_still_ends_the_leve
     assert time.perf_counter() - t0 < 15
 
 
+def test_an_interrupt_that_ends_a_task_nobody_awaits_still_ends_the_level(server):
+    """aiohttp writes each request body from a task of its own, referenced by the request and
+    awaited only at its release: an interrupt landing there must end the level at once, not when
+    the task is collected after the level has run to its end. Here such a task is started,
+    deterministically, from the progress callback ~1 s in."""
+    kept: list[asyncio.Task] = []  # referenced, as the request references its writer task
+
+    async def body_writer() -> None:
+        raise _Interrupt("timeout")
+
+    def progress(p: Progress) -> None:
+        if not kept:
+            kept.append(asyncio.ensure_future(body_writer()))
+
+    t0 = time.perf_counter()
+    with pytest.raises(_Interrupt):
+        run_level(level(server.base_url, concurrency=2, requests=8, progress=progress),
+                  prompts("stream 5000 0.002"), [])  # 40 s and more without the interrupt
+    assert time.perf_counter() - t0 < 15 and kept
+
+
 def test_the_hang_watchdog_covers_warm_up_and_keeps_its_records(server):
     """A server that sends headers and then nothing during warm-up: the level stops after the
     stall timeout, not after the request timeout, and the warm-up request stays on record."""

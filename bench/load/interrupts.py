@@ -5,8 +5,9 @@ An interrupt is a BaseException that is neither an error nor a cancellation: Key
 A signal handler raises it wherever the main thread is: in a task (it propagates), but also in a
 loop callback or a transport (asyncio only logs it), inside aiohttp's protocol (wrapped into a
 ClientPayloadError), or in a finalizer or weakref callback (Python only reports it as
-unraisable). `Interrupts` catches it in each of those places, cancels the level's main task and
-raises it again once the loop has unwound.
+unraisable), or in a task nobody awaits (aiohttp's request-body writer). `Interrupts` catches it
+in each of those places, cancels the level's main task and raises it again once the loop has
+unwound.
 """
 
 from __future__ import annotations
@@ -72,12 +73,26 @@ class Interrupts:
             else:
                 loop.default_exception_handler(context)
 
+        def task_factory(loop: asyncio.AbstractEventLoop, task_coro: Coroutine, **kwargs: Any) -> asyncio.Task:
+            task = asyncio.Task(task_coro, loop=loop, **kwargs)
+            task.add_done_callback(self._task_done)
+            return task
+
         loop.set_exception_handler(on_loop_exception)
+        loop.set_task_factory(task_factory)  # type: ignore[arg-type]
         try:
             return await coro
         except asyncio.CancelledError:
             self.raise_caught()
             raise
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        """A task that an interrupt ended: aiohttp sends a request body from a task of its own
+        that nobody awaits while the response streams, so an interrupt landing there would
+        otherwise surface only when that task is collected, after the level ran to its end."""
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None and is_interrupt(exc):
+            self.catch(exc)
 
     @contextlib.contextmanager
     def unraisable(self) -> Iterator[None]:
