@@ -192,15 +192,15 @@ def test_a_model_that_cannot_load_is_one_line(stand_in: pytest.Pytester):
 MARGIN = 60.0  # bench.plugins.budget.TIMEOUT_MARGIN_S
 
 
-def test_no_timeout_no_budget(stand_in: pytest.Pytester):
-    assert budget(stand_in) is None
+def test_no_timeout_the_weekly_runs_caps(stand_in: pytest.Pytester):
+    assert budget(stand_in) == 45 * 60.0, "a chat cell's default cap: 45 minutes"
     assert budget(stand_in, "--cell-budget", "120") == 120.0
 
 
 def test_a_budget_per_split_and_with_units(stand_in: pytest.Pytester):
     assert budget(stand_in, "--cell-budget", "chat=2m,agent=90m") == 120.0, "the chat cell takes chat's"
     assert budget(stand_in, "--cell-budget", "1.5h") == 5400.0, "one duration serves every split"
-    assert budget(stand_in, "--cell-budget", "agent=90m") is None, "none given for chat"
+    assert budget(stand_in, "--cell-budget", "agent=2h") == 45 * 60.0, "chat keeps its default"
     assert budget(stand_in, "--timeout", "600", "--cell-budget", "agent=1m") == 600 - MARGIN
     assert budget(stand_in, "--timeout", "60", "--cell-budget", "chat=20s") == 20.0, "chat's budget stands"
     assert usage_error(stand_in, "--timeout", "60", "--cell-budget", "agent=1m").startswith(

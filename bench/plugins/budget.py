@@ -1,11 +1,12 @@
 """A cell's wall-clock budget, and pytest-timeout's timeout as its backstop.
 
 pytest-timeout kills a test at its timeout with nothing written. A cell therefore stops itself
-earlier: its budget is --cell-budget (for its split), capped by the test's timeout less TIMEOUT_MARGIN_S, the
-time cellbench keeps to stop the server and write the result. A selected cell whose timeout is
-within that margin would get no budget at all; unless --cell-budget is given, that is a usage
-error when collection finishes, before any server starts (under xdist on the controller, when a
-worker's collection is reported: a worker cannot stop the session cleanly).
+earlier: its budget is --cell-budget for its split (by default the weekly run's 45 minutes for
+chat, 90 for agent), capped by the test's timeout less TIMEOUT_MARGIN_S, the time cellbench keeps
+to stop the server and write the result. A selected cell whose timeout is within that margin
+would get no budget at all; unless --cell-budget names its split, that is a usage error when
+collection finishes, before any server starts (under xdist on the controller, when a worker's
+collection is reported: a worker cannot stop the session cleanly).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ XDIST_HOOKS = pytest.StashKey[object]()
 
 
 def cell_budget(item: pytest.Item) -> float | None:
-    """The cell's budget in seconds: --cell-budget, capped by the item's timeout less the margin.
-    A timeout within the margin was refused at collection unless --cell-budget was given; then
-    that budget stands."""
-    budget = _given_budget(item)
+    """The cell's budget in seconds: its split's, capped by the item's timeout less the margin.
+    A timeout within the margin was refused at collection unless --cell-budget named the split;
+    then that budget stands."""
+    budget = _split_budget(item)
     timeout = _item_timeout(item)
     if timeout is None or timeout <= TIMEOUT_MARGIN_S:
         return budget
@@ -50,7 +51,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     for item in session.items:
         cell = "cell_id" in getattr(item, "fixturenames", ())
-        timeout = _item_timeout(item) if cell and _given_budget(item) is None else None
+        timeout = _item_timeout(item) if cell and not _given(item) else None
         if timeout is not None and timeout <= TIMEOUT_MARGIN_S:
             if item.get_closest_marker("timeout") is not None:
                 raise pytest.UsageError(_no_budget_left(f"@pytest.mark.timeout({timeout:g}) on {item.nodeid}"))
@@ -63,16 +64,22 @@ class _XdistBudgetCheck:
         node ids only, so a `timeout` marker's value is not checked here."""
         timeout, source = _session_timeout(node.config)
         short = timeout is not None and timeout <= TIMEOUT_MARGIN_S
-        budgets = settings(node.config).cell_budget_s
-        if short and any(f"-{split}]" in nodeid and split not in budgets
+        given = settings(node.config).cell_budget_given
+        if short and any(f"-{split}]" in nodeid and split not in given
                          for nodeid in ids if "test_cell[" in nodeid for split in SPLITS):
             raise pytest.UsageError(_no_budget_left(source))
 
 
-def _given_budget(item: pytest.Item) -> float | None:
-    """--cell-budget for the item's split; None when not given for it (or not a cell)."""
+def _split_budget(item: pytest.Item) -> float | None:
+    """The budget of the item's split (--cell-budget's, else the default); None when not a cell."""
     cell = cell_id_of(item)
     return settings(item.config).cell_budget_s.get(cell[1]) if cell else None
+
+
+def _given(item: pytest.Item) -> bool:
+    """Whether --cell-budget named the item's split."""
+    cell = cell_id_of(item)
+    return cell is not None and cell[1] in settings(item.config).cell_budget_given
 
 
 def _session_timeout(config: pytest.Config) -> tuple[float | None, str]:

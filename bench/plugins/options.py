@@ -49,7 +49,8 @@ class Settings:
     profile: profiles.ModelProfile
     endpoint: str | None
     hang_s: dict[str, float]  # split -> seconds without progress that cancel a level
-    cell_budget_s: dict[str, float]  # split -> a cell's wall-clock budget (--cell-budget); absent: none
+    cell_budget_s: dict[str, float]  # split -> a cell's wall-clock budget: --cell-budget, else the seed's
+    cell_budget_given: frozenset[str]  # the splits --cell-budget named (the others have the default)
     memory_limit_bytes: int | None
     cpus: affinity.Placement
     gpu_pool: tuple[int, ...] | None  # None: every GPU of this machine
@@ -101,7 +102,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--cell-budget", default=None, metavar="S|chat=45m,agent=90m",
                 help="wall-clock budget per cell, one for every split or one per split (s, m or h; a bare number "
                      "is seconds): at the deadline the level stops, finished and partial levels are kept and the "
-                     "cell ends capped [none; pytest's --timeout minus a margin when given]")
+                     "cell ends capped [chat=45m,agent=90m; less when pytest's --timeout minus a margin is less]")
     g.addoption("--hang-minutes", default="chat=30,agent=45", metavar="chat=30,agent=45",
                 help="no output and no finished request for this long cancels the level: capped, 'no progress' "
                      "[chat=30,agent=45]")
@@ -158,7 +159,8 @@ def pytest_configure(config: pytest.Config) -> None:
         levels=_levels(config.getoption("concurrency")),
         endpoint=_endpoint(config.getoption("endpoint")),
         hang_s=_hang_seconds(config.getoption("hang_minutes")),
-        cell_budget_s=cell_budgets(config.getoption("cell_budget")),
+        cell_budget_s={**DEFAULT_CELL_BUDGET_S, **cell_budgets(config.getoption("cell_budget"))},
+        cell_budget_given=frozenset(cell_budgets(config.getoption("cell_budget"))),
         memory_limit_bytes=_memory_limit(config.getoption("memory_limit")),
         cpus=_cpus(config),
         gpu_pool=_gpu_pool(config.getoption("gpu_pool")),
@@ -252,6 +254,11 @@ def _duration_s(text: str) -> float:
     text = text.strip().lower()
     scale = _UNITS.get(text[-1:], None)
     return float(text[:-1] if scale else text) * (scale or 1.0)
+
+
+# The weekly run's caps (a chat cell 45 minutes, an agent cell 90): a cell that has not finished by
+# then is stuck or far too slow to be worth the rest of the night.
+DEFAULT_CELL_BUDGET_S = {"chat": 45 * 60.0, "agent": 90 * 60.0}
 
 
 def cell_budgets(text: str | None) -> dict[str, float]:
