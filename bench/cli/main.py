@@ -4,7 +4,8 @@
 for every framework, where it runs, whether it can run here, what is installed (version and
 where from) and the command that installs it. `cellbench report` rebuilds the reports from
 result files (bench.reports.rebuild); `cellbench weekly` runs the unattended weekly pipeline (bench.cli.weekly);
-`cellbench eval precheck|locate` checks an eval config's rows without running them (bench.cli.eval).
+`cellbench eval precheck|locate` checks an eval config's rows without running them (bench.cli.eval);
+`cellbench serve FRAMEWORK` starts one server as its cell would, for debugging by hand (bench.cli.serve).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 # Subcommands whose options their own modules parse.
 OWN_OPTIONS = {"report": "bench.reports.rebuild", "weekly": "bench.cli.weekly", "nightly": "bench.cli.nightly",
-               "clean": "bench.reports.cleanup", "eval": "bench.cli.eval"}
+               "clean": "bench.reports.cleanup", "eval": "bench.cli.eval", "serve": "bench.cli.serve"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     evals = sub.add_parser("eval", add_help=False,
                            help="eval rows without running them: precheck (ready?), locate (which table lines)")
     evals.set_defaults(func=None)
+    served = sub.add_parser("serve", add_help=False,
+                            help="one framework's server in the foreground, exactly as a cell starts it")
+    served.set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)
     if args.command in OWN_OPTIONS:  # their options are the modules' own
         module = importlib.import_module(OWN_OPTIONS[args.command])

@@ -11,34 +11,26 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
-import signal
 import statistics
-import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import adapters
+from bench.eval.client import excerpt, path_with, run_client
 from bench.eval.config import EvalRow
 from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.tables import Locator, RowEdit
 from bench.host.ports import free_port
 from bench.run.cell import Launcher
 from bench.run.probes import list_models
-from bench.run.server import ServerStartError, log_tail
+from bench.run.server import ServerStartError
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, ModelRef, ServeCommand, ServeContext
 from bench.setup.installs import ensure_installed
-
-KILL_GRACE_S = 10.0
-# Lines worth quoting when a client or server fails without a traceback.
-_ERROR_LINE = re.compile(r"error|failed|exception|out of memory|outofmemory|killed|modulenotfound|refused",
-                         re.IGNORECASE)
 
 
 class RowUnavailable(Exception):
@@ -81,20 +73,6 @@ class RowRun:
         return {"id": self.row_id, "status": self.status, "reason": self.reason, "fail_excerpt": self.excerpt,
                 "gpus": self.gpus, "rounds": self.rounds, "cells": self.cells, "spread": self.spread,
                 "source_note": self.source_note}
-
-
-def excerpt(*logs: Path, limit: int = 2000) -> str:
-    """The last traceback in the first log that has one, else the last error-looking line."""
-    for log in logs:
-        text = log_tail(log, 400)
-        start = text.rfind("Traceback (most recent call last)")
-        if start >= 0:
-            return text[start:][-limit:]
-    for log in logs:
-        lines = [line for line in log_tail(log, 50).splitlines() if _ERROR_LINE.search(line)]
-        if lines:
-            return lines[-1][-limit:]
-    return ""
 
 
 def _model_profile(hf_model_id: str) -> profiles.ModelProfile | None:
@@ -161,7 +139,7 @@ class _Server:
             command = replace(command, argv=[*command.argv, *shlex.split(options["extra_args"])])
         env = {**command.env, **ctx.auto_env, **sp.env}
         if sp.in_users_environment:
-            env["PATH"] = _path_with(ctx.python, command.env)
+            env["PATH"] = path_with(ctx.python, command.env)
         if sp.server_gpus:
             env["CUDA_VISIBLE_DEVICES"] = gpus
         return replace(command, env=env, cwd=command.cwd or ctx.repo_root)
@@ -170,49 +148,6 @@ class _Server:
         if self.ctx.port == 0:
             return free_port(self.ctx.host)
         return self.ctx.port or self.adapter.default_port
-
-
-def _path_with(python: str, env: dict[str, str]) -> str:
-    """PATH with the clients' Python's folder first: a command that says `python` gets that one
-    (sglang-omni's runner does the same with its venv)."""
-    return os.pathsep.join([str(Path(python).parent), env.get("PATH", os.environ.get("PATH", ""))])
-
-
-def _run_client(argv: list[str], cwd: Path, env: dict[str, str], log: Path, timeout_s: float) -> dict:
-    """Run the client in its own process group; at the limit the whole group is stopped."""
-    t0 = time.monotonic()
-    with log.open("ab") as out:
-        out.write(f"$ {' '.join(argv)}\n".encode())
-        out.flush()
-        try:
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError as exc:
-            return {"argv": argv, "returncode": None, "timed_out": False, "duration_s": 0.0,
-                    "error": f"cannot start: {exc}"}
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _stop_group(proc)  # also on Ctrl-C: a client never outlives its row
-    return {"argv": argv, "returncode": proc.returncode, "timed_out": timed_out,
-            "duration_s": round(time.monotonic() - t0, 3), "tail": log_tail(log, 20)}
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)  # children it left behind, even when it has exited itself
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=wait)
-            if sig is signal.SIGTERM:
-                return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _asr_device(row: EvalRow, ctx: RowContext) -> str:
@@ -280,9 +215,9 @@ def _serve_and_run(row: EvalRow, server: _Server, ctx: RowContext, k: int, launc
                   "model": server.model.served_id, "hf_model_id": row.hf_model_id, "repo_root": ctx.repo_root,
                   "row_id": row.id, "round": k, "asr_gpu": _asr_device(row, ctx)}
         argv = row.client_argv(values, smoke=ctx.smoke)
-        env = {**os.environ, **ctx.auto_env, "OUTPUT_DIR": str(out_dir), "PATH": _path_with(ctx.python, {})}
+        env = {**os.environ, **ctx.auto_env, "OUTPUT_DIR": str(out_dir), "PATH": path_with(ctx.python, {})}
         log.stage(row.id, f"client running: {shlex.join(argv)}")
-        info["client"] = _run_client(argv, ctx.repo_root, env, client_log, row.timeout_s)
+        info["client"] = run_client(argv, ctx.repo_root, env, client_log, row.timeout_s)
         log.stage(row.id, f"client exit {info['client']['returncode']} after {info['client']['duration_s']:.0f} s")
     finally:
         stopped = running.stop()
