@@ -19,6 +19,10 @@ oom, capped or degraded (skips for frameworks that do not run here are not failu
 that ended without running its cells (pytest's exit code 2 interrupted, 3 internal error, 4 usage
 error, 5 no tests collected, or a signal) fails the run with that session's code and its last
 error line, in the output, the commit message and the journal; exit code 1 means failing cells.
+
+Before the first cell (bench.cli.weekly_start): the branch is claimed, the journal's preamble is
+written, the machine is kept awake, and a set-up that can run no cell stops the run (exit 6,
+the fix in the journal). A chat split whose every cell failed the same way stops the agent split.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ from pathlib import Path
 import pytest
 
 import adapters
-from bench.base.git import branch_worktree, git
+from bench.base.git import GitError, branch_worktree, git
 from bench.base.paths import PROJECT_ROOT
+from bench.cli.weekly_start import claim_branch, kept_awake, setup_problem, systemic_failure
 from bench.core.result import new_run_id
 from bench.core.verdicts import GREEN_VERDICTS
 from bench.host.machine import detect
@@ -49,6 +54,7 @@ from bench.setup.installs import InstallError, cached, ensure_installed
 from bench.setup.profiles import ProfileError, load_profile
 
 SPLITS = ("chat", "agent")
+NOT_STARTED = 6  # the run stopped before its first cell (the branch or the set-up); pytest uses 0-5
 
 
 def update_frameworks(only: list[str] | None = None) -> list[dict]:
@@ -135,6 +141,31 @@ def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> S
         return Session(split, proc.wait(), tuple(tail))
 
 
+def run_splits(splits: list[str], args: argparse.Namespace, run_id: str, log: Path, scoped: Path, model: str,
+               machine: str) -> tuple[list[Session], list[str]]:
+    """Each split's session in order; a split after a chat split whose every cell failed the same
+    way (the model, the prompts, the machine) is not started. Returns the sessions and the notes
+    saying which splits were not started, and why."""
+    sessions: list[Session] = []
+    for split in splits:
+        session = run_split(split, args, run_id, log)
+        sessions.append(session)
+        if split != "chat" or session.failure:
+            continue
+        cells = Journal.open(scoped, model=model, machine=machine, day=args.date).cells.values()
+        systemic = systemic_failure([c for c in cells if c.split == "chat"])
+        if systemic is not None:
+            rest = splits[splits.index(split) + 1:]
+            return sessions, [f"Not started: {', '.join(rest)}, because {systemic}"] if rest else []
+    return sessions, []
+
+
+def runnable_frameworks(only: list[str] | None) -> list[str]:
+    """The selected frameworks (every one, unselected) whose cells run on this machine."""
+    return [a.name for a in adapters.registry().values()
+            if a.benchmark_cells and a.runs_here() and (only is None or a.name in only)]
+
+
 def commit_on_branch(repo: Path, branch: str, results: Path, message: str, push: bool) -> list[str]:
     """Adapter edits of the checkout (one commit each), then the results, on `branch` in a worktree."""
     changed = [line[3:] for line in git(repo, "status", "--porcelain", "--", "adapters", check=True).stdout.splitlines()
@@ -197,16 +228,36 @@ def main(argv: list[str] | None = None) -> int:
     log = scoped / f"weekly_{args.date}.log"
     run_id = new_run_id()
 
-    versions = [] if args.no_update else update_frameworks(args.frameworks)
-    sessions = [run_split(split, args, run_id, log) for split in splits]
+    claimed = "none (--no-branch)"
+    if not args.no_branch:  # first: a run that cannot commit must not find out after hours
+        try:
+            claimed = claim_branch(args.repo, branch)
+        except GitError as exc:
+            print(f"cellbench weekly: {exc}; nothing was run", file=sys.stderr)
+            return NOT_STARTED
+    journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
+    journal.notes += [f"Branch: {claimed}; run {run_id}; log {log.name}"]
+    journal.save()  # the preamble is on disk before the first cell
+
+    with kept_awake() as awake:
+        journal.notes.append(f"Awake: {awake}")
+        journal.save()
+        versions = [] if args.no_update else update_frameworks(args.frameworks)
+        problem = setup_problem(args.frameworks or [], runnable_frameworks(args.frameworks), versions)
+        if problem is not None:
+            journal.session_failures.append(f"set-up: {problem}")
+            journal.finish(interrupted=False)
+            print(f"cellbench weekly: {problem}", file=sys.stderr)
+            return NOT_STARTED
+        sessions, skipped_splits = run_splits(splits, args, run_id, log, scoped, profile.results_name, machine)
     died = [s.failure for s in sessions if s.failure]
     reports = rebuild(args.results_dir, model=profile.results_name, machine=machine)
 
     journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
-    journal.notes += [f"Branch: {'none (--no-branch)' if args.no_branch else branch}; run {run_id}; log {log.name}"]
     journal.notes += [f"{v['framework']}: {v['before'] or 'not installed'} -> {v['after'] or 'FAILED: ' + v['error']}"
                       for v in versions]
     journal.notes += [f"pytest -m {s.split}: exit {s.exit_code}" for s in sessions]
+    journal.notes += skipped_splits
     journal.session_failures = [*journal.session_failures, *(f"{reason} (log {log.name})" for reason in died)]
     journal.finish(interrupted=False)  # an interrupted session is among the session failures
     cells = [c for c in journal.cells.values() if c.split in splits]

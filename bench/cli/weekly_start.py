@@ -1,0 +1,104 @@
+"""What `cellbench weekly` settles before its first cell, and when it stops early.
+
+- The `weekly/<date>` branch is claimed first (made from HEAD unless it exists): a run that
+  cannot commit finds out in a second, not after hours.
+- The machine is kept awake for the run: `caffeinate` on macOS, `systemd-inhibit` on Linux where
+  logind answers; the journal says which, or why neither.
+- A set-up that cannot run a single cell (no selected framework runs here, or none is installed
+  after the update) stops the run with the command that fixes it.
+- After the chat split, when every chat cell that ran failed for one and the same reason (the
+  model, the prompts, the machine: not the frameworks), the agent split is not started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from bench.base.git import PROTECTED_BRANCHES, GitError, git
+from bench.core.verdicts import GREEN_VERDICTS
+from bench.reports.journal import CellEntry
+
+SETTLE_S = 1.0  # how long an inhibitor must stay up to count as holding
+
+
+def claim_branch(repo: Path, branch: str) -> str:
+    """Make `branch` from HEAD (or find it); raise GitError saying why it cannot be."""
+    if branch in PROTECTED_BRANCHES:
+        raise GitError(f"refusing to commit results to {branch}")
+    if git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").stdout.strip():
+        return f"{branch} (exists; this run adds to it)"
+    done = git(repo, "branch", branch, "HEAD")
+    if done.returncode != 0:
+        raise GitError(f"cannot create {branch} in {repo}: {(done.stderr or done.stdout).strip()}")
+    return f"{branch} (new, from {git(repo, 'rev-parse', '--short', 'HEAD').stdout.strip()})"
+
+
+def _inhibitor_command() -> tuple[list[str], str] | None:
+    if sys.platform == "darwin" and shutil.which("caffeinate"):
+        return ["caffeinate", "-i", "-s", "-w", str(os.getpid())], "caffeinate -i -s"
+    if shutil.which("systemd-inhibit"):
+        return (["systemd-inhibit", "--what=sleep:idle", "--who=cellbench", "--why=weekly benchmark run",
+                 "--mode=block", "sleep", "infinity"], "systemd-inhibit --what=sleep:idle")
+    return None
+
+
+@contextlib.contextmanager
+def kept_awake() -> Iterator[str]:
+    """Hold the machine awake for the block; yields what holds it (or why nothing does)."""
+    found = _inhibitor_command()
+    if found is None:
+        yield "nothing keeps the machine awake: neither caffeinate (macOS) nor systemd-inhibit is installed"
+        return
+    argv, label = found
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    time.sleep(SETTLE_S)
+    if proc.poll() is not None:  # e.g. no logind in a container
+        said = proc.stderr.read().decode(errors="replace").strip().splitlines() if proc.stderr else []
+        yield f"nothing keeps the machine awake: {label} exited {proc.returncode} ({(said or ['no output'])[-1]})"
+        return
+    try:
+        yield f"{label} (pid {proc.pid}) keeps the machine awake"
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def setup_problem(selected: Sequence[str], runnable: Sequence[str], versions: Sequence[dict]) -> str | None:
+    """Why no cell can run at all, with the command that fixes it; None when some can."""
+    if not runnable:
+        return (f"none of {', '.join(selected) or 'the frameworks'} runs on this machine: "
+                "`cellbench doctor` lists where each runs")
+    installed = [v["framework"] for v in versions if v.get("after")]
+    if versions and not installed:
+        failed = "; ".join(f"{v['framework']}: {v.get('error', 'not installed')}" for v in versions)
+        return f"no framework could be installed ({failed}); fix: `cellbench install {' '.join(runnable)}`"
+    return None
+
+
+_VARIABLE = re.compile(r"\d+(\.\d+)?|/\S+|'[^']*'")
+
+
+def systemic_failure(chat_cells: Sequence[CellEntry]) -> str | None:
+    """The one reason every chat cell that ran failed for, or None. Numbers, paths, quoted names
+    and the framework's own name are masked, so "llamacpp: prompts file /x missing" and
+    "vllm: prompts file /y missing" are one reason; a skipped cell did not run."""
+    ran = [c for c in chat_cells if c.verdict != "skipped"]
+    if not ran or any(c.verdict in GREEN_VERDICTS for c in ran):
+        return None
+    masked = {_VARIABLE.sub("…", (c.reason or c.verdict).replace(c.framework, "<framework>")) for c in ran}
+    if len(masked) != 1:
+        return None
+    return f"every chat cell ({len(ran)}) failed the same way: {ran[0].reason or ran[0].verdict}"

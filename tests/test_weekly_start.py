@@ -1,0 +1,118 @@
+"""What `cellbench weekly` settles before its first cell, and when it stops early."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from bench.base.git import GitError
+from bench.base.paths import PROJECT_ROOT
+from bench.cli.weekly_start import claim_branch, kept_awake, setup_problem, systemic_failure
+from bench.host.machine import detect
+from bench.reports.journal import CellEntry
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".gitignore").write_text("/results/\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "start")
+    return repo
+
+
+def test_the_branch_is_claimed_from_head_or_found(repo):
+    head = _git(repo, "rev-parse", "--short", "HEAD")
+    assert claim_branch(repo, "weekly/2026-12-01") == f"weekly/2026-12-01 (new, from {head})"
+    assert _git(repo, "rev-parse", "weekly/2026-12-01") == _git(repo, "rev-parse", "HEAD")
+    assert claim_branch(repo, "weekly/2026-12-01") == "weekly/2026-12-01 (exists; this run adds to it)"
+    assert _git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main", "the checkout never moves"
+
+
+def test_a_branch_that_cannot_be_made_says_why(repo, tmp_path):
+    _git(repo, "branch", "weekly")  # a branch named `weekly` leaves no room for weekly/<date>
+    with pytest.raises(GitError, match=r"cannot create weekly/2026-12-01 in .*: .*weekly"):
+        claim_branch(repo, "weekly/2026-12-01")
+    with pytest.raises(GitError, match="refusing to commit results to main"):
+        claim_branch(repo, "main")
+    with pytest.raises(GitError, match="cannot create"):
+        claim_branch(tmp_path / "not-a-repo-at-all", "weekly/x")
+
+
+def test_something_keeps_the_machine_awake_or_the_journal_says_why_not():
+    with kept_awake() as how:
+        assert how.endswith("keeps the machine awake") or how.startswith("nothing keeps the machine awake: ")
+        if how.startswith("nothing"):
+            assert "(" in how or "installed" in how, "the reason, not just the fact"
+
+
+def test_a_set_up_that_can_run_no_cell_names_the_fix():
+    assert setup_problem(["omlx"], [], []).startswith("none of omlx runs on this machine: `cellbench doctor`")
+    failed = [{"framework": "llamacpp", "before": None, "after": None, "error": "cmake not found"}]
+    assert setup_problem([], ["llamacpp"], failed) == (
+        "no framework could be installed (llamacpp: cmake not found); fix: `cellbench install llamacpp`")
+    assert setup_problem([], ["llamacpp", "vllm"], [*failed, {"framework": "vllm", "after": "0.32.0"}]) is None
+    assert setup_problem([], ["llamacpp"], []) is None, "--no-update: the cells say what is missing"
+
+
+def _cell(fw: str, verdict: str, reason: str) -> CellEntry:
+    return CellEntry(framework=fw, split="chat", verdict=verdict, reason=reason)
+
+
+def test_every_chat_cell_failing_the_same_way_is_systemic():
+    same = [_cell("llamacpp", "failed", "prompts file /a/chat.json: not valid JSON at line 3"),
+            _cell("vllm", "failed", "prompts file /b/chat.json: not valid JSON at line 3"),
+            _cell("mlx_lm", "skipped", "runs on darwin-arm64")]
+    assert systemic_failure(same) == ("every chat cell (2) failed the same way: "
+                                      "prompts file /a/chat.json: not valid JSON at line 3")
+    named = [_cell("llamacpp", "failed", "llamacpp: server exited with code 1 while starting"),
+             _cell("vllm", "failed", "vllm: server exited with code 1 while starting")]
+    assert systemic_failure(named) is not None, "the framework's own name does not make a reason its own"
+
+
+@pytest.mark.parametrize("cells", [
+    [_cell("llamacpp", "failed", "server exited with code 1"), _cell("vllm", "oom", "killed for memory")],
+    [_cell("llamacpp", "failed", "server exited with code 1"), _cell("vllm", "ok", "")],
+    [_cell("llamacpp", "skipped", "not installed")],
+    [],
+])
+def test_different_reasons_a_passing_cell_or_nothing_run_is_not_systemic(cells):
+    assert systemic_failure(cells) is None
+
+
+def _weekly(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench.cli.main", "weekly", f"--repo={repo}", "--no-update", *args],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_weekly_stops_before_any_cell_when_its_branch_cannot_be_made(repo):
+    _git(repo, "branch", "weekly")
+    done = _weekly(repo)
+    assert done.returncode == 6, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"cannot create weekly/{date.today().isoformat()}" in done.stderr and "nothing was run" in done.stderr
+    assert "pytest" not in done.stdout, "no session started"
+
+
+def test_weekly_that_can_run_no_cell_stops_with_the_fix_in_the_journal(repo):
+    done = _weekly(repo, "--frameworks", "omlx")
+    assert done.returncode == 6, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "none of omlx runs on this machine" in done.stderr
+    scoped = repo / "results" / "tiny" / detect().slug
+    state = json.loads((scoped / f"journal_{date.today().isoformat()}.json").read_text())
+    assert state["notes"][0].startswith(f"Branch: weekly/{date.today().isoformat()} (new, from ")
+    assert any(note.startswith("Awake: ") for note in state["notes"])
+    assert state["session_failures"] == ["set-up: none of omlx runs on this machine: `cellbench doctor` lists "
+                                         "where each runs"]
+    assert state["cells"] == [] and state["status"] == "failed"
