@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from bench.base.paths import PROJECT_ROOT
+from bench.setup import profiles
 
 pytestmark = pytest.mark.integration
 
@@ -119,8 +120,9 @@ SPEED = {"latency_p50_s": {"path": "speed.latency_p50_s", "format": "{v:.3f}"}}
 class Project:
     """The user's repository, a Hugging Face cache holding what its config lists, and runs of pytest."""
 
-    def __init__(self, tmp: Path, rows: list[dict] | None = None):
-        self.tmp, self.repo = tmp, tmp / "demo-project"
+    def __init__(self, tmp: Path, rows: list[dict] | None = None, llama_server: str = "llama-server"):
+        self.tmp, self.repo, self.llama_server = tmp, tmp / "demo-project", llama_server
+        self.gguf = profiles.resolve(profiles.load_profile("tiny"), "gguf").path  # cellbench's tiny model
         evals = self.repo / "benchmarks" / "eval"
         evals.mkdir(parents=True)
         self.bench = evals / "benchmark_arith.py"
@@ -132,7 +134,7 @@ class Project:
         self.venv_python.parent.mkdir(parents=True)
         self.venv_python.symlink_to(sys.executable)
         self.hf = tmp / "hf"
-        for kind, repo in (("datasets", "demo/arith"), ("models", "demo/asr")):
+        for kind, repo in (("datasets", "demo/arith"), ("models", "demo/asr"), ("models", "demo/tiny-legacy")):
             (self.hf / "hub" / f"{kind}--{repo.replace('/', '--')}" / "snapshots" / "abc123").mkdir(parents=True)
         self.config = self.repo / "models" / "demo" / "config.yaml"
         self.config.parent.mkdir(parents=True)
@@ -153,13 +155,15 @@ class Project:
             "default_venv_python": ["/nonexistent/venv/bin/python", str(self.venv_python)],
             "omni_ci_home": str(self.tmp / "ci-home"),
             "auto_env": {"DEMO_FLAG": "on"},
-            "default_server_profile": "omni_router",
-            "server_profile_by_hf_model_id": {"tiny": "llama"},
+            # No default_server_profile (tests/test_eval_config.py loads one): a row whose model
+            # no profile claims then runs its own `server` template, as that runner does.
+            "server_profile_by_hf_model_id": {"tiny": "llama", "demo/omni": "omni_router"},
             "server_profiles": {
                 # sglang-omni's router: no `framework`; it needs GPUs, so its rows cannot run here.
                 "omni_router": {"server_gpus": 2, "model_name": "demo-omni", "num_workers": 2,
                                 "num_gpus_per_worker": 1, "worker_extra_args": "--config {repo_root}/omni.yaml",
-                                "wait_timeout": 600, "server_boot_timeout_s": 660, "router_policy": "least_request"},
+                                "wait_timeout": 600, "server_boot_timeout_s": 660, "router_policy": "least_request",
+                                "model_path": "{model}", "worker_host": "127.0.0.1"},
                 "llama": {"framework": "llamacpp", "max_concurrency": 2, "server_boot_timeout_s": 300},
             },
             "rows": rows if rows is not None else [
@@ -169,6 +173,11 @@ class Project:
                 _row("arith-twice", "Twice (summary)", {"accuracy": ACC["accuracy"]}),
                 {**_row("mmsu-router", "Accuracy", ACC), "file": "benchmarks/eval/benchmark_omni_mmsu.py",
                  "hf_model_id": "demo/omni"},
+                # The runner's older style: no profile, the row's own shell `server` template.
+                {**_row("arith-legacy", "Speed (speed)", SPEED), "hf_model_id": "demo/tiny-legacy",
+                 "server": f"{self.llama_server} -m {self.gguf} --host 127.0.0.1 --port {{port}} --alias {{model}} "
+                           "-c 2048 --slots --slot-save-path {repo_root}",
+                 "server_gpus": 0, "server_boot_timeout_s": 300, "server_health": "http://localhost:{port}/health"},
             ],
         }
 
@@ -206,7 +215,7 @@ def _imports(path: Path) -> None:
 
 
 def test_the_runner_format_runs_unchanged_and_edits_as_the_runner_would(tmp_path, llama_server):
-    project = Project(tmp_path)
+    project = Project(tmp_path, llama_server=llama_server)
     before = project.lines()
     result = project.run("--benchmarks", "arith")
     out = result.stdout
@@ -239,7 +248,15 @@ def test_the_runner_format_runs_unchanged_and_edits_as_the_runner_would(tmp_path
     assert rows["arith-acc"]["edit"]["action"] == "replaced" and rows["arith-speed"]["edit"]["action"] == "appended"
     assert rows["arith-twice"]["status"] == "fail" and "2 rows match" in rows["arith-twice"]["reason"]
     assert rows["arith-twice"]["rounds"] == []
-    assert "FAILED RUN arith-twice" in out and "edits replaced: 1" in out and "edits appended: 1" in out
+    assert "FAILED RUN arith-twice" in out and "edits replaced: 2" in out and "edits appended: 1" in out
+    # The row's own server template ran under /bin/sh, placeholders filled, and replaced the row
+    # the speed row had appended (same tag, same model).
+    legacy = rows["arith-legacy"]
+    assert legacy["edit"]["action"] == "replaced" and legacy["edit"]["line"] == rows["arith-speed"]["edit"]["line"]
+    shell = legacy["rounds"][0]["server"]["command"]["argv"]
+    assert shell[:2] == ["/bin/sh", "-c"] and shell[2].startswith(f"{llama_server} -m {project.gguf} ")
+    assert "--alias demo/tiny-legacy" in shell[2] and f"--slot-save-path {project.repo.resolve()}" in shell[2]
+    assert legacy["rounds"][0]["server"]["framework"] == "openai"
     # The round ran as that runner would: the config's venv `python`, {asr_gpu} = cpu, cwd = the
     # project, its auto_env and omni_ci_home, and this hardware's extra server arguments.
     first = rows["arith-acc"]["rounds"][0]
