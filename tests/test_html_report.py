@@ -118,6 +118,7 @@ def test_row_numbers_are_the_highest_level_and_the_failure_rate_is_over_all_leve
     assert html_review.row_data(result) == {
         "level": 8, "output_tps": 321.0, "ttft_p50_ms": top["ttft_ms"]["p50"], "tpot_p50_ms": top["tpot_ms"]["p50"],
         "failure_rate": 3 / 12,
+        "tps_by_level": {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in result["levels"]},
     }
     assert html_review.row_data({})["level"] is None  # a skipped cell: no numbers
 
@@ -225,6 +226,36 @@ def test_verdict_and_metric_columns_in_the_rendered_report(stand_in_report):
     assert table.column("failure_rate")["test_stand_in_cells.py::test_cell[mlx_lm-chat]"] == "100.0%"
     assert table.column("failure_rate")["test_stand_in_cells.py::test_cell[vllm-chat]"] == "25.0%"
     assert stand_in_report.dom.count('<img src="data:image/png;base64,') == 4  # one plot per cell, inlined
+
+
+def test_the_report_opens_on_a_summary_and_the_worst_verdicts(stand_in_report):
+    """Above the rows: the verdict counts and every level's output tok/s per cell; the rows open
+    sorted worst first (pytest.ini's initial_sort), each verdict in its own colour."""
+    dom = stand_in_report.dom
+    summary = dom[dom.index('<div class="cellbench-summary">'):]
+    summary = summary[:summary.index("</div>")]
+    assert dom.index('class="cellbench-summary"') < dom.index('id="results-table"'), "the summary comes first"
+    assert re.sub(r"<[^>]+>", "", summary.split("Verdicts: ")[1].split("</p>")[0]) == "1 all-failed, 1 degraded, 2 ok."
+    rows = re.findall(r"<tr><td>([\w_]+ chat)</td><td[^>]*>([\w-]+)</td>(.*?)</tr>", summary)
+    assert {cell: verdict for cell, verdict, _ in rows} == {
+        "hf_transformers chat": "ok", "llamacpp chat": "ok", "mlx_lm chat": "all-failed", "vllm chat": "degraded"}
+    hf = next(numbers for cell, _, numbers in rows if cell.startswith("hf_transformers"))
+    assert "1234.0" in hf
+    by_default = ResultsTable(dom).column("verdict")
+    assert [v.split()[0] for v in by_default.values()] == ["all-failed", "degraded", "ok", "ok"], "worst first"
+    css = html_review.verdict_css()
+    assert '.col-verdict span[data-sort="5-degraded"]' in css and "#b54708" in css  # amber, not ok's green
+    assert '.col-verdict span[data-sort="6-ok"], .cellbench-verdict-ok {color: #067647' in css
+
+
+def test_skipped_cells_are_one_line_in_the_summary():
+    cells = [{"verdict": "skipped", "framework": "omlx", "split": "chat", "row": {}},
+             {"verdict": "ok", "framework": "llamacpp", "split": "chat",
+              "row": {"tps_by_level": {"1": 148.44, "8": 512.0}}}]
+    html = html_review.session_summary_html(cells)
+    assert "<p>Skipped: omlx chat.</p>" in html and "<th>c=1</th><th>c=8</th>" in html
+    assert "<td>148.4</td><td>512.0</td>" in html
+    assert html_review.session_summary_html([]) == ""
 
 
 def test_columns_sort_numerically_in_the_browser(stand_in_report):

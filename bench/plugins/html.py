@@ -68,6 +68,10 @@ class HtmlReport:
         if cell.framework_version:
             html_review.add_framework_version(self.config, *cell.framework_version)
 
+    def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
+                                   session: pytest.Session) -> None:
+        prefix.append(html_review.session_summary_html([cell.to_json() for cell in self.cells.values()]))
+
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
         cells[2:2] = html_review.header_cells()  # after Result and Test
 

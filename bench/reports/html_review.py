@@ -71,7 +71,47 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
     if top is not None:
         row.update(level=top["concurrency"], output_tps=top["output_throughput_tps"],
                    ttft_p50_ms=top["ttft_ms"]["p50"], tpot_p50_ms=top["tpot_ms"]["p50"])
+    # Every level's output tok/s, for the summary's framework x concurrency table (JSON keys: strings).
+    row["tps_by_level"] = {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels}
     return row
+
+
+# ------------------------------------------------------------------ the summary above the rows (on the controller)
+
+# A colour per verdict: failures red, capped and degraded amber (a degraded cell passes, but is
+# not the green of ok), ok green, skipped grey.
+VERDICT_COLOURS = {"failed": "#b42318", "oom": "#b42318", "wrong-model": "#b42318", "all-failed": "#b42318",
+                   "capped": "#b54708", "degraded": "#b54708", "ok": "#067647", "skipped": "#667085"}
+
+
+def verdict_css() -> str:
+    """Each verdict's colour, in the Verdict column (by its sort key) and in the summary."""
+    rules = [f'.col-verdict span[data-sort="{rank}-{v}"], .cellbench-verdict-{v} '
+             f"{{color: {VERDICT_COLOURS[v]}; font-weight: 600}}" for rank, v in enumerate(VERDICT_RANK)]
+    return "<style>" + "\n".join(rules) + "</style>"
+
+
+def session_summary_html(cells: list[dict[str, Any]]) -> str:
+    """What a reviewer reads first: the verdict counts, worst first, and output tok/s per framework
+    and concurrency level (every level of every measured cell); skipped cells on one line."""
+    if not cells:
+        return ""
+    counts = {v: sum(c["verdict"] == v for c in cells) for v in VERDICT_RANK}
+    badges = ", ".join(f'<span class="cellbench-verdict-{v}">{n} {escape(v)}</span>' for v, n in counts.items() if n)
+    measured = [c for c in cells if (c.get("row") or {}).get("tps_by_level")]
+    levels = sorted({int(k) for c in measured for k in c["row"]["tps_by_level"]})
+    head = "".join(f"<th>c={level}</th>" for level in levels)
+    body = "".join(
+        f'<tr><td>{escape(str(c.get("framework")))} {escape(str(c.get("split")))}</td>'
+        f'<td class="cellbench-verdict-{escape(c["verdict"])}">{escape(c["verdict"])}</td>'
+        + "".join(f"<td>{_fmt(c['row']['tps_by_level'].get(str(level)), '.1f')}</td>" for level in levels) + "</tr>"
+        for c in sorted(measured, key=lambda c: (str(c.get("split")), str(c.get("framework")))))
+    table = (f'<table class="cellbench-throughput"><tr><th>cell</th><th>verdict</th>{head}</tr>{body}</table>'
+             "<p>Output tok/s at each concurrency level.</p>" if measured else "")
+    skipped = sorted(f"{c.get('framework')} {c.get('split')}" for c in cells if c["verdict"] == "skipped")
+    skipped_line = f"<p>Skipped: {escape(', '.join(skipped))}.</p>" if skipped else ""
+    return (f'<div class="cellbench-summary">{verdict_css()}<h2>cellbench</h2>'
+            f"<p>Verdicts: {badges}.</p>{table}{skipped_line}</div>")
 
 
 # ------------------------------------------------------------------ table cells (on the controller)
