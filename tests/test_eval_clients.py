@@ -397,3 +397,37 @@ def test_asr_gpu_is_a_leased_gpu_beyond_the_servers_else_cpu(tmp_path):
     ctx = RowContext(run_dir=tmp_path, repo_root=tmp_path, auto_env={}, gpus=(4, 5, 7))
     assert _asr_device(row, ctx) == "cuda:7"
     assert _asr_device(row, RowContext(run_dir=tmp_path, repo_root=tmp_path, auto_env={}, gpus=(4, 5))) == "cpu"
+
+
+def test_a_router_row_starts_sglang_omni_from_the_clients_environment(tmp_path, monkeypatch):
+    """A profile in sglang-omni's runner format, on a CUDA machine: the router runs on the Python
+    the eval resolved (`--venv-python`, `$EVAL_VENV_PYTHON` or the config's default_venv_python),
+    leased GPUs in CUDA_VISIBLE_DEVICES, the profile's knobs and this machine's extra arguments
+    in the launcher file, and the venv first on PATH."""
+    import yaml
+
+    import bench.setup.adapter as adapter_module
+    from bench.eval.config import CellSpec, EvalRow, Locate, ServerProfile
+    from bench.eval.row import RowContext, _Server
+
+    monkeypatch.setattr(adapter_module, "host_platforms", lambda: ("linux-x86_64+cuda", "linux-x86_64"))
+    profile = ServerProfile(name="omni_router", framework="sglang_omni", server_gpus=2, boot_timeout_s=660,
+                            options={"model_name": "qwen3-omni", "num_workers": 2, "num_gpus_per_worker": 1,
+                                     "worker_extra_args": "--config {repo_root}/examples/omni.yaml"})
+    row = EvalRow(id="mmsu", file=tmp_path / "b.py", hf_model_id="Qwen/Qwen3-Omni-30B-A3B-Instruct",
+                  server_profile=profile, locate=Locate("A", "B", "c=8"), client=("python", "c.py"),
+                  result_json="r.json", cells={"a": CellSpec({"v": "a"}, "{v}")},
+                  server_extra_by_hardware={"H200": "--mem-fraction 0.8"})
+    python = "/venvs/omni/bin/python"
+    ctx = RowContext(run_dir=tmp_path, repo_root=Path("/src/omni"), auto_env={}, python=python, hardware="H200",
+                     gpus=(3, 5, 6))
+    server = _Server(row, ctx)
+    assert server.install.executable("python") == python and server.adapter.startup_timeout_s == 660
+    assert server.model.served_id == "qwen3-omni" and str(server.model.path) == "Qwen/Qwen3-Omni-30B-A3B-Instruct"
+    command = server.command(8123, tmp_path / "round_1")
+    assert command.argv[:3] == [python, "-m", "sglang_omni_router.python.serve"]
+    assert command.env["CUDA_VISIBLE_DEVICES"] == "3,5" and command.env["PATH"].startswith("/venvs/omni/bin:")
+    launcher = yaml.safe_load(command.files[tmp_path / "round_1" / "launcher.yaml"])["launcher"]
+    assert launcher["worker_extra_args"] == "--config /src/omni/examples/omni.yaml --mem-fraction 0.8"
+    assert launcher["model_path"] == "Qwen/Qwen3-Omni-30B-A3B-Instruct" and launcher["model_name"] == "qwen3-omni"
+    assert command.group_manifest == tmp_path / "round_1" / "router_pgids.txt"

@@ -350,6 +350,7 @@ def test_precheck_lists_a_busy_gpu_by_pid_and_stops_the_run_before_any_server(tm
     busy = f"✗ GPU 0 is used by pid {holder.pid} ({user}, 40000 MiB, python3)"
     assert busy in result.stdout and "never kills" in result.stdout
     assert "rows need up to 2 free GPU(s); 1 free" in result.stdout
+    assert "✗ sglang_omni_router importable by" in result.stdout, "the router rows' own environment is checked"
     assert "no server was started" in result.stdout + result.stderr
     assert not (tmp_path / "results" / "eval" / "demo").exists() or not list(
         (tmp_path / "results" / "eval" / "demo").glob("*/*/round_1")), "a row ran"

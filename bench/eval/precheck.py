@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.eval.config import EvalConfig, EvalRow, Requirement
+from bench.eval.config import ROUTER_FRAMEWORK, EvalConfig, EvalRow, Requirement
 from bench.eval.gpus import busy_gpus
 from bench.host.ports import free_port
 from bench.setup import profiles
@@ -158,5 +158,11 @@ def run_checks(config: EvalConfig, rows: list[EvalRow], python: ClientPython,
             checks.append(Check(False, f"package {req.id}: not checked, the clients' Python is missing", checks[0].fix))
         else:
             checks.append(_requirement(req, python.path, config.root))
+    if runs and any(r.server_profile.framework == ROUTER_FRAMEWORK for r in rows):
+        # The rows' router runs on the clients' Python: it must import there (and torch with it).
+        fix = f"install sglang-omni into that environment: {python.path} -m pip install -e <sglang-omni checkout>"
+        for module in ("sglang_omni_router", "torch"):
+            what = f"{module} importable by {python.path} (sglang-omni's router rows)"
+            checks.append(Check(_imports(python.path, module), what, fix))
     checks += [_ports(), *_gpus(rows, pool)]
     return checks

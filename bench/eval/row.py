@@ -30,7 +30,7 @@ from bench.run.probes import list_models
 from bench.run.server import ServerStartError
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, ModelRef, ServeCommand, ServeContext
-from bench.setup.installs import ensure_installed
+from bench.setup.installs import UNKNOWN_VERSION, Installation, ensure_installed
 
 
 class RowUnavailable(Exception):
@@ -116,7 +116,11 @@ class _Server:
             raise RowUnavailable(f"server profile {sp.name!r} needs {sp.server_gpus} GPU(s); "
                                  f"{len(ctx.gpus)} leased (pass --gpu-pool)")
         try:
-            self.install = ensure_installed(adapter.recipe_for(self.platform), allow_install=ctx.install)
+            if sp.in_users_environment:  # cellbench installs nothing there: it is the clients' environment
+                self.install = Installation(adapter.name, UNKNOWN_VERSION, Path(ctx.python).parent.parent,
+                                            {"python": ctx.python}, source=f"the clients' Python {ctx.python}")
+            else:
+                self.install = ensure_installed(adapter.recipe_for(self.platform), allow_install=ctx.install)
             self.model = _model(row, adapter)
         except (profiles.ProfileUnavailable, LookupError) as exc:
             raise RowUnavailable(str(exc)) from exc
