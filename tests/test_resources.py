@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 import time
 
+import psutil
 import pytest
 
+from bench.host import resources
 from bench.host.resources import ResourceSampler, parse_nvidia_smi, parse_pressure
 
 # Holds ~64 MiB (touched), spawns a child, and burns a little CPU; argv[1] = seconds to live.
@@ -142,3 +145,95 @@ def test_gpu_peak_is_summed_over_gpus(tmp_path):
     sampler._update_peak({"gpu": parse_nvidia_smi("97, 100, 300\n50, 50, 200\n")})
     sampler._update_peak({"gpu": parse_nvidia_smi("97, 10, 300\n50, 10, 200\n")})
     assert sampler.peak["gpu_mem_used_bytes"] == 150 << 20
+
+
+# One `metalstat --jsonl -i 1 --show-all` line as it appears on an Apple Silicon Mac (the keys
+# metalstat writes; the values made up), and what the sampler keeps of it.
+METALSTAT_LINE = ('{"t": 1767000000.5, "elapsed_s": 3.0, "gpu_util": 97.5, "gpu_freq_mhz": 1398.0, "cpu_util": 31.2, '
+                  '"cpu_p_util": 40.0, "cpu_e_util": 12.0, "mem_used_gb": 41.5, "mem_wired_gb": 6.1, '
+                  '"mem_active_gb": 20.2, "mem_inactive_gb": 10.0, "mem_compressed_gb": 2.5, "mem_pressure_pct": 38.0, '
+                  '"mem_pressure_level": "green", "gpu_mem_allocated_gb": 1.5, "swap_used_gb": 0.0, "cpu_w": 4.2, '
+                  '"gpu_w": 18.7, "ane_w": null, "dram_w": 1.1, "pkg_w": 24.0}')
+
+
+def test_a_metalstat_sample_becomes_a_gpu_entry():
+    assert resources.parse_metalstat(METALSTAT_LINE) == {
+        "index": 0, "util_percent": 97.5, "freq_mhz": 1398.0, "power_w": 18.7, "mem_used_bytes": int(1.5 * 2**30),
+        "mem_pressure_pct": 38.0, "mem_pressure_level": "green"}
+    unavailable = json.loads(METALSTAT_LINE) | {"gpu_freq_mhz": None, "gpu_mem_allocated_gb": None}
+    entry = resources.parse_metalstat(json.dumps(unavailable))
+    assert entry["freq_mhz"] is None and entry["mem_used_bytes"] is None
+    with pytest.raises(ValueError):
+        resources.parse_metalstat('{"cpu_util": 3}')
+
+
+def test_the_sampler_reads_metalstat_beside_it_on_macos_and_stops_it(tmp_path, monkeypatch):
+    """On Linux, with a stand-in `metalstat` on PATH replaying recorded lines: each sample takes
+    the newest line, the peak takes Metal's allocation, and the sidecar process ends with the sampler."""
+    fake = tmp_path / "bin" / "metalstat"
+    fake.parent.mkdir()
+    lines = [json.dumps(json.loads(METALSTAT_LINE) | {"gpu_util": u, "gpu_mem_allocated_gb": g})
+             for u, g in ((10.0, 1.0), (95.0, 2.0), (96.0, 1.5))]
+    (tmp_path / "recorded.jsonl").write_text("\n".join(lines) + "\n")
+    fake.write_text(f"#!{sys.executable}\n"
+                    "import os, sys, time\n"
+                    f"open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n"
+                    f"assert sys.argv[1:] == {resources.METALSTAT!r}, sys.argv\n"
+                    f"for line in open({str(tmp_path / 'recorded.jsonl')!r}):\n"
+                    "    print(line, end='', flush=True)\n    time.sleep(0.3)\n"
+                    "time.sleep(600)\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(resources, "PLATFORM", "darwin")
+    path = tmp_path / "s.jsonl"
+    with resources.ResourceSampler(None, path, interval_s=0.2) as sampler:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and sampler.peak["gpu_mem_used_bytes"] != 2 * 2**30:
+            time.sleep(0.1)
+        time.sleep(0.5)
+    summary = sampler.summary()
+    assert summary["gpu_source"] == "metalstat" and not summary["errors"], summary
+    gpus = [json.loads(line)["gpu"][0] for line in path.read_text().splitlines() if '"gpu"' in line]
+    assert {g["util_percent"] for g in gpus} >= {10.0, 95.0} and gpus[-1]["freq_mhz"] == 1398.0
+    assert summary["peak"]["gpu_mem_used_bytes"] == 2 * 2**30
+    pid = int((tmp_path / "pid").read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie":
+        time.sleep(0.1)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie", "metalstat outlived the sampler"
+
+
+# ---------------------------------------------------------------- what a suspicious cell's GPU says
+
+
+def _gpu_samples(utils: list[float], freqs: list[float | None] | None = None) -> list[dict]:
+    freqs = freqs or [1400.0] * len(utils)
+    return [{"t": float(i), "gpu": [{"index": 0, "util_percent": u, "freq_mhz": f}]}
+            for i, (u, f) in enumerate(zip(utils, freqs, strict=True))]
+
+
+def test_the_three_readings_of_a_slower_cell():
+    from bench.run.cell_result import gpu_case
+
+    assert gpu_case(_gpu_samples([3.0, 5.0, 0.0, 4.0])) == (
+        "GPU mostly idle during the levels (mean utilisation 3%): a serving or client problem, not the GPU")
+    assert gpu_case(_gpu_samples([95.0] * 6, [1400.0, 1400.0, 1300.0, 1100.0, 1000.0, 1000.0])) == (
+        "GPU frequency fell from 1400 to 1000 MHz while busy (mean utilisation 95%): throttling")
+    assert gpu_case(_gpu_samples([92.0, 96.0, 95.0, 97.0])) == (
+        "GPU busy during the levels (mean utilisation 95%): the slowdown looks real")
+    assert gpu_case(_gpu_samples([90.0, 91.0])) is None, "too few samples to say"
+    assert gpu_case([{"t": 1.0, "tree": {}}] * 5) is None, "no GPU sampled"
+
+
+def test_the_reading_uses_each_servers_samples_after_it_was_ready(tmp_path):
+    from bench.run.cell_result import gpu_reading
+
+    loading = _gpu_samples([0.0] * 30)  # loading the model: the GPU is idle, and that says nothing
+    measuring = [s | {"t": 30.0 + s["t"]} for s in _gpu_samples([97.0] * 10)]
+    (tmp_path / "llamacpp.shared.resources.jsonl").write_text(
+        "".join(json.dumps(s) + "\n" for s in loading + measuring) + "not json\n")
+    result = {"servers": [{"levels": [1, 8], "ready_after_s": 30.0,
+                           "resources": {"path": "llamacpp.shared.resources.jsonl"}},
+                          {"levels": [16], "start_error": "port held"}]}
+    assert gpu_reading(tmp_path, result) == "GPU busy during the levels (mean utilisation 97%): the slowdown looks real"
+    assert gpu_reading(tmp_path, {"servers": [{"levels": [1]}]}) is None

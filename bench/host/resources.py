@@ -19,8 +19,12 @@ goes on; a server that exits mid-run gives `"alive": false` samples. `stop()` (o
 `with`) returns within about a second even while a GPU query hangs: the thread is a daemon and the
 GPU query has its own timeout.
 
-GPU: NVML through `pynvml` when importable, else `nvidia-smi --query-gpu=...`. Apple Silicon GPU
-sampling (macmon, metalstat) is not implemented: no Mac here to test a parser against.
+GPU: on macOS, `metalstat --jsonl -i 1 --show-all` (the package SiliconBench's sidecar uses; no
+sudo) runs beside the sampler and each sample takes its newest line: GPU utilisation, frequency,
+power, Metal memory allocated and the memory pressure, as
+`{"index": 0, "util_percent", "freq_mhz", "power_w", "mem_used_bytes", "mem_pressure_pct",
+"mem_pressure_level"}` (`green`/`yellow`/`red`). Elsewhere NVML through `pynvml` when importable,
+else `nvidia-smi --query-gpu=...`.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import contextlib
 import json
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,7 +46,27 @@ if TYPE_CHECKING:
     from bench.host.memlimit import MemoryCgroup
 
 NVIDIA_SMI_QUERY = ["--query-gpu=utilization.gpu,memory.used,power.draw", "--format=csv,noheader,nounits"]
+METALSTAT = ["--jsonl", "-i", "1", "--show-all"]
 GPU_TIMEOUT_S = 0.8
+GIB = 1024**3
+PLATFORM = sys.platform  # a module attribute, so tests on Linux can take the macOS path
+
+
+def parse_metalstat(line: str) -> dict:
+    """One `metalstat --jsonl` sample (a flat object; null where unavailable; `_gb` in GiB) as a
+    GPU entry of ours; ValueError for a line that is not one."""
+    data = json.loads(line)
+    if not isinstance(data, dict) or "gpu_util" not in data:
+        raise ValueError(f"not a metalstat sample: {line[:120]!r}")
+
+    def number(key: str) -> float | None:
+        value = data.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    allocated = number("gpu_mem_allocated_gb")
+    return {"index": 0, "util_percent": number("gpu_util"), "freq_mhz": number("gpu_freq_mhz"),
+            "power_w": number("gpu_w"), "mem_used_bytes": None if allocated is None else int(allocated * GIB),
+            "mem_pressure_pct": number("mem_pressure_pct"), "mem_pressure_level": data.get("mem_pressure_level")}
 
 
 def parse_nvidia_smi(text: str) -> list[dict]:
@@ -83,13 +108,43 @@ def parse_pressure(text: str) -> dict:
     return out
 
 
+class _Metalstat:
+    """`metalstat --jsonl` running beside the sampler; `latest` is its newest sample line."""
+
+    def __init__(self, executable: str) -> None:
+        self.latest: str | None = None
+        self._proc = subprocess.Popen([executable, *METALSTAT], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        threading.Thread(target=self._follow, name="metalstat", daemon=True).start()
+
+    def _follow(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            if line.strip():
+                self.latest = line
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self._proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=2)
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
 class _Gpu:
-    """NVML when importable, else nvidia-smi; `None` from `read()` when there is no GPU."""
+    """metalstat on macOS, else NVML when importable, else nvidia-smi; `None` from `read()` when
+    there is no GPU (or no sample yet)."""
 
     def __init__(self) -> None:
         self.kind: str | None = None
         self._nvml: Any = None  # the pynvml module, once it has initialised
         self._handles: list = []
+        self._metal: _Metalstat | None = None
+        if PLATFORM == "darwin" and (metalstat := shutil.which("metalstat")):
+            self._metal, self.kind = _Metalstat(metalstat), "metalstat"
+            return
         try:
             import pynvml  # type: ignore[import-not-found]
 
@@ -103,7 +158,13 @@ class _Gpu:
         if self._smi:
             self.kind = "nvidia-smi"
 
+    def close(self) -> None:
+        if self._metal is not None:
+            self._metal.close()
+
     def read(self) -> list[dict] | None:
+        if self._metal is not None:
+            return None if self._metal.latest is None else [parse_metalstat(self._metal.latest)]
         if self.kind == "nvml":
             nv = self._nvml
             gpus = []
@@ -219,6 +280,8 @@ class ResourceSampler:
             due = self.interval_s - ((time.monotonic() - self._t0) % self.interval_s)
             if self._stop.wait(due):
                 break
+        if self._gpu is not None:
+            self._gpu.close()
         with self._lock:
             if self._out is not None:
                 with contextlib.suppress(OSError):

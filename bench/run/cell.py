@@ -21,7 +21,7 @@ from bench.base import clock
 from bench.core.result import cell_paths, write_result
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
-from bench.run.cell_result import assemble, existing_result, resumed_verdict, suspicious_change
+from bench.run.cell_result import assemble, existing_result, gpu_reading, resumed_verdict, suspicious_change
 from bench.run.config import CellConfig, CellOutcome, Launcher
 from bench.run.levels import LevelsRun
 from bench.setup import profiles
@@ -81,6 +81,8 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
                       started_at=started_at, duration_s=time.monotonic() - t0)
     flagged = suspicious_change(paths, result)
     if flagged:  # an annotation: it never changes the verdict
+        reading = gpu_reading(paths.result.parent, result)  # the GPU's side of the story, when sampled
+        flagged = f"{flagged}; {reading}" if reading else flagged
         verdict = replace(verdict, annotations=(*verdict.annotations, "suspicious"))
         result["verdict"] = {**verdict.to_json(), "suspicious": flagged}
     write_result(paths.result, result)

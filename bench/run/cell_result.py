@@ -7,7 +7,11 @@ against the schema as it writes it.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import statistics
 from datetime import datetime
+from pathlib import Path
 from typing import Any, cast
 
 from bench.base import clock, git
@@ -112,3 +116,50 @@ def resumed_verdict(kept: LoadedResult) -> CellVerdict:
     annotations = tuple(a for a in recorded.annotations if a != "resumed")
     reason = f"resumed: kept {kept.path.name}: {recorded.reason}"
     return CellVerdict(recorded.verdict, reason, (*annotations, "resumed"))
+
+
+IDLE_UTIL_PERCENT = 25.0  # below this mean utilisation the GPU was not what limited the cell
+THROTTLE_FREQ_DROP = 0.85  # the last third's mean frequency below this share of the first third's
+
+
+def gpu_case(samples: list[dict]) -> str | None:
+    """Which of the weekly run's three readings a slower cell's GPU samples fit: GPU mostly idle
+    (a serving or client problem), frequency falling while busy (throttling), or busy throughout
+    (a real slowdown). None with fewer than 3 samples that have a GPU utilisation."""
+    utils = [statistics.fmean(u) for s in samples
+             if (u := [g["util_percent"] for g in s.get("gpu", ()) if g.get("util_percent") is not None])]
+    if len(utils) < 3:
+        return None
+    mean_util = statistics.fmean(utils)
+    if mean_util < IDLE_UTIL_PERCENT:
+        return (f"GPU mostly idle during the levels (mean utilisation {mean_util:.0f}%): a serving or client "
+                "problem, not the GPU")
+    freqs = [g["freq_mhz"] for s in samples for g in s.get("gpu", ())[:1] if g.get("freq_mhz")]
+    third = len(freqs) // 3
+    if third and statistics.fmean(freqs[-third:]) < THROTTLE_FREQ_DROP * statistics.fmean(freqs[:third]):
+        return (f"GPU frequency fell from {statistics.fmean(freqs[:third]):.0f} to "
+                f"{statistics.fmean(freqs[-third:]):.0f} MHz while busy (mean utilisation {mean_util:.0f}%): "
+                "throttling")
+    return f"GPU busy during the levels (mean utilisation {mean_util:.0f}%): the slowdown looks real"
+
+
+def gpu_reading(result_dir: Path, result: Result) -> str | None:
+    """`gpu_case` of the cell's resource sidecars, from each server's readiness on (loading a
+    model leaves the GPU idle and would read as a serving problem)."""
+    samples: list[dict] = []
+    for server in result.get("servers", []):
+        sidecar = server.get("resources")
+        if not sidecar:
+            continue
+        ready = server.get("ready_after_s") or 0.0
+        try:
+            lines = (result_dir / sidecar["path"]).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                sample = json.loads(line)
+                if isinstance(sample, dict) and sample.get("t", 0.0) >= ready:
+                    samples.append(sample)
+    return gpu_case(samples)
+
