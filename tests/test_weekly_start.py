@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import date
@@ -116,3 +117,46 @@ def test_weekly_that_can_run_no_cell_stops_with_the_fix_in_the_journal(repo):
     assert state["session_failures"] == ["set-up: none of omlx runs on this machine: `cellbench doctor` lists "
                                          "where each runs"]
     assert state["cells"] == [] and state["status"] == "failed"
+
+
+def test_edits_outside_adapters_made_during_the_run_are_named(repo):
+    from bench.cli.weekly_start import edited_outside_adapters, tree_snapshot
+
+    (repo / "adapters").mkdir()
+    (repo / "adapters" / "demo.py").write_text("PORT = 2\n")  # edited before the run: not the run's business
+    (repo / "bench.py").write_text("ENGINE = 1\n")
+    before = tree_snapshot(repo)
+    (repo / "adapters" / "demo.py").write_text("PORT = 3\n")  # a fix, the allowed kind
+    (repo / "bench.py").write_text("ENGINE = 2\n")
+    (repo / "prompts.json").write_text("[]\n")
+    (repo / "results").mkdir()
+    (repo / "results" / "r.json").write_text("{}\n")
+    assert edited_outside_adapters(before, tree_snapshot(repo)) == ["bench.py", "prompts.json"]
+    assert edited_outside_adapters(before, before) == []
+
+
+@pytest.mark.integration
+def test_weekly_refuses_by_name_an_engine_edit_made_while_it_ran(repo, tmp_path):
+    """A pytest plugin stands in for the agent: while the chat session runs, it fixes an adapter
+    (allowed) and edits the engine (refused, named, not committed)."""
+    (repo / "adapters").mkdir()
+    (repo / "adapters" / "demo.py").write_text("PORT = 1\n")
+    (repo / "engine.py").write_text("TOUCHED = False\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "an adapter and the engine")
+    plugin = tmp_path / "plugins" / "edit_during_run.py"
+    plugin.parent.mkdir()
+    plugin.write_text(f"""from pathlib import Path
+def pytest_sessionstart(session):
+    Path({str(repo / 'adapters' / 'demo.py')!r}).write_text("PORT = 9\\n")
+    Path({str(repo / 'engine.py')!r}).write_text("TOUCHED = True\\n")
+""")
+    done = subprocess.run([sys.executable, "-m", "bench.cli.main", "weekly", f"--repo={repo}", "--no-update",
+                           "--splits", "chat", "--", "-p", "edit_during_run", "-k", "no_such_cell"],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(plugin.parent)})
+    assert done.returncode != 0
+    assert "edited during the run outside adapters/, not committed: engine.py" in done.stderr
+    branch = f"weekly/{date.today().isoformat()}"
+    committed = _git(repo, "log", "--name-only", "--format=", f"main..{branch}").split()
+    assert "engine.py" not in committed and "adapters/demo.py" in committed

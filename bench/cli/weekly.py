@@ -44,7 +44,14 @@ import pytest
 import adapters
 from bench.base.git import GitError, branch_worktree, git
 from bench.base.paths import PROJECT_ROOT
-from bench.cli.weekly_start import claim_branch, kept_awake, setup_problem, systemic_failure
+from bench.cli.weekly_start import (
+    claim_branch,
+    edited_outside_adapters,
+    kept_awake,
+    setup_problem,
+    systemic_failure,
+    tree_snapshot,
+)
 from bench.core.result import new_run_id
 from bench.core.verdicts import GREEN_VERDICTS
 from bench.host.machine import detect
@@ -238,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
     journal.notes += [f"Branch: {claimed}; run {run_id}; log {log.name}"]
     journal.save()  # the preamble is on disk before the first cell
+    tree_before = tree_snapshot(args.repo)
 
     with kept_awake() as awake:
         journal.notes.append(f"Awake: {awake}")
@@ -251,6 +259,11 @@ def main(argv: list[str] | None = None) -> int:
             return NOT_STARTED
         sessions, skipped_splits = run_splits(splits, args, run_id, log, scoped, profile.results_name, machine)
     died = [s.failure for s in sessions if s.failure]
+    inside = args.results_dir.is_relative_to(args.repo.resolve())
+    results_rel = f"{args.results_dir.relative_to(args.repo.resolve()).as_posix()}/" if inside else "results/"
+    refused = edited_outside_adapters(tree_before, tree_snapshot(args.repo), results_rel)
+    if refused:  # counted as a failure of the run: the results were measured with code nobody committed
+        died.append(f"edited during the run outside adapters/, not committed: {', '.join(refused)}")
     reports = rebuild(args.results_dir, model=profile.results_name, machine=machine)
 
     journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
@@ -274,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                       "html": sorted(str(p) for p in scoped.glob(f"weekly_{args.date}_*.html")), "not_ok": not_ok,
                       "sessions_failed": died}, indent=1))
     if died:
-        return next(s.weekly_exit_code for s in sessions if s.failure)
+        return next((s.weekly_exit_code for s in sessions if s.failure), 1)
     return 0 if cells and not not_ok else 1
 
 

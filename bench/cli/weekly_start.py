@@ -8,11 +8,13 @@
   after the update) stops the run with the command that fixes it.
 - After the chat split, when every chat cell that ran failed for one and the same reason (the
   model, the prompts, the machine: not the frameworks), the agent split is not started.
+- Files outside `adapters/` edited while the run ran are named and never committed by it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -86,6 +88,28 @@ def setup_problem(selected: Sequence[str], runnable: Sequence[str], versions: Se
         failed = "; ".join(f"{v['framework']}: {v.get('error', 'not installed')}" for v in versions)
         return f"no framework could be installed ({failed}); fix: `cellbench install {' '.join(runnable)}`"
     return None
+
+
+def tree_snapshot(repo: Path) -> dict[str, str]:
+    """What git sees changed or untracked in the checkout, by path: a hash of each file's bytes
+    (`deleted` for one that is gone), so that edits made during the run can be told apart."""
+    status = git(repo, "status", "--porcelain", "--untracked-files=all", "--no-renames").stdout.splitlines()
+    snapshot = {}
+    for line in status:
+        path = line[3:].strip().strip('"')
+        try:
+            snapshot[path] = hashlib.sha1((repo / path).read_bytes()).hexdigest()
+        except OSError:
+            snapshot[path] = "deleted"
+    return snapshot
+
+
+def edited_outside_adapters(before: dict[str, str], after: dict[str, str], results: str = "results/") -> list[str]:
+    """Files outside adapters/ (and the run's own `results` folder) that changed while the run ran:
+    the engine, prompts, models, config. An agent following the weekly procedure may fix an
+    adapter, nothing else; these are never committed by the run."""
+    changed = {path for path in after.keys() | before.keys() if before.get(path) != after.get(path)}
+    return sorted(path for path in changed if not path.startswith(("adapters/", results)))
 
 
 _VARIABLE = re.compile(r"\d+(\.\d+)?|/\S+|'[^']*'")
