@@ -5,7 +5,9 @@ for every framework, where it runs, whether it can run here, what is installed (
 where from) and the command that installs it. `cellbench report` rebuilds the reports from
 result files (bench.reports.rebuild); `cellbench weekly` runs the unattended weekly pipeline (bench.cli.weekly);
 `cellbench eval precheck|locate` checks an eval config's rows without running them (bench.cli.eval);
-`cellbench serve FRAMEWORK` starts one server as its cell would, for debugging by hand (bench.cli.serve).
+`cellbench serve FRAMEWORK` starts one server as its cell would, for debugging by hand (bench.cli.serve);
+`cellbench update` installs frameworks' newer releases beside the pinned ones (bench.cli.update). Install and
+doctor use the recorded update of a framework unless given `--pinned` (bench.setup.updates).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import sys
 
 import adapters
 from bench.setup.adapter import Adapter, host_platforms, this_platform
-from bench.setup.installs import InstallError, Recipe, cached, ensure_installed
+from bench.setup.installs import InstallError, Recipe, cached
 from bench.setup.scripted_install import ScriptedInstall
+from bench.setup.updates import install_selected, select
 
 
 def _install(args: argparse.Namespace) -> int:
@@ -32,7 +35,7 @@ def _install(args: argparse.Namespace) -> int:
             rc = 1
             continue
         try:
-            inst = ensure_installed(adapter.recipe_for(tag))
+            inst = install_selected(adapter.recipe_for(tag), pinned=args.pinned, allow_install=True)
         except InstallError as exc:
             print(f"{name}: FAILED: {exc}", file=sys.stderr)
             rc = 1
@@ -41,18 +44,20 @@ def _install(args: argparse.Namespace) -> int:
     return rc
 
 
-def _installed(recipe: Recipe) -> dict:
+def _installed(recipe: Recipe, pinned: bool) -> dict:
     """What is installed for this recipe: a user's own install first, then the cache (as cells see it)."""
+    chosen = select(recipe, pinned=pinned)
     try:
-        found = recipe.external() or cached(recipe)
+        found = recipe.external() or cached(chosen.recipe)
     except InstallError as exc:  # e.g. an env var pointing at something that is not an executable
         return {"installed": False, "error": str(exc)}
     if found is None:
-        return {"installed": False}
-    return {"installed": True, "version": found.version, "source": found.source}
+        return {"installed": False, "version_choice": chosen.choice}
+    report = {"installed": True, "version": found.version, "source": found.source}
+    return {**report, "version_choice": chosen.choice} if found.source == "cache" else report
 
 
-def doctor_report(adapter: Adapter) -> dict:
+def doctor_report(adapter: Adapter, pinned: bool = False) -> dict:
     tag = adapter.platform_here()
     platforms = sorted(adapter.platforms)
     # The command for this host where the framework runs here, else for the first platform it runs on.
@@ -71,14 +76,14 @@ def doctor_report(adapter: Adapter) -> dict:
         "update_commands": recipe.update_script() if isinstance(recipe, ScriptedInstall) else [],
     }
     if tag is not None:
-        report.update(_installed(recipe))
+        report.update(_installed(recipe, pinned))
     if adapter.notes:
         report["notes"] = adapter.notes
     return report
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    reports = [doctor_report(adapter) for adapter in adapters.registry().values()]
+    reports = [doctor_report(adapter, args.pinned) for adapter in adapters.registry().values()]
     if args.json:
         print(json.dumps({"host_platforms": list(host_platforms()), "frameworks": reports}, indent=1))
         return 0
@@ -88,7 +93,8 @@ def _doctor(args: argparse.Namespace) -> int:
         if not r["runnable"]:
             installed = "-"
         elif r["installed"]:
-            installed = f"{r['version']} ({r['source']})"
+            updated = ", updated" if r.get("version_choice") == "updated" else ""
+            installed = f"{r['version']} ({r['source']}{updated})"
         else:
             installed = "error: " + r["error"] if "error" in r else "no"
         how = r["install_command"] if r["runnable"] else f"[{r['install_command_for']}] {r['install_command']}"
@@ -101,7 +107,8 @@ def _doctor(args: argparse.Namespace) -> int:
 
 # Subcommands whose options their own modules parse.
 OWN_OPTIONS = {"report": "bench.reports.rebuild", "weekly": "bench.cli.weekly", "nightly": "bench.cli.nightly",
-               "clean": "bench.reports.cleanup", "eval": "bench.cli.eval", "serve": "bench.cli.serve"}
+               "clean": "bench.reports.cleanup", "eval": "bench.cli.eval", "serve": "bench.cli.serve",
+               "update": "bench.cli.update"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,9 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     install = sub.add_parser("install", help="install frameworks into the cellbench cache")
     install.add_argument("frameworks", nargs="*", help="default: every framework that runs on this platform")
+    install.add_argument("--pinned", action="store_true", help="the adapters' versions, not recorded updates")
     install.set_defaults(func=_install)
     doctor = sub.add_parser("doctor", help="which frameworks run here, what is installed, how to install the rest")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    doctor.add_argument("--pinned", action="store_true", help="the adapters' versions, not recorded updates")
     doctor.set_defaults(func=_doctor)
     report = sub.add_parser("report", help="rebuild comparison.json, REPORT.md and plots from result files alone",
                             add_help=False)
@@ -131,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     served = sub.add_parser("serve", add_help=False,
                             help="one framework's server in the foreground, exactly as a cell starts it")
     served.set_defaults(func=None)
+    update = sub.add_parser("update", add_help=False,
+                            help="install each framework's newest release beside the pinned one (--dry-run: only say)")
+    update.set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)
     if args.command in OWN_OPTIONS:  # their options are the modules' own
         module = importlib.import_module(OWN_OPTIONS[args.command])

@@ -43,7 +43,7 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     try:
         profile = profiles.load_profile(args.model)
-        adapter, install, model = bind(adapter, tag, profile, None, args.install)
+        adapter, install, model = bind(adapter, tag, profile, None, args.install, pinned=args.pinned)
     except (profiles.ProfileError, profiles.ProfileUnavailable, NotInstalled, InstallError, NotConfigured) as exc:
         print(f"cellbench serve: {exc}", file=sys.stderr)
         return 2
@@ -84,5 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help=f"slots the server is sized for, as a cell's largest level [{DEFAULT_CONCURRENCY}]")
     parser.add_argument("--install", action="store_true", help="install the framework first if it is not")
+    parser.add_argument("--pinned", action="store_true",
+                        help="the adapter's version, not the update `cellbench update` recorded (as pytest --pinned)")
     parser.add_argument("--log", type=Path, default=None, help="server log [results/serve/<framework>-<split>.log]")
     return serve(parser.parse_args(argv))

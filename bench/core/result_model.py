@@ -211,6 +211,8 @@ class _FrameworkRequired(TypedDict):
 class Framework(_FrameworkRequired, total=False):
     platform: str
     version_source: str
+    version_choice: str  # "pinned" | "updated" (bench.setup.updates); absent for a user's own install
+    pinned_version: str  # the adapter's version, when an update was served instead
 
 
 class ServedModels(TypedDict):

@@ -30,7 +30,8 @@ from bench.run.probes import list_models
 from bench.run.server import ServerStartError
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, ModelRef, ServeCommand, ServeContext
-from bench.setup.installs import UNKNOWN_VERSION, Installation, ensure_installed
+from bench.setup.installs import UNKNOWN_VERSION, Installation
+from bench.setup.updates import install_selected
 
 
 class RowUnavailable(Exception):
@@ -50,6 +51,7 @@ class RowContext:
     host: str = "127.0.0.1"
     port: int | None = 0  # 0: any free port; None: the adapter's
     install: bool = False
+    pinned: bool = False  # the adapter's version, not the recorded update (bench.setup.updates)
     gpus: tuple[int, ...] = ()
     # Rounds already run this session, by (run signature, round): rows that run the same client
     # against the same server (an accuracy row and a speed row of one benchmark) share one run.
@@ -120,7 +122,8 @@ class _Server:
                 self.install = Installation(adapter.name, UNKNOWN_VERSION, Path(ctx.python).parent.parent,
                                             {"python": ctx.python}, source=f"the clients' Python {ctx.python}")
             else:
-                self.install = ensure_installed(adapter.recipe_for(self.platform), allow_install=ctx.install)
+                self.install = install_selected(adapter.recipe_for(self.platform), pinned=ctx.pinned,
+                                                allow_install=ctx.install)
             self.model = _model(row, adapter)
         except (profiles.ProfileUnavailable, LookupError) as exc:
             raise RowUnavailable(str(exc)) from exc

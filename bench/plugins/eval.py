@@ -171,6 +171,7 @@ def _row_context(config: pytest.Config, gpus: tuple[int, ...]) -> RowContext:
         table_from=config.getoption("table_from"),
         port=0 if config.getoption("port") is None else config.getoption("port"),
         install=config.getoption("install"),
+        pinned=config.getoption("pinned"),
         gpus=gpus,
         shared_rounds=config.stash[SHARED_ROUNDS],
         log=RunLog(eval_run_dir(config) / RUN_LOG, say=terminal_writer(config)),

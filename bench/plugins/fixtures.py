@@ -73,6 +73,7 @@ def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> Cel
         request_timeout_s=opt("request_timeout"),
         ready_timeout_s=opt("ready_timeout"),
         install=opt("install"),
+        pinned=s.pinned,
         ignore_eos=opt("ignore_eos"),
         tools_param=opt("tools_param"),
         prompts_path=opt("prompts"),

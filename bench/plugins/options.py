@@ -54,6 +54,7 @@ class Settings:
     memory_limit_bytes: int | None
     cpus: affinity.Placement
     gpu_pool: tuple[int, ...] | None  # None: every GPU of this machine
+    pinned: bool = False  # --pinned: the adapters' versions, not the recorded updates
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -82,6 +83,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--share-server", action="store_true", help="one server for all levels (default: one per level)")
     g.addoption("--port", type=int, default=None, help="server port (0: any free port) [the adapter's port]")
     g.addoption("--install", action="store_true", help="install a missing framework instead of skipping its cells")
+    g.addoption("--pinned", action="store_true",
+                help="serve each framework at its adapter's pinned version, not the newer one `cellbench update` "
+                     "installed and recorded")
     g.addoption("--request-timeout", type=float, default=300.0, help="per-request timeout, seconds [300]")
     g.addoption("--ready-timeout", type=float, default=None, metavar="SECONDS",
                 help="how long a server (started or --endpoint) may take to answer its ready path "
@@ -165,6 +169,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cpus=_cpus(config),
         gpu_pool=_gpu_pool(config.getoption("gpu_pool")),
         profile=_profile(config.getoption("model")),
+        pinned=config.getoption("pinned"),
     )
     _check_prompts(config)
     if config.pluginmanager.hasplugin("xdist"):

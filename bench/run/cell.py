@@ -26,20 +26,22 @@ from bench.run.config import CellConfig, CellOutcome, Launcher
 from bench.run.levels import LevelsRun
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
-from bench.setup.installs import Installation, InstallError, NotInstalled, ensure_installed
+from bench.setup.installs import Installation, InstallError, NotInstalled
 from bench.setup.prompts import PromptSet, load_prompts, load_split
+from bench.setup.updates import install_selected
 
 __all__ = ["CellConfig", "CellOutcome", "Launcher", "bind", "run_cell"]
 
 
 def bind(adapter: Adapter, platform_tag: str, profile: profiles.ModelProfile, endpoint: str | None,
-         allow_install: bool) -> tuple[Adapter, Installation, ModelRef]:
-    """The adapter, installation and model a cell of this profile serves; raises NotInstalled,
-    InstallError, ProfileUnavailable or NotConfigured."""
+         allow_install: bool, *, pinned: bool = False) -> tuple[Adapter, Installation, ModelRef]:
+    """The adapter, installation and model a cell of this profile serves (the recorded update of the
+    framework unless `pinned`: bench.setup.updates); raises NotInstalled, InstallError,
+    ProfileUnavailable or NotConfigured."""
     if adapter.bind is not None:  # defined by the profile or --endpoint, not by code
         bound = adapter.bind(profile, endpoint)
         return bound.adapter, bound.install, bound.model
-    install = ensure_installed(adapter.recipe_for(platform_tag), allow_install=allow_install)
+    install = install_selected(adapter.recipe_for(platform_tag), pinned=pinned, allow_install=allow_install)
     return adapter, install, adapter.model_for_server(profiles.resolve(profile, adapter.model_format))
 
 
@@ -56,7 +58,8 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
             why += f", and whether it has a CUDA GPU is unknown: {machine.gpu_probe_error}"
         return _skipped(why)
     try:
-        adapter, install, model = bind(adapter, platform_tag, cfg.profile, cfg.endpoint, cfg.install)
+        adapter, install, model = bind(adapter, platform_tag, cfg.profile, cfg.endpoint, cfg.install,
+                                       pinned=cfg.pinned)
     except NotInstalled as exc:
         return _skipped(f"{exc} (or pass --install)")
     except InstallError as exc:

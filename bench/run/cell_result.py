@@ -63,6 +63,10 @@ def _framework(name: str, platform_tag: str, install: Installation, reported: Re
     if install.version == UNKNOWN_VERSION and reported:
         block["version"] = reported["version"]
         block["version_source"] = f"server: GET {reported['path']}"
+    if install.version_choice is not None:  # a cached install: the adapter's pin, or the recorded update
+        block["version_choice"] = install.version_choice
+    if install.pinned_version is not None:
+        block["pinned_version"] = install.pinned_version
     return block
 
 

@@ -34,6 +34,7 @@ class CellConfig:
     host: str = "127.0.0.1"
     request_timeout_s: float = 300.0
     install: bool = False
+    pinned: bool = False  # the adapter's version, not the update `cellbench update` recorded
     ignore_eos: bool = False
     tools_param: bool = False
     prompts_path: Path | None = None

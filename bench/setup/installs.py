@@ -18,11 +18,12 @@ import subprocess
 import sys
 import tarfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Protocol
 
 from filelock import FileLock
+from packaging.requirements import Requirement
 
 from bench.base.files import atomic_write
 from bench.base.paths import frameworks_dir
@@ -47,12 +48,17 @@ class Installation:
     executables: dict[str, str]
     source: str  # "cache", or where an external install came from ("$LLAMA_SERVER", "PATH")
     details: dict = field(default_factory=dict)
+    # Set by bench.setup.updates for a cached install a cell selected: "pinned" (the adapter's
+    # version) or "updated" (a newer release `cellbench update` installed), with the pinned
+    # version beside an updated one. Never in the cache's marker: the choice is the run's, not the install's.
+    version_choice: str | None = None
+    pinned_version: str | None = None
 
     def executable(self, name: str) -> str:
         return self.executables[name]
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "framework": self.framework,
             "version": self.version,
             "prefix": str(self.prefix),
@@ -60,6 +66,11 @@ class Installation:
             "source": self.source,
             "details": self.details,
         }
+        if self.version_choice is not None:
+            out["version_choice"] = self.version_choice
+        if self.pinned_version is not None:
+            out["pinned_version"] = self.pinned_version
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> Installation:
@@ -171,6 +182,22 @@ class SdistCMakeBuild:
     def install_hint(self) -> str:
         return f"cellbench install {self.framework}"
 
+    @property
+    def package(self) -> str:
+        return self.sdist.split("==")[0]
+
+    @property
+    def package_version(self) -> str:
+        return self.sdist.split("==")[1]
+
+    def with_version(self, version: str) -> SdistCMakeBuild:
+        """This build from the sdist of another release of the package, under its own cache key: the
+        key's copy of the pinned release number is swapped (`b11434-metal` -> `b11500-metal` for
+        11500.0.0), so a CPU, Metal and CUDA build of one release stay apart as the pinned ones do."""
+        old, new = _release_label(self.package_version), _release_label(version)
+        key = self.version.replace(old, new, 1) if old in self.version else f"{self.version}-{new}"
+        return replace(self, version=key, sdist=f"{self.package}=={version}")
+
     def external(self) -> Installation | None:
         if self.env_var and os.environ.get(self.env_var):
             return self._external(Path(os.environ[self.env_var]), f"${self.env_var}")
@@ -198,7 +225,7 @@ class SdistCMakeBuild:
     def build(self, prefix: Path, log: IO[str]) -> Installation:
         work = prefix / "src"
         work.mkdir()
-        package = self.sdist.split("==")[0]
+        package = self.package
         run_logged(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", package, self.sdist, "-d", str(work)],
             log,
@@ -234,6 +261,14 @@ def _require(executables: dict[str, str], log: IO[str]) -> dict[str, str]:
     return executables
 
 
+def _release_label(version: str) -> str:
+    """A release number without its trailing `.0` parts (11434.0.0 -> 11434): how a cache key names it."""
+    parts = version.split(".")
+    while len(parts) > 1 and parts[-1] == "0":
+        parts.pop()
+    return ".".join(parts)
+
+
 def _first_version_line(lines: list[str]) -> str | None:
     for line in lines:
         if line.lower().startswith("version"):
@@ -266,6 +301,30 @@ class PipVenv:
 
     def external(self) -> Installation | None:
         return None  # a server's Python dependencies are too entangled to trust a user's own venv
+
+    @property
+    def main_requirement(self) -> Requirement:
+        """The requirement pinned at `version`: the framework's own package (mlx-lm, not mlx)."""
+        for text in self.packages:
+            req = Requirement(text)
+            if any(spec.operator == "==" and spec.version == self.version for spec in req.specifier):
+                return req
+        raise ValueError(f"{self.framework}: no requirement in {self.packages} is pinned at {self.version}")
+
+    def with_version(self, version: str) -> PipVenv:
+        """This venv with the framework's package at `version`. The other pins become lower bounds
+        (`torch==2.13.0` -> `torch>=2.13.0`): a newer release may require a newer companion, and pip
+        then picks the one it needs; the venv's own report records what it picked."""
+        main = self.main_requirement
+        packages = []
+        for text in self.packages:
+            req = Requirement(text)
+            extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+            if req.name == main.name:
+                packages.append(f"{req.name}{extras}=={version}")
+            else:
+                packages.append(text.replace("==", ">=") if len(req.specifier) == 1 else text)
+        return replace(self, version=version, packages=tuple(packages))
 
     def build(self, prefix: Path, log: IO[str]) -> Installation:
         venv = prefix / "venv"

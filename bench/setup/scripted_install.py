@@ -21,7 +21,7 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
@@ -96,6 +96,51 @@ class ScriptedInstall:
     @property
     def main(self) -> str:
         return next(iter(self.executables))
+
+    # --- where its releases come from (read off the steps: the adapter says it once) -------------
+
+    def git_clone(self) -> tuple[str, str] | None:
+        """(url, checkout directory under the prefix) of a `git clone URL {prefix}/DIR` step, or None."""
+        for step in self.steps:
+            cmd = step.command
+            if isinstance(cmd, tuple) and cmd[:2] == ("git", "clone") and len(cmd) >= 4:
+                return cmd[-2], cmd[-1].removeprefix("{prefix}/")
+        return None
+
+    def git_url(self) -> str | None:
+        """The git repository the steps build from: a clone, or a `git+URL` requirement."""
+        if clone := self.git_clone():
+            return clone[0]
+        for arg in self._args():
+            if arg.startswith("git+"):
+                return _without_ref(arg.removeprefix("git+"))
+        return None
+
+    def brew_formula(self) -> str | None:
+        for step in self.steps:
+            cmd = step.command
+            if isinstance(cmd, tuple) and cmd[:2] == ("brew", "install"):
+                return cmd[-1]
+        return None
+
+    def with_version(self, commit: str) -> ScriptedInstall:
+        """This install at one upstream commit, under its own cache key (`git-main-<commit>`): the
+        clone is checked out at it, a `git+URL` requirement names it. Only a git source has versions
+        to choose; brew and install scripts update in place (`update_commands`)."""
+        clone = self.git_clone()
+        if clone is None and not any(arg.startswith("git+") for arg in self._args()):
+            raise ValueError(f"{self.framework}: only an install from git can be built at another version")
+        steps: list[Step] = []
+        for step in self.steps:
+            if isinstance(step.command, tuple):
+                step = replace(step, command=tuple(_at_commit(arg, commit) for arg in step.command))
+            steps.append(step)
+            if clone is not None and isinstance(step.command, tuple) and step.command[:2] == ("git", "clone"):
+                steps.append(Step(("git", "-C", f"{{prefix}}/{clone[1]}", "checkout", "--quiet", commit)))
+        return replace(self, version=f"{self.version}-{commit[:12]}", steps=tuple(steps))
+
+    def _args(self) -> list[str]:
+        return [arg for step in self.steps if isinstance(step.command, tuple) for arg in step.command]
 
     # --- what a user reads ---------------------------------------------------------------------
 
@@ -185,6 +230,16 @@ class ScriptedInstall:
     @staticmethod
     def _values(prefix: Path) -> dict[str, str]:
         return {"prefix": str(prefix)}
+
+
+def _without_ref(url: str) -> str:
+    """`URL@ref` -> URL; the `@` of `ssh://git@host/...` is not a ref (a path follows it)."""
+    return re.sub(r"@[^/@]+$", "", url)
+
+
+def _at_commit(arg: str, commit: str) -> str:
+    """A `git+URL` requirement pinned to `commit`; any other argument unchanged."""
+    return f"{_without_ref(arg)}@{commit}" if arg.startswith("git+") else arg
 
 
 def _probe(argv: list[str], *, cwd: Path) -> tuple[str | None, list[str]]:
