@@ -18,6 +18,8 @@ LAYERS = [
     "bench.core",      # records, SSE, metrics, verdicts, the result model
     "bench.setup",     # adapter contract, installs, profiles, prompts, tiny model
     "adapters",        # one declarative module per framework
+    "bench.imports",   # other benchmarks' result files as cellbench results: they read the model profiles and
+                       # adapters (weight format) and write through the core's store; nothing below needs them
     "bench.load",      # the load generator
     "bench.run",       # one cell: servers, levels, verdict, result
     "bench.reports",   # everything read back from result files

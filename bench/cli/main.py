@@ -106,7 +106,8 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 # Subcommands whose options their own modules parse.
-OWN_OPTIONS = {"report": "bench.reports.rebuild", "weekly": "bench.cli.weekly", "nightly": "bench.cli.nightly",
+OWN_OPTIONS = {"import": "bench.cli.imports",
+               "report": "bench.reports.rebuild", "weekly": "bench.cli.weekly", "nightly": "bench.cli.nightly",
                "clean": "bench.reports.cleanup", "eval": "bench.cli.eval", "serve": "bench.cli.serve",
                "update": "bench.cli.update"}
 
@@ -143,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     update = sub.add_parser("update", add_help=False,
                             help="install each framework's newest release beside the pinned one (--dry-run: only say)")
     update.set_defaults(func=None)
+    imported = sub.add_parser("import", add_help=False,
+                              help="convert SiliconBench's result files into cellbench results labelled imported")
+    imported.set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)
     if args.command in OWN_OPTIONS:  # their options are the modules' own
         module = importlib.import_module(OWN_OPTIONS[args.command])

@@ -9,6 +9,11 @@ A result is checked against `schema/result.schema.json` twice: by `write_result`
 never leave a file the reports would refuse, and by `read_result`, so a file edited or written by
 another tool is refused with the place it breaks the schema. `SCHEMA_VERSION` changes only when
 the document's shape does; `READABLE_VERSIONS` are those `read_result` accepts.
+
+The `imported` block (a result converted from another benchmark's file, bench.imports) kept
+version 1: a measured result's shape and what it must hold are unchanged (the schema still
+requires everything of a result without `imported`), and a cellbench that predates the block
+refuses an imported file naming the `imported` key rather than misreading it.
 """
 
 from __future__ import annotations

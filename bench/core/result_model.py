@@ -7,6 +7,9 @@ dict written, the dict a report reads is the dict validated, and nothing convert
 (so no key can be lost on the way). A key the schema does not require is declared in a `total=False`
 subclass (`Level` over `_LevelRequired`), which keeps `__required_keys__` right at runtime;
 tests/test_result_model.py checks that both name the same keys, required and optional.
+A key that a measured result always has and an imported one (converted from another benchmark's
+file) may lack is optional here and in the schema's blocks, whose top-level `else` requires it of
+every result without `imported` (tests/test_import_siliconbench.py checks the two agree).
 """
 
 from __future__ import annotations
@@ -99,7 +102,6 @@ class _LevelRequired(TypedDict):
     partial: bool
     stop_reason: str | None
     wall_time_s: float
-    started_at: float
     output_tokens_total: int
     input_tokens_total: int | None
     chunks_total: int
@@ -110,26 +112,28 @@ class _LevelRequired(TypedDict):
     tokens_per_chunk: float | None
     usage_available: bool
     itl_per_chunk: bool
-    chunk_divergence: ChunkDivergence
     ttft_ms: Stats
-    ttfb_ms: Stats
-    tpot_ms: Stats
     itl_ms: Stats
     e2el_ms: Stats
     decode_tps: Stats
-    schedule_lag_ms: Stats
     errors: dict[str, int]
     error_samples: dict[str, list[ErrorSample]]
     dominant_error: DominantError | None
-    served_models: list[str]
-    client: ClientHealth
-    warmup: Warmup
 
 
 class Level(_LevelRequired, total=False):
     """One concurrency level, as bench.core.metrics.summarize_level computes it."""
 
     prompt_reuse: PromptReuse
+    # measured results only (an imported level lacks what the other tool never recorded)
+    started_at: float
+    chunk_divergence: ChunkDivergence
+    ttfb_ms: Stats
+    tpot_ms: Stats
+    schedule_lag_ms: Stats
+    served_models: list[str]
+    client: ClientHealth
+    warmup: Warmup
 
 
 class _ServerCommandRequired(TypedDict):
@@ -220,17 +224,24 @@ class ServedModels(TypedDict):
     responses: list[str]
 
 
-class Model(TypedDict):
+class _ModelRequired(TypedDict):
     profile: str
     results_name: str
     format: str
     path: str | None
     requested: str
-    served: ServedModels
+
+
+class Model(_ModelRequired, total=False):
+    served: ServedModels  # measured results only
 
 
 class _MachineRequired(TypedDict):
     slug: str
+
+
+class Machine(_MachineRequired, total=False):
+    # measured results only, but gpu_probe_error
     host: str
     os: str
     cpu: str
@@ -238,9 +249,6 @@ class _MachineRequired(TypedDict):
     gpus: list[str]
     cores: int
     memory_gib: float
-
-
-class Machine(_MachineRequired, total=False):
     gpu_probe_error: str | None
 
 
@@ -263,14 +271,15 @@ class CpuAffinity(TypedDict):
 class _RunConfigRequired(TypedDict):
     levels: list[int]
     requests_per_level: int
+
+
+class RunConfig(_RunConfigRequired, total=False):
+    # measured results only, but cpu_affinity and unique_prompts
     warmup: int
     levels_share_server: bool
     request_timeout_s: float
     request_extras: dict[str, Any]
     prompts: Prompts
-
-
-class RunConfig(_RunConfigRequired, total=False):
     cpu_affinity: CpuAffinity
     unique_prompts: bool
 
@@ -290,19 +299,43 @@ class _ResultRequired(TypedDict):
     model: Model
     machine: Machine
     run_config: RunConfig
-    servers: list[Server]
     started_at: str
     finished_at: str
     duration_s: float
     levels: list[Level]
     verdict: VerdictBlock
-    requests_file: str
+
+
+class MetricMethod(TypedDict):
+    comparable: bool
+    note: str
+
+
+class Imported(TypedDict):
+    """Where an imported result came from (bench.imports): present in no measured result."""
+
+    tool: str
+    label: str
+    file: str
+    sha256: str
+    timestamp: str
+    imported_at: str
+    source_machine: dict[str, Any] | None
+    methods: dict[str, MetricMethod]
+    warnings: list[str]
 
 
 class Result(_ResultRequired, total=False):
     """One cell's result file."""
 
     harness: Harness  # absent in files of an earlier cellbench
+    # measured results only
+    servers: list[Server]
+    requests_file: str
+    # imported results only
+    imported: Imported
+
+
 
 
 class Provenance(TypedDict):
@@ -331,6 +364,7 @@ class Comparison(TypedDict):
     provenance: dict[str, Provenance]
     methodology_warnings: list[str]
     suspicious: dict[str, str]
+    imported: dict[str, str]  # framework -> `imported (<tool>) from <original file>`, for imported results
     ignored: list[IgnoredFile]
 
 

@@ -10,7 +10,9 @@ it instead of dropping it silently.
 Suspicious: output throughput changed SUSPICIOUS_FACTOR-fold or more, either way, against the
 previous result of the same cell, at a level both measured with a success. That is more often a
 broken setup (another model file, a debug build, a throttled machine) than a real change; it
-is an annotation and never changes the verdict (docs/verdicts.md).
+is an annotation and never changes the verdict (docs/verdicts.md). Against an imported previous
+result (another benchmark's file, bench.core.imported) only metrics it labels comparable are
+compared, and the reason names the file and the metrics left out.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from bench.core import imported
 from bench.core.result import NotAResult, read_result
 from bench.core.result_model import IgnoredFile, Result
 
@@ -162,6 +165,15 @@ def select_latest(
     return selection
 
 
+def previous_of(current: LoadedResult) -> LoadedResult | None:
+    """The result before `current` in its cell (machine, model, split, framework) in its folder,
+    chosen as `select_latest` chooses (run id, then finish time, never mtime); None if none."""
+    loaded, _ = load_results(current.path.parent)
+    older = [r for r in loaded if r.path != current.path and r.recency() < current.recency()]
+    selection = select_latest([*older, current], machine=current.machine, model=current.model, split=current.split)
+    return selection.previous.get(current.framework)
+
+
 def _cell_of(result: Result) -> dict[str, str]:
     return {"split": result["split"], "machine": result["machine"]["slug"], "model": result["model"]["results_name"]}
 
@@ -170,12 +182,16 @@ def suspicious(current: Result, previous: Result) -> str | None:
     """Why `current` is suspicious against `previous` of the same cell, or None.
 
     A level with no successes on either side is skipped: it is a failure, which the verdict
-    already reports. Raises ValueError for results of different cells: chat and agent differ
-    systematically, and neither do two machines or models compare."""
+    already reports. An imported `previous` is compared only when it labels output throughput
+    comparable (bench.core.imported), and the reason says it was imported and what was left out.
+    Raises ValueError for results of different cells: chat and agent differ systematically, and
+    neither do two machines or models compare."""
     now_cell, old_cell = _cell_of(current), _cell_of(previous)
     if now_cell != old_cell:
         diff = ", ".join(f"{k} {now_cell[k]} vs {old_cell[k]}" for k in now_cell if now_cell[k] != old_cell[k])
         raise ValueError(f"suspicious() compares results of one cell only: {diff}")
+    if not imported.comparable(previous, "output_throughput_tps"):
+        return None
     before = {lv["concurrency"]: lv for lv in previous["levels"] if lv["successful"]}
     reasons = []
     for level in current["levels"]:
@@ -190,4 +206,6 @@ def suspicious(current: Result, previous: Result) -> str | None:
             reasons.append(f"c={level['concurrency']}: {now_tps:.1f} tok/s vs {old_tps:.1f} tok/s ({ratio})")
     if not reasons:
         return None
-    return f"output throughput against run {previous['run_id']}: " + "; ".join(reasons)
+    left_out = imported.left_out(previous)
+    return (f"output throughput against {imported.describe(previous)}: " + "; ".join(reasons)
+            + (f" ({left_out})" if left_out else ""))

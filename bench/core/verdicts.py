@@ -134,8 +134,13 @@ def annotations_for(levels: Sequence[Level]) -> tuple[str, ...]:
     return tuple(notes)
 
 
+def _client(level: Level) -> Mapping[str, Any]:
+    """The level's client block; {} for an imported level, which has none."""
+    return level.get("client") or {}
+
+
 def _limited_by(level: Level) -> str | None:
-    client = level.get("client") or {}
+    client = _client(level)
     return client.get("limited_by") or ("client" if client.get("client_bound") else None)
 
 
@@ -167,7 +172,7 @@ def _lag(client: Mapping[str, Any]) -> str:
 
 def _worst(levels: list[Level]) -> Mapping[str, Any]:
     """The client block of the level whose client ran latest."""
-    return max((lv.get("client") or {} for lv in levels),
+    return max((_client(lv) for lv in levels),
                key=lambda c: max(c.get("loop_lag_p99_ms") or 0, c.get("schedule_lag_p99_ms") or 0))
 
 
@@ -182,7 +187,7 @@ def _busy(client: Mapping[str, Any]) -> str | None:
 
 
 def _saturated(levels: list[Level]) -> str:
-    share = max((lv.get("client") or {}).get("cpu_share") or 0.0 for lv in levels)
+    share = max(_client(lv).get("cpu_share") or 0.0 for lv in levels)
     return f"client-bound at {_at(levels)}: client CPU {share:.2f} of a core: numbers measure the client"
 
 

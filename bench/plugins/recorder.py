@@ -8,9 +8,10 @@ the run id and results root, and the reports and journals it wrote (not each cel
 
 On the controller, `RunRecorder` implements `pytest_cellbench_cell_finished`: it counts the
 verdict, and for a benchmark cell writes the journal of the cell's results folder after every
-cell (bench.reports.journal). When the session finishes it rebuilds comparison.json, REPORT.md
-and the plots of every split the session touched (bench.reports.rebuild) and closes the journals
-(`partial` when interrupted).
+cell (bench.reports.journal), with the comparison against the cell's previous result when that
+one was imported from another benchmark (bench.core.imported). When the session finishes it
+rebuilds comparison.json, REPORT.md and the plots of every split the session touched
+(bench.reports.rebuild) and closes the journals (`partial` when interrupted).
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ from pathlib import Path
 import pytest
 
 from bench.base.clock import now_iso
+from bench.core.imported import comparison_line
 from bench.core.result import NotAResult, read_result
 from bench.core.result_model import Level
+from bench.core.store import LoadedResult, previous_of
 from bench.core.verdicts import Verdict
 from bench.plugins import transport
 from bench.plugins.hooks import BENCHMARK, CellRecord, register_stashed, unregister_stashed
 from bench.plugins.html import html_path
 from bench.plugins.options import results_root, settings
-from bench.reports.journal import CellEntry, Journal
+from bench.reports.journal import IMPORTED_COMPARISON, CellEntry, Journal
 from bench.reports.rebuild import rebuild_split
 
 RECORDER = pytest.StashKey["RunRecorder"]()
@@ -92,8 +95,9 @@ class RunRecorder:
         if directory not in self.journals:
             self.journals[directory] = Journal.open(directory, model=cell.model, machine=cell.machine,
                                                     started_at=self.started_at)
+        evidence = {**cell.evidence, **imported_comparison(cell.result_path)}
         self.journals[directory].record(CellEntry(cell.framework, cell.split, cell.verdict, cell.reason,
-                                                  cell.result_path, list(cell.annotations), cell.evidence))
+                                                  cell.result_path, list(cell.annotations), evidence))
         if cell.result_path:
             self.split_dirs.add(Path(cell.result_path).parent)
 
@@ -116,6 +120,20 @@ class RunRecorder:
         html = html_path(self.config)
         for path in [*self.written, *([html] if html else [])]:
             terminalreporter.write_line(f"  {path}{os.sep if path.is_dir() else ''}")
+
+
+def imported_comparison(result_path: str | None) -> dict[str, str]:
+    """`{IMPORTED_COMPARISON: line}` when the cell's previous result was imported from another
+    benchmark: the journal compares the two even when nothing is suspicious. {} otherwise."""
+    if not result_path:
+        return {}
+    try:
+        current = LoadedResult(Path(result_path), read_result(Path(result_path)))
+    except (OSError, NotAResult):
+        return {}
+    previous = previous_of(current)
+    line = comparison_line(current.data, previous.data) if previous else None
+    return {IMPORTED_COMPARISON: line} if line else {}
 
 
 def numbers_line(cell: CellRecord) -> str | None:

@@ -5,6 +5,8 @@ compete, and the newest is the one with the latest run id (a UTC timestamp) and 
 `finished_at`, never the file's mtime. Beside the chosen results the comparison lists how their
 methodologies differ, which changed suspiciously against the previous run of their cell, and
 every file left out with its reason, so a reader can check the provenance without a shell.
+A result converted from another benchmark's file is named in `imported` with its label and the
+original file (bench.core.imported), so no reader takes its numbers for cellbench's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from bench.base.clock import now_iso
+from bench.core import imported
 from bench.core.result import as_result, write_json_atomic
 from bench.core.result_model import Comparison, Provenance, RunConfig
 from bench.core.store import COMPARISON_FILE, LoadedResult, Selection, load_results, select_latest, suspicious
@@ -95,6 +98,9 @@ def build_comparison(split_dir: Path, *, machine: str) -> Comparison:
         "provenance": {fw: _provenance(selection.chosen[fw]) for fw in frameworks},
         "methodology_warnings": methodology_differences(selection),
         "suspicious": flagged,
+        "imported": {fw: f"{label} from {source['file']}" for fw in frameworks
+                     if (label := imported.label(chosen := selection.chosen[fw].data))
+                     and (source := imported.source(chosen))},
         "ignored": [i.to_json() for i in sorted([*problems, *selection.ignored], key=lambda i: i.file)],
     }
 

@@ -19,6 +19,7 @@ from bench.base.files import atomic_write
 from bench.core.verdicts import Verdict
 
 JOURNAL_VERSION = 1
+IMPORTED_COMPARISON = "imported_comparison"  # evidence key: bench.core.imported.comparison_line of the cell
 # The day a journal is named after, when a caller fixes it (YYYY-MM-DD): the weekly run sets it
 # for its pytest sessions, so a run that crosses midnight keeps writing one journal.
 JOURNAL_DAY_ENV = "CELLBENCH_JOURNAL_DAY"
@@ -190,5 +191,9 @@ def render(j: Journal) -> str:
     suspicious = [c for c in j.cells.values() if "suspicious" in c.evidence]
     lines += ["## Suspicious Results", ""]
     lines += [f"- {c.framework} / {c.split}: {c.evidence['suspicious']}" for c in suspicious] or ["None."]
+    # a cell whose previous result was imported from another benchmark: always compared, labelled
+    compared = [c.evidence[IMPORTED_COMPARISON] for c in sorted(j.cells.values(), key=lambda c: c.key)
+                if IMPORTED_COMPARISON in c.evidence]
+    lines += ["", "## Compared With Imported Results", "", *[f"- {line}" for line in compared]] if compared else []
     lines += ["", "## Notes", ""] + ([f"- {n}" for n in j.notes] or ["None."]) + [""]
     return "\n".join(lines)

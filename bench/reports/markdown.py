@@ -4,6 +4,11 @@ One table per concurrency level (metrics as rows, frameworks as columns) over th
 levels every framework measured, so a level only one framework ran still shows, with "—" for
 the others. Above the tables: the run ids that won, each verdict with its reason; below them:
 methodology differences, suspicious changes, the files left out, and the plots.
+
+A result imported from another benchmark's file has its column headed `<framework>, imported
+(<tool>)`, and each of its values that the tool derived differently from cellbench (its
+`imported.methods`, bench.core.imported) is marked `(<tool>)`; an *Imported results* section says
+where each came from and what is not comparable.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from bench.base.files import atomic_write
-from bench.core.result_model import Comparison, Level, Stats
+from bench.core import imported
+from bench.core.result_model import Comparison, Level, Result, Stats
 from bench.reports import plots
 
 REPORT_FILE = "REPORT.md"
@@ -26,12 +32,13 @@ def _num(value: float | None, digits: int, scale: float = 1.0, suffix: str = "")
 
 
 def _key(block: Level | Stats, key: str) -> Any:
-    """`block[key]` for a key ROWS names as data (a TypedDict is indexed by literals only)."""
-    return cast(dict[str, Any], block)[key]
+    """`block[key]` for a key ROWS names as data (a TypedDict is indexed by literals only); None
+    when absent (an imported level has no TPOT nor client block)."""
+    return cast(dict[str, Any], block).get(key)
 
 
 def _stat(block: str, stat: str, digits: int = 1, scale: float = 1.0) -> Callable[[Level], str]:
-    return lambda lv: _num(_key(_key(lv, block), stat), digits, scale)
+    return lambda lv: _num((_key(lv, block) or {}).get(stat), digits, scale)
 
 
 def _field(key: str, digits: int = 1) -> Callable[[Level], str]:
@@ -71,8 +78,18 @@ ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
     ("Latency p99 (s)", _stat("e2el_ms", "p99", 2, 1e-3)),
     ("Wall time (s)", _field("wall_time_s", 2)),
     ("Tokens per chunk", _field("tokens_per_chunk", 2)),
-    ("Client CPU share", lambda lv: _num(lv["client"]["cpu_share"], 1, 100, "%")),
+    ("Client CPU share", lambda lv: _num(lv["client"]["cpu_share"] if "client" in lv else None, 1, 100, "%")),
 )
+# The metric each row shows, as an imported result labels its methods (bench.core.imported).
+ROW_METRICS = {
+    "Successful / Failed": "failed", "TTFT avg (ms)": "ttft_ms.mean", "TTFT p50 (ms)": "ttft_ms.p50",
+    "TTFT p99 (ms)": "ttft_ms.p99", "ITL avg (ms)": "itl_ms.mean", "ITL p50 (ms)": "itl_ms.p50",
+    "Decode rate p50 (tok/s)": "decode_tps.p50", "Output throughput (tok/s)": "output_throughput_tps",
+    "Input throughput (tok/s)": "input_throughput_tps", "Total throughput (tok/s)": "total_token_throughput_tps",
+    "Request throughput (req/s)": "request_throughput_rps", "Latency avg (s)": "e2el_ms.mean",
+    "Latency p50 (s)": "e2el_ms.p50", "Latency p99 (s)": "e2el_ms.p99", "Wall time (s)": "wall_time_s",
+    "Tokens per chunk": "tokens_per_chunk",
+}
 
 
 def _cell(text: Any) -> str:
@@ -87,12 +104,49 @@ def _table(header: list[str], rows: list[list[Any]], align: str = "---") -> list
     return lines
 
 
+def _value(result: Result, row: str, render: Callable[[Level], str], level: Level) -> str:
+    """The row's value; an imported one its tool derived differently is marked `(<tool>)`."""
+    text = render(level)
+    source = imported.source(result)
+    if source is None or text == NULL or imported.comparable(result, ROW_METRICS.get(row, row)):
+        return text
+    return f"{text} ({source['label']})"
+
+
+def _column(comparison: Comparison, fw: str) -> str:
+    label = imported.label(comparison["results"][fw])
+    return f"{fw}, {label}" if label else fw
+
+
 def _level_section(comparison: Comparison, level: int) -> list[str]:
-    frameworks = comparison["frameworks"]
-    by_fw = {fw: {lv["concurrency"]: lv for lv in comparison["results"][fw]["levels"]} for fw in frameworks}
-    rows = [[label, *(render(by_fw[fw][level]) if level in by_fw[fw] else MISSING_LEVEL for fw in frameworks)]
+    frameworks, results = comparison["frameworks"], comparison["results"]
+    by_fw = {fw: {lv["concurrency"]: lv for lv in results[fw]["levels"]} for fw in frameworks}
+    rows = [[label, *(_value(results[fw], label, render, by_fw[fw][level]) if level in by_fw[fw] else MISSING_LEVEL
+                      for fw in frameworks)]
             for label, render in ROWS]
-    return [f"## Concurrency {level}", "", *_table(["Metric", *frameworks], rows, "---:"), ""]
+    header = ["Metric", *(_column(comparison, fw) for fw in frameworks)]
+    return [f"## Concurrency {level}", "", *_table(header, rows, "---:"), ""]
+
+
+def _origin(result: Result) -> str:
+    """` (imported (SiliconBench) from llamacpp_20261120_101500.json)`, or "" for a measured result."""
+    source = imported.source(result)
+    return f" ({imported.label(result)} from {Path(source['file']).name})" if source else ""
+
+
+def _imported_notes(comparison: Comparison) -> list[str]:
+    """Where each imported result came from, what of it is not compared, and its own warnings."""
+    lines = []
+    for fw, label in sorted(comparison.get("imported", {}).items()):
+        result = comparison["results"][fw]
+        source = imported.source(result)
+        if source is None:
+            continue
+        left_out = imported.left_out(result)
+        lines.append(f"{fw}: {label} (sha256 {source['sha256'][:12]}, its timestamp {source['timestamp']})"
+                     + (f"; {left_out}; a value marked ({source['label']}) is not comparable" if left_out else ""))
+        lines += [f"{fw}: {warning}" for warning in source["warnings"]]
+    return lines
 
 
 def _verdict(comparison: Comparison, fw: str) -> str:
@@ -104,8 +158,8 @@ def _verdict(comparison: Comparison, fw: str) -> str:
 def _header(comparison: Comparison) -> list[str]:
     frameworks = comparison["frameworks"]
     prov = comparison["provenance"]
-    runs = [[fw, prov[fw]["run_id"], prov[fw]["finished_at"], prov[fw]["file"], prov[fw]["model_path"] or NULL]
-            for fw in frameworks]
+    runs = [[fw, prov[fw]["run_id"], prov[fw]["finished_at"], prov[fw]["file"] + _origin(comparison["results"][fw]),
+             prov[fw]["model_path"] or NULL] for fw in frameworks]
     verdicts = [[fw, _verdict(comparison, fw), comparison["results"][fw]["verdict"]["reason"],
                  comparison["results"][fw]["framework"]["version"]] for fw in frameworks]
     return [
@@ -149,6 +203,7 @@ def render_report(comparison: Comparison, plot_files: list[Path]) -> str:
         *_bullets("Suspicious results", [f"{fw}: {why}" for fw, why in sorted(comparison["suspicious"].items())],
                   "None: no output throughput changed 10x or more against the previous run of its cell."),
         *_bullets("Ignored files", [f"{i['file']}: {i['reason']}" for i in comparison["ignored"]], "None."),
+        *(_bullets("Imported results", notes, "") if (notes := _imported_notes(comparison)) else []),
     ]
     figures = ["## Plots", "", *[f"![{_caption(p)}]({plots.PLOTS_DIR}/{p.name})\n" for p in plot_files]]
     return "\n".join([*_header(comparison), *body, *notes, *figures])

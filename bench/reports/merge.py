@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.base.clock import now_iso
+from bench.core import imported
 from bench.core.result import write_json_atomic
 from bench.core.result_model import Comparison, Result
 from bench.core.store import COMPARISON_FILE
@@ -155,13 +156,13 @@ def result_cell(result: Result, file: str) -> MergedCell:
             "output_tps": _tps(result), "run_id": result["run_id"],
             "harness_commit": harness["commit"] if harness else None,
             "harness_dirty": harness["dirty"] if harness else None,
-            "framework_version": result["framework"]["version"], "file": file}
+            "framework_version": result["framework"]["version"], "file": file, "imported": imported.label(result)}
 
 
 def note_cell(source: str, verdict: str, reason: str, file: str | None = None) -> MergedCell:
     """A cell without a result: a journal entry, a framework not run, or a machine that sent nothing."""
     return {"source": source, "verdict": verdict, "reason": reason, "output_tps": {}, "run_id": None,
-            "harness_commit": None, "harness_dirty": None, "framework_version": None, "file": file}
+            "harness_commit": None, "harness_dirty": None, "framework_version": None, "file": file, "imported": None}
 
 
 def _relative(path: Path, md: MachineDir) -> str:

@@ -45,6 +45,7 @@ class MergedCell(TypedDict):
     harness_dirty: bool | None
     framework_version: str | None
     file: str | None  # the file read (result or journal), relative to the folder it came from
+    imported: str | None  # `imported (SiliconBench)`: a result converted from another benchmark's file
 
 
 class IgnoredEntry(TypedDict):
@@ -116,7 +117,7 @@ def cell_text(cell: MergedCell) -> str:
     if cell["source"] == "journal" or not cell["output_tps"]:
         return f"{cell['verdict']}: {cell['reason']}"
     levels = " · ".join(f"c={c} {markdown.NULL if t is None else f'{t:.1f}'}" for c, t in _level_tps(cell))
-    return f"{cell['verdict']} · {levels} tok/s"
+    return f"{cell['verdict']}{f', {label}' if (label := cell.get('imported')) else ''} · {levels} tok/s"
 
 
 def commit_text(cell: MergedCell) -> str:
@@ -133,7 +134,8 @@ def _provenance_rows(table: MergedTable) -> list[list[str]]:
         for fw in table["frameworks"]:
             cell = table["cells"][fw][machine]
             if cell["source"] != "missing":
-                rows.append([machine, fw, cell["run_id"] or markdown.NULL, commit_text(cell),
+                run = (cell["run_id"] or markdown.NULL) + (f" ({cell['imported']})" if cell.get("imported") else "")
+                rows.append([machine, fw, run, commit_text(cell),
                              cell["framework_version"] or markdown.NULL, cell["file"] or markdown.NULL])
     return rows
 

@@ -111,9 +111,10 @@ def _measured_records(sidecar: Path, level: int) -> Iterator[RequestRecord]:
 
 def request_samples(split_dir: Path, result: Result, level: int) -> dict[str, list[float]] | None:
     """TTFT and TPOT in ms of each successful measured request of `level`, from the result's
-    per-request sidecar (bench.core.metrics formulas), or None when there is no usable sidecar."""
-    sidecar = split_dir / result["requests_file"]
-    if not sidecar.is_file():
+    per-request sidecar (bench.core.metrics formulas), or None when there is no usable sidecar
+    (an imported result has none)."""
+    sidecar = split_dir / result.get("requests_file", "")
+    if "requests_file" not in result or not sidecar.is_file():
         return None
     try:
         records = list(_measured_records(sidecar, level))
@@ -127,17 +128,18 @@ def request_samples(split_dir: Path, result: Result, level: int) -> dict[str, li
 def _summary_box(block: Stats, label: str) -> dict[str, Any] | None:
     """A box drawn from a stats block when the requests are gone: median line at p50, box from
     p50 to p90, whiskers from min to p99, the max as a point. The quartiles are not recorded, so
-    the label marks it as a summary rather than pretending to be a box plot."""
-    if not block.get("n") or block.get("p50") is None:
+    the label marks it as a summary rather than pretending to be a box plot. None without those
+    values (an imported result's nearest-rank percentiles are not drawn beside ours)."""
+    if not block.get("n") or any(block.get(k) is None for k in ("p50", "p90", "min", "p99", "max")):
         return None
     return {"label": label, "med": block["p50"], "q1": block["p50"], "q3": block["p90"],
             "whislo": block["min"], "whishi": block["p99"], "fliers": [block["max"]]}
 
 
-def _box(fw: str, samples: dict[str, list[float]] | None, block: Stats, key: str) -> dict[str, Any] | None:
+def _box(fw: str, samples: dict[str, list[float]] | None, block: Stats | None, key: str) -> dict[str, Any] | None:
     if samples is not None and samples[key]:
         return boxplot_stats(samples[key], labels=[fw])[0]
-    return _summary_box(block, f"{fw}*")
+    return _summary_box(block, f"{fw}*") if block else None
 
 
 def latency_distributions(comparison: Comparison, level: int, split_dir: Path) -> Path:
@@ -154,7 +156,7 @@ def latency_distributions(comparison: Comparison, level: int, split_dir: Path) -
     fig = _figure(9, 4.5)
     for ax, key, name in zip(fig.subplots(1, 2), ("ttft_ms", "tpot_ms"), ("TTFT (ms)", "TPOT (ms)"), strict=True):
         boxes = [b for fw, (samples, lv) in sorted(present.items())
-                 if (b := _box(fw, samples, lv["ttft_ms"] if key == "ttft_ms" else lv["tpot_ms"], key))]
+                 if (b := _box(fw, samples, lv["ttft_ms"] if key == "ttft_ms" else lv.get("tpot_ms"), key))]
         if boxes:
             ax.bxp(boxes, showfliers=True)
         else:
@@ -195,7 +197,7 @@ RESOURCES_PNG = "resources.png"
 def _resource_samples(split_dir: Path, result: Result) -> list[dict[str, Any]]:
     """The result's resource sidecars (one per server), in time order; [] when it has none."""
     samples: list[dict[str, Any]] = []
-    for server in result["servers"]:
+    for server in result.get("servers", []):
         name = server["resources"]["path"] if "resources" in server else None
         path = split_dir / name if name else None
         if path is None or not path.is_file():

@@ -99,11 +99,12 @@ def suspicious_change(paths: CellPaths, result: Result) -> str | None:
 def existing_result(cfg: CellConfig, paths: CellPaths, machine: str) -> LoadedResult | None:
     """--skip-existing: this cell's newest result of this machine, when it is of this run (or within
     the window) and not a failure. Chosen by run id and finish time, never by mtime; another
-    machine's file never counts and is never touched."""
+    machine's file never counts and is never touched, and neither does an imported result (another
+    benchmark measured it: keeping it would report a cell cellbench never ran)."""
     if cfg.skip_existing_s is None:
         return None
     loaded, _ = load_results(paths.split_dir)
-    mine = [r for r in loaded if r.framework == cfg.framework and r.split == cfg.split]
+    mine = [r for r in loaded if r.framework == cfg.framework and r.split == cfg.split and "imported" not in r.data]
     selection = select_latest(mine, machine=machine, model=cfg.profile.results_name, split=cfg.split)
     newest = selection.chosen.get(cfg.framework)
     if newest is None or Verdict(newest.data["verdict"]["verdict"]).is_failure:
