@@ -235,7 +235,9 @@ def test_the_report_opens_on_a_summary_and_the_worst_verdicts(stand_in_report):
     summary = dom[dom.index('<div class="cellbench-summary">'):]
     summary = summary[:summary.index("</div>")]
     assert dom.index('class="cellbench-summary"') < dom.index('id="results-table"'), "the summary comes first"
-    assert re.sub(r"<[^>]+>", "", summary.split("Verdicts: ")[1].split("</p>")[0]) == "1 all-failed, 1 degraded, 2 ok."
+    counts = re.sub(r"<[^>]+>", "", summary.split("Verdicts (untick to hide those rows): ")[1].split("</p>")[0])
+    assert counts.split() == ["1", "all-failed", "1", "degraded", "2", "ok"]
+    assert summary.count('<img class="cellbench-throughput-plot"') == 1  # one split: one plot
     rows = re.findall(r"<tr><td>([\w_]+ chat)</td><td[^>]*>([\w-]+)</td>(.*?)</tr>", summary)
     assert {cell: verdict for cell, verdict, _ in rows} == {
         "hf_transformers chat": "ok", "llamacpp chat": "ok", "mlx_lm chat": "all-failed", "vllm chat": "degraded"}
@@ -245,7 +247,26 @@ def test_the_report_opens_on_a_summary_and_the_worst_verdicts(stand_in_report):
     assert [v.split()[0] for v in by_default.values()] == ["all-failed", "degraded", "ok", "ok"], "worst first"
     css = html_review.verdict_css()
     assert '.col-verdict span[data-sort="5-degraded"]' in css and "#b54708" in css  # amber, not ok's green
-    assert '.col-verdict span[data-sort="6-ok"], .cellbench-verdict-ok {color: #067647' in css
+    assert '.col-verdict span[data-sort="7-ok"], .cellbench-verdict-ok {color: #067647' in css
+
+
+def test_a_verdict_unticked_in_the_summary_hides_its_rows_and_survives_a_resort(stand_in_report, tmp_path):
+    """The filter runs in a real browser: a test-only script unticks `ok`, then sorts by a column
+    (pytest-html renders every row again on a sort); the two ok rows stay hidden, the others shown."""
+    click = """<script>window.addEventListener("load", () => setTimeout(() => {
+  const box = document.querySelector('input.cellbench-filter[data-verdict="ok"]');
+  box.checked = false; box.dispatchEvent(new Event("change"));
+  document.querySelector('th[data-column-type="output_tps"]').click();
+}, 100));</script></body>"""
+    page = tmp_path / "clicked.html"
+    page.write_text(stand_in_report.html.read_text().replace("</body>", click))
+    dom = rendered(page)
+    rows = re.findall(r'<tbody class="results-table-row ([\w -]+)" id="[^"]+\[(\w+)-chat\]">.*?col-verdict">'
+                      r'<span data-sort="\d+-([\w-]+)"', dom, flags=re.S)
+    assert sorted((verdict, "cellbench-filtered" in classes) for classes, _, verdict in rows) == [
+        ("all-failed", False), ("degraded", False), ("ok", True), ("ok", True)]
+    # sorted by output tok/s now, no longer worst first (which puts degraded vllm second): rendered again
+    assert [fw for _, fw, _ in rows] == ["mlx_lm", "llamacpp", "vllm", "hf_transformers"]
 
 
 def test_skipped_cells_are_one_line_in_the_summary():

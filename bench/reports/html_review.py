@@ -54,7 +54,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("failure_rate", "Failure rate", "failed / measured requests over all levels"),
 )
 # Worst first when sorted ascending.
-VERDICT_RANK = ("failed", "oom", "wrong-model", "all-failed", "capped", "degraded", "ok", "skipped")
+VERDICT_RANK = ("failed", "oom", "wrong-model", "all-failed", "capped", "degraded", "fixed", "ok", "skipped")
 
 
 # ------------------------------------------------------------------ row data (on the runner)
@@ -79,9 +79,10 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
 # ------------------------------------------------------------------ the summary above the rows (on the controller)
 
 # A colour per verdict: failures red, capped and degraded amber (a degraded cell passes, but is
-# not the green of ok), ok green, skipped grey.
+# not the green of ok), fixed blue (ok, with a repair to review), ok green, skipped grey.
 VERDICT_COLOURS = {"failed": "#b42318", "oom": "#b42318", "wrong-model": "#b42318", "all-failed": "#b42318",
-                   "capped": "#b54708", "degraded": "#b54708", "ok": "#067647", "skipped": "#667085"}
+                   "capped": "#b54708", "degraded": "#b54708", "fixed": "#175cd3", "ok": "#067647",
+                   "skipped": "#667085"}
 
 
 def verdict_css() -> str:
@@ -92,12 +93,15 @@ def verdict_css() -> str:
 
 
 def session_summary_html(cells: list[dict[str, Any]]) -> str:
-    """What a reviewer reads first: the verdict counts, worst first, and output tok/s per framework
-    and concurrency level (every level of every measured cell); skipped cells on one line."""
+    """What a reviewer reads first: the verdict counts, worst first, each with a checkbox that
+    shows or hides that verdict's rows; output tok/s per cell and concurrency level, as a table
+    and as one plot per split; skipped cells on one line."""
     if not cells:
         return ""
     counts = {v: sum(c["verdict"] == v for c in cells) for v in VERDICT_RANK}
-    badges = ", ".join(f'<span class="cellbench-verdict-{v}">{n} {escape(v)}</span>' for v, n in counts.items() if n)
+    filters = " ".join(
+        f'<label class="cellbench-verdict-{v}"><input type="checkbox" class="cellbench-filter" data-verdict="{v}" '
+        f"checked> {n} {escape(v)}</label>" for v, n in counts.items() if n)
     measured = [c for c in cells if (c.get("row") or {}).get("tps_by_level")]
     levels = sorted({int(k) for c in measured for k in c["row"]["tps_by_level"]})
     head = "".join(f"<th>c={level}</th>" for level in levels)
@@ -111,7 +115,41 @@ def session_summary_html(cells: list[dict[str, Any]]) -> str:
     skipped = sorted(f"{c.get('framework')} {c.get('split')}" for c in cells if c["verdict"] == "skipped")
     skipped_line = f"<p>Skipped: {escape(', '.join(skipped))}.</p>" if skipped else ""
     return (f'<div class="cellbench-summary">{verdict_css()}<h2>cellbench</h2>'
-            f"<p>Verdicts: {badges}.</p>{table}{skipped_line}</div>")
+            f"<p>Verdicts (untick to hide those rows): {filters}</p>{table}{_throughput_plots(measured)}"
+            f"{skipped_line}{FILTER_SCRIPT}</div>")
+
+
+def _throughput_plots(measured: list[dict[str, Any]]) -> str:
+    """One output tok/s plot per split, framework lines: splits are never drawn on one axis."""
+    from bench.reports.plots import throughput_png  # matplotlib: imported only when a report is asked for
+
+    images = []
+    for split in sorted({str(c.get("split")) for c in measured}, key=lambda s: (s != "chat", s)):
+        series = {str(c.get("framework")): {int(k): v for k, v in c["row"]["tps_by_level"].items()}
+                  for c in measured if str(c.get("split")) == split}
+        png = base64.b64encode(throughput_png(series, f"Output throughput ({split})")).decode()
+        images.append(f'<img class="cellbench-throughput-plot" alt="output tok/s against concurrency, {escape(split)}" '
+                      f'src="data:image/png;base64,{png}" width="560">')
+    return "".join(images)
+
+
+# pytest-html renders its rows with JavaScript and renders them again on every sort and on its own
+# outcome filters, so the verdict filter hides rows by class and re-applies after each render.
+FILTER_SCRIPT = """<style>.cellbench-filtered {display: none}</style><script>
+document.addEventListener("DOMContentLoaded", () => {
+  const hidden = new Set();
+  const apply = () => document.querySelectorAll("#results-table tbody.results-table-row").forEach((row) => {
+    const key = row.querySelector(".col-verdict span[data-sort]")?.dataset.sort || "";
+    row.classList.toggle("cellbench-filtered", hidden.has(key.replace(/^[0-9]+-/, "")));
+  });
+  document.querySelectorAll("input.cellbench-filter").forEach((box) => box.addEventListener("change", () => {
+    box.checked ? hidden.delete(box.dataset.verdict) : hidden.add(box.dataset.verdict);
+    apply();
+  }));
+  const table = document.getElementById("results-table");
+  if (table) new MutationObserver(apply).observe(table, {childList: true});
+});
+</script>"""
 
 
 # ------------------------------------------------------------------ table cells (on the controller)

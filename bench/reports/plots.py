@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from bench.base.files import atomic_write
-from bench.core import metrics
+from bench.core import imported, metrics
 from bench.core.records import RequestRecord
 from bench.core.result_model import Comparison, Level, Result, Stats
 
@@ -74,28 +74,46 @@ def _log2_axis(ax: Any, levels: list[int]) -> None:
     ax.set_xlabel("concurrency (requests in flight)")
 
 
-def throughput_vs_concurrency(comparison: Comparison, split_dir: Path) -> Path:
-    """Output tok/s against concurrency, one line per framework; writes plots/throughput.png.
+def throughput_figure(series: Mapping[str, Mapping[int, float | None]], title: str) -> Figure:
+    """Output tok/s against concurrency, one line per series (label -> level -> tok/s).
 
-    A level with no successful request is drawn as an x on zero, not joined to the line: it is a
-    failure, not a throughput."""
+    A level with no throughput (no successful request) is drawn as an x on zero, not joined to
+    the line: it is a failure, not a throughput."""
     fig = _figure(7, 4.5)
     ax = fig.add_subplot()
-    for fw in comparison["frameworks"]:
-        levels = sorted(_levels(comparison["results"][fw]).values(), key=lambda lv: lv["concurrency"])
-        good = [lv for lv in levels if lv["successful"]]
-        (line,) = ax.plot([lv["concurrency"] for lv in good], [lv["output_throughput_tps"] or 0.0 for lv in good],
-                          marker="o", label=fw)
-        failed = [lv["concurrency"] for lv in levels if not lv["successful"]]
+    for label, by_level in series.items():
+        good = sorted((c, tps) for c, tps in by_level.items() if tps is not None)
+        (line,) = ax.plot([c for c, _ in good], [tps for _, tps in good], marker="o", label=label)
+        failed = sorted(c for c, tps in by_level.items() if tps is None)
         if failed:
             ax.plot(failed, [0] * len(failed), "x", color=line.get_color(), markersize=9)
-    _log2_axis(ax, all_levels(comparison))
+    _log2_axis(ax, sorted({c for by_level in series.values() for c in by_level}))
     ax.set_ylabel("output throughput (tok/s)")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    if comparison["frameworks"]:
+    if series:
         ax.legend(loc="best")
-    ax.set_title(_title(comparison, "Output throughput"), fontsize=10)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def throughput_png(series: Mapping[str, Mapping[int, float | None]], title: str) -> bytes:
+    """`throughput_figure` as PNG bytes (the HTML report's summary)."""
+    return _png(throughput_figure(series, title))
+
+
+def _legend(framework: str, result: Result) -> str:
+    """The framework's name, and `imported (SiliconBench)` for a result another tool measured."""
+    label = imported.label(result)
+    return f"{framework}, {label}" if label else framework
+
+
+def throughput_vs_concurrency(comparison: Comparison, split_dir: Path) -> Path:
+    """Output tok/s against concurrency, one line per framework; writes plots/throughput.png."""
+    series = {_legend(fw, comparison["results"][fw]): {
+        lv["concurrency"]: lv["output_throughput_tps"] or 0.0 if lv["successful"] else None
+        for lv in comparison["results"][fw]["levels"]} for fw in comparison["frameworks"]}
+    fig = throughput_figure(series, _title(comparison, "Output throughput"))
     return _save(fig, Path(split_dir) / PLOTS_DIR / THROUGHPUT_PNG)
 
 
