@@ -106,4 +106,4 @@ def test_a_session_that_ran_no_cell_is_a_failure_of_the_run(tmp_path):
     assert again.session_failures == [reason]
     text = j.md_path.read_text()
     assert "- Status: failed" in text
-    assert f"## Failures\n\n### a pytest session did not run its cells\n- Reason: {reason}\n" in text
+    assert f"## Failures\n\n### the run itself failed\n- Reason: {reason}\n" in text

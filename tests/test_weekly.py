@@ -55,7 +55,9 @@ def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_jour
 
     log = _git(repo, "log", "--format=%s", f"main..{branch}").splitlines()
     assert log[0].startswith(f"results: weekly run {date.today().isoformat()} (chat + agent)")
-    assert log[1] == "adapter fix(demo): as run in the weekly benchmark"
+    assert log[1] == "adapter edit(demo): `PORT = 1` -> `PORT = 2` in adapters/demo.py"  # no cell it fixed
+    assert "Not a verified fix: no cell failed and then passed with it" in _git(repo, "log", "-1", "--format=%b",
+                                                                                f"{branch}~1")
     assert _git(repo, "show", f"{branch}:adapters/demo.py") == "PORT = 2"
     files = _git(repo, "show", "--name-only", "--format=", branch).splitlines()
     for split in ("chat", "agent"):

@@ -72,3 +72,29 @@ def branch_worktree(repo: Path, branch: str) -> Iterator[Path]:
             yield tree
         finally:
             git(repo, "worktree", "remove", "--force", str(tree))
+
+
+def edit_summary(repo: Path, rel: str, width: int = 60) -> str:
+    """What the uncommitted edit of `rel` does, in one line for a commit subject: `` `old` -> `new` ``
+    for a changed line, `drop`/`add` for one side only, then how many lines changed beyond it.
+    A file not in HEAD is `new <rel>`."""
+    if git(repo, "cat-file", "-e", f"HEAD:{rel}", timeout=10).returncode != 0:
+        return f"new {rel}"
+    diff = git(repo, "diff", "--no-color", "--no-ext-diff", "-U0", "HEAD", "--", rel, timeout=30).stdout.splitlines()
+
+    def changed(sign: str) -> list[str]:
+        return [line[1:].strip() for line in diff if line.startswith(sign) and not line.startswith(sign * 3)
+                and line[1:].strip()]
+
+    def short(text: str) -> str:
+        return f"`{text if len(text) <= width else text[:width - 3] + '...'}`"
+
+    removed, added = changed("-"), changed("+")
+    if removed and added:
+        what = f"{short(removed[0])} -> {short(added[0])}"
+    elif removed or added:
+        what = f"{'drop' if removed else 'add'} {short((removed or added)[0])}"
+    else:
+        return f"whitespace-only edit of {rel}"
+    rest = len(removed) + len(added) - (2 if removed and added else 1)
+    return what + (f" (+{len(added)} -{len(removed)} lines in {rel})" if rest else f" in {rel}")

@@ -1,7 +1,8 @@
 """`cellbench weekly`: the week's run, unattended, leaving the truth on a `weekly/<date>` branch.
 
-1. frameworks: every framework that runs here is installed or updated to its adapter's version;
-   the versions before and after go into the journal;
+1. frameworks: every framework that runs here is updated to its newest release, installed beside
+   the old one (bench.setup.updates; `--pinned` keeps the adapters' versions); before, after and
+   how the newest was found go into the journal;
 2. `pytest -m chat`, then `pytest -m agent`, one run id for both; a cell's failure never stops
    the run, and the pytest output is kept in `weekly_<date>.log` beside the journal;
 3. comparison.json, REPORT.md and plots are rebuilt, and the journal gets its notes;
@@ -28,6 +29,7 @@ the fix in the journal). A chat split whose every cell failed the same way stops
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -42,8 +44,9 @@ from pathlib import Path
 import pytest
 
 import adapters
-from bench.base.git import GitError, branch_worktree, git
+from bench.base.git import GitError, branch_worktree, edit_summary, git
 from bench.base.paths import PROJECT_ROOT
+from bench.cli.update import describe, update_frameworks
 from bench.cli.weekly_start import (
     claim_branch,
     edited_outside_adapters,
@@ -53,37 +56,15 @@ from bench.cli.weekly_start import (
     tree_snapshot,
 )
 from bench.core.result import new_run_id
-from bench.core.verdicts import GREEN_VERDICTS
+from bench.core.verdicts import GREEN_VERDICTS, Verdict
 from bench.host.machine import detect
-from bench.reports.journal import JOURNAL_DAY_ENV, Journal
+from bench.reports.journal import JOURNAL_DAY_ENV, CellEntry, Journal, write_index
 from bench.reports.rebuild import rebuild
-from bench.setup.installs import InstallError, cached, ensure_installed
 from bench.setup.profiles import ProfileError, load_profile
+from bench.setup.updates import since_last_pass
 
 SPLITS = ("chat", "agent")
 NOT_STARTED = 6  # the run stopped before its first cell (the branch or the set-up); pytest uses 0-5
-
-
-def update_frameworks(only: list[str] | None = None) -> list[dict]:
-    """Install every framework that runs here (or those of `only`) at its adapter's version; before
-    and after per framework."""
-    changes = []
-    for adapter in adapters.registry().values():
-        tag = adapter.platform_here()
-        # not here, defined by a profile rather than code, or eval-only
-        if tag is None or adapter.bind is not None or not adapter.benchmark_cells:
-            continue
-        if only is not None and adapter.name not in only:
-            continue
-        recipe = adapter.recipe_for(tag)
-        before = cached(recipe)
-        entry = {"framework": adapter.name, "before": before.version if before else None}
-        try:
-            entry["after"] = ensure_installed(recipe, allow_install=True).version
-        except InstallError as exc:
-            entry["after"], entry["error"] = None, str(exc)
-        changes.append(entry)
-    return changes
 
 
 @dataclass(frozen=True)
@@ -133,6 +114,7 @@ def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> S
         f"--html={log.parent / f'weekly_{args.date}_{split}.html'}", "--self-contained-html"]
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", split_marker(split, args.frameworks),
            f"--model={args.model}", f"--run-id={run_id}", f"--results-dir={args.results_dir}", *html,
+           *(["--pinned"] if args.pinned else []),
            *args.pytest_args]
     with log.open("a") as sink:
         sink.write(f"$ {' '.join(cmd)}\n")
@@ -173,20 +155,74 @@ def runnable_frameworks(only: list[str] | None) -> list[str]:
             if a.benchmark_cells and a.runs_here() and (only is None or a.name in only)]
 
 
-def commit_on_branch(repo: Path, branch: str, results: Path, message: str, push: bool) -> list[str]:
-    """Adapter edits of the checkout (one commit each), then the results, on `branch` in a worktree."""
-    changed = [line[3:] for line in git(repo, "status", "--porcelain", "--", "adapters", check=True).stdout.splitlines()
-               if line[:2].strip() in ("M", "A", "??") and line[3:].endswith(".py")]
+def explain_failures(journal: Journal, run_id: str, repo: Path) -> None:
+    """Each cell of this run that failed gets, in its journal entry, its last passing result and what
+    changed since: the framework's releases in between (with where their notes are) and the commits
+    and uncommitted edits of its adapter (bench.setup.updates.since_last_pass)."""
+    for cell in journal.cells.values():
+        if cell.verdict in GREEN_VERDICTS or cell.verdict == Verdict.OOM.value or not cell.result_path:
+            continue
+        path = Path(cell.result_path)
+        adapter = adapters.registry().get(cell.framework)
+        if run_id not in path.name or not path.is_file() or adapter is None or adapter.bind is not None:
+            continue
+        result = json.loads(path.read_text())
+        recipe = adapter.recipe_for(result["framework"].get("platform") or adapter.platform_here() or "")
+        cell.evidence["since_last_pass"] = since_last_pass(recipe, repo, path.parent, result)
+
+
+def adapter_edits(repo: Path) -> list[str]:
+    """The checkout's adapter modules that differ from HEAD (edited or new), relative paths."""
+    status = git(repo, "status", "--porcelain", "--", "adapters", check=True).stdout.splitlines()
+    return [line[3:] for line in status if line[:2].strip() in ("M", "A", "??") and line[3:].endswith(".py")]
+
+
+def fixes_of(journal: Journal, rel: str) -> list[CellEntry]:
+    """The day's fixed cells (the journal keeps them when a later run replaces a cell) whose adapter
+    edit is `rel`."""
+    return [c for c in journal.fixes.values() if c.evidence.get("fix", {}).get("adapter") == rel]
+
+
+def adapter_message(repo: Path, rel: str, journal: Journal, note: str | None) -> tuple[str, list[CellEntry]]:
+    """The commit message of one adapter edit, and the fixed cells it is the fix of.
+
+    `auto-fix(<fw>, <splits>): <what>` when a cell failed earlier in the run and passed with this
+    very file (its sha256 is the one the passing cell ran); otherwise `adapter edit(<fw>)`, which
+    says it is not a verified fix: a later edit of the file is not what the cell verified."""
+    what = note or edit_summary(repo, rel)
+    sha = hashlib.sha256((repo / rel).read_bytes()).hexdigest()
+    fixed = [c for c in fixes_of(journal, rel) if c.evidence["fix"]["sha256_after"] == sha]
+    if not fixed:
+        why = ("edited again after the run that verified it" if fixes_of(journal, rel)
+               else "no cell failed and then passed with it in this run")
+        return f"adapter edit({Path(rel).stem}): {what}\n\nNot a verified fix: {why}.\n", []
+    splits = "+".join(sorted({c.split for c in fixed}, key=lambda s: (s != "chat", s)))
+    body = "".join(f"- {c.split}: it was {fix['from_verdict']} in run {fix['from_run_id']}: {fix['from_reason']}\n"
+                   f"  verified by run {fix['run_id']} ({Path(c.result_path or '').name}): {c.reason}\n"
+                   for c in fixed for fix in [c.evidence["fix"]])
+    return f"auto-fix({fixed[0].framework}, {splits}): {what}\n\n{body}", fixed
+
+
+def commit_on_branch(repo: Path, branch: str, results: Path, message: str, push: bool, journal: Journal,
+                     note: str | None = None) -> list[str]:
+    """Adapter edits of the checkout (one commit each, named after the cells they fixed), then the
+    results with the journal that names those commits, on `branch` in a worktree."""
     commits: list[str] = []
     with branch_worktree(repo, branch) as tree:
-        for rel in changed:
+        for rel in adapter_edits(repo):
+            text, fixed = adapter_message(repo, rel, journal, note)
             (tree / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(repo / rel, tree / rel)
             git(tree, "add", "--", rel, check=True)
-            fw = Path(rel).stem
-            fix = f"adapter fix({fw}): as run in the weekly benchmark"
-            git(tree, "commit", "-q", "-m", fix, "--", rel, check=True)
-            commits.append(f"adapter fix({fw})")
+            if git(tree, "diff", "--cached", "--quiet", check=False).returncode == 0:
+                continue  # committed by an earlier run of the day
+            git(tree, "commit", "-q", "-m", text, "--", rel, check=True)
+            subject = text.splitlines()[0]
+            commits.append(subject)
+            sha = git(tree, "rev-parse", "--short=12", "HEAD", check=True).stdout.strip()
+            for cell in fixed:
+                cell.evidence["fix"]["commit"] = f"{sha} {subject}"
+        journal.save()  # the Auto-Fixes section names the commits
         rel_results = results.resolve().relative_to(repo.resolve())
         shutil.copytree(results, tree / rel_results, dirs_exist_ok=True)
         git(tree, "add", "--force", "--", str(rel_results), check=True)  # results/ is ignored on main, on purpose
@@ -205,11 +241,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="the git checkout that holds the results")
     parser.add_argument("--results-dir", type=Path, default=None, help="results root [<repo>/results]")
     parser.add_argument("--no-update", action="store_true", help="do not install or update frameworks first")
+    parser.add_argument("--pinned", action="store_true",
+                        help="install and run each adapter's own version, not the newest release")
     parser.add_argument("--push", action="store_true", help="push weekly/<date> to origin (never main)")
     parser.add_argument("--no-branch", action="store_true",
                         help="commit nothing: the results, journal, log and HTML stay in the results folder")
     parser.add_argument("--frameworks", default=None, metavar="A,B",
                         help="only these frameworks' cells (and installs) [every framework that runs here]")
+    parser.add_argument("--fix-note", default=None, metavar="TEXT",
+                        help="what this run's adapter edits do, for their auto-fix commit subjects "
+                             "[the edit's first changed line]")
     parser.add_argument("pytest_args", nargs="*", help="passed to every pytest session (after --)")
     args = parser.parse_args(argv)
     args.results_dir = (args.results_dir or args.repo / "results").resolve()
@@ -250,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     with kept_awake() as awake:
         journal.notes.append(f"Awake: {awake}")
         journal.save()
-        versions = [] if args.no_update else update_frameworks(args.frameworks)
+        updated = [] if args.no_update else update_frameworks(args.frameworks, pinned=args.pinned)
+        versions = [r.to_json() for r in updated]
         problem = setup_problem(args.frameworks or [], runnable_frameworks(args.frameworks), versions)
         if problem is not None:
             journal.session_failures.append(f"set-up: {problem}")
@@ -267,24 +309,33 @@ def main(argv: list[str] | None = None) -> int:
     reports = rebuild(args.results_dir, model=profile.results_name, machine=machine)
 
     journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
-    journal.notes += [f"{v['framework']}: {v['before'] or 'not installed'} -> {v['after'] or 'FAILED: ' + v['error']}"
-                      for v in versions]
+    journal.notes += [describe(record) for record in updated]
+    explain_failures(journal, run_id, args.repo)
     journal.notes += [f"pytest -m {s.split}: exit {s.exit_code}" for s in sessions]
     journal.notes += skipped_splits
     journal.session_failures = [*journal.session_failures, *(f"{reason} (log {log.name})" for reason in died)]
+    for rel in adapter_edits(args.repo):
+        for cell in fixes_of(journal, rel):
+            cell.evidence["fix"]["what"] = args.fix_note or edit_summary(args.repo, rel)
     journal.finish(interrupted=False)  # an interrupted session is among the session failures
+    pages = {s.split: f"weekly_{args.date}_{s.split}.html" for s in sessions
+             if (scoped / f"weekly_{args.date}_{s.split}.html").is_file()}
+    index = write_index(journal, pages)
     cells = [c for c in journal.cells.values() if c.split in splits]
     not_ok = sorted(f"{c.framework}/{c.split}: {c.verdict}" for c in cells if c.verdict not in GREEN_VERDICTS)
 
     message = (f"results: weekly run {args.date} ({' + '.join(splits)}) on {machine}\n\n"
                f"run {run_id}; {len(cells)} cells, {len(not_ok)} not ok\n"
                + "".join(f"- {line}\n" for line in [*died, *not_ok]))
-    commits = [] if args.no_branch else commit_on_branch(args.repo, branch, args.results_dir, message, args.push)
+    commits = [] if args.no_branch else commit_on_branch(args.repo, branch, args.results_dir, message, args.push,
+                                                         journal, args.fix_note)
     for reason in died:
         print(f"cellbench weekly: {reason}", file=sys.stderr)
     print(json.dumps({"branch": None if args.no_branch else branch, "commits": commits, "journal": str(journal.md_path),
                       "reports": [str(p) for p in reports if p.name == "REPORT.md"],
-                      "html": sorted(str(p) for p in scoped.glob(f"weekly_{args.date}_*.html")), "not_ok": not_ok,
+                      "html": sorted(str(p) for p in scoped.glob(f"weekly_{args.date}_*.html")), "index": str(index),
+                      "fixed": sorted(f"{c.framework}/{c.split}" for c in cells if c.verdict == Verdict.FIXED.value),
+                      "not_ok": not_ok,
                       "sessions_failed": died}, indent=1))
     if died:
         return next((s.weekly_exit_code for s in sessions if s.failure), 1)

@@ -203,6 +203,7 @@ class VerdictBlock(_VerdictBlockRequired, total=False):
 
     retryable: bool
     suspicious: str
+    fix: Fix
 
 
 class _FrameworkRequired(TypedDict):
@@ -284,11 +285,33 @@ class RunConfig(_RunConfigRequired, total=False):
     unique_prompts: bool
 
 
-class Harness(TypedDict):
-    """The cellbench checkout that measured a cell."""
-
+class _HarnessRequired(TypedDict):
     commit: str | None
     dirty: bool | None
+
+
+class AdapterSource(TypedDict):
+    file: str
+    sha256: str
+
+
+class Harness(_HarnessRequired, total=False):
+    """The cellbench checkout that measured a cell, and the adapter module it ran."""
+
+    adapter: AdapterSource
+
+
+class Fix(TypedDict):
+    """bench.run.fixes.Fix as written: the failure an adapter edit answered."""
+
+    from_verdict: str
+    from_reason: str
+    from_result: str
+    from_run_id: str
+    from_finished_at: str
+    adapter: str
+    sha256_before: str
+    sha256_after: str
 
 
 class _ResultRequired(TypedDict):
@@ -334,8 +357,6 @@ class Result(_ResultRequired, total=False):
     requests_file: str
     # imported results only
     imported: Imported
-
-
 
 
 class Provenance(TypedDict):

@@ -103,7 +103,8 @@ def enforce(item: pytest.Item, outcome: CellOutcome) -> None:
     verdict, reason = outcome.verdict.verdict, outcome.verdict.reason
     if verdict is Verdict.SKIPPED:
         pytest.skip(reason)
-    failing = verdict.is_failure or (item.config.getoption("strict_verdicts") and verdict is not Verdict.OK)
+    strict = item.config.getoption("strict_verdicts")
+    failing = verdict.is_failure or (strict and verdict not in (Verdict.OK, Verdict.FIXED))
     if failing:
         where = f"\nresult: {outcome.result_path}" if outcome.result_path else ""
         pytest.fail(f"{verdict.value}: {reason}{where}", pytrace=False)
@@ -153,8 +154,9 @@ def cell_record(item: pytest.Item, outcome: CellOutcome) -> CellRecord:
 
 
 def _evidence(cell_result: Result | NoResult) -> dict[str, Any]:
-    """What the journal shows: the dominant error and the server logs of a failure, and why the
-    cell is suspicious (bench.run.cell compared it with the cell's previous result)."""
+    """What the journal shows: the dominant error and the server logs of a failure, why the cell
+    is suspicious (bench.run.cell compared it with the cell's previous result), and the failure a
+    `fixed` cell's adapter edit answered."""
     result = cast(dict[str, Any], cell_result)  # {} when the cell wrote no result
     evidence: dict[str, Any] = {"server_logs": [s["log"] for s in result.get("servers", []) if s.get("log")]}
     dominant = dominant_error(tuple(result.get("levels", ())))
@@ -163,6 +165,9 @@ def _evidence(cell_result: Result | NoResult) -> dict[str, Any]:
     suspicious = result.get("verdict", {}).get("suspicious")
     if suspicious:
         evidence["suspicious"] = suspicious
+    fix = result.get("verdict", {}).get("fix")
+    if fix:  # the journal's Auto-Fixes section
+        evidence["fix"] = {**fix, "run_id": result["run_id"]}
     return evidence
 
 

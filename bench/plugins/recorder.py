@@ -1,7 +1,7 @@
 """The session's record of its cells: terminal categories, verdict counts, journals, split reports.
 
-Each cell's verdict is its own terminal category: `degraded` and `capped` are counted apart
-from passed and failed (letters D and C). As each cell finishes, one line gives its verdict and
+Each cell's verdict is its own terminal category: `fixed`, `degraded` and `capped` are counted
+apart from passed and failed (letters +, D and C). As each cell finishes, one line gives its verdict and
 its numbers (output tok/s and TTFT p50 per level), so the first figures show while later cells
 still run, not only in the reports at the end. The session ends with one line of verdict counts,
 the run id and results root, and the reports and journals it wrote (not each cell's files).
@@ -40,6 +40,7 @@ RECORDER = pytest.StashKey["RunRecorder"]()
 # verdict -> (category, letter, verbose word) for pytest_report_teststatus
 _STATUS = {
     Verdict.OK: ("passed", ".", "OK"),
+    Verdict.FIXED: ("fixed", "+", "FIXED"),
     Verdict.DEGRADED: ("degraded", "D", "DEGRADED"),
     Verdict.CAPPED: ("capped", "C", "CAPPED"),
     Verdict.WRONG_MODEL: ("failed", "F", "WRONG-MODEL"),
@@ -58,7 +59,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
         category, letter, word = "failed", "F", verdict.value.upper()
     else:
         category, letter, word = _STATUS[verdict]
-    color = {"passed": "green", "failed": "red"}.get(category, "yellow")
+    color = {"passed": "green", "fixed": "green", "failed": "red"}.get(category, "yellow")
     return category, letter, (word, {color: True})
 
 

@@ -9,20 +9,18 @@ the same journal, and the next run reads the previous journal to say which skips
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from datetime import date
+from html import escape
 from pathlib import Path
 
-from bench.base.clock import now_iso
+from bench.base.clock import RUN_DAY_ENV, now_iso, run_day
 from bench.base.files import atomic_write
 from bench.core.verdicts import Verdict
 
 JOURNAL_VERSION = 1
 IMPORTED_COMPARISON = "imported_comparison"  # evidence key: bench.core.imported.comparison_line of the cell
-# The day a journal is named after, when a caller fixes it (YYYY-MM-DD): the weekly run sets it
-# for its pytest sessions, so a run that crosses midnight keeps writing one journal.
-JOURNAL_DAY_ENV = "CELLBENCH_JOURNAL_DAY"
+JOURNAL_DAY_ENV = RUN_DAY_ENV  # the day a journal is named after, when a caller fixes it (bench.base.clock)
 
 
 @dataclass
@@ -53,9 +51,15 @@ class Journal:
     status: str = "running"
     cells: dict[tuple[str, str], CellEntry] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    # pytest sessions that ended without running their cells (a usage error, an internal error...):
+    # what failed the run itself rather than a cell: a pytest session that ended without running its
+    # cells (a usage error, an internal error...), an edit outside adapters/ the weekly run refused;
     # one line each, the reason first; they make the run `failed`
     session_failures: list[str] = field(default_factory=list)
+    # the run's HTML pages beside the journal, label -> file name (one pytest-html page per split,
+    # the index that links them); written by `cellbench weekly`
+    pages: dict[str, str] = field(default_factory=dict)
+    # every `fixed` cell of the day, kept when a later run of the cell replaces it in `cells`
+    fixes: dict[tuple[str, str], CellEntry] = field(default_factory=dict)
 
     @property
     def md_path(self) -> Path:
@@ -71,7 +75,7 @@ class Journal:
     ) -> Journal:
         """Today's journal (or that of `day`, else of $CELLBENCH_JOURNAL_DAY), continuing one an
         earlier session of the same day started."""
-        day = day or os.environ.get(JOURNAL_DAY_ENV) or date.today().isoformat()
+        day = day or run_day()
         date.fromisoformat(day)  # a bad day fails here, not as a journal named after it
         journal = cls(directory, day, model, machine, started_at or now_iso())
         if journal.state_path.is_file():
@@ -79,9 +83,13 @@ class Journal:
             journal.started_at = state["started_at"]
             journal.notes = state.get("notes", [])
             journal.session_failures = state.get("session_failures", [])
+            journal.pages = state.get("pages", {})
             for raw in state["cells"]:
                 entry = CellEntry(**raw)
                 journal.cells[entry.key] = entry
+            for raw in state.get("fixes", []):
+                entry = CellEntry(**raw)
+                journal.fixes[entry.key] = entry
         return journal
 
     def previous(self) -> Journal | None:
@@ -99,6 +107,8 @@ class Journal:
             if old is not None and old.verdict == Verdict.SKIPPED.value and old.reason == entry.reason:
                 entry.carried_from = old.carried_from or prev.day
         self.cells[entry.key] = entry
+        if entry.verdict == Verdict.FIXED.value:
+            self.fixes[entry.key] = entry
         self.save()
 
     def finish(self, *, interrupted: bool) -> None:
@@ -117,7 +127,9 @@ class Journal:
             "status": self.status,
             "notes": self.notes,
             "session_failures": self.session_failures,
+            "pages": self.pages,
             "cells": [vars(c) for c in sorted(self.cells.values(), key=lambda c: (c.split, c.framework))],
+            "fixes": [vars(c) for c in sorted(self.fixes.values(), key=lambda c: (c.split, c.framework))],
         }
         atomic_write(self.state_path, json.dumps(state, indent=1) + "\n")
         atomic_write(self.md_path, render(self))
@@ -133,6 +145,8 @@ def _status(cells, *, interrupted: bool, sessions_failed: bool = False) -> str:
         return "completed_with_oom"
     if verdicts & {Verdict.FAILED.value, Verdict.ALL_FAILED.value, Verdict.WRONG_MODEL.value, Verdict.CAPPED.value}:
         return "completed_with_failures"
+    if Verdict.FIXED.value in verdicts:
+        return "completed_with_fixes"
     if Verdict.SKIPPED.value in verdicts:
         return "completed_with_skips"
     return "completed"
@@ -145,6 +159,47 @@ def _cell_line(c: CellEntry) -> str:
     if c.annotations:
         note += f" ({', '.join(c.annotations)})"
     return f"| {c.framework} | {c.verdict} | {note} |"
+
+
+def write_index(j: Journal, split_pages: dict[str, str]) -> Path:
+    """`weekly_<day>.html` beside the journal: the run's status, and per split its cells' verdicts
+    with links to that split's pytest-html page and REPORT.md; the pages go in the journal too."""
+    name = f"weekly_{j.day}.html"
+    sections = []
+    for split in sorted({c.split for c in j.cells.values()} | set(split_pages), key=lambda s: (s != "chat", s)):
+        rows = "".join(f"<tr><td>{escape(c.framework)}</td><td>{escape(c.verdict)}</td><td>{escape(c.reason)}</td></tr>"
+                       for c in sorted(j.cells.values(), key=lambda c: c.framework) if c.split == split)
+        page = split_pages.get(split)
+        links = [f'<a href="{escape(page)}">pytest-html report</a>'] if page else []
+        links.append(f'<a href="{escape(split)}/REPORT.md">REPORT.md</a>')
+        sections.append(f"<h2>{escape(split)}</h2><p>{' · '.join(links)}</p>"
+                        f"<table><tr><th>framework</th><th>verdict</th><th>reason</th></tr>{rows}</table>")
+    html = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>cellbench run {j.day}</title></head><body>"
+            f"<h1>cellbench run {j.day}</h1><p>{escape(j.model)} on {escape(j.machine)}: {escape(j.status)}. "
+            f'Journal: <a href="{j.md_path.name}">{j.md_path.name}</a></p>{"".join(sections)}</body></html>\n')
+    atomic_write(j.directory / name, html)
+    j.pages = {**split_pages, "index": name}
+    j.save()
+    return j.directory / name
+
+
+def _auto_fixes(j: Journal) -> list[str]:
+    """One block per cell an adapter edit repaired during the run: what, why, the verifying run."""
+    lines = ["## Auto-Fixes", ""]
+    for c in sorted(j.fixes.values(), key=lambda c: c.key):
+        fix = c.evidence.get("fix", {})
+        lines.append(f"### {c.framework} / {c.split}")
+        lines.append(f"- What: {fix.get('what') or 'edited ' + fix.get('adapter', 'its adapter')}")
+        lines.append(f"- Why: it was {fix.get('from_verdict')} in run {fix.get('from_run_id')} "
+                     f"({fix.get('from_result')}): {fix.get('from_reason')}")
+        lines.append(f"- Verified: run {fix.get('run_id')}, {c.result_path or 'no result file'}: {c.reason}")
+        now = j.cells.get(c.key)
+        if now is not None and now.verdict != c.verdict:
+            lines.append(f"- Since then: a later run of the cell ended {now.verdict} ({now.reason})")
+        if fix.get("commit"):
+            lines.append(f"- Commit: {fix['commit']}")
+        lines.append("")
+    return lines if j.fixes else [*lines, "None.", ""]
 
 
 def render(j: Journal) -> str:
@@ -160,17 +215,19 @@ def render(j: Journal) -> str:
         f"- Splits run: {', '.join(splits) or '(none yet)'}",
         f"- Status: {j.status}",
         f"- Reports: {', '.join(f'{s}/REPORT.md' for s in splits) or '(none yet)'}",
+        *([f"- HTML: {', '.join(f'[{label}]({name})' for label, name in j.pages.items())}"] if j.pages else []),
         "",
     ]
     for split in splits:
         lines += [f"## {split.capitalize()}", "", "| Framework | Status | Notes |", "|-----------|--------|-------|"]
         lines += [_cell_line(c) for c in sorted(j.cells.values(), key=lambda c: c.framework) if c.split == split]
         lines.append("")
+    lines += _auto_fixes(j)
     failing = ("failed", "all-failed", "wrong-model", "degraded", "capped")
     failures = [c for c in j.cells.values() if c.verdict in failing]
     lines += ["## Failures", ""]
     for failure in j.session_failures:
-        lines += ["### a pytest session did not run its cells", f"- Reason: {failure}", ""]
+        lines += ["### the run itself failed", f"- Reason: {failure}", ""]  # a session, or an edit it refused
     for c in sorted(failures, key=lambda c: c.key):
         ev = c.evidence
         lines.append(f"### {c.framework} / {c.split}: {c.verdict}")
@@ -183,6 +240,9 @@ def render(j: Journal) -> str:
             lines.append(f"- Server log: {log}")
         if c.result_path:
             lines.append(f"- Result: {c.result_path}")
+        if ev.get("since_last_pass"):
+            lines.append("- Since the last pass:")
+            lines += [f"  {line}" for line in ev["since_last_pass"].splitlines()]
         lines.append("")
     if not failures and not j.session_failures:
         lines += ["None.", ""]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from bench.base.files import atomic_write
+from bench.core.verdicts import GREEN_VERDICTS
 from bench.reports import markdown, plots
 
 MERGED_MD = "MERGED.md"
@@ -289,7 +290,7 @@ def _data_url(png: bytes) -> str:
 def _css(cell: MergedCell) -> str:
     if cell["source"] == "missing":
         return "missing" if cell["verdict"] == NO_RESULT else "not-run"
-    return cell["verdict"] if cell["verdict"] in ("ok", "skipped") else "failure"
+    return {"fixed": "ok"}.get(cell["verdict"], cell["verdict"]) if cell["verdict"] in GREEN_VERDICTS else "failure"
 
 
 def _html_section(table: MergedTable, images: dict[str, bytes]) -> str:

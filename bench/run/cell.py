@@ -8,21 +8,31 @@ its levels against that already-running server (adapters with a `bind` hook only
 
 The parts: bench.run.config (what a cell is given and returns), bench.run.levels (servers and
 levels, budget and stops), bench.run.probes (what a running server says), bench.run.cell_result
-(the result document, the suspicious check, --skip-existing).
+(the result document, the suspicious check, --skip-existing), bench.run.fixes (`fixed`).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import cast
 
 import adapters
 from bench.base import clock
 from bench.core.result import cell_paths, write_result
+from bench.core.result_model import AdapterSource, Fix
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
-from bench.run.cell_result import assemble, existing_result, gpu_reading, resumed_verdict, suspicious_change
+from bench.run.cell_result import (
+    assemble,
+    existing_result,
+    gpu_reading,
+    previous_result,
+    resumed_verdict,
+    suspicious_change,
+)
 from bench.run.config import CellConfig, CellOutcome, Launcher
+from bench.run.fixes import verified_fix
 from bench.run.levels import LevelsRun
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
@@ -82,12 +92,17 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     verdict = _verdict(cfg, run)
     result = assemble(cfg, run, machine=machine.to_json(), prompt_set=prompt_set, verdict=verdict,
                       started_at=started_at, duration_s=time.monotonic() - t0)
+    result["harness"] = {**result["harness"], "adapter": cast(AdapterSource, adapters.source(cfg.framework))}
+    fix = verified_fix(previous_result(paths, result), result, clock.run_day())
+    if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why
+        verdict = fix.verdict_after(verdict)
+        result["verdict"] = {**verdict.to_json(), "fix": cast(Fix, fix.to_json())}
     flagged = suspicious_change(paths, result)
     if flagged:  # an annotation: it never changes the verdict
         reading = gpu_reading(paths.result.parent, result)  # the GPU's side of the story, when sampled
         flagged = f"{flagged}; {reading}" if reading else flagged
         verdict = replace(verdict, annotations=(*verdict.annotations, "suspicious"))
-        result["verdict"] = {**verdict.to_json(), "suspicious": flagged}
+        result["verdict"] = {**result["verdict"], **verdict.to_json(), "suspicious": flagged}
     write_result(paths.result, result)
     outcome = CellOutcome(verdict, paths.result, result)
     if interrupted is not None:

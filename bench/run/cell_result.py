@@ -85,14 +85,19 @@ def _run_config(cfg: CellConfig, run: LevelsRun, prompt_set: PromptSet) -> RunCo
     }
 
 
-def suspicious_change(paths: CellPaths, result: Result) -> str | None:
-    """Why `result` is suspicious against the previous result of the same cell (machine, model,
-    split, framework), chosen as comparison.json chooses (run id, then finish time, never mtime)."""
+def previous_result(paths: CellPaths, result: Result) -> LoadedResult | None:
+    """The result before `result` in its cell (machine, model, split, framework), chosen as
+    comparison.json chooses (run id, then finish time, never mtime)."""
     current = LoadedResult(paths.result, result)
     loaded, _ = load_results(paths.split_dir)
     older = [r for r in loaded if r.path != paths.result and r.recency() < current.recency()]
     selection = select_latest([*older, current], machine=current.machine, model=current.model, split=current.split)
-    previous = selection.previous.get(current.framework)
+    return selection.previous.get(current.framework)
+
+
+def suspicious_change(paths: CellPaths, result: Result) -> str | None:
+    """Why `result` is suspicious against the previous result of the same cell."""
+    previous = previous_result(paths, result)
     return suspicious(result, previous.data) if previous else None
 
 
