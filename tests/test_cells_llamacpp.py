@@ -23,6 +23,7 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import new_run_id, validate
+from bench.reports.markdown import suite_overhead
 from bench.run.cell import CellConfig, run_cell
 from bench.setup import profiles
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S, assert_ok_unless_client_limited
@@ -102,7 +103,14 @@ def test_chat_cell_ok_and_tokens_equal_server_usage(tmp_path, no_leaked_servers)
     # the session's reports, rebuilt from the result files at its end
     comparison = json.loads((path.parent / "comparison.json").read_text())
     assert comparison["provenance"]["llamacpp"]["run_id"] == result["run_id"]
-    assert "## Concurrency 4" in (path.parent / "REPORT.md").read_text()
+    report = (path.parent / "REPORT.md").read_text()
+    assert "## Concurrency 4" in report
+    # the suite's own time per server (spawn, readiness detection, teardown), and its share in REPORT.md
+    assert all(set(server["overhead"]) == {"spawn_s", "ready_detect_bound_s", "teardown_s"}
+               for server in result["servers"])
+    overhead = suite_overhead(result)
+    assert overhead is not None and 0 < overhead["share"] < 1
+    assert f"| llamacpp | {overhead['spawn_s']:.3f} |" in report[report.index("## Suite overhead"):]
     (journal,) = path.parent.parent.glob("journal_*.md")
     assert f"| llamacpp | {verdict} |" in journal.read_text()
 

@@ -9,6 +9,7 @@ and a broken file: every part of the report has something to show.
 
 from __future__ import annotations
 
+import copy
 import re
 import shutil
 import struct
@@ -22,7 +23,7 @@ import pytest
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import read_result
 from bench.core.result_model import Comparison, Result
-from bench.reports import plots
+from bench.reports import markdown, plots
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import ROWS, write_report
 from bench.reports.rebuild import rebuild
@@ -221,3 +222,16 @@ def test_rebuild_filters_by_model_and_machine(tmp_path, real):
     assert comparison == misfiled / "comparison.json"
     text = report.read_text()
     assert "No result of this machine" in text and "model tiny, this directory is for other-model" in text
+
+
+def test_suite_overhead_sums_every_servers_parts_against_the_cell_wall_time(real):
+    result = copy.deepcopy(real[1])
+    result["duration_s"] = 40.0
+    parts = ("spawn_s", "ready_detect_bound_s", "teardown_s")
+    result["servers"] = [{"levels": [1], "overhead": dict(zip(parts, (0.01, 0.05, 0.14), strict=True))},
+                         {"levels": [2], "overhead": dict(zip(parts, (0.02, 0.06, 0.12), strict=True))}]
+    overhead = markdown.suite_overhead(result)
+    assert overhead == pytest.approx({"spawn_s": 0.03, "ready_detect_bound_s": 0.11, "teardown_s": 0.26,
+                                      "total_s": 0.4, "share": 0.01})
+    del result["servers"][0]["overhead"], result["servers"][1]["overhead"]  # an endpoint, or an older file
+    assert markdown.suite_overhead(result) is None

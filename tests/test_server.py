@@ -87,6 +87,9 @@ def test_ready_then_stop_kills_the_whole_group(tmp_path, cache):
     assert exit_info.stopped_by_us and exit_info.signal in ("SIGTERM", "SIGKILL")
     assert not list((cache / "servers").glob("*.json"))
     assert server.stop() is exit_info  # idempotent
+    overhead = server.overhead()  # the suite's own time around this server, each part measured
+    assert set(overhead) == {"spawn_s", "ready_detect_bound_s", "teardown_s"} and min(overhead.values()) >= 0
+    assert overhead["ready_detect_bound_s"] <= server.ready_after_s  # a bound within the wait itself
 
 
 def test_held_port_is_a_start_failure_naming_the_holder(tmp_path, cache):

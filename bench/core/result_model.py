@@ -190,6 +190,7 @@ class Server(_ServerRequired, total=False):
     reported_version: ReportedVersion | None
     exit: ServerExit
     resources: ServerResources
+    overhead: dict[str, float]  # the suite's seconds: spawn_s, ready_detect_bound_s, teardown_s
 
 
 class _VerdictBlockRequired(TypedDict):

@@ -179,6 +179,37 @@ def _header(comparison: Comparison) -> list[str]:
     ]
 
 
+OVERHEAD_PARTS = ("spawn_s", "ready_detect_bound_s", "teardown_s")
+
+
+def suite_overhead(result: Result) -> dict[str, float] | None:
+    """The suite's own seconds in a cell, per part and in total, and their share of the cell.
+
+    part_s = Σ over the cell's servers of that part (spawn, readiness detection bound, teardown);
+    total_s = Σ parts; share = total_s / duration_s (the cell's wall time, setup to result).
+    The readiness part is an upper bound, so the share is too. None for a result without the
+    servers' overhead (an endpoint, an imported result, a file of an earlier cellbench)."""
+    spans = [server["overhead"] for server in result.get("servers", []) if "overhead" in server]
+    if not spans or not result.get("duration_s"):
+        return None
+    parts = {part: sum(span.get(part, 0.0) for span in spans) for part in OVERHEAD_PARTS}
+    total = sum(parts.values())
+    return {**parts, "total_s": total, "share": total / result["duration_s"]}
+
+
+def _overhead_section(comparison: Comparison) -> list[str]:
+    rows = [[fw, *(f"{o[part]:.3f}" for part in OVERHEAD_PARTS), f"{o['total_s']:.3f}",
+             f"{comparison['results'][fw]['duration_s']:.1f}", f"{o['share']:.2%}"]
+            for fw in comparison["frameworks"] if (o := suite_overhead(comparison["results"][fw]))]
+    if not rows:
+        return []
+    header = ["Framework", "Spawn (s)", "Readiness noticed within (s)", "Teardown (s)", "Total (s)",
+              "Cell wall time (s)", "Share"]
+    return ["## Suite overhead", "", "The suite's own time per cell: starting each server, noticing it is ready "
+            "(an upper bound), stopping its process group; the framework's own load time is not in it.", "",
+            *_table(header, rows, "---:"), ""]
+
+
 def _bullets(title: str, items: list[str], none: str) -> list[str]:
     return [f"## {title}", "", *([f"- {_cell(i)}" for i in items] or [none]), ""]
 
@@ -204,6 +235,7 @@ def render_report(comparison: Comparison, plot_files: list[Path]) -> str:
                   "None: no output throughput changed 10x or more against the previous run of its cell."),
         *_bullets("Ignored files", [f"{i['file']}: {i['reason']}" for i in comparison["ignored"]], "None."),
         *(_bullets("Imported results", notes, "") if (notes := _imported_notes(comparison)) else []),
+        *_overhead_section(comparison),
     ]
     figures = ["## Plots", "", *[f"![{_caption(p)}]({plots.PLOTS_DIR}/{p.name})\n" for p in plot_files]]
     return "\n".join([*_header(comparison), *body, *notes, *figures])

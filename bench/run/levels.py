@@ -111,6 +111,8 @@ class LevelsRun:
             if ended_alone and self.server_exit is None:  # between or after levels
                 self.server_exit = f"{server.exit_reason()} after c={self.last_level}"
             server_info["exit"] = cast(Any, exit_info.to_json())
+            if isinstance(server, ServerProcess):
+                server_info["overhead"] = cast(Any, server.overhead())
             if sampler is not None:  # the file name, not the path: results stay valid when moved or committed
                 server_info["resources"] = cast(Any, {**sampler.summary(), "path": sampler.path.name})
             self.oom = self.oom or exit_info.oom

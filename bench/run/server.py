@@ -36,6 +36,8 @@ from bench.host.process_groups import register, signal_group, stop_recorded_grou
 from bench.setup.adapter import ServeCommand
 
 STOP_GRACE_S = 15.0
+READY_POLL_S = 0.05  # between readiness polls: bounds how late a ready server is noticed
+TREE_EVERY_S = 0.2  # between process-tree walks while a server starts
 
 
 class ServerStartError(RuntimeError):
@@ -111,12 +113,27 @@ class ServerProcess:
         self.oom_check_error: str | None = None  # set by _detect_oom when OOM detection failed
         self._started_at = 0.0
         self._born = 0.0  # the server's create time: groups it recorded must be younger
+        # The suite's own time around the server (bench.run.server.overhead): spawning it, noticing
+        # it became ready (an upper bound: the span between the last poll that found it not ready
+        # and the one that did), and stopping it.
+        self.spawn_s: float | None = None
+        self.ready_detect_bound_s: float | None = None
+        self.teardown_s: float | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    def overhead(self) -> dict[str, float]:
+        """The suite's seconds around this server: `spawn_s` (port check, cgroup, files, exec),
+        `ready_detect_bound_s` (readiness noticed at most this long after it happened) and
+        `teardown_s` (SIGTERM to the whole group gone, OOM check included); those measured."""
+        spans = {"spawn_s": self.spawn_s, "ready_detect_bound_s": self.ready_detect_bound_s,
+                 "teardown_s": self.teardown_s}
+        return {k: round(v, 4) for k, v in spans.items() if v is not None}
+
     def start(self) -> None:
+        entered = time.monotonic()
         holder = port_holder(self.host, self.port)
         if holder is not None:
             raise ServerStartError(f"port {self.port} is already held by {holder}", transient=True)
@@ -162,6 +179,7 @@ class ServerProcess:
             self._remove_cgroup()
             raise
         self._started_at = time.monotonic()
+        self.spawn_s = self._started_at - entered
         with contextlib.suppress(psutil.Error):  # psutil's clock: what recorded groups are compared with
             self._born = psutil.Process(self.proc.pid).create_time()
         self.oom_watch = OomWatch(self.proc.pid, self.cgroup)
@@ -213,19 +231,22 @@ class ServerProcess:
         url = self.base_url + self.ready_path
         seen_size, seen_at = -1, time.monotonic()
         deadline = None if budget_s is None else seen_at + budget_s
+        last_miss, tree_at = self._started_at, 0.0
         with httpx.Client(timeout=5.0) as client:
             while True:
                 code = self.proc.poll()
                 if code is not None:
                     raise self._died_starting(code)
-                self.note_tree()
+                if time.monotonic() - tree_at >= TREE_EVERY_S:  # a process-tree walk costs a loading server CPU
+                    self.note_tree()
+                    tree_at = time.monotonic()
                 try:
                     answered = client.get(url).status_code
                 except httpx.HTTPError:
                     answered = None
                 if answered == 200:
                     break
-                now = time.monotonic()
+                now = last_miss = time.monotonic()
                 size = _size(self.log_path)
                 if size != seen_size or answered is not None:  # a log line or an answer: alive
                     seen_size, seen_at = size, now
@@ -243,8 +264,10 @@ class ServerProcess:
                     raise ServerStartError(f"no progress for {_span(now - seen_at)} while starting: no answer on "
                                            f"{self.ready_path} and the log silent; log: {self.log_path}",
                                            self.log_path, capped=True)
-                time.sleep(0.2)
-        self.ready_after_s = round(time.monotonic() - self._started_at, 3)
+                time.sleep(READY_POLL_S)
+        ready_at = time.monotonic()
+        self.ready_after_s = round(ready_at - self._started_at, 3)
+        self.ready_detect_bound_s = ready_at - last_miss
         stranger = self._foreign_listener()
         if stranger:
             raise ServerStartError(f"port {self.port} answers, but from {stranger}, not the server we started")
@@ -293,6 +316,7 @@ class ServerProcess:
             return ExitInfo(None, None, False)
         if self.exit is not None:
             return self.exit
+        entered = time.monotonic()
         pid = self.proc.pid
         died_on_its_own = self.proc.poll() is not None
         memory = None
@@ -328,6 +352,7 @@ class ServerProcess:
             memory=memory,
             oom_check_error=self.oom_check_error,
         )
+        self.teardown_s = time.monotonic() - entered
         return self.exit
 
 
