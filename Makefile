@@ -1,6 +1,6 @@
 # Entry points, all self-installing on a fresh machine:
 #   make bench       the chat split on every framework that runs here, on the built-in tiny model
-#   make test        lint, then the suite's own tests, all of them (what CI runs through .ci/run)
+#   make test        lint, then the suite's own tests, all but the speed ones (`perf`; what CI runs through .ci/run)
 #   make test-fast   the tests that start no inference server (`-m "not integration"`), on 2 workers
 #   make lint        ruff and mypy, as configured in pyproject.toml
 # Framework builds go to the user cache (~/.cache/cellbench), not into the checkout.
@@ -30,12 +30,12 @@ bench: setup
 
 test: setup chromium lint
 	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm
-	$(PY) -m pytest tests -p no:cacheprovider $(ARGS)
+	$(PY) -m pytest tests -p no:cacheprovider -m "not perf" $(ARGS)
 
 # No framework install, no server: what a change to the engine, the reports or the pytest layer
 # needs checked in a minute or two. Integration tests (real servers, the fault matrix) are `make test`'s.
 test-fast: setup chromium
-	$(PY) -m pytest tests -p no:cacheprovider -m "not integration" -n 2 --benchmark-disable $(ARGS)
+	$(PY) -m pytest tests -p no:cacheprovider -m "not integration and not perf" -n 2 --benchmark-disable $(ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

@@ -150,6 +150,13 @@ def test_bad_numbers_are_one_line_each(stand_in: pytest.Pytester):
     stand_in.runpytest("-k", "llamacpp-chat", "--warmup", "0").assert_outcomes(passed=1)
 
 
+def test_client_procs_is_a_count_or_auto(stand_in: pytest.Pytester):
+    assert usage_error(stand_in, "--client-procs", "0") == (
+        "ERROR: --client-procs takes a count of processes, 1 or more, or auto; got '0'")
+    assert usage_error(stand_in, "--client-procs=many").endswith("got 'many'")
+    stand_in.runpytest("-k", "llamacpp-chat", "--client-procs", "2").assert_outcomes(passed=1)
+
+
 BAD_PROMPT_FILES = {
     "missing": (None, "cannot read: [Errno 2] No such file or directory"),
     "empty": ("", "empty file: no prompts"),

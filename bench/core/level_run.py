@@ -60,6 +60,11 @@ class ClientHealth:
     # How the measured phase used the host's CPUs: whether a late client was busy itself or
     # was not let run (host busy, run-queue wait). None when the phase never opened.
     host: CpuUse | None = None
+    procs: int = 1  # client processes the level ran on (--client-procs; bench.load.procs)
+    procs_how: str | None = None  # how that number was chosen, auto's evidence included
+    # Each process's own health when there were several; the fields above are then the worst
+    # process's (the highest CPU share and lags), so that one saturated process decides.
+    workers: tuple[ClientHealth, ...] = ()
 
 
 @dataclass

@@ -70,6 +70,9 @@ class ClientHealth(_ClientHealthRequired, total=False):
     run_queue_wait_share: float | None
     involuntary_switches: int | None
     cpu_pressure_some: float | None
+    procs: int
+    procs_how: str | None
+    workers: list[ClientHealth]
 
 
 class PromptReuse(TypedDict):

@@ -189,8 +189,11 @@ def _busy(client: Mapping[str, Any]) -> str | None:
 
 
 def _saturated(levels: list[Level]) -> str:
-    share = max(_client(lv).get("cpu_share") or 0.0 for lv in levels)
-    return f"client-bound at {_at(levels)}: client CPU {share:.2f} of a core: numbers measure the client"
+    busiest = max((_client(lv) for lv in levels), key=lambda c: c.get("cpu_share") or 0.0)
+    procs = busiest.get("procs") or 1
+    where = f" in the busiest of {procs} client processes" if procs > 1 else ""
+    return (f"client-bound at {_at(levels)}: client CPU {busiest.get('cpu_share') or 0.0:.2f} of a core{where}: "
+            f"numbers measure the client")
 
 
 def _starved(levels: list[Level]) -> str:

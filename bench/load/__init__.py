@@ -11,6 +11,7 @@ modules, in the order a level uses them:
 - `health`: the client's health over the measured phase;
 - `bodies`: the request bodies; `interrupts`: interrupts that must end a level;
 - `progress`: the rate-limited progress line a cell prints.
+- `procs/`: a level on several client processes, each with its own loop (`run_level_procs`).
 
 The data types (`LevelConfig`, `LevelRun`, `ClientHealth`, `Progress`) live in
 `bench.core.level_run`, where the metrics read them; they are re-exported here.

@@ -87,6 +87,7 @@ def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> Cel
         memory_limit_bytes=s.memory_limit_bytes,
         skip_existing_s=None if opt("skip_existing") is None else opt("skip_existing") * 3600.0,
         cpus=s.cpus,
+        client_procs=s.client_procs,
         unique_prompts=opt("unique_prompts"),
     )
 

@@ -10,6 +10,7 @@ from bench.core.result_model import NoResult, Result
 from bench.core.verdicts import CellVerdict
 from bench.host.affinity import Placement
 from bench.load import Progress
+from bench.load.procs import ProcsChoice
 from bench.run.server import ServerProcess
 from bench.setup import profiles
 
@@ -51,6 +52,7 @@ class CellConfig:
     memory_limit_bytes: int | None = None  # each server runs in a memory cgroup of this size
     skip_existing_s: float | None = None  # a non-failed result of this cell this recent (or this run) stands
     cpus: Placement = Placement()  # --client-cpus / --server-cpus, resolved for this host
+    client_procs: ProcsChoice = ProcsChoice()  # --client-procs: a count, or auto with the CPUs free for it
     unique_prompts: bool = False  # a nonce opens every request's first message: nothing to cache
 
 

@@ -23,7 +23,8 @@ from bench.core.result import CellPaths
 from bench.core.result_model import Level, ReportedVersion, Server
 from bench.host.ports import free_port
 from bench.host.resources import ResourceSampler
-from bench.load import LevelConfig, LevelRun, run_level
+from bench.load import LevelConfig, LevelRun
+from bench.load.procs import plan_level, run_level_procs
 from bench.run.config import CellConfig, Launcher
 from bench.run.probes import Endpoint, list_models, reported_version
 from bench.run.server import ServerProcess, ServerStartError
@@ -186,8 +187,11 @@ class LevelsRun:
             nonce=f"{self.cfg.run_id} c{concurrency} {secrets.token_hex(2)}" if self.cfg.unique_prompts else None,
             server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.endpoint),
         )
+        procs = plan_level(self.cfg.client_procs, concurrency, self.cfg.requests,
+                           self.summaries[-1] if self.summaries else None)  # auto plans from the level before
+        pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
         try:
-            run = run_level(level_cfg, self.prompt_set.prompts, self.prompt_set.warmup)
+            run = run_level_procs(level_cfg, self.prompt_set.prompts, self.prompt_set.warmup, procs, server_pid=pid)
         except KeyboardInterrupt as exc:  # keep what the level finished, then let the interrupt end the cell
             if getattr(exc, "level_run", None) is not None:
                 self._keep(exc.level_run, sidecar)  # type: ignore[attr-defined]  # set by the load generator
