@@ -218,9 +218,7 @@ def client_health(
     - "host": late with CPU to spare, while the client's CPUs were >= 90% busy (every process)
       or its loop thread waited >= 10% of the phase for a CPU: the host did not let it run;
     - "unknown": late with CPU to spare and no sign of a busy host (blocked on I/O, paused).
-    Either way every time stamp of the level includes the client's delay. A level on several
-    client processes (`procs`) carries each one's block in `workers`; its own fields are the
-    worst process's, so one saturated process makes the level client-bound."""
+    Either way every time stamp of the level includes the client's delay."""
     reasons = []
     if health.cpu_share > cpu_limit:
         reasons.append(f"client CPU {health.cpu_share:.2f} of a core > {cpu_limit:.2f}")
@@ -253,16 +251,9 @@ def client_health(
         "cpu_pressure_some": None if host is None else host.cpu_pressure_some,
         "procs": health.procs,
         "procs_how": health.procs_how,
-        **({"workers": [_worker_health(w, cpu_limit, schedule_lag_limit_ms) for w in health.workers]}
-           if health.workers else {}),
+        "workers": [client_health(w, cpu_limit=cpu_limit, schedule_lag_limit_ms=schedule_lag_limit_ms)
+                    for w in health.workers],  # each process's own, when there were several
     }
-
-
-def _worker_health(health: ClientHealth, cpu_limit: float, schedule_lag_limit_ms: float) -> dict[str, Any]:
-    """One client process's block of a level on several: its own judgement, without the level's count."""
-    block = client_health(health, cpu_limit=cpu_limit, schedule_lag_limit_ms=schedule_lag_limit_ms)
-    del block["procs"], block["procs_how"]
-    return block
 
 
 def prompt_reuse(run: LevelRun) -> dict[str, Any]:

@@ -32,8 +32,7 @@ from bench.core.result import new_run_id
 from bench.eval import gpus
 from bench.host import affinity, memlimit
 from bench.host.machine import detect
-from bench.load.procs import ProcsChoice
-from bench.load.procs import resolve as resolve_procs
+from bench.load import procs
 from bench.load.progress import DEFAULT_INTERVAL_S
 from bench.plugins.hooks import register_stashed, unregister_stashed
 from bench.setup import profiles
@@ -56,7 +55,7 @@ class Settings:
     memory_limit_bytes: int | None
     cpus: affinity.Placement
     gpu_pool: tuple[int, ...] | None  # None: every GPU of this machine
-    client_procs: ProcsChoice = ProcsChoice()  # --client-procs, with the CPUs free for the client
+    client_procs: procs.ProcsChoice = procs.ProcsChoice()  # --client-procs, with the CPUs free for the client
     pinned: bool = False  # --pinned: the adapters' versions, not the recorded updates
 
 
@@ -121,10 +120,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--server-cpus", default="auto", metavar="LIST|auto|off",
                 help="start each server, and everything it starts, on these CPUs, e.g. 0 or 0-2 (Linux only) "
                      "[auto: the CPUs --client-cpus leaves]")
-    g.addoption("--client-procs", default="auto", metavar="N|auto",
-                help="run each level's client on N processes, each with its own event loop and share of the slots "
-                     "[auto: more than one only where the level before showed one process would be client-bound, "
-                     "at most one per CPU free for the client]")
+    g.addoption("--client-procs", default="auto", help="client processes per level: N, or auto [auto]")
     g.addoption("--unique-prompts", action="store_true",
                 help="open every request's first message with its own nonce, so no request can be served "
                      "from a cache another one filled: cold numbers")
@@ -173,8 +169,8 @@ def pytest_configure(config: pytest.Config) -> None:
         cell_budget_s={**DEFAULT_CELL_BUDGET_S, **cell_budgets(config.getoption("cell_budget"))},
         cell_budget_given=frozenset(cell_budgets(config.getoption("cell_budget"))),
         memory_limit_bytes=_memory_limit(config.getoption("memory_limit")),
-        cpus=(cpus := _cpus(config)),
-        client_procs=_client_procs(config.getoption("client_procs"), cpus),
+        cpus=_cpus(config),
+        client_procs=_client_procs(config),
         gpu_pool=_gpu_pool(config.getoption("gpu_pool")),
         profile=_profile(config.getoption("model")),
         pinned=config.getoption("pinned"),
@@ -311,11 +307,9 @@ def _cpus(config: pytest.Config) -> affinity.Placement:
         raise pytest.UsageError(str(exc)) from None
 
 
-def _client_procs(text: str, cpus: affinity.Placement) -> ProcsChoice:
-    """--client-procs resolved against the placement (bench.load.procs.plan.resolve)."""
-    try:
-        unpinned_auto = text.strip().lower() == "auto" and cpus.client is None and cpus.server is None
-        return resolve_procs(text, cpus, gpu=unpinned_auto and bool(detect().gpus))
+def _client_procs(config: pytest.Config) -> procs.ProcsChoice:
+    try:  # the placement's errors are _cpus's to report
+        return procs.resolve(config.getoption("client_procs"), _cpus(config))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.host import affinity
+from bench.host.machine import detect
 
 CLIENT_BOUND_SHARE = 0.8  # bench.core.metrics.client_health's cpu_limit: above it a level is client-bound
 TARGET_SHARE = 0.5  # auto gives each process about this much of a core: its loop still answers on time
@@ -67,9 +68,10 @@ def parse(text: str) -> int | None:
     return count
 
 
-def resolve(text: str, placement: affinity.Placement, *, gpu: bool,
+def resolve(text: str, placement: affinity.Placement, *, gpu: bool | None = None,
             usable: tuple[int, ...] | None = None) -> ProcsChoice:
-    """The choice `--client-procs TEXT` makes with this placement (see the module docstring)."""
+    """The choice `--client-procs TEXT` makes with this placement (see the module docstring);
+    `gpu` None: whether this machine has one, asked only when it matters."""
     count = parse(text)
     usable = affinity.usable_cpus() if usable is None else usable
     if placement.client is not None:
@@ -81,7 +83,7 @@ def resolve(text: str, placement: affinity.Placement, *, gpu: bool,
                f"{affinity.format_cpus(placement.server)})" if cpus else "none: the server has every CPU")
     else:
         cpus = None
-        if gpu:
+        if gpu if gpu is not None else bool(detect().gpus):
             keep = max(2, len(usable) // 4)
             free = max(1, len(usable) - keep)
             return ProcsChoice(count, free, None, f"{free} of the host's {len(usable)} CPUs, {keep} kept for the "
