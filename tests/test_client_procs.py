@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import multiprocessing
+import os
 import re
 import signal
 import subprocess
@@ -354,8 +355,9 @@ def test_an_interrupt_stops_every_worker_and_keeps_what_finished(paced, interrup
 
 
 def _driver(base_url: str, requests: int, tokens: int) -> subprocess.Popen:
+    """The driver in a process group of its own, as a shell starts a command."""
     return subprocess.Popen([sys.executable, "-m", "tests.support.procs_driver", base_url, "2", str(requests),
-                             str(tokens)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                             str(tokens)], cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def _pids(proc: subprocess.Popen) -> list[int]:
@@ -377,19 +379,27 @@ def _gone(pids: list[int], within_s: float = 10.0) -> list[int]:
 
 @pytest.mark.integration
 @pytest.mark.timeout(120)
-def test_a_level_whose_process_is_terminated_keeps_what_finished_and_leaves_no_worker(paced):
+@pytest.mark.parametrize("sig, group", [(signal.SIGTERM, False), (signal.SIGINT, True), (signal.SIGHUP, True)],
+                         ids=["SIGTERM to the parent", "Ctrl-C to the group", "SIGHUP to the group"])
+def test_a_level_whose_process_is_terminated_keeps_what_finished_and_leaves_no_worker(paced, sig, group):
+    """The parent alone (a CI runner's cancel), or every process of the command at once (Ctrl-C in
+    a terminal, a closed terminal): the workers' records come back either way."""
     proc = _driver(paced, 4000, 20)
     try:
         pids = _pids(proc)
         assert len(pids) >= 2
         time.sleep(1.0)
-        proc.send_signal(signal.SIGTERM)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         out, _ = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 2, out
     kept = json.loads(out.split("KEPT ", 1)[1])
-    assert kept["stop_reason"] == "interrupted (received SIGTERM)" and kept["procs"] == 2 and kept["warmup"] == 1
+    name = {signal.SIGINT: "KeyboardInterrupt"}.get(sig, f"received {signal.Signals(sig).name}")
+    assert kept["stop_reason"] == f"interrupted ({name})" and kept["procs"] == 2 and kept["warmup"] == 1
     assert kept["records"] > 0 and kept["ok"] == kept["records"] and len(set(kept["indices"])) == kept["records"]
     assert _gone(pids) == []
 
@@ -413,6 +423,20 @@ def test_a_failing_worker_fails_the_level_and_leaves_no_worker(paced):
     with pytest.raises(WorkerError, match="a bug in the level function") as caught:
         run_level_procs(level(paced, concurrency=4, requests=8), prompts(4, 5), [], plan(2), level_fn=failing_level)
     assert "client process" in str(caught.value)
+    assert workers_of() == []
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_worker_killed_mid_level_fails_the_level_at_once(paced):
+    def kill_one(p: Progress) -> None:
+        if p.output_events > 0 and len(workers_of()) == 2:
+            workers_of()[0].kill()
+
+    t0 = time.perf_counter()
+    with pytest.raises(WorkerError, match=r"ended with exit code -9 before it reported its requests"):
+        run_level_procs(level(paced, concurrency=4, requests=4000, progress=kill_one), prompts(4, 20), [], plan(2))
+    assert time.perf_counter() - t0 < 30
     assert workers_of() == []
 
 

@@ -1,10 +1,11 @@
 """A level on several client processes, in a process of its own, for tests that end that process.
 
-    python -m tests.support.procs_driver BASE_URL PROCS REQUESTS TOKENS
+    python -m tests.support.procs_driver BASE_URL PROCS REQUESTS TOKENS [SERVER_PID]
 
 Runs one closed-loop level of 2 x PROCS slots against the paced server of
 bench/perf/client_overhead.py with SIGTERM and SIGHUP handled as a cell's pytest session handles
-them (bench.plugins.signals). Prints `PIDS <pid> ...` (this process's children: the workers and
+them (bench.plugins.signals), and, given the server's pid, asking whether it is gone as a
+cell asks its server. Prints `PIDS <pid> ...` (this process's children: the workers and
 multiprocessing's helper) at its first progress report; when an interrupt ends the level, `KEPT
 <json>` (what it kept) and exits 2; otherwise `DONE <json>`.
 
@@ -42,7 +43,15 @@ def _summary(run: LevelRun) -> str:
 
 def main() -> None:
     base_url, procs, requests, tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    server = psutil.Process(int(sys.argv[5])) if len(sys.argv) > 5 else None
     install()
+
+    def gone() -> str | None:
+        try:
+            return "server exited" if server is not None and server.status() == psutil.STATUS_ZOMBIE else None
+        except psutil.NoSuchProcess:
+            return "server exited"
+
     told: list[bool] = []
 
     def progress(p: Progress) -> None:
@@ -51,9 +60,11 @@ def main() -> None:
             print("PIDS", *(c.pid for c in psutil.Process().children()), flush=True)
 
     cfg = LevelConfig(base_url=base_url, model="perf-model", concurrency=2 * procs, requests=requests, warmup=1,
-                      extra_body={"stream_options": {"include_usage": True}}, progress=progress)
+                      extra_body={"stream_options": {"include_usage": True}}, progress=progress,
+                      server_gone=gone if server is not None else None)
     try:
-        run = run_level_procs(cfg, prompts(4, tokens), prompts(1, 2, "w"), ProcPlan(procs, (None,) * procs, "test"))
+        run = run_level_procs(cfg, prompts(4, tokens), prompts(1, 2, "w"), ProcPlan(procs, (None,) * procs, "test"),
+                              server_pid=server.pid if server is not None else None)
     except KeyboardInterrupt as exc:
         print("KEPT", _summary(exc.level_run), flush=True)  # type: ignore[attr-defined]
         sys.exit(2)

@@ -44,19 +44,18 @@ _COUNTS = re.compile(r"(\d+)/(\d+) measured requests (sent|done), (\d+) in fligh
 _RANK = {"client": 3, "host": 2, "unknown": 1, None: 0}
 
 
-def renumbered(report: WorkerReport, share: Share) -> list[RequestRecord]:
-    """The worker's records under the level's request numbers."""
+def renumbered(report: WorkerReport, share: Share) -> WorkerReport:
+    """The report with its records under the level's request numbers (once, as it arrives)."""
     for record in report.records:
         record.index = share.indices[record.index]
-    return report.records
+    return report
 
 
-def merge(cfg: LevelConfig, warm: LevelRun | None, reports: Sequence[WorkerReport], shares: Sequence[Share],
-          *, started_at: float, t_go: float, procs_how: str, interrupted: BaseException | None = None) -> LevelRun:
-    """One level from the parent's warm-up (`warm`, None without one) and the workers' reports, in
-    the order they arrived (the first to stop names the level's stop reason)."""
-    by_worker = {share.worker: share for share in shares}
-    records = sorted((r for rep in reports for r in renumbered(rep, by_worker[rep.worker])), key=lambda r: r.index)
+def merge(cfg: LevelConfig, warm: LevelRun | None, reports: Sequence[WorkerReport], *, started_at: float,
+          t_go: float, procs: int, procs_how: str, interrupted: BaseException | None = None) -> LevelRun:
+    """One level from the parent's warm-up (`warm`, None without one) and the workers' reports
+    (`renumbered`), in the order they arrived (the first to stop names the level's stop reason)."""
+    records = sorted((r for rep in reports for r in rep.records), key=lambda r: r.index)
     span = metrics.wall_span(records) or (t_go, t_go)
     if interrupted is not None:
         reason: str | None = f"interrupted ({str(interrupted) or type(interrupted).__name__})"
@@ -75,7 +74,7 @@ def merge(cfg: LevelConfig, warm: LevelRun | None, reports: Sequence[WorkerRepor
         started_at=started_at,
         partial=reason is not None or any(rep.partial for rep in reports),
         stop_reason=reason,
-        client=merged_health(healths, len(shares), procs_how, warm),
+        client=merged_health(healths, procs, procs_how, warm),
     )
 
 

@@ -39,7 +39,7 @@ from multiprocessing.process import BaseProcess
 from bench.core.level_run import LevelConfig, LevelRun, Progress
 from bench.host import affinity
 from bench.load.procs import channel
-from bench.load.procs.merge import WorkerReport, merge
+from bench.load.procs.merge import WorkerReport, merge, renumbered
 from bench.load.procs.plan import ProcPlan
 from bench.load.procs.split import Share, split, worker_config, worker_prompts
 from bench.load.procs.worker import LevelFn, WorkerSpec, main
@@ -74,6 +74,7 @@ class _Worker:
     heard_at: float = field(default_factory=_perf)
     interrupted: bool = False
     lost: bool = False  # it died or failed without a report
+    ended: set[Connection] = field(default_factory=set)  # its pipes that reached their end
 
     @property
     def running(self) -> bool:
@@ -114,37 +115,47 @@ class _Pool:
         self.t_go = 0.0
         self.started_at = time.time()
         self.first_stop: float | None = None
+        self.warm: LevelRun | None = None  # the warm-up's run, which this process runs
+        self.warming = False
         self.last_progress: tuple[float, int] | None = None
 
     def run(self) -> LevelRun:
-        warm: LevelRun | None = None
-        warming = False
+        """The level; an interrupt that lands anywhere in it, the workers' shutdown included,
+        carries what it finished as `exc.level_run`, as `run_level` does."""
         try:
-            self._start()
-            if self.cfg.warmup:  # in this process, while the workers start
-                warming = True
-                warm = self.level_fn(replace(self.cfg, requests=0, progress=None), (), self.warmup_prompts)
-                warming = False
-                self.started_at = warm.started_at
-            if warm is not None and warm.stop_reason is not None:  # stopped in warm-up: nothing measured
-                return self._merged(warm)
-            with affinity.pinned(self.cfg.client_cpus):
-                self._measure()
-            return self._merged(warm)
+            try:
+                return self._run()
+            except KeyboardInterrupt:
+                if not self.warming:  # the workers have what was measured: they are asked for it
+                    self._interrupt_all()
+                    self._collect(REPORT_GRACE_S)
+                raise
+            finally:
+                self._close()
         except KeyboardInterrupt as exc:
-            if warming:
-                warm = getattr(exc, "level_run", None)  # keep the warm-up's records; no worker has begun
-            else:
-                self._interrupt_all()
-                self._collect(REPORT_GRACE_S)
-            exc.level_run = self._merged(warm, interrupted=exc)  # type: ignore[attr-defined]
+            exc.level_run = self._merged(interrupted=exc)  # type: ignore[attr-defined]
             raise
-        finally:
-            self._close()
 
-    def _merged(self, warm: LevelRun | None, interrupted: BaseException | None = None) -> LevelRun:
-        return merge(self.cfg, warm, self.arrived, self.shares, started_at=self.started_at,
-                     t_go=self.t_go or _perf(), procs_how=self.plan.how, interrupted=interrupted)
+    def _run(self) -> LevelRun:
+        self._start()
+        if self.cfg.warmup:  # in this process, while the workers start
+            self.warming = True
+            try:
+                self.warm = self.level_fn(replace(self.cfg, requests=0, progress=None), (), self.warmup_prompts)
+            except KeyboardInterrupt as exc:
+                self.warm = getattr(exc, "level_run", None)  # its records are kept; no worker has begun
+                raise
+            self.warming = False
+            self.started_at = self.warm.started_at
+        if self.warm is not None and self.warm.stop_reason is not None:  # stopped in warm-up: nothing measured
+            return self._merged()
+        with affinity.pinned(self.cfg.client_cpus):
+            self._measure()
+        return self._merged()
+
+    def _merged(self, interrupted: BaseException | None = None) -> LevelRun:
+        return merge(self.cfg, self.warm, self.arrived, started_at=self.started_at, t_go=self.t_go or _perf(),
+                     procs=len(self.shares), procs_how=self.plan.how, interrupted=interrupted)
 
     # ------------------------------------------------------------ start
 
@@ -193,8 +204,8 @@ class _Pool:
     def _serve(self, timeout: float) -> None:
         """Wait up to `timeout` for a message, a probe or a worker's end, and handle what came."""
         live = [w for w in self.workers if w.running]
-        ready = set(wait([*(w.conn for w in live), *(w.probe for w in live), *(w.process.sentinel for w in live)],
-                         timeout))
+        pipes = [c for w in live for c in (w.conn, w.probe) if c not in w.ended]  # an ended pipe is always "ready"
+        ready = set(wait([*pipes, *(w.process.sentinel for w in live)], timeout))
         self._probe_server()
         for w in live:
             if w.probe in ready:
@@ -203,7 +214,7 @@ class _Pool:
                 self._receive(w)
         for w in live:  # a worker that ended: its last message may have come with its end
             if w.running and w.process.sentinel in ready:
-                while w.running and w.conn.poll():
+                while w.running and w.conn not in w.ended and w.conn.poll():
                     self._receive(w)
                 if w.running:
                     w.lost = True
@@ -218,6 +229,7 @@ class _Pool:
             try:
                 w.probe.recv()
             except (EOFError, OSError):
+                w.ended.add(w.probe)
                 return
             self._probe_server(force=True)
             self._tell(w, self.gone)
@@ -249,6 +261,7 @@ class _Pool:
             try:
                 kind, payload = w.conn.recv()
             except (EOFError, OSError):
+                w.ended.add(w.conn)
                 return  # it ended: its sentinel says how
             w.heard_at = _perf()
             if kind == "ready":
@@ -256,7 +269,7 @@ class _Pool:
             elif kind == "progress":
                 w.progress = payload
             elif kind == "done":
-                w.report = payload
+                w.report = renumbered(payload, w.share)
                 self.arrived.append(payload)
                 if payload.stop_reason is not None and self.first_stop is None:
                     self.first_stop = _perf()
@@ -308,8 +321,8 @@ class _Pool:
         while any(w.running for w in self.workers) and _perf() < limit:
             try:
                 self._serve(TICK_S)
-            except WorkerError:
-                continue
+            except WorkerError as exc:  # its records are lost; the others' are kept
+                _log.warning("%s", exc)
 
     def _close(self) -> None:
         """No worker outlives the level: a worker still waiting for its start is told to leave,

@@ -79,7 +79,7 @@ def main(spec: WorkerSpec, conn: Connection, probe_conn: Connection) -> None:
                               kept.stop_reason if kept else f"interrupted ({exc})",
                               kept.client if kept else unmeasured_health(spec.cfg.client_cpus is not None),
                               interrupted=True)
-    except Exception:  # noqa: BLE001 - a bug: the parent raises it with this text
+    except BaseException:  # noqa: BLE001 - a bug (a cancellation included): the parent raises it with this text
         _ignore_signals()
         with contextlib.suppress(OSError):
             channel.send(conn, ("failed", traceback.format_exc()))
