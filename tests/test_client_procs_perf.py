@@ -29,6 +29,7 @@ from tests.support.procs_driver import prompts
 pytestmark = [pytest.mark.perf, pytest.mark.integration, pytest.mark.timeout(600)]
 STREAMS, TOKENS, ROUNDS, REPEATS = 64, 2000, 3, 3
 SPEEDUP = 1.8
+SATURATED = 0.9  # the single process's CPU share, of a core, that says it was the limit
 
 
 def delivered(run: LevelRun) -> tuple[float, float]:
@@ -60,4 +61,7 @@ def test_two_client_processes_deliver_at_least_1_8_times_one(record_property):
     print(figures)
     record_property("chunks_per_s_one_process", round(rate_1))
     record_property("chunks_per_s_two_processes", round(rate_2))
+    # Below about a core, something other than the client set the pace (a busy host, the server):
+    # the ratio would not measure what a second process adds.
+    assert max(c for _, c in single) >= SATURATED, f"one process was not saturated: {figures}"
     assert rate_2 >= SPEEDUP * rate_1, f"two processes delivered less than {SPEEDUP}x one: {figures}"
