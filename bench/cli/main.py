@@ -6,7 +6,8 @@ where from) and the command that installs it. `cellbench report` rebuilds the re
 result files (bench.reports.rebuild); `cellbench weekly` runs the unattended weekly pipeline (bench.cli.weekly);
 `cellbench eval precheck|locate` checks an eval config's rows without running them (bench.cli.eval);
 `cellbench serve FRAMEWORK` starts one server as its cell would, for debugging by hand (bench.cli.serve);
-`cellbench update` installs frameworks' newer releases beside the pinned ones (bench.cli.update). Install and
+`cellbench update` installs frameworks' newer releases beside the pinned ones (bench.cli.update);
+`cellbench perf compare` runs cellbench's client beside vLLM's on one null server (bench.perf.compare). Install and
 doctor use the recorded update of a framework unless given `--pinned` (bench.setup.updates).
 """
 
@@ -109,7 +110,7 @@ def _doctor(args: argparse.Namespace) -> int:
 OWN_OPTIONS = {"import": "bench.cli.imports",
                "report": "bench.reports.rebuild", "weekly": "bench.cli.weekly", "nightly": "bench.cli.nightly",
                "clean": "bench.reports.cleanup", "eval": "bench.cli.eval", "serve": "bench.cli.serve",
-               "update": "bench.cli.update"}
+               "update": "bench.cli.update", "perf": "bench.perf.compare"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     imported = sub.add_parser("import", add_help=False,
                               help="convert SiliconBench's result files into cellbench results labelled imported")
     imported.set_defaults(func=None)
+    perf = sub.add_parser("perf", add_help=False,
+                          help="perf compare: cellbench's client beside vLLM's on one null server (bench.perf.compare)")
+    perf.set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)
     if args.command in OWN_OPTIONS:  # their options are the modules' own
         module = importlib.import_module(OWN_OPTIONS[args.command])

