@@ -123,6 +123,31 @@ def test_share_server_runs_every_level_on_one_server(tmp_path, no_leaked_servers
     assert result["run_config"]["levels_share_server"] is True
     assert [s["levels"] for s in result["servers"]] == [[1, 2]]
     assert [lv["concurrency"] for lv in result["levels"]] == [1, 2]
+    # one connection per request by default: warm-up and measured requests, none reused
+    assert result["run_config"]["keep_alive"] is False
+    assert [lv["client"]["connections"] for lv in result["levels"]] == [
+        {"opened": 5, "reused": 0, "stale": 0, "retried": 0}] * 2
+
+
+def test_keep_alive_reuses_or_retries_and_loses_no_request(tmp_path, no_leaked_servers):
+    """--keep-alive against llama-server, which closes a connection after a streamed response on
+    its own terms (README: keep-alive): a request never fails for it. An idle connection found
+    closed is dropped (stale); one closed as the request went out is retried on a fresh one, and
+    the request's record says so."""
+    proc = run_pytest("-m", "chat", "-k", "llamacpp", "--keep-alive", "--requests", "6", "--concurrency", "2",
+                      "--warmup", "1", "--port", "0", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    (path,) = result_files(tmp_path)
+    result = load_valid(path)
+    assert result["run_config"]["keep_alive"] is True
+    (level,) = result["levels"]
+    assert level["successful"] == 6 and level["failed"] == 0 and level["warmup"]["failed"] == 0, level["errors"]
+    records = [json.loads(line) for line in (path.parent / result["requests_file"]).read_text().splitlines()]
+    assert len(records) == 7
+    conn = level["client"]["connections"]
+    assert conn["opened"] + conn["reused"] == len(records) + conn["retried"]  # every attempt had one connection
+    assert conn["retried"] == sum(1 for r in records if r.get("retried"))
+    assert conn["reused"] + conn["stale"] >= 1, conn  # kept connections were offered to later requests
 
 
 def test_agent_cell_runs_the_agent_split(tmp_path, no_leaked_servers):

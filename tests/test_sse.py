@@ -385,3 +385,19 @@ def test_byte_wise_stream_gives_the_same_record_as_whole_reads():
     whole = drive([(1.0, body)])
     bytewise = drive([(1.0, body[i : i + 1]) for i in range(len(body))])
     assert whole == bytewise and whole.ok
+
+
+def test_one_event_per_read_gives_the_same_record_as_the_decoder():
+    """Reads that are exactly one `data: ` event skip the line splitting; the record is the same as
+    when the decoder frames them (all in one read, or one byte at a time)."""
+    events = [event(ROLE), event(content("a")), event(content("b")), event(chunk({}, finish="stop")),
+              event(chunk(None, usage={"completion_tokens": 2, "prompt_tokens": 3})), DONE]
+    one_per_read = drive([(1.0, e) for e in events])
+    assert one_per_read == drive([(1.0, b"".join(events))]) and one_per_read.ok and one_per_read.n_chunks == 2
+    # a read that only names the event: the next read's `data:` belongs to it, whichever path reads it
+    named = drive([(0.1, event(content("a"))), (0.2, b"event: error\n"),
+                   (0.3, event({"message": "gone"})), (0.4, DONE)])
+    assert named.error.type is ErrorType.STREAM_ERROR_EVENT and named.t_end == 0.3 and "gone" in named.error.message
+    # an event whose line ended in the last read is not taken whole from the next one
+    held = drive([(0.1, event(content("a"))[:-1]), (0.2, b"\n"), (0.3, event(content("b"))), (0.4, DONE)])
+    assert held.ok and held.chunk_times == [0.2, 0.3]

@@ -49,6 +49,22 @@ class LevelConfig:
     # Who may have warmed the server's caches before this level ("an earlier level", "unknown:
     # an --endpoint server"); None: a fresh server. Recorded as the level's prompt reuse.
     server_warmed: str | None = None
+    # --keep-alive: reuse a connection whose response was complete for the next request; False
+    # (the default): one connection per request, closed at its end (bench.load.http.connector).
+    keep_alive: bool = False
+
+
+@dataclass
+class ConnectionCounts:
+    """What a level's connections did, its warm-up included (bench.load.http.connector)."""
+
+    opened: int = 0  # connections opened
+    reused: int = 0  # requests sent on a kept-alive connection
+    stale: int = 0  # idle kept-alive connections found closed by the server, dropped before use
+    retried: int = 0  # requests sent again: a reused connection ended before any response byte
+
+    def to_json(self) -> dict[str, int]:
+        return {"opened": self.opened, "reused": self.reused, "stale": self.stale, "retried": self.retried}
 
 
 @dataclass(frozen=True)
@@ -60,6 +76,7 @@ class ClientHealth:
     # How the measured phase used the host's CPUs: whether a late client was busy itself or
     # was not let run (host busy, run-queue wait). None when the phase never opened.
     host: CpuUse | None = None
+    connections: ConnectionCounts | None = None  # None: not counted (a level an interrupt ended)
     procs: int = 1  # client processes the level ran on (--client-procs; bench.load.procs)
     procs_how: str | None = None  # how that number was chosen, auto's evidence included
     # Each process's own health when there were several; the fields above are then the worst

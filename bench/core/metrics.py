@@ -234,7 +234,7 @@ def client_health(
         limited_by = "client"
     elif reasons:
         limited_by = "host" if starved else "unknown"
-    return {
+    block: dict[str, Any] = {
         "cpu_share": health.cpu_share,
         "loop_lag_p99_ms": health.loop_lag_p99_ms,
         "schedule_lag_p99_ms": lag,
@@ -254,6 +254,9 @@ def client_health(
         "workers": [client_health(w, cpu_limit=cpu_limit, schedule_lag_limit_ms=schedule_lag_limit_ms)
                     for w in health.workers],  # each process's own, when there were several
     }
+    if health.connections is not None:
+        block["connections"] = health.connections.to_json()
+    return block
 
 
 def prompt_reuse(run: LevelRun) -> dict[str, Any]:

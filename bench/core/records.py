@@ -50,6 +50,11 @@ class RequestRecord:
     done_marker: bool = False  # `data: [DONE]` arrived
     output_text_head: str = ""  # first characters of content/reasoning/tool-call text, for the sidecar
     error: RequestError | None = None
+    reused_connection: bool = False  # sent on a kept-alive connection (--keep-alive)
+    # Why the request was sent a second time, or None: a reused keep-alive connection the server
+    # had closed ended before any response byte, and the request went again on a fresh one
+    # (t_send is the second attempt's start).
+    retried: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,6 +77,8 @@ class RequestRecord:
 
     def to_json(self) -> dict:
         data = asdict(self)
+        if not self.reused_connection and self.retried is None:  # a request on a connection of its own
+            del data["reused_connection"], data["retried"]
         if self.error is not None:
             data["error"]["type"] = self.error.type.value
         data["output_tokens"] = self.output_tokens

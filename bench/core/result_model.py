@@ -62,6 +62,7 @@ class _ClientHealthRequired(TypedDict):
 
 class ClientHealth(_ClientHealthRequired, total=False):
     limited_by: str | None
+    connections: dict[str, int]  # opened, reused, stale, retried
     pinned: bool
     cpus: list[int] | None
     cpus_busy: float | None
@@ -287,6 +288,7 @@ class RunConfig(_RunConfigRequired, total=False):
     prompts: Prompts
     cpu_affinity: CpuAffinity
     unique_prompts: bool
+    keep_alive: bool
 
 
 class _HarnessRequired(TypedDict):

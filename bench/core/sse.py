@@ -12,8 +12,11 @@ Three layers, each usable alone:
   verdict (`t_first_token`, `t_first_answer`, chunk times, `t_end`, `truncated` /
   `empty_output` / `invalid_sse` / `stream_error_event`).
 
-The per-event path is measured (tests/test_sse_benchmark.py); keep it to a split, a `json.loads`
-and a few dict look-ups. Nothing here touches the network or reads a clock: the caller passes the
+The per-event path is measured (tests/test_sse_benchmark.py); keep it to a few byte checks, one
+JSON parse and a few dict look-ups. A read that is exactly one `data: ` event (the common case: a
+server flushes each token) skips the decoder's line splitting (`ChatStream.feed`), the payload is
+read into a tuple, not a `Chunk` (`_read`), and the JSON parser is orjson when installed
+(`bench.base.fastjson`). Nothing here touches the network or reads a clock: the caller passes the
 arrival time of each read, so every rule is testable with a scripted clock.
 """
 
@@ -22,6 +25,8 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from bench.base.fastjson import fast_loads as _fast_loads
+from bench.base.fastjson import stdlib_loads as _stdlib_loads
 from bench.core.records import ErrorType, RequestError, RequestRecord
 
 DONE = b"[DONE]"
@@ -30,23 +35,6 @@ DONE = b"[DONE]"
 MAX_EVENT_BYTES = 16 * 2**20
 HEAD_CHARS = 200  # how much output text a record keeps (RequestRecord.output_text_head)
 _MESSAGE_CHARS = 300  # error messages quote at most this much of the server's words
-
-_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner behind json.loads
-
-
-def _loads(data: bytes) -> Any:
-    """`json.loads` for one event, ~40% cheaper: `loads(bytes)` sniffs the encoding in Python
-    and `loads(str)` re-checks its arguments and whitespace on every call. Same result, same
-    errors (`ValueError` subclasses) for anything that is not exactly one JSON value."""
-    text = data.decode()
-    try:
-        obj, end = _scan(text, 0)
-    except StopIteration:  # no JSON value at offset 0 (empty, leading blank): let json say why
-        return json.loads(text)
-    if end != len(text) and text[end:].strip():
-        raise json.JSONDecodeError("Extra data", text, end)
-    return obj
-
 
 class SSEEvent(NamedTuple):
     """One dispatched event: its `data` lines joined by `\\n`, and its `event:` name if any."""
@@ -174,19 +162,16 @@ class SSEDecoder:
         # `id`, `retry` and unknown fields change nothing a benchmark reads
 
 
-class Chunk:
+class Chunk(NamedTuple):
     """What one `data:` payload says (see `parse_chunk`)."""
 
-    __slots__ = ("output", "answer", "finish_reason", "usage", "model", "error", "text")
-
-    def __init__(self) -> None:
-        self.output = False  # carries output: content, reasoning or a tool-call delta
-        self.answer = False  # carries output that is not reasoning: content or a tool call
-        self.finish_reason: str | None = None
-        self.usage: dict[str, Any] | None = None
-        self.model: str | None = None
-        self.error: str | None = None  # message of an SSE error event
-        self.text = ""  # the output text, for the record's head
+    output: bool  # carries output: content, reasoning or a tool-call delta
+    answer: bool  # carries output that is not reasoning: content or a tool call
+    text: str  # the output text, for the record's head
+    finish_reason: str | None
+    usage: dict[str, Any] | None
+    model: str | None
+    error: str | None  # message of an SSE error event
 
 
 def parse_chunk(data: bytes, event: str | None = None) -> Chunk:
@@ -201,52 +186,52 @@ def parse_chunk(data: bytes, event: str | None = None) -> Chunk:
     A role-only or empty delta is neither output nor answer. Raises `SSEFormatError` when the
     payload is not a JSON object or its `choices` are malformed.
     """
+    return Chunk._make(_read(data, event))
+
+
+def _read(data: bytes, event: str | None) -> tuple[bool, bool, str, Any, Any, Any, str | None]:
+    """A `Chunk`'s fields as a plain tuple (cheaper to build): `parse_chunk` on the per-event path."""
     try:
-        obj = _loads(data)
+        try:
+            obj = _fast_loads(data)
+        except ValueError:  # what orjson refuses (NaN, a lone surrogate, bad JSON): the stdlib decides
+            obj = _stdlib_loads(data)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         raise SSEFormatError(f"invalid JSON in SSE data ({exc}): {data[:120]!r}") from None
     if type(obj) is not dict:
         raise SSEFormatError(f"SSE data is not a JSON object: {data[:120]!r}")
-    chunk = Chunk()
     err = obj.get("error")
     if err or event == "error":
-        chunk.error = _error_message(err if err else obj)
-        return chunk
-    chunk.model = obj.get("model")
-    usage = obj.get("usage")
-    if usage:
-        chunk.usage = usage
+        return False, False, "", None, None, None, _error_message(err if err else obj)
+    output = answer = False
+    out = ""
+    finish = None
     choices = obj.get("choices")
-    if not choices:
-        return chunk
-    try:
-        for choice in choices:
-            delta = choice.get("delta")
-            if delta:
-                _read_delta(delta, chunk)
-            finish = choice.get("finish_reason")
-            if finish:
-                chunk.finish_reason = finish
-    except (AttributeError, TypeError) as exc:  # a choice or delta that is not an object
-        raise SSEFormatError(f"malformed chunk ({exc}): {data[:120]!r}") from None
-    return chunk
-
-
-def _read_delta(delta: dict, chunk: Chunk) -> None:
-    content = delta.get("content")
-    if content:
-        chunk.output = chunk.answer = True
-        chunk.text += content if type(content) is str else str(content)
-    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    if reasoning:
-        chunk.output = True
-        chunk.text += reasoning if type(reasoning) is str else str(reasoning)
-    tool_calls = delta.get("tool_calls")
-    if tool_calls:
-        chunk.output = chunk.answer = True
-        for call in tool_calls:
-            function = call.get("function") or {}
-            chunk.text += (function.get("name") or "") + (function.get("arguments") or "")
+    if choices:
+        try:
+            for choice in choices:
+                delta = choice.get("delta")
+                if delta:
+                    content = delta.get("content")
+                    if content:
+                        output = answer = True
+                        out += content if type(content) is str else str(content)
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if reasoning:
+                        output = True
+                        out += reasoning if type(reasoning) is str else str(reasoning)
+                    tool_calls = delta.get("tool_calls")
+                    if tool_calls:
+                        output = answer = True
+                        for call in tool_calls:
+                            function = call.get("function") or {}
+                            out += (function.get("name") or "") + (function.get("arguments") or "")
+                reason = choice.get("finish_reason")
+                if reason:
+                    finish = reason
+        except (AttributeError, TypeError) as exc:  # a choice, delta or call that is not an object
+            raise SSEFormatError(f"malformed chunk ({exc}): {data[:120]!r}") from None
+    return output, answer, out, finish, obj.get("usage") or None, obj.get("model"), None
 
 
 def _error_message(err: Any) -> str:
@@ -288,13 +273,22 @@ class ChatStream:
         self._bytes += len(data)
         if self.finished:
             return
+        dec = self._decoder
+        # The hot path: the read is exactly one `data: ` event ended by a blank line, and the
+        # decoder holds nothing from earlier reads; its payload is what `dec.feed` would return,
+        # taken without splitting lines.
+        if (data[:6] == b"data: " and data.find(b"\n") == len(data) - 2 and data[-1:] == b"\n" and not dec._buf
+                and not dec._data and dec._event is None and b"\r" not in data):
+            dec._spill = 0
+            self._on_event(data[6:-2], None, now)
+            return
         try:
             events = self._decoder.feed(data)
         except SSEOverflow as exc:
             self.fail(ErrorType.INVALID_SSE, str(exc), now)
             return
         for event in events:
-            self._on_event(event, now)
+            self._on_event(event.data, event.event, now)
             if self.finished:
                 return
 
@@ -303,7 +297,7 @@ class ChatStream:
         if self.finished:
             return
         for event in self._decoder.flush():
-            self._on_event(event, now)
+            self._on_event(event.data, event.event, now)
             if self.finished:
                 return
         rec = self.record
@@ -329,36 +323,35 @@ class ChatStream:
         self.record.t_end = now
         self.record.error = RequestError(kind, message, **details)
 
-    def _on_event(self, event: SSEEvent, now: float) -> None:
-        data = event.data
+    def _on_event(self, data: bytes, name: str | None, now: float) -> None:
         if data[:1] != b"{" and data.strip() == DONE:
             self.record.done_marker = True
             self._end(now)
             return
         self.events += 1
         try:
-            chunk = parse_chunk(data, event.event)
+            output, answer, text, finish, usage, model, error = _read(data, name)
         except SSEFormatError as exc:
             self.fail(ErrorType.INVALID_SSE, str(exc), now)
             return
-        if chunk.error is not None:
-            self.fail(ErrorType.STREAM_ERROR_EVENT, f"SSE error event: {chunk.error}", now)
+        if error is not None:
+            self.fail(ErrorType.STREAM_ERROR_EVENT, f"SSE error event: {error}", now)
             return
         rec = self.record
-        if chunk.output:
+        if output:
             rec.chunk_times.append(now)
             if rec.t_first_token is None:
                 rec.t_first_token = now
-            if chunk.answer and rec.t_first_answer is None:
+            if answer and rec.t_first_answer is None:
                 rec.t_first_answer = now
             if len(rec.output_text_head) < HEAD_CHARS:
-                rec.output_text_head = (rec.output_text_head + chunk.text)[:HEAD_CHARS]
-        if chunk.model and rec.served_model is None:
-            rec.served_model = chunk.model
-        if chunk.finish_reason is not None:
-            rec.finish_reason = chunk.finish_reason
-        if chunk.usage is not None:
-            _apply_usage(chunk.usage, rec)
+                rec.output_text_head = (rec.output_text_head + text)[:HEAD_CHARS]
+        if model and rec.served_model is None:
+            rec.served_model = model
+        if finish is not None:
+            rec.finish_reason = finish
+        if usage is not None:
+            _apply_usage(usage, rec)
 
     def _end(self, now: float) -> None:
         rec = self.record

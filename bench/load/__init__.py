@@ -6,7 +6,10 @@ modules, in the order a level uses them:
 
 - `runner`: `run_level`, the level's own event loop, CPU pinning, GC and interrupt guards;
 - `closed_loop`: warm-up, the closed-loop slots and their schedule, and stopping early;
-- `request`: one streaming HTTP request, into a record or a typed error;
+- `request`: one streaming HTTP request, into a record or a typed error (`ChatClient`: one per
+  level, `exchange(flight, body)` per request);
+- `http/`: the HTTP/1.1 client under it: asyncio protocols, httptools' C parser, each read
+  parsed and stamped in the transport's receive callback, a connection per request or kept alive;
 - `watch`: the 10 ms ticker (hang watchdog, server probe, loop lag, progress);
 - `health`: the client's health over the measured phase;
 - `bodies`: the request bodies; `interrupts`: interrupts that must end a level;

@@ -3,7 +3,8 @@ send the next measured request as soon as their previous one is over.
 
 Every request is its own task with a per-request timer. The level stops early, cancelling what
 is in flight, at its deadline, when the hang watchdog sees no progress, or when the server is
-gone; `stop_reason` says which and how far it got. One aiohttp session per level.
+gone; `stop_reason` says which and how far it got. One `ChatClient` per level: a connection per
+request, or kept-alive connections reused (`LevelConfig.keep_alive`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
-
-import aiohttp
 
 from bench.core import metrics
 from bench.core.level_run import LevelConfig, LevelRun
@@ -60,19 +59,15 @@ class Level:
         deadline_timer = None
         if cfg.deadline is not None:
             deadline_timer = loop.call_later(max(0.0, cfg.deadline - _perf()), self._on_deadline)
-        timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=None, sock_read=None)
         phase = PhaseSamples()
+        # The slots are the only bound on concurrency; the client's only timer is the level's
+        # per-request one (`_request`).
+        self.client = ChatClient(cfg.base_url, cfg.request_timeout_s, keep_alive=cfg.keep_alive,
+                                 on_output=self._on_output, on_lost=self.probe_server)
         try:
-            # The slots are the only bound on concurrency. One connection per request: servers
-            # close idle or much-used keep-alive connections on their own terms (llama-server's
-            # HTTP library after 5 requests), and a request sent on a connection the server is
-            # closing fails with "server disconnected" before any response: a client artefact.
-            connector = aiohttp.TCPConnector(limit=0, force_close=True)
-            async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-                self.client = ChatClient(session, cfg.base_url, cfg.request_timeout_s,
-                                         on_output=self._on_output, on_lost=self.probe_server)
-                await self._watched(self._phases(phase))
+            await self._watched(self._phases(phase))
         finally:
+            self.client.close()
             if deadline_timer is not None:
                 deadline_timer.cancel()
         self.records.sort(key=lambda r: r.index)
@@ -88,7 +83,8 @@ class Level:
             started_at=self.started_at,
             partial=self.stop_reason is not None,
             stop_reason=self.stop_reason,
-            client=measured_health(phase, self.records, self.watch.loop_lags, cfg.client_cpus is not None),
+            client=measured_health(phase, self.records, self.watch.loop_lags, cfg.client_cpus is not None,
+                                   self.client.connections),
         )
 
     def interrupted_run(self, why: BaseException) -> LevelRun:

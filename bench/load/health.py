@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.core import metrics
-from bench.core.level_run import ClientHealth
+from bench.core.level_run import ClientHealth, ConnectionCounts
 from bench.core.records import RequestRecord
 from bench.host import affinity
 
@@ -46,9 +46,10 @@ class PhaseSamples:
 
 
 def measured_health(phase: PhaseSamples, records: Sequence[RequestRecord], loop_lags: Sequence[float],
-                    pinned: bool) -> ClientHealth:
+                    pinned: bool, connections: ConnectionCounts | None = None) -> ClientHealth:
     """The health of a phase that ran to its end: CPU share = process CPU / wall over the phase,
-    the p99s of the loop-lag samples and of the records' schedule lags (in ms)."""
+    the p99s of the loop-lag samples and of the records' schedule lags (in ms), and what the
+    level's connections did."""
     wall = phase.wall_s
     lags = [lag for lag in map(metrics.schedule_lag, records) if lag is not None]
     return ClientHealth(
@@ -57,6 +58,7 @@ def measured_health(phase: PhaseSamples, records: Sequence[RequestRecord], loop_
         schedule_lag_p99_ms=_ms(metrics.percentile(lags, 99)),
         pinned=pinned,
         host=phase.cpu_use(),
+        connections=connections,
     )
 
 

@@ -3,11 +3,11 @@
 An interrupt is a BaseException that is neither an error nor a cancellation: KeyboardInterrupt
 (Ctrl-C, or SIGTERM/SIGHUP turned into one by bench.plugins.signals), pytest-timeout's `Failed`.
 A signal handler raises it wherever the main thread is: in a task (it propagates), but also in a
-loop callback or a transport (asyncio only logs it), inside aiohttp's protocol (wrapped into a
-ClientPayloadError), or in a finalizer or weakref callback (Python only reports it as
-unraisable), or in a task nobody awaits (aiohttp's request-body writer). `Interrupts` catches it
-in each of those places, cancels the level's main task and raises it again once the loop has
-unwound.
+loop callback or a transport (asyncio only logs it), in the HTTP client's receive callback (handed
+to the request that was reading, bench.load.http.connection), in a finalizer or weakref callback
+(Python only reports it as unraisable), or in a task nobody awaits (one a callback started).
+`Interrupts` catches it in each of those places, cancels the level's main task and raises it
+again once the loop has unwound.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ def is_interrupt(exc: BaseException) -> bool:
 
 
 def reraise_interrupt(exc: BaseException) -> None:
-    """aiohttp's protocol turns anything raised in data_received, BaseException included, into a
-    ClientPayloadError caused by it: an interrupt that landed there must still end the level."""
+    """An error whose cause or context is an interrupt (one that landed in the receive callback,
+    inside the C parser, comes back wrapped): the interrupt must still end the level."""
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
@@ -87,9 +87,9 @@ class Interrupts:
             raise
 
     def _task_done(self, task: asyncio.Task) -> None:
-        """A task that an interrupt ended: aiohttp sends a request body from a task of its own
-        that nobody awaits while the response streams, so an interrupt landing there would
-        otherwise surface only when that task is collected, after the level ran to its end."""
+        """A task that an interrupt ended and that nobody awaits (a callback's, a library's): the
+        interrupt would otherwise surface only when that task is collected, after the level ran to
+        its end."""
         exc = None if task.cancelled() else task.exception()
         if exc is not None and is_interrupt(exc):
             self.catch(exc)

@@ -1,10 +1,12 @@
-"""One streaming chat request over aiohttp, from send to a complete or typed-failed record.
+"""One streaming chat request, from send to a complete or typed-failed record.
 
-The response body goes read by read into `bench.core.sse.ChatStream`, which stamps the record;
-this module adds `t_send`, HTTP errors, connection errors, and the typed error of a request the
-level cancelled (its timeout, the deadline, the hang watchdog, a server gone). aiohttp because
-its cost per SSE chunk is low enough that one core keeps thousands of chunks a second on time
-(`python -m bench.perf.client_overhead` measures it on a given machine).
+The response is parsed where its bytes arrive (`bench.load.http`: asyncio protocols, httptools'
+C parser): each read goes into `bench.core.sse.ChatStream` from the transport's receive
+callback, stamped with the moment it arrived, so a record's `t_first_token` and chunk times are
+arrival times, not the times a parsing task was scheduled. This module adds `t_send`, HTTP
+errors, connection errors, and the typed error of a request the level cancelled (its timeout,
+the deadline, the hang watchdog, a server gone). `python -m bench.perf.client_overhead` measures
+its cost per chunk and its timing error on a given machine.
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import asyncio
 import time
 from collections.abc import Callable
 
-import aiohttp
-
+from bench.core.level_run import ConnectionCounts
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.sse import ChatStream
+from bench.load.http import Connector, Response
 from bench.load.interrupts import reraise_interrupt, uncancel
 
 _perf = time.perf_counter
-_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 _BODY_HEAD = 300  # bytes of an HTTP error body kept in the record
+# A connection that failed on its own holds its request this long before the next one may go: an
+# exiting server refuses connections a moment before its process can be seen gone, and a slot that
+# sent on at once would record every remaining request as refused instead of the level stopping.
+LOST_PAUSE_S = 0.02
 
 # Why the level cancelled a request; each becomes its own error message.
 TIMEOUT, DEADLINE, STALL, SERVER_GONE = "timeout", "deadline", "stall", "server gone"
@@ -36,61 +41,71 @@ class Flight:
         self.record = record
         self.stream = ChatStream(record)
         self.reason: str | None = None  # TIMEOUT, DEADLINE, STALL or SERVER_GONE
-        self.released_at = 0.0  # when the connection was given back: the slot is open again
+        self.released_at = 0.0  # when the response ended and its connection was let go: the slot is open again
 
 
 class ChatClient:
-    """Sends a level's requests on its session.
+    """Sends a level's requests to one server (`POST {base_url}/v1/chat/completions`).
 
-    `on_output(n)` is told of every n new output events (progress and the hang watchdog);
-    `on_lost()` is called when a connection fails on its own, so the level asks at once whether
-    the server is gone."""
+    Construct it once per level; `await exchange(flight, body)` for every request, as many at
+    once as the level likes; `close()` when the level is over (kept-alive connections). Every
+    request opens its own connection unless `keep_alive` (see `bench.load.http.connector`);
+    `connections` counts what they did. `on_output(n)` is told of every n new output events
+    (progress and the hang watchdog), from the receive callback; `on_lost()` is called when a
+    connection fails on its own, so the level asks whether the server is gone (at once, and again
+    `LOST_PAUSE_S` later, before the request returns)."""
 
-    def __init__(self, session: aiohttp.ClientSession, base_url: str, request_timeout_s: float, *,
-                 on_output: Callable[[int], None], on_lost: Callable[[], None]) -> None:
-        self.session = session
+    def __init__(self, base_url: str, request_timeout_s: float, *, on_output: Callable[[int], None],
+                 on_lost: Callable[[], None], keep_alive: bool = False) -> None:
+        self.connector = Connector(base_url, keep_alive=keep_alive)
         self.url = base_url.rstrip("/") + "/v1/chat/completions"
         self.request_timeout_s = request_timeout_s
         self.on_output = on_output
         self.on_lost = on_lost
+        head = (f"POST {self.connector.path}/v1/chat/completions HTTP/1.1\r\nHost: {self.connector.authority}\r\n"
+                "User-Agent: cellbench\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n")
+        if not keep_alive:
+            head += "Connection: close\r\n"
+        self._head = (head + "Content-Length: ").encode("latin-1")
+
+    @property
+    def connections(self) -> ConnectionCounts:
+        return self.connector.counts
+
+    def close(self) -> None:
+        self.connector.close()
 
     async def exchange(self, flight: Flight, body: bytes) -> None:
         """POST `body` and stream the answer into `flight`'s record; every failure ends as the
         record's typed error. A cancellation not asked for through `flight.reason` propagates."""
-        rec, stream = flight.record, flight.stream
-        headers_seen = False
+        rec = flight.record
+        response = _ChatResponse(flight, self.on_output)
         try:
             rec.t_send = _perf()
-            async with self.session.post(self.url, data=body, headers=_HEADERS) as resp:
-                headers_seen = True
-                rec.http_status = resp.status
-                if resp.status != 200:
-                    await _http_error(resp, stream)
-                    return
-                before = 0
-                async for data in resp.content.iter_any():
-                    stream.feed(data, _perf())
-                    if len(rec.chunk_times) != before:  # progress counter, off the per-event path
-                        self.on_output(len(rec.chunk_times) - before)
-                        before = len(rec.chunk_times)
-                    if rec.error is not None:  # failed (an error event, an overflow): nothing more to learn
-                        return
-                stream.close(_perf())
+            await self.connector.exchange(b"%s%d\r\n\r\n%s" % (self._head, len(body), body), response)
         except asyncio.CancelledError:
             if flight.reason is None:  # not ours: pytest's timeout, loop shutdown
                 raise
-            self._record_cancel(flight, headers_seen)
+            self._record_cancel(flight, response.head_done)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a typed record
-            reraise_interrupt(exc)
-            if flight.reason is not None:  # our cancellation, surfacing as a library error
-                self._record_cancel(flight, headers_seen)
+            reraise_interrupt(exc)  # an interrupt that landed in a receive callback
+            if flight.reason is not None:  # our cancellation, surfacing as a connection error
+                self._record_cancel(flight, response.head_done)
                 return
-            kind = ErrorType.TRUNCATED if headers_seen else ErrorType.CONNECT
-            where = f"mid-stream after {rec.n_chunks} output chunks" if headers_seen else "before a response"
-            stream.fail(kind, f"{type(exc).__name__} {where}: {exc}", _perf())
-            self.on_lost()
+            now = response.now or _perf()  # when the connection ended, as its callback saw it
+            if response.error_head is not None:  # an HTTP error whose body was cut: still that error
+                response.http_error()
+            else:
+                kind = ErrorType.TRUNCATED if response.head_done else ErrorType.CONNECT
+                where = (f"mid-stream after {rec.n_chunks} output chunks" if response.head_done
+                         else "before a response")
+                flight.stream.fail(kind, f"{type(exc).__name__} {where}: {exc}", now)
+            self.on_lost()  # the level asks at once whether the server is gone,
+            await asyncio.sleep(LOST_PAUSE_S)
+            self.on_lost()  # and once more when a dying server has had a moment to be seen gone
         finally:
-            flight.released_at = _perf()
+            ended = response.complete or response.stopped
+            flight.released_at = response.now if ended else _perf()
 
     def _record_cancel(self, flight: Flight, headers_seen: bool) -> None:
         """Our own cancellation becomes the record's typed error."""
@@ -110,15 +125,56 @@ class ChatClient:
             flight.stream.fail(ErrorType.CANCELLED, f"cancelled {why} after {waited:.2f} s in flight; {stage}", now)
 
 
-async def _http_error(resp: aiohttp.ClientResponse, stream: ChatStream) -> None:
-    """A non-200 answer: the record keeps its status and the first bytes of its body."""
-    head = bytearray()
-    while len(head) < _BODY_HEAD:
-        part = await resp.content.readany()
-        if not part:
-            break
-        head += part
-    text = bytes(head[:_BODY_HEAD]).decode("utf-8", "replace")
-    kind = ErrorType.HTTP_5XX if resp.status >= 500 else ErrorType.HTTP_4XX
-    message = f"HTTP {resp.status} {resp.reason or ''}: {text[:120]}".strip()
-    stream.fail(kind, message, _perf(), http_status=resp.status, body_head=text)
+class _ChatResponse(Response):
+    """A chat completion's response: a 200's body goes into the record's `ChatStream` read by
+    read, at its arrival time; any other status keeps the first `_BODY_HEAD` bytes of its body."""
+
+    __slots__ = ("error_head", "on_output", "record", "stream")
+
+    def __init__(self, flight: Flight, on_output: Callable[[int], None]) -> None:
+        super().__init__()
+        self.record = flight.record
+        self.stream = flight.stream
+        self.on_output = on_output
+        self.error_head: bytearray | None = None  # the body of a non-200 answer
+
+    def attempt(self, t_start: float, reused: bool, retry: str | None) -> None:
+        rec = self.record
+        rec.reused_connection = reused
+        if retry is not None:  # the first attempt never reached the server: the request starts now
+            rec.t_send = t_start
+            rec.retried = retry
+
+    def on_head(self) -> None:
+        self.record.http_status = self.status
+        if self.status != 200:
+            self.error_head = bytearray()
+
+    def on_body(self, body: bytes) -> None:
+        if self.error_head is not None:
+            self.error_head += body
+            if len(self.error_head) >= _BODY_HEAD:
+                self.http_error()
+            return
+        chunk_times = self.record.chunk_times
+        before = len(chunk_times)
+        self.stream.feed(body, self.now)  # the hot path: one call per read
+        if len(chunk_times) != before:
+            self.on_output(len(chunk_times) - before)
+        if self.stream.finished and self.record.error is not None:  # an error event, an overflow
+            self.stopped = True
+
+    def on_end(self) -> None:
+        if self.error_head is not None:
+            self.http_error()
+        else:
+            self.stream.close(self.now)
+
+    def http_error(self) -> None:
+        """A non-200 answer: the record keeps its status and the first bytes of its body."""
+        head = self.error_head or b""
+        text = bytes(head[:_BODY_HEAD]).decode("utf-8", "replace")
+        kind = ErrorType.HTTP_5XX if self.status >= 500 else ErrorType.HTTP_4XX
+        message = f"HTTP {self.status} {self.reason}: {text[:120]}".strip()
+        self.stream.fail(kind, message, self.now or _perf(), http_status=self.status, body_head=text)
+        self.stopped = True

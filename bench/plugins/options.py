@@ -124,6 +124,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--unique-prompts", action="store_true",
                 help="open every request's first message with its own nonce, so no request can be served "
                      "from a cache another one filled: cold numbers")
+    g.addoption("--keep-alive", action="store_true", help="reuse connections across a level's requests while the "
+                "server keeps them open (README: keep-alive) [off: one connection per request]")
+    g.addoption("--no-keep-alive", action="store_false", dest="keep_alive", help="one connection per request [default]")
     g.addoption("--skip-existing", type=float, nargs="?", const=0.0, default=None, metavar="HOURS",
                 help="keep, not re-measure, a cell's non-failed result of this machine in this run (--run-id), or "
                      "newer than HOURS: the cell reports that result's verdict, annotated resumed")

@@ -80,6 +80,7 @@ def _run_config(cfg: CellConfig, run: LevelsRun, prompt_set: PromptSet) -> RunCo
         "request_extras": run.extra_body,
         "cpu_affinity": cast(Any, cfg.cpus.to_json()),
         "unique_prompts": cfg.unique_prompts,
+        "keep_alive": cfg.keep_alive,
         "prompts": {"source": str(prompt_set.source), "format": prompt_set.format,
                     "count": len(prompt_set.prompts), "tools_param": cfg.tools_param},
     }

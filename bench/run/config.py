@@ -54,6 +54,7 @@ class CellConfig:
     cpus: Placement = Placement()  # --client-cpus / --server-cpus, resolved for this host
     client_procs: ProcsChoice = ProcsChoice()  # --client-procs: a count, or auto with the CPUs free for it
     unique_prompts: bool = False  # a nonce opens every request's first message: nothing to cache
+    keep_alive: bool = False  # --keep-alive: connections reused across requests (default: one per request)
 
 
 @dataclass

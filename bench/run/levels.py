@@ -186,6 +186,7 @@ class LevelsRun:
             client_cpus=self.cfg.cpus.client,
             nonce=f"{self.cfg.run_id} c{concurrency} {secrets.token_hex(2)}" if self.cfg.unique_prompts else None,
             server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.endpoint),
+            keep_alive=self.cfg.keep_alive,
         )
         procs = plan_level(self.cfg.client_procs, concurrency, self.cfg.requests,
                            self.summaries[-1] if self.summaries else None)  # auto plans from the level before

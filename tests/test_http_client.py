@@ -1,0 +1,476 @@
+"""The load generator's HTTP/1.1 client (bench.load.http, bench.load.request.ChatClient) against
+real bytes over a real 127.0.0.1 socket.
+
+`RawServer` runs a script per accepted connection in a thread with a blocking socket and
+TCP_NODELAY, so every byte on the wire, and where the client's reads split, is the test's: a
+write followed by a pause arrives as a read of its own. Each test runs on the standard loop and
+on uvloop when it is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from bench.core.level_run import ConnectionCounts
+from bench.core.records import ErrorType, RequestRecord
+from bench.load.http import connection as http_connection
+from bench.load.request import ChatClient, Flight
+
+pytestmark = pytest.mark.timeout(60)
+
+PAUSE = 0.03  # between two writes that must arrive as two reads
+BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}).encode()
+
+try:
+    import uvloop
+except ImportError:  # optional
+    uvloop = None  # type: ignore[assignment]
+
+LOOPS = [pytest.param(asyncio.new_event_loop, id="asyncio")]
+if uvloop is not None:
+    LOOPS.append(pytest.param(uvloop.new_event_loop, id="uvloop"))
+
+
+def sse(obj: dict | str) -> bytes:
+    return b"data: " + (obj if isinstance(obj, str) else json.dumps(obj)).encode() + b"\n\n"
+
+
+def delta(d: dict, finish: str | None = None) -> bytes:
+    return sse({"object": "chat.completion.chunk", "model": "served-m",
+                "choices": [{"index": 0, "delta": d, "finish_reason": finish}]})
+
+
+EVENTS = [delta({"role": "assistant", "content": ""}), delta({"content": "Hello"}), delta({"content": " world"}),
+          delta({}, "stop"), sse({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}), sse("[DONE]")]
+
+
+def frame(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def head(status: str = "200 OK", *headers: str) -> bytes:
+    return ("\r\n".join([f"HTTP/1.1 {status}", *headers, "", ""])).encode()
+
+
+CHUNKED = head("200 OK", "Content-Type: text/event-stream", "Transfer-Encoding: chunked")
+WIRE = CHUNKED + b"".join(frame(e) for e in EVENTS) + b"0\r\n\r\n"  # one whole chunked SSE response
+
+
+# ------------------------------------------------------------------ the scripted server
+
+Script = Callable[[socket.socket, "RawServer"], None]
+
+
+class RawServer:
+    """A listening socket on 127.0.0.1; each accepted connection runs `script(conn, server)` in a
+    thread of its own and is closed when the script returns."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.connections = 0
+        self.requests: list[bytes] = []  # every request's head and body, in arrival order
+        self.errors: list[BaseException] = []
+        self._threads: list[threading.Thread] = []
+        self._accepting = threading.Thread(target=self._accept, daemon=True)
+        self._accepting.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.connections += 1
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                self.script(conn, self)
+            except OSError:
+                pass  # the client went away: its business
+            except BaseException as exc:  # noqa: BLE001 - a broken script fails the test
+                self.errors.append(exc)
+
+    def read_request(self, conn: socket.socket) -> bytes | None:
+        """One request (head and Content-Length body), or None at EOF."""
+        data = b""
+        while b"\r\n\r\n" not in data:
+            part = conn.recv(65536)
+            if not part:
+                return None
+            data += part
+        head_, _, body = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head_.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        while len(body) < length:
+            part = conn.recv(65536)
+            if not part:
+                return None
+            body += part
+        self.requests.append(head_ + b"\r\n\r\n" + body)
+        return head_
+
+    def close(self) -> None:
+        self.listener.close()
+        for thread in self._threads:
+            thread.join(5)
+        assert not self.errors, self.errors
+
+
+@contextlib.contextmanager
+def serving(script: Script) -> Iterator[RawServer]:
+    server = RawServer(script)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def send_pieces(conn: socket.socket, pieces: list[bytes]) -> None:
+    for piece in pieces:
+        conn.sendall(piece)
+        time.sleep(PAUSE)
+
+
+def reset(conn: socket.socket) -> None:
+    """Close with an RST instead of a FIN."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+# ------------------------------------------------------------------ driving the client
+
+
+@dataclass
+class Run:
+    records: list[RequestRecord]
+    counts: ConnectionCounts
+    outputs: list[int]  # what on_output was told, call by call
+    lost: int  # times on_lost was called (twice per connection that failed on its own)
+
+
+def exchange(loop_factory: Callable[[], asyncio.AbstractEventLoop], base_url: str, n: int = 1, *,
+             keep_alive: bool = False, gap_s: float = 0.0) -> Run:
+    """`n` requests one after the other on one ChatClient, as a level sends them."""
+    outputs: list[int] = []
+    lost: list[bool] = []
+
+    async def main() -> tuple[list[RequestRecord], ConnectionCounts]:
+        client = ChatClient(base_url, 30.0, keep_alive=keep_alive, on_output=outputs.append,
+                            on_lost=lambda: lost.append(True))
+        records = []
+        try:
+            for i in range(n):
+                if i and gap_s:
+                    await asyncio.sleep(gap_s)
+                flight = Flight(RequestRecord(index=i, prompt_name="p", t_sched=time.perf_counter()))
+                await client.exchange(flight, BODY)
+                assert flight.released_at >= (flight.record.t_end or 0.0)
+                records.append(flight.record)
+        finally:
+            client.close()
+        await asyncio.sleep(0.05)  # let the closed transports finish closing
+        return records, client.connections
+
+    loop = loop_factory()
+    try:
+        records, counts = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    return Run(records, counts, outputs, len(lost))
+
+
+def assert_whole(rec: Any) -> None:
+    """The record of EVENTS: ok, two output chunks, usage, finish_reason, [DONE], stamps in order."""
+    assert rec.ok, rec.error
+    assert rec.http_status == 200 and rec.n_chunks == 2 and rec.output_text_head == "Hello world"
+    assert rec.usage_completion_tokens == 2 and rec.finish_reason == "stop" and rec.done_marker
+    assert rec.t_send <= rec.t_first_byte <= rec.t_first_token == rec.chunk_times[0] <= rec.chunk_times[1] <= rec.t_end
+
+
+# ------------------------------------------------------------------ framing and stamps
+
+AWKWARD = [
+    3,  # inside the status line
+    len(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-"),  # inside a header name
+    len(CHUNKED) - 1,  # between the head's last \r and \n
+    len(CHUNKED) + 1,  # inside the first chunk-size line
+    len(CHUNKED) + len(frame(EVENTS[0])) - 1,  # between a chunk's data and its closing \r\n
+    len(CHUNKED) + len(frame(EVENTS[0])) + 4,  # inside "data:" of the first content event
+    len(CHUNKED) + len(frame(EVENTS[0])) + 30,  # inside its JSON
+    len(WIRE) - 3,  # inside the last-chunk marker
+]
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_chunked_frames_split_at_awkward_boundaries_give_the_whole_stream(loop_factory):
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        cuts = [0, *AWKWARD, len(WIRE)]
+        send_pieces(conn, [WIRE[a:b] for a, b in zip(cuts, cuts[1:], strict=False)])
+
+    with serving(script) as server:
+        run = exchange(loop_factory, server.base_url)
+    (rec,) = run.records
+    assert_whole(rec)
+    assert sum(run.outputs) == 2 and run.counts == ConnectionCounts(opened=1) and run.lost == 0
+    # the split content event is stamped when its last piece arrived, a pause after its first
+    assert rec.chunk_times[0] - rec.t_first_byte >= 2 * PAUSE * 0.9
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_an_sse_event_split_across_reads_is_stamped_when_it_completes(loop_factory, monkeypatch):
+    """Every stamp is the arrival time taken in the transport's receive callback: the clock read
+    there is the only source of chunk times."""
+    arrivals: list[float] = []
+    clock = time.perf_counter
+
+    def stamped() -> float:
+        arrivals.append(clock())
+        return arrivals[-1]
+
+    monkeypatch.setattr(http_connection, "_perf", stamped)
+    event = EVENTS[1]
+    first, second = frame(event)[:20], frame(event)[20:]
+
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        send_pieces(conn, [CHUNKED + frame(EVENTS[0]) + first, second,
+                           b"".join(frame(e) for e in EVENTS[2:]) + b"0\r\n\r\n"])
+
+    with serving(script) as server:
+        (rec,) = exchange(loop_factory, server.base_url).records
+    assert_whole(rec)
+    assert len(arrivals) == 3  # one per read
+    assert rec.t_first_byte == arrivals[0] and rec.chunk_times == [arrivals[1], arrivals[2]]
+    assert rec.t_end == arrivals[2] and arrivals[1] - arrivals[0] >= PAUSE * 0.9
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+@pytest.mark.parametrize("framing", ["content-length", "until-eof"])
+def test_a_body_with_a_length_or_until_the_connection_closes(loop_factory, framing):
+    body = b"".join(EVENTS)
+    header = f"Content-Length: {len(body)}" if framing == "content-length" else "Connection: close"
+
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        send_pieces(conn, [head("200 OK", "Content-Type: text/event-stream", header), body[:50], body[50:]])
+
+    with serving(script) as server:
+        (rec,) = exchange(loop_factory, server.base_url).records
+    assert_whole(rec)
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_an_interim_100_response_is_skipped(loop_factory):
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        send_pieces(conn, [b"HTTP/1.1 100 Continue\r\n\r\n", WIRE])
+
+    with serving(script) as server:
+        (rec,) = exchange(loop_factory, server.base_url).records
+    assert_whole(rec)
+
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_a_500_with_a_json_body_keeps_status_and_body_head(loop_factory):
+    error = json.dumps({"error": {"message": "the engine crashed", "type": "server_error", "code": 500}}).encode()
+
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        conn.sendall(head("500 Internal Server Error", "Content-Type: application/json",
+                          f"Content-Length: {len(error)}") + error)
+
+    with serving(script) as server:
+        (rec,) = exchange(loop_factory, server.base_url).records
+    assert rec.error.type is ErrorType.HTTP_5XX and rec.http_status == rec.error.http_status == 500
+    assert rec.error.body_head == error.decode()
+    assert rec.error.message.startswith("HTTP 500 Internal Server Error: {\"error\"")
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+@pytest.mark.parametrize("how", ["closed", "reset"])
+def test_a_connection_ended_mid_stream_is_truncated(loop_factory, how):
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        send_pieces(conn, [CHUNKED + b"".join(frame(e) for e in EVENTS[:3])])
+        if how == "reset":
+            reset(conn)
+
+    with serving(script) as server:
+        (rec,) = exchange(loop_factory, server.base_url).records
+    assert rec.error.type is ErrorType.TRUNCATED and rec.n_chunks == 2, rec.error
+    assert rec.error.message.startswith("ConnectionLost mid-stream after 2 output chunks")
+    assert rec.t_end >= rec.chunk_times[-1]
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_a_connection_closed_before_any_response_is_connect(loop_factory):
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+
+    with serving(script) as server:
+        run = exchange(loop_factory, server.base_url)
+    (rec,) = run.records
+    assert rec.error.type is ErrorType.CONNECT and "before a response" in rec.error.message
+    assert run.counts.retried == 0 and run.lost == 2  # a fresh connection: the server may have taken it up
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_bytes_that_are_not_http_are_connect(loop_factory):
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+
+    with serving(script) as server:
+        (rec,) = exchange(loop_factory, server.base_url).records
+    assert rec.error.type is ErrorType.CONNECT and rec.error.message.startswith("BadResponse before a response")
+
+
+# ------------------------------------------------------------------ connections and keep-alive
+
+
+def keep_alive_responses(after: Callable[[socket.socket, int], bool] | None = None) -> Script:
+    """Answers every request on the connection with WIRE; `after(conn, n)` after the n-th (1-based)
+    may end the connection by returning False."""
+
+    def script(conn: socket.socket, server: RawServer) -> None:
+        n = 0
+        while server.read_request(conn) is not None:
+            n += 1
+            conn.sendall(WIRE)
+            if after is not None and not after(conn, n):
+                return
+
+    return script
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_one_connection_per_request_by_default(loop_factory):
+    with serving(keep_alive_responses()) as server:
+        run = exchange(loop_factory, server.base_url, 3)
+    records, counts = run.records, run.counts
+    for rec in records:
+        assert_whole(rec)
+        assert not rec.reused_connection and rec.retried is None
+    assert server.connections == 3 and counts == ConnectionCounts(opened=3)
+    assert all(b"\r\nConnection: close\r\n" in request for request in server.requests)
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_keep_alive_reuses_one_connection(loop_factory):
+    with serving(keep_alive_responses()) as server:
+        run = exchange(loop_factory, server.base_url, 3, keep_alive=True)
+    records, counts = run.records, run.counts
+    for rec in records:
+        assert_whole(rec)
+    assert [r.reused_connection for r in records] == [False, True, True]
+    assert server.connections == 1 and counts == ConnectionCounts(opened=1, reused=2)
+    assert not any(b"Connection: close" in request for request in server.requests)
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_a_connection_the_server_said_to_close_is_not_reused(loop_factory):
+    """As llama-server's HTTP library answers the last request it allows on a connection."""
+    closing = WIRE.replace(b"Transfer-Encoding: chunked\r\n", b"Transfer-Encoding: chunked\r\nConnection: close\r\n")
+
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        conn.sendall(closing)
+        time.sleep(0.5)  # and keeps it open a while: the client must not wait for that
+
+    with serving(script) as server:
+        run = exchange(loop_factory, server.base_url, 2, keep_alive=True)
+    records, counts = run.records, run.counts
+    for rec in records:
+        assert_whole(rec)
+        assert rec.t_end - rec.t_send < 0.4
+    assert counts == ConnectionCounts(opened=2)
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_an_idle_connection_the_server_closed_is_dropped_before_use(loop_factory):
+    with serving(keep_alive_responses(lambda conn, n: False)) as server:  # closed right after each response
+        run = exchange(loop_factory, server.base_url, 2, keep_alive=True, gap_s=0.1)
+    records, counts = run.records, run.counts
+    for rec in records:
+        assert_whole(rec)
+        assert not rec.reused_connection and rec.retried is None
+    assert counts == ConnectionCounts(opened=2, stale=1)
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+@pytest.mark.parametrize("how", ["closed", "reset"])
+def test_a_reused_connection_closed_as_the_request_went_out_is_retried_on_a_fresh_one(loop_factory, how):
+    """The race keep-alive brings: the server closes an idle connection just as a request goes
+    out on it. Nothing of a response came back, so the request goes once more on a fresh
+    connection and succeeds; the record says what happened, and no server failure is counted."""
+    def script(conn: socket.socket, server: RawServer) -> None:
+        if server.connections == 1:
+            server.read_request(conn)
+            conn.sendall(WIRE)
+            if server.read_request(conn) is None:  # the second request arrives: close without a word
+                return
+            if how == "reset":
+                reset(conn)
+            return
+        keep_alive_responses()(conn, server)
+
+    with serving(script) as server:
+        run = exchange(loop_factory, server.base_url, 2, keep_alive=True)
+    first, second = run.records
+    assert_whole(first)
+    assert_whole(second)
+    assert second.retried is not None and "sent again on a fresh connection" in second.retried
+    assert not second.reused_connection  # its answer came on the fresh connection
+    assert run.counts == ConnectionCounts(opened=2, reused=1, retried=1) and run.lost == 0
+    assert len(server.requests) == 3  # the request reached the server twice, the first time unanswered
+    assert second.t_send > first.t_end
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_a_reused_connection_that_ended_after_response_bytes_is_not_retried(loop_factory):
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        conn.sendall(WIRE)
+        server.read_request(conn)
+        send_pieces(conn, [b"HTTP/1.1 200 OK\r\n"])  # part of a head, then the connection ends
+
+    with serving(script) as server:
+        run = exchange(loop_factory, server.base_url, 2, keep_alive=True)
+    records, counts = run.records, run.counts
+    assert_whole(records[0])
+    assert records[1].error.type is ErrorType.CONNECT and records[1].retried is None
+    assert "inside the response's head" in records[1].error.message
+    assert counts == ConnectionCounts(opened=1, reused=1)
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_connection_refused_is_connect(loop_factory):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    run = exchange(loop_factory, f"http://127.0.0.1:{port}", keep_alive=True)
+    (rec,) = run.records
+    assert rec.error.type is ErrorType.CONNECT and "before a response" in rec.error.message
+    assert run.counts == ConnectionCounts() and run.lost == 2
