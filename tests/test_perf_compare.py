@@ -23,6 +23,7 @@ from bench.perf.client_figures import (
     Spread,
     chunk_rate,
     cpu_per_chunk,
+    cpu_share,
     itl_errors,
     stream_of,
     timing_error,
@@ -110,6 +111,7 @@ def test_figures_follow_their_formulas():
     assert cpu_per_chunk(small, large) == pytest.approx(0.05 / 2_000)  # start-up (2 s) cancels out
     assert cpu_per_chunk(large, large) is None
     assert chunk_rate(large) == 6_000
+    assert cpu_share(_run(1_000, 2.0, duration_s=0.2), large) == pytest.approx(0.05 / 0.3)
     # The server read request 7 at 100.0, wrote its chunks at 100.020, .030, .041; request 8's
     # stream is not in this log. The client saw TTFT 21 ms and gaps of 10 and 12 ms.
     log = {"7": [100.0, 100.020, 100.030, 100.041]}
@@ -138,6 +140,9 @@ def test_vllm_detailed_result_is_read_per_request():
     assert (run.ok, run.failed, run.chunks) == (2, 1, 5)
     assert run.timings == [(" #3 tok tok", 0.02, [0.01, 0.01]), (" #5 tok", 0.03, [0.01])]
     assert run.errors == ["ClientConnectorError: reset"] and run.reported["ttft_p50_ms"] == 25.0
+    # Without --save-detailed (the CPU runs): vLLM's counts, one output token a chunk.
+    plain = read_vllm_result({"duration": 2.5, "completed": 9, "failed": 1, "total_output_tokens": 900}, 1.0, 3.0)
+    assert (plain.ok, plain.failed, plain.chunks, plain.timings) == (9, 1, 900, [])
 
 
 def _compare(*args: str) -> dict:

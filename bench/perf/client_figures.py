@@ -67,6 +67,14 @@ def cpu_per_chunk(small: ClientRun, large: ClientRun) -> float | None:
     return (large.cpu_s - small.cpu_s) / extra if extra > 0 else None
 
 
+def cpu_share(small: ClientRun, large: ClientRun) -> float | None:
+    """The client's CPU share of a core over the extra work of the larger run, start-up cancelled:
+    (cpu_s(3N) - cpu_s(N)) / (duration_s(3N) - duration_s(N)). Below ~0.9 at saturation, the
+    client was not what limited the chunk rate (the server, or a busy host, was)."""
+    extra = large.duration_s - small.duration_s
+    return (large.cpu_s - small.cpu_s) / extra if extra > 0 else None
+
+
 def chunk_rate(run: ClientRun) -> float | None:
     """Delivered token chunks per second over the client's own measured phase:
     chunks / duration_s. Against an unpaced server with the client on one core, the highest chunk

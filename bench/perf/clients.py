@@ -61,6 +61,9 @@ class Workload:
     max_tokens: int
     extra: dict[str, Any] = field(default_factory=dict)  # temperature, ignore_eos, ...
     tokenizer: str | None = None  # an HF folder: vLLM's client counts prompt tokens with it
+    # Per-request TTFTs and ITLs wanted back. Off for the CPU runs: writing them out costs the
+    # harness CPU in proportion to the chunks, which the N-vs-3N difference would count as the client's.
+    detail: bool = True
 
 
 @dataclass
@@ -147,7 +150,8 @@ def vllm_argv(python: Path, work: Workload, dataset: Path, results: Path) -> lis
         "--max-concurrency", str(work.concurrency), "--request-rate", "inf", "--num-warmups", "0",
         "--extra-body", json.dumps(work.extra), "--percentile-metrics", "ttft,tpot,itl,e2el",
         "--metric-percentiles", "50,99", "--disable-tqdm", "--ready-check-timeout-sec", "60",
-        "--save-result", "--save-detailed", "--result-dir", str(results.parent), "--result-filename", results.name,
+        "--save-result", *(["--save-detailed"] if work.detail else []),
+        "--result-dir", str(results.parent), "--result-filename", results.name,
     ]
 
 
@@ -165,8 +169,13 @@ def run_vllm(python: Path, work: Workload, folder: Path, cpu: int | None, timeou
 
 
 def read_vllm_result(data: dict[str, Any], cpu_s: float, wall_s: float) -> ClientRun:
-    """A `--save-detailed` result as a ClientRun: a request succeeded when its error is empty;
-    its token chunks are its first (TTFT) and one per ITL."""
+    """A result as a ClientRun. With `--save-detailed`: a request succeeded when its error is
+    empty, its token chunks are its first (TTFT) and one per ITL. Without: vLLM's counts, and its
+    output tokens as the chunks (one token a chunk, as the null server sends them)."""
+    if "errors" not in data:
+        return ClientRun(client=VLLM, ok=int(data["completed"]), failed=int(data["failed"]),
+                         chunks=int(data["total_output_tokens"]), duration_s=float(data["duration"]), cpu_s=cpu_s,
+                         wall_s=wall_s, timings=[], reported=_reported(data))
     ok = [i for i, err in enumerate(data["errors"]) if not err]
     return ClientRun(
         client=VLLM, ok=len(ok), failed=len(data["errors"]) - len(ok),
@@ -174,11 +183,15 @@ def read_vllm_result(data: dict[str, Any], cpu_s: float, wall_s: float) -> Clien
         duration_s=float(data["duration"]), cpu_s=cpu_s, wall_s=wall_s,
         timings=[(str(data["generated_texts"][i])[:HEAD], float(data["ttfts"][i]), [float(x) for x in data["itls"][i]])
                  for i in ok],
-        reported={"output_throughput_tps": data.get("output_throughput"),
-                  "ttft_p50_ms": data.get("median_ttft_ms"), "tpot_p50_ms": data.get("median_tpot_ms"),
-                  "itl_p50_ms": data.get("median_itl_ms")},
+        reported=_reported(data),
         errors=[err.strip().splitlines()[-1] for err in data["errors"] if err.strip()][:3],  # a traceback's last line
     )
+
+
+def _reported(data: dict[str, Any]) -> dict[str, float | None]:
+    """vLLM's own figures: output throughput, TTFT/TPOT/ITL medians (ms)."""
+    return {"output_throughput_tps": data.get("output_throughput"), "ttft_p50_ms": data.get("median_ttft_ms"),
+            "tpot_p50_ms": data.get("median_tpot_ms"), "itl_p50_ms": data.get("median_itl_ms")}
 
 
 def _requests(work: Workload) -> Iterator[str]:
@@ -205,7 +218,7 @@ def cellbench_child(work: Workload) -> dict[str, Any]:
     return {
         "client": CELLBENCH, "ok": len(ok), "failed": len(run.records) - len(ok),
         "chunks": sum(r.n_chunks for r in ok), "duration_s": s["wall_time_s"],
-        "timings": [(r.output_text_head[:HEAD], ttft(r), itl(r)) for r in ok],
+        "timings": [(r.output_text_head[:HEAD], ttft(r), itl(r)) for r in ok] if work.detail else [],
         "reported": {"output_throughput_tps": s["output_throughput_tps"], "ttft_p50_ms": s["ttft_ms"]["p50"],
                      "tpot_p50_ms": s["tpot_ms"]["p50"], "itl_p50_ms": s["itl_ms"]["p50"]},
         "errors": [f"{r.error.type.value}: {r.error.message}" for r in run.records if r.error][:3],

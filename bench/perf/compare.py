@@ -46,7 +46,15 @@ from bench.base import clock
 from bench.base.git import head_commit
 from bench.base.paths import PROJECT_ROOT, host_lock_path
 from bench.host.machine import detect
-from bench.perf.client_figures import ServerLog, Spread, TimingError, chunk_rate, cpu_per_chunk, timing_error
+from bench.perf.client_figures import (
+    ServerLog,
+    Spread,
+    TimingError,
+    chunk_rate,
+    cpu_per_chunk,
+    cpu_share,
+    timing_error,
+)
 from bench.perf.client_overhead import MODEL, paced_server
 from bench.perf.clients import CELLBENCH, VLLM, ClientRun, Workload, run_cellbench, run_vllm, vllm_install, vllm_python
 from bench.setup.tinymodel import ensure_tiny_model
@@ -56,7 +64,8 @@ PROMPT = "Write a short story about a lighthouse keeper and the sea."
 
 LEGEND = """\
 CPU per chunk: (CPU of {n3} requests - CPU of {n}) / (their difference in chunks), {streams} streams of {tokens}
-chunks from the unpaced server; chunks/s: the {n3}-request run's, the client on one core. Paced runs: {rounds}
+chunks from the unpaced server; chunks/s: the {n3}-request run's, the client on one core, its CPU share over the
+extra work and the server's (either near 1: that one was the limit). Paced runs: {rounds}
 requests per stream, first token {first:g} ms + a stagger after the request, then one chunk per {interval:g} ms.
 TTFT error: |the client's TTFT - the server's own| after the opening round (bias: the median signed error;
 opening: the opening round's p50, every stream sent at once); ITL error: |the client's gap - the server's|."""
@@ -103,6 +112,7 @@ class Row:
     version: str
     cpu_us_per_chunk: Spread | None = None
     chunks_per_s: Spread | None = None
+    client_cpu_share: Spread | None = None  # over the unpaced runs' extra work: below ~0.9, not client-bound
     server_cpu_share: Spread | None = None  # of the unpaced 3N runs: near 1.0, the server was the bound
     timing: list[TimingError] = field(default_factory=list)
     server_late_p99_us: dict[str, float] = field(default_factory=dict)  # per rate, the worst run's
@@ -146,7 +156,8 @@ def measure(plan: Plan, clients: list[Client], folder: Path, say: Callable[[str]
                 say(f"[{rep + 1}/{plan.repeat}] {kind}: {client.name} ({requests} requests)")
                 with paced_server(core=server_cpu, **server) as (url, proc):
                     work = Workload(base_url=url, model=MODEL, concurrency=concurrency, requests=requests,
-                                    prompts=(PROMPT,), max_tokens=plan.tokens, tokenizer=tokenizer)
+                                    prompts=(PROMPT,), max_tokens=plan.tokens, tokenizer=tokenizer,
+                                    detail=server["precise"])
                     before = proc.cpu_times()
                     run = client.run(work, folder, client_cpu)
                     after = proc.cpu_times()
@@ -172,7 +183,8 @@ def row(client: Client, measured: list[Measured], plan: Plan) -> Row:
     per_chunk = [c * 1e6 for s, big in paired if (c := cpu_per_chunk(s, big.run)) is not None]
     rates = [r for _, big in paired if (r := chunk_rate(big.run)) is not None]
     shares = [big.server_cpu_s / big.run.duration_s for _, big in paired if big.run.duration_s > 0]
-    out = Row(client.name, client.version, Spread.of(per_chunk), Spread.of(rates), Spread.of(shares))
+    busy = [c for s, big in paired if (c := cpu_share(s, big.run)) is not None]
+    out = Row(client.name, client.version, Spread.of(per_chunk), Spread.of(rates), Spread.of(busy), Spread.of(shares))
     for rate in plan.rates:
         paced = [m for m in mine if m.kind == f"paced {rate}"]
         out.timing.append(timing_error([(m.run, m.server_log) for m in paced], rate, _streams(rate, plan)))
@@ -213,7 +225,7 @@ def _pair(a: float | None, b: float | None) -> str:
 
 def table(rows: list[Row], plan: Plan) -> str:
     """The rows as a Markdown table (medians, with the range over repeats when there are several)."""
-    head = ["client", "CPU per chunk (us)", "chunks/s on one core", "server CPU share"]
+    head = ["client", "CPU per chunk (us)", "chunks/s on one core", "CPU share: client / server"]
     for rate in plan.rates:
         head += [f"TTFT error p50 / p99 (ms) @{rate:,}/s", f"ITL error p50 / p99 (ms) @{rate:,}/s"]
     head.append("failed")
@@ -223,7 +235,7 @@ def table(rows: list[Row], plan: Plan) -> str:
             lines.append(f"| {r.client} | " + r.missing + " |" + " |" * (len(head) - 2))
             continue
         cells = [f"{r.client} {r.version}", _spread(r.cpu_us_per_chunk, ".1f"), _spread(r.chunks_per_s, ",.0f"),
-                 _spread(r.server_cpu_share, ".2f")]
+                 f"{_spread(r.client_cpu_share, '.2f')} / {_spread(r.server_cpu_share, '.2f')}"]
         for t in r.timing:
             bias = "" if t.ttft_bias_ms is None else f", bias {t.ttft_bias_ms:+.3f}"
             opening = "" if t.ttft_opening_p50_ms is None else f", opening {t.ttft_opening_p50_ms:.1f}"
