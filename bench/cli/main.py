@@ -106,11 +106,20 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-# Subcommands whose options their own modules parse.
-OWN_OPTIONS = {"import": "bench.cli.imports",
-               "report": "bench.reports.rebuild", "weekly": "bench.cli.weekly", "nightly": "bench.cli.nightly",
-               "clean": "bench.reports.cleanup", "eval": "bench.cli.eval", "serve": "bench.cli.serve",
-               "update": "bench.cli.update", "perf": "bench.perf.compare"}
+# Subcommands whose options their own modules parse: name -> (module, one-line help).
+OWN_OPTIONS = {
+    "report": ("bench.reports.rebuild", "rebuild comparison.json, REPORT.md and plots from result files alone"),
+    "weekly": ("bench.cli.weekly", "the unattended weekly run: update, chat, agent, reports, weekly/<date> branch"),
+    "nightly": ("bench.cli.nightly",
+                "the nightly workflow's steps: job matrix, tracking issue, nightly/<date> branch"),
+    "clean": ("bench.reports.cleanup", "delete this machine's stale results; refuse (and name) anything else"),
+    "eval": ("bench.cli.eval", "eval rows without running them: precheck (ready?), locate (which table lines)"),
+    "serve": ("bench.cli.serve", "one framework's server in the foreground, exactly as a cell starts it"),
+    "update": ("bench.cli.update",
+               "install each framework's newest release beside the pinned one (--dry-run: only say)"),
+    "import": ("bench.cli.imports", "convert SiliconBench's result files into cellbench results labelled imported"),
+    "perf": ("bench.perf.compare", "perf compare: cellbench's client beside vLLM's on one null server"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,36 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     doctor.add_argument("--pinned", action="store_true", help="the adapters' versions, not recorded updates")
     doctor.set_defaults(func=_doctor)
-    report = sub.add_parser("report", help="rebuild comparison.json, REPORT.md and plots from result files alone",
-                            add_help=False)
-    report.set_defaults(func=None)
-    weekly = sub.add_parser("weekly", add_help=False,
-                            help="the unattended weekly run: update, chat, agent, reports, weekly/<date> branch")
-    weekly.set_defaults(func=None)
-    nightly = sub.add_parser("nightly", add_help=False,
-                             help="the nightly workflow's steps: job matrix, tracking issue, nightly/<date> branch")
-    nightly.set_defaults(func=None)
-    clean = sub.add_parser("clean", help="delete this machine's stale results; refuse (and name) anything else",
-                           add_help=False)
-    clean.set_defaults(func=None)
-    evals = sub.add_parser("eval", add_help=False,
-                           help="eval rows without running them: precheck (ready?), locate (which table lines)")
-    evals.set_defaults(func=None)
-    served = sub.add_parser("serve", add_help=False,
-                            help="one framework's server in the foreground, exactly as a cell starts it")
-    served.set_defaults(func=None)
-    update = sub.add_parser("update", add_help=False,
-                            help="install each framework's newest release beside the pinned one (--dry-run: only say)")
-    update.set_defaults(func=None)
-    imported = sub.add_parser("import", add_help=False,
-                              help="convert SiliconBench's result files into cellbench results labelled imported")
-    imported.set_defaults(func=None)
-    perf = sub.add_parser("perf", add_help=False,
-                          help="perf compare: cellbench's client beside vLLM's on one null server (bench.perf.compare)")
-    perf.set_defaults(func=None)
+    for name, (_, help_text) in OWN_OPTIONS.items():
+        sub.add_parser(name, add_help=False, help=help_text).set_defaults(func=None)
     args, rest = parser.parse_known_args(argv)
     if args.command in OWN_OPTIONS:  # their options are the modules' own
-        module = importlib.import_module(OWN_OPTIONS[args.command])
+        module = importlib.import_module(OWN_OPTIONS[args.command][0])
         given = list(argv if argv is not None else sys.argv[1:])
         given.remove(args.command)
         return module.main(given)
