@@ -26,6 +26,28 @@ def signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
+def live_members(pgid: int) -> list[int]:
+    """The processes of group `pgid` that have not exited (a zombie has: only its parent's reaping is left)."""
+    members = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.info["pid"]) == pgid:
+                members.append(proc.info["pid"])
+    return members
+
+
+def wait_group_gone(pgid: int, timeout_s: float) -> list[int]:
+    """Wait up to `timeout_s` for every member of a group sent SIGKILL to exit; the ones left.
+
+    A SIGKILL is acted on when its process next runs: on a busy host a child of the leader can
+    outlive the leader's exit by a few scheduler ticks, and a caller told "stopped" must not find
+    it still running."""
+    deadline = time.monotonic() + timeout_s
+    while (left := live_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
+
+
 def recorded_groups(manifest: Path | None, born_after: float) -> list[int]:
     """The process groups a server recorded in `manifest` (one id per line) that still have a
     member started no earlier than `born_after` (the server's psutil create time): a group id the

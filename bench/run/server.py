@@ -32,7 +32,7 @@ from bench.base.exits import signal_name
 from bench.host import affinity, memlimit
 from bench.host.oom import OomWatch
 from bench.host.ports import listeners, port_holder
-from bench.host.process_groups import register, signal_group, stop_recorded_groups, unregister
+from bench.host.process_groups import register, signal_group, stop_recorded_groups, unregister, wait_group_gone
 from bench.setup.adapter import ServeCommand
 
 STOP_GRACE_S = 15.0
@@ -337,6 +337,7 @@ class ServerProcess:
             signal_group(pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
+            wait_group_gone(pid, timeout_s=5.0)
             stop_recorded_groups(self.command.group_manifest, self._born, grace_s)
             unregister(pid)
             code = self.proc.returncode
