@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from bench.core import metrics
-from bench.core.level_run import ClientHealth, LevelConfig, Progress
+from bench.core.level_run import ClientHealth, LevelConfig, OpenLoop, Progress
 from bench.core.records import ErrorType
 from bench.core.result import result_schema
 from bench.core.verdicts import Evidence, classify
@@ -446,3 +446,13 @@ def test_one_process_runs_in_this_process_and_says_how_it_was_chosen(paced):
     assert run.client.procs == 1 and run.client.procs_how == "test: 1" and run.client.workers == ()
     assert [r.index for r in run.records] == [0, 1, 2, 3] and all(r.ok for r in run.records)
     assert workers_of() == []
+
+
+@pytest.mark.parametrize("procs", [1, 2])
+def test_an_open_loop_level_runs_its_one_schedule_on_one_process(paced, procs):
+    cfg = level(paced, concurrency=0, requests=4, open_loop=OpenLoop(rate=50.0))
+    run = run_level_procs(cfg, prompts(2, 5), [], plan(procs))
+    assert run.client.procs == 1 and run.client.workers == ()
+    assert run.client.procs_how == ("test: 1" if procs == 1 else "test: 2; an open-loop level runs on one process")
+    assert [r.index for r in run.records] == [0, 1, 2, 3] and all(r.ok for r in run.records)
+    assert len(run.schedule) == 4 and workers_of() == []

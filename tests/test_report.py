@@ -22,9 +22,9 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import read_result
-from bench.core.result_model import Comparison, Result
+from bench.core.result_model import Result
 from bench.reports import markdown, plots
-from bench.reports.comparison import read_comparison, write_comparison
+from bench.reports.comparison import Comparison, read_comparison, write_comparison
 from bench.reports.markdown import ROWS, write_report
 from bench.reports.rebuild import rebuild
 from tests.support.results import cell_dir, put, variant, write_cell

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import PurePath
 from typing import Any, cast
 
+from bench.core.level_run import LevelKey, key_label, level_key, levels_text
 from bench.core.result_model import Imported, Level, Result
 
 # Human names of the metric keys an importer labels (`<level field>` or `<stats block>.<stat>`).
@@ -102,8 +103,9 @@ def left_out(result: Result) -> str:
     return "; ".join(f"{', '.join(names)} not compared ({note})" for note, names in by_note.items())
 
 
-def _levels(result: Result) -> dict[int, Level]:
-    return {lv["concurrency"]: lv for lv in result["levels"] if lv["successful"]}
+def _levels(result: Result) -> dict[LevelKey, Level]:
+    """The levels with a success, by key: an imported (closed-loop) level never meets a rate level."""
+    return {level_key(lv): lv for lv in result["levels"] if lv["successful"]}
 
 
 def comparison_line(current: Result, previous: Result) -> str | None:
@@ -121,12 +123,13 @@ def comparison_line(current: Result, previous: Result) -> str | None:
         if not comparable(previous, metric):
             continue
         pairs = [(c, metric_value(before[c], metric), metric_value(now[c], metric)) for c in common]
-        shown = [f"{fmt(old)} -> {fmt(new)} at c={c}" for c, old, new in pairs if old is not None and new is not None]
+        shown = [f"{fmt(old)} -> {fmt(new)} at {key_label(c)}" for c, old, new in pairs
+                 if old is not None and new is not None]
         if shown:
             parts.append(f"{METRIC_NAMES[metric]} " + ", ".join(shown))
     if not common:
-        parts.append(f"no level measured by both (imported c={', '.join(map(str, sorted(before))) or 'none'}; "
-                     f"this run c={', '.join(map(str, sorted(now))) or 'none'})")
+        parts.append(f"no level measured by both (imported {levels_text(before[k] for k in sorted(before)) or 'none'}; "
+                     f"this run {levels_text(now[k] for k in sorted(now)) or 'none'})")
     if why := left_out(previous):
         parts.append(why)
     head = f"{current['framework']['name']} / {current['split']} vs {describe(previous)}"

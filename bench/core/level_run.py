@@ -1,13 +1,20 @@
-"""What a level is asked to do (`LevelConfig`) and what it did (`LevelRun`, `ClientHealth`).
+"""What a level is asked to do (`LevelConfig`, `OpenLoop`) and what it did (`LevelRun`, `ClientHealth`).
 
 The load generator (`bench.load`) fills these; `bench.core.metrics` reads them. `Progress` is
 what the load generator reports while a level runs. Times are `time.perf_counter()` seconds
 unless a field says otherwise.
+
+A level is closed-loop (`concurrency` slots, each sending its next request when its last one is
+over: the default) or open-loop (`OpenLoop`: requests arrive on a schedule at a rate, whatever the
+server does). The two are different kinds of level: `level_key` and `level_label` name a level of a
+result (or of a request sidecar line) by its kind, so that no report puts "c=4" and "4 req/s" on one
+axis or in one table as if they were the same thing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,10 +33,37 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class OpenLoop:
+    """An open-loop level: arrivals at `rate` requests/s, on a schedule fixed before the level starts.
+
+    Inter-arrival times are gamma-distributed with shape `burstiness` and mean 1/rate (scale
+    1/(rate x burstiness)), drawn from numpy's default_rng(seed): burstiness 1 is a Poisson process,
+    larger is more regular (coefficient of variation 1/sqrt(burstiness)), as in vLLM's bench.
+    rate = inf sends every request at once. With `max_concurrency`, an arrival that finds that many
+    requests in flight waits for one to end (its queueing delay is recorded apart from its TTFT)."""
+
+    rate: float  # requests/s, > 0; math.inf: every request at once
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    seed: int = 0
+
+    @property
+    def arrivals(self) -> str:
+        """"all at once", "poisson" (burstiness 1) or "gamma"."""
+        if math.isinf(self.rate):
+            return "all at once"
+        return "poisson" if self.burstiness == 1.0 else "gamma"
+
+    @property
+    def label(self) -> str:
+        return f"{rate_text(self.rate)} req/s"
+
+
+@dataclass(frozen=True)
 class LevelConfig:
     base_url: str  # http://127.0.0.1:PORT
     model: str  # sent in every request (never taken from /v1/models)
-    concurrency: int
+    concurrency: int  # closed-loop slots; unused by an open-loop level
     requests: int  # measured requests; request i uses prompts[i % len(prompts)]
     warmup: int = 3  # warm-up requests, sequential, from warmup_prompts, kept apart
     request_timeout_s: float = 300.0
@@ -52,6 +86,12 @@ class LevelConfig:
     # --keep-alive: reuse a connection whose response was complete for the next request; False
     # (the default): one connection per request, closed at its end (bench.load.http.connector).
     keep_alive: bool = False
+    open_loop: OpenLoop | None = None  # an open-loop level: arrivals on this schedule, not `concurrency` slots
+
+    @property
+    def label(self) -> str:
+        """"c=8" for a closed-loop level, "4 req/s" for an open-loop one."""
+        return self.open_loop.label if self.open_loop is not None else f"c={self.concurrency}"
 
 
 @dataclass
@@ -95,3 +135,71 @@ class LevelRun:
     partial: bool
     stop_reason: str | None
     client: ClientHealth
+    # An open-loop level's arrival offsets (seconds from the measured phase's start, one per measured
+    # request asked for) and the most requests it held in flight at once; () and 0 for a closed loop.
+    schedule: tuple[float, ...] = ()
+    peak_in_flight: int = 0
+
+
+# ------------------------------------------------------------------ naming a level of a result
+
+LevelKey = tuple[Any, ...]
+"""("concurrency", N), or ("rate", R, burstiness, max concurrency or 0): two levels with one key
+measured the same thing; the first item is the kind, so keys of the two kinds never compare equal."""
+
+
+def rate_text(rate: float | str) -> str:
+    """4.0 -> "4", 0.5 -> "0.5", inf (or "inf", as JSON has it) -> "inf"."""
+    value = rate_value(rate)
+    return "inf" if math.isinf(value) else f"{value:g}"
+
+
+def rate_value(rate: float | str) -> float:
+    """A request rate as a result writes it (a number, or "inf") -> float."""
+    return math.inf if rate == "inf" else float(rate)
+
+
+def rate_json(rate: float) -> float | str:
+    """A request rate as JSON holds it: a number, or "inf" (JSON has no infinity)."""
+    return "inf" if math.isinf(rate) else rate
+
+
+def is_open_loop(level: Mapping[str, Any]) -> bool:
+    """A level of a result, or a line of a request sidecar, of an open-loop level."""
+    return "request_rate" in level
+
+
+def level_key(level: Mapping[str, Any]) -> LevelKey:
+    """The key of a level of a result (`concurrency`, or `request_rate` with its `open_loop`
+    block) or of a request sidecar line (`concurrency`, or `request_rate`, `burstiness`,
+    `max_concurrency`)."""
+    if not is_open_loop(level):
+        return ("concurrency", level["concurrency"])
+    block = level.get("open_loop", level)
+    return ("rate", rate_value(level["request_rate"]), float(block.get("burstiness", 1.0)),
+            block.get("max_concurrency") or 0)
+
+
+def key_label(key: LevelKey, *, full: bool = False) -> str:
+    """"c=8", or "4 req/s" (`full`: with ", burstiness 2" and ", max concurrency 8" when set)."""
+    if key[0] == "concurrency":
+        return f"c={key[1]}"
+    text = f"{rate_text(key[1])} req/s"
+    if full and key[2] != 1.0:
+        text += f", burstiness {key[2]:g}"
+    if full and key[3]:
+        text += f", max concurrency {key[3]}"
+    return text
+
+
+def level_label(level: Mapping[str, Any], *, full: bool = False) -> str:
+    """`key_label` of a level of a result."""
+    return key_label(level_key(level), full=full)
+
+
+def levels_text(levels: Iterable[Mapping[str, Any]]) -> str:
+    """"c=1, 8" or "4, 8 req/s" for levels of one cell (a cell's levels are of one kind)."""
+    keys = [level_key(lv) for lv in levels]
+    closed = [str(k[1]) for k in keys if k[0] == "concurrency"]
+    rates = [rate_text(k[1]) for k in keys if k[0] == "rate"]
+    return "; ".join(([f"c={', '.join(closed)}"] if closed else []) + ([f"{', '.join(rates)} req/s"] if rates else []))

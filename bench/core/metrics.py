@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.core.level_run import ClientHealth, LevelRun
+from bench.core.level_run import ClientHealth, LevelRun, rate_json
 from bench.core.records import RequestRecord
 
 PERCENTILES = (50, 90, 95, 99)
@@ -43,8 +43,15 @@ def ttfb(r: RequestRecord) -> float | None:
 
 
 def schedule_lag(r: RequestRecord) -> float | None:
-    """Schedule lag = t_send - t_sched: the client's own delay in sending."""
-    return _diff(r.t_send, r.t_sched)
+    """Schedule lag = t_send - t_sched: the client's own delay in sending (open loop: t_send -
+    t_admitted, the delay once the request had its place; the wait for it is `queue_delay`)."""
+    return _diff(r.t_send, r.t_admitted if r.t_admitted is not None else r.t_sched)
+
+
+def queue_delay(r: RequestRecord) -> float | None:
+    """Queueing delay = t_admitted - t_sched: how long an open-loop arrival waited for a place
+    under --max-concurrency (0 when the cap did not bind); None in a closed loop."""
+    return _diff(r.t_admitted, r.t_sched)
 
 
 def e2el(r: RequestRecord) -> float | None:
@@ -127,6 +134,44 @@ def wall_span(records: Iterable[RequestRecord]) -> tuple[float, float] | None:
 
 def _rate(amount: float | None, wall: float) -> float | None:
     return amount / wall if amount is not None and wall > 0 else None
+
+
+def arrival_rate(times: Sequence[float]) -> float | None:
+    """(n - 1) / (last - first) of n >= 2 arrival times in any order; None otherwise or for a zero span."""
+    if len(times) < 2:
+        return None
+    return _rate(len(times) - 1, max(times) - min(times))
+
+
+def open_loop_block(run: LevelRun) -> dict[str, Any]:
+    """An open-loop level's schedule and how it went: offered_rate_rps = `arrival_rate` of the
+    schedule's offsets (every measured request asked for: the rate the seeded schedule really
+    offers, not the nominal one), achieved_rate_rps = `arrival_rate` of the measured requests'
+    t_send; queued = requests that waited for a place under the cap (the level's queue_delay_ms
+    is over every measured request sent: a failed one waited as well); peak_in_flight = the most
+    requests in flight at once (never above max_concurrency)."""
+    ol = run.config.open_loop
+    assert ol is not None, "an open-loop level"
+    sent = [r for r in run.records if r.t_send is not None]
+    return {
+        "arrivals": ol.arrivals,
+        "burstiness": ol.burstiness,
+        "max_concurrency": ol.max_concurrency,
+        "seed": ol.seed,
+        "offered_rate_rps": arrival_rate(run.schedule),
+        "achieved_rate_rps": arrival_rate([r.t_send for r in sent if r.t_send is not None]),
+        "queued": sum(1 for r in sent if (d := queue_delay(r)) is not None and d > 0),
+        "peak_in_flight": run.peak_in_flight,
+    }
+
+
+def level_identity(run: LevelRun) -> dict[str, Any]:
+    """What the level was: {"concurrency": N} (closed loop), or {"request_rate": R or "inf",
+    "open_loop": `open_loop_block`}."""
+    ol = run.config.open_loop
+    if ol is None:
+        return {"concurrency": run.config.concurrency}
+    return {"request_rate": rate_json(ol.rate), "open_loop": open_loop_block(run)}
 
 
 def output_tokens_total(ok: Sequence[RequestRecord]) -> int:
@@ -315,7 +360,7 @@ def summarize_level(
     per_chunk = tokens_per_chunk(ok)
     ms = 1000.0
     return {
-        "concurrency": run.config.concurrency,
+        **level_identity(run),
         "num_requests": len(records),
         "successful": len(ok),
         "failed": len(records) - len(ok),
@@ -341,6 +386,7 @@ def summarize_level(
         "e2el_ms": stats_block(map(e2el, ok), ms),
         "decode_tps": stats_block(map(decode_rate, ok)),
         "schedule_lag_ms": stats_block(map(schedule_lag, ok), ms),
+        **({} if run.config.open_loop is None else {"queue_delay_ms": stats_block(map(queue_delay, records), ms)}),
         "errors": error_counts(records),
         "error_samples": error_samples(records),
         "dominant_error": dominant_error(records),

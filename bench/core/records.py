@@ -1,7 +1,7 @@
 """What one request leaves behind: its timestamps, token counts and, if it failed, a typed error.
 
 Times are `time.perf_counter()` seconds. Field names follow docs/metrics.md (`t_sched`,
-`t_send`, `t_first_byte`, `t_first_token`, `t_first_answer`, chunk times, `t_end`).
+`t_admitted`, `t_send`, `t_first_byte`, `t_first_token`, `t_first_answer`, chunk times, `t_end`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ class RequestRecord:
     prompt_name: str
     warmup: bool = False
     t_sched: float | None = None
+    # open loop: when the request got its place under --max-concurrency (t_sched when the cap did
+    # not make it wait); None in a closed loop, where t_sched is already when its slot opened
+    t_admitted: float | None = None
     t_send: float | None = None
     t_first_byte: float | None = None
     t_first_token: float | None = None
@@ -77,6 +80,8 @@ class RequestRecord:
 
     def to_json(self) -> dict:
         data = asdict(self)
+        if self.t_admitted is None:  # a closed-loop record: its line is as it always was
+            del data["t_admitted"]
         if not self.reused_connection and self.retried is None:  # a request on a connection of its own
             del data["reused_connection"], data["retried"]
         if self.error is not None:

@@ -1,20 +1,19 @@
 """The result document's types: one TypedDict per block of `schema/result.schema.json`.
 
-A result is a JSON document whose authority is the schema: it is validated when written
-(`bench.core.result.write_result`) and when read (`bench.core.store`). These TypedDicts give the
-same document static types without a second representation: the dict the cell assembles is the
-dict written, the dict a report reads is the dict validated, and nothing converts between them
-(so no key can be lost on the way). A key the schema does not require is declared in a `total=False`
-subclass (`Level` over `_LevelRequired`), which keeps `__required_keys__` right at runtime;
-tests/test_result_model.py checks that both name the same keys, required and optional.
-A key that a measured result always has and an imported one (converted from another benchmark's
-file) may lack is optional here and in the schema's blocks, whose top-level `else` requires it of
-every result without `imported` (tests/test_import_siliconbench.py checks the two agree).
+The schema is the authority: a result is validated when written (`bench.core.result.write_result`)
+and when read (`bench.core.store`). These TypedDicts type the same dict, never converted: the dict a
+cell assembles is the one written, and the one a report reads is the one validated. A key the schema
+does not require is in a `total=False` subclass (`Level` over `_LevelRequired`); a key a measured
+result always has and an imported one (another benchmark's file, converted) may lack is optional
+here and in the schema's blocks, whose top-level `else` requires it without `imported`
+(tests/test_result_model.py, tests/test_import_siliconbench.py). Open-loop blocks: bench.core.open_loop.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypedDict, final
+
+from bench.core.open_loop import Goodput, Load, OpenLoopBlock, Sweep
 
 
 class Stats(TypedDict):
@@ -99,7 +98,6 @@ class Warmup(_WarmupRequired, total=False):
 
 
 class _LevelRequired(TypedDict):
-    concurrency: int
     num_requests: int
     successful: int
     failed: int
@@ -126,8 +124,13 @@ class _LevelRequired(TypedDict):
 
 
 class Level(_LevelRequired, total=False):
-    """One concurrency level, as bench.core.metrics.summarize_level computes it."""
+    """One level (bench.core.metrics.summarize_level): closed-loop `concurrency`, or open-loop `request_rate`."""
 
+    concurrency: int
+    request_rate: float | str
+    open_loop: OpenLoopBlock
+    queue_delay_ms: Stats
+    goodput: Goodput  # with --slo
     prompt_reuse: PromptReuse
     # measured results only (an imported level lacks what the other tool never recorded)
     started_at: float
@@ -177,7 +180,7 @@ class ReportedVersion(TypedDict):
 
 
 class _ServerRequired(TypedDict):
-    levels: list[int]
+    levels: list[int | str]  # concurrency levels, or open-loop levels' labels ("4 req/s")
 
 
 class Server(_ServerRequired, total=False):
@@ -275,7 +278,7 @@ class CpuAffinity(TypedDict):
 
 
 class _RunConfigRequired(TypedDict):
-    levels: list[int]
+    levels: list[int | str]  # concurrency levels, or open-loop levels' labels ("4 req/s", "sweep")
     requests_per_level: int
 
 
@@ -289,6 +292,7 @@ class RunConfig(_RunConfigRequired, total=False):
     cpu_affinity: CpuAffinity
     unique_prompts: bool
     keep_alive: bool
+    load: Load  # open loop, or --slo; absent: closed loop
 
 
 class _HarnessRequired(TypedDict):
@@ -361,38 +365,14 @@ class Result(_ResultRequired, total=False):
     # measured results only
     servers: list[Server]
     requests_file: str
+    sweep: Sweep  # --request-rate sweep
     # imported results only
     imported: Imported
-
-
-class Provenance(TypedDict):
-    run_id: str
-    file: str
-    machine: str
-    finished_at: str
-    model_path: str | None
 
 
 class IgnoredFile(TypedDict):
     file: str
     reason: str
-
-
-class Comparison(TypedDict):
-    """comparison.json: the result chosen for each framework of one split directory."""
-
-    schema_version: int
-    model: str
-    machine: str
-    split: str
-    generated_at: str
-    frameworks: list[str]
-    results: dict[str, Result]
-    provenance: dict[str, Provenance]
-    methodology_warnings: list[str]
-    suspicious: dict[str, str]
-    imported: dict[str, str]  # framework -> `imported (<tool>) from <original file>`, for imported results
-    ignored: list[IgnoredFile]
 
 
 @final  # no other keys: `"levels" in result` tells a Result from it

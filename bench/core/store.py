@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.core import imported
+from bench.core.level_run import level_key, level_label
 from bench.core.result import NotAResult, read_result
 from bench.core.result_model import IgnoredFile, Result
 
@@ -192,10 +193,10 @@ def suspicious(current: Result, previous: Result) -> str | None:
         raise ValueError(f"suspicious() compares results of one cell only: {diff}")
     if not imported.comparable(previous, "output_throughput_tps"):
         return None
-    before = {lv["concurrency"]: lv for lv in previous["levels"] if lv["successful"]}
+    before = {level_key(lv): lv for lv in previous["levels"] if lv["successful"]}
     reasons = []
-    for level in current["levels"]:
-        old = before.get(level["concurrency"])
+    for level in current["levels"]:  # a rate level is never compared with a concurrency level
+        old = before.get(level_key(level))
         if not old or not level["successful"]:
             continue
         # a level with a success measured a wall time, so both throughputs are numbers
@@ -203,7 +204,7 @@ def suspicious(current: Result, previous: Result) -> str | None:
         low, high = sorted((now_tps, old_tps))
         if low <= 0 or high / low >= SUSPICIOUS_FACTOR * (1 - 1e-9):
             ratio = "from zero" if low <= 0 else f"{high / low:.1f}x {'higher' if now_tps > old_tps else 'lower'}"
-            reasons.append(f"c={level['concurrency']}: {now_tps:.1f} tok/s vs {old_tps:.1f} tok/s ({ratio})")
+            reasons.append(f"{level_label(level, full=True)}: {now_tps:.1f} tok/s vs {old_tps:.1f} tok/s ({ratio})")
     if not reasons:
         return None
     left_out = imported.left_out(previous)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from bench.core.level_run import level_label, levels_text
 from bench.core.metrics import STARVED_RUN_QUEUE_WAIT
 from bench.core.result_model import DominantError, Level, VerdictBlock
 from bench.host.oom import describe_oom
@@ -160,7 +161,7 @@ def client_limited(levels: Sequence[Level]) -> str | None:
 
 
 def _at(levels: list[Level]) -> str:
-    return "c=" + ", ".join(str(lv["concurrency"]) for lv in levels)
+    return levels_text(levels)
 
 
 def _lag(client: Mapping[str, Any]) -> str:
@@ -252,7 +253,7 @@ def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
         return CellVerdict(Verdict.DEGRADED, limited, notes)
     if not done:
         return CellVerdict(Verdict.FAILED, "no request was measured", notes)
-    levels = ", ".join(f"c={lv['concurrency']}: {_tps(lv.get('output_throughput_tps'))}" for lv in ev.levels)
+    levels = ", ".join(f"{level_label(lv)}: {_tps(lv.get('output_throughput_tps'))}" for lv in ev.levels)
     return CellVerdict(Verdict.OK,
                        f"{done - failed}/{done} requests ok (failure rate {_rate_ci(failed, done)}); {levels}", notes)
 

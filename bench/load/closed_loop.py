@@ -106,8 +106,12 @@ class Level:
         self.t0 = phase.open()
         self.measuring = True
         self.output_events = 0  # progress counts the measured phase only, as its elapsed time does
-        await asyncio.gather(*(self._slot(self.t0) for _ in range(self.cfg.concurrency)))
+        await self._measure()
         phase.close()
+
+    async def _measure(self) -> None:
+        """The measured phase: `concurrency` slots (bench.load.arrivals overrides it: open loop)."""
+        await asyncio.gather(*(self._slot(self.t0) for _ in range(self.cfg.concurrency)))
 
     async def _watched(self, coro: Any) -> None:
         """Run the level's phases beside the ticker from the first warm-up request on. The ticker
@@ -149,8 +153,10 @@ class Level:
             self.failed += not flight.record.ok
             t_sched = flight.released_at
 
-    async def _request(self, index: int, prompt: Prompt, body: bytes, *, warmup: bool, t_sched: float) -> Flight:
-        flight = Flight(RequestRecord(index=index, prompt_name=prompt.name, warmup=warmup, t_sched=t_sched))
+    async def _request(self, index: int, prompt: Prompt, body: bytes, *, warmup: bool, t_sched: float,
+                       t_admitted: float | None = None) -> Flight:
+        flight = Flight(RequestRecord(index=index, prompt_name=prompt.name, warmup=warmup, t_sched=t_sched,
+                                      t_admitted=t_admitted))
         task = asyncio.ensure_future(self.client.exchange(flight, body))
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.cfg.request_timeout_s, self._cancel, task, TIMEOUT)

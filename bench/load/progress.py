@@ -24,13 +24,16 @@ from bench.core.level_run import Progress
 
 DEFAULT_INTERVAL_S = 30.0
 
-LevelProgress = Callable[[int, Progress], None]
-"""What a cell calls with (concurrency, progress) while a level runs (see CellConfig.progress)."""
+LevelProgress = Callable[[int | str, Progress], None]
+"""What a cell calls with (concurrency, or an open-loop level's label, progress) while a level runs
+(see CellConfig.progress)."""
 
 
-def format_line(label: str, concurrency: int, p: Progress, output_tps: float) -> str:
+def format_line(label: str, level: int | str, p: Progress, output_tps: float) -> str:
+    """`llamacpp-chat c=8: ...` for a concurrency level, `llamacpp-chat 4 req/s: ...` for a rate."""
     failed = f" ({p.failed} failed)" if p.failed else ""
-    return f"{label} c={concurrency}: {p.done}/{p.total} requests{failed}, {output_tps:.1f} tok/s, {p.elapsed_s:.0f} s"
+    at = f"c={level}" if isinstance(level, int) else level
+    return f"{label} {at}: {p.done}/{p.total} requests{failed}, {output_tps:.1f} tok/s, {p.elapsed_s:.0f} s"
 
 
 class ProgressLine:
@@ -49,11 +52,11 @@ class ProgressLine:
         self.write = write
         self.interval_s = interval_s
         self.clock = clock
-        self._level: tuple[int, float] | None = None  # (concurrency, elapsed at the last report)
+        self._level: tuple[int | str, float] | None = None  # (level, elapsed at the last report)
         self._last_line = 0.0  # clock() of the last line, or of the level start
         self._since: tuple[float, int] = (0.0, 0)  # (elapsed, output events) at the last line
 
-    def __call__(self, concurrency: int, p: Progress) -> None:
+    def __call__(self, concurrency: int | str, p: Progress) -> None:
         now = self.clock()
         if self._level is None or self._level[0] != concurrency or p.elapsed_s < self._level[1]:
             self._last_line = now - p.elapsed_s  # a new level (the same concurrency twice restarts elapsed)

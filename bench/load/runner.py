@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from bench.core.level_run import LevelConfig, LevelRun
 from bench.host import affinity
+from bench.load.arrivals import OpenLoopLevel
 from bench.load.closed_loop import Level
 from bench.load.interrupts import Interrupts
 from bench.setup.prompts import Prompt
@@ -34,13 +35,16 @@ def run_level(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Seque
 
     An interrupt (KeyboardInterrupt, pytest-timeout's Failed) propagates; a KeyboardInterrupt
     carries what the level finished as `exc.level_run`, so the caller may keep it."""
-    if cfg.concurrency < 1 or cfg.requests < 0 or cfg.warmup < 0:
+    ol = cfg.open_loop
+    if (ol is None and cfg.concurrency < 1) or cfg.requests < 0 or cfg.warmup < 0:
         raise ValueError(f"bad level: concurrency={cfg.concurrency}, requests={cfg.requests}, warmup={cfg.warmup}")
+    if ol is not None and (not ol.rate > 0 or not ol.burstiness > 0 or (ol.max_concurrency or 1) < 1):
+        raise ValueError(f"bad open-loop level: {ol}")
     if cfg.requests and not prompts:
         raise ValueError("no prompts for the measured requests")
     if cfg.warmup and not warmup_prompts:
         raise ValueError("no warm-up prompts")
-    level = Level(cfg, prompts, warmup_prompts)
+    level = Level(cfg, prompts, warmup_prompts) if ol is None else OpenLoopLevel(cfg, prompts, warmup_prompts)
     interrupts = Interrupts()
     try:
         with affinity.pinned(cfg.client_cpus), interrupts.unraisable(), _quiet_gc():

@@ -1,7 +1,8 @@
 """The level's 10 ms ticker: the hang watchdog, the server probe, loop-lag sampling and progress.
 
 From the first warm-up request on, every tick checks for a stall (no output event and no
-finished request for `stall_timeout_s`) and, four times a second, whether the server is gone.
+finished request for `stall_timeout_s` while a request is in flight: an open-loop level waiting
+for its next arrival is idle, not stalled) and, four times a second, whether the server is gone.
 In the measured phase each tick also records how late it woke up (the event loop's lag) and,
 about once a second, reports `Progress`.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from bench.core.level_run import LevelConfig, Progress
 
@@ -29,6 +31,8 @@ class Watched(Protocol):
     finished: int  # requests over, warm-up included
     measuring: bool  # the measured phase has opened
     t0: float  # its start (perf_counter)
+    @property
+    def in_flight(self) -> Mapping[Any, Any]: ...  # the requests in flight
 
     @property
     def done(self) -> int: ...  # measured requests finished
@@ -60,7 +64,7 @@ class Watch:
             expected = _perf() + TICK_S
             await asyncio.sleep(TICK_S)
             now = _perf()
-            if (level.output_events, level.finished) != seen:
+            if (level.output_events, level.finished) != seen or not level.in_flight:
                 seen, seen_at = (level.output_events, level.finished), now
             elif cfg.stall_timeout_s is not None and now - seen_at >= cfg.stall_timeout_s:
                 level.on_stall(now - seen_at)

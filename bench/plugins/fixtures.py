@@ -89,6 +89,7 @@ def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> Cel
         cpus=s.cpus,
         client_procs=s.client_procs,
         unique_prompts=opt("unique_prompts"),
+        load=s.load,
         keep_alive=opt("keep_alive"),
     )
 

@@ -35,6 +35,7 @@ from bench.host.machine import detect
 from bench.load import procs
 from bench.load.progress import DEFAULT_INTERVAL_S
 from bench.plugins.hooks import register_stashed, unregister_stashed
+from bench.run.config import LOAD_OPTIONS, LoadPlan, load_plan
 from bench.setup import profiles
 from bench.setup.prompts import PromptFileError, load_prompts
 
@@ -47,6 +48,7 @@ class Settings:
 
     run_id: str  # shared by every cell of the session, xdist workers included
     levels: tuple[int, ...]
+    load: LoadPlan | None  # --request-rate and --slo; None: closed-loop levels, as always
     profile: profiles.ModelProfile
     endpoint: str | None
     hang_s: dict[str, float]  # split -> seconds without progress that cancel a level
@@ -77,7 +79,16 @@ def results_root(config: pytest.Config) -> Path:
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("cellbench", "cellbench benchmark cells")
     g.addoption("--model", default="tiny", help="model profile name (models/<name>.yaml) or a profile path [tiny]")
-    g.addoption("--concurrency", default="1,8,16", help="closed-loop concurrency levels [1,8,16]")
+    g.addoption("--concurrency", default=None, help="closed-loop concurrency levels [1,8,16]")
+    g.addoption("--request-rate", default=None, metavar="R[,R2..]|sweep[:START]",
+                help="open-loop levels instead: requests/s each (inf: all at once) on a seeded Poisson schedule; "
+                     "sweep: the highest rate meeting --slo [none: closed loop]")
+    g.addoption("--burstiness", type=float, default=None, help="open loop: gamma shape of inter-arrival times [1]")
+    g.addoption("--max-concurrency", type=int, default=None, help="open loop: cap on requests in flight [none]")
+    g.addoption("--arrival-seed", type=int, default=None, help="open loop: seed of the schedules [0]")
+    g.addoption("--slo", default=None, metavar="ttft_p99=500ms,...", help="SLOs each level's goodput is judged by")
+    g.addoption("--sweep-levels", type=int, default=None, help="--request-rate sweep: at most this many levels [8]")
+    g.addoption("--sweep-tolerance", type=float, default=None, help="--request-rate sweep: relative precision [0.1]")
     g.addoption("--requests", type=int, default=100, help="measured requests per level [100]")
     g.addoption("--warmup", type=int, default=3, help="warm-up requests per level, not measured [3]")
     g.addoption("--results-dir", type=Path, default=None, help="results root [<rootdir>/results]")
@@ -166,7 +177,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _check_numbers(config)
     config.stash[SETTINGS] = Settings(
         run_id=run_id,
-        levels=_levels(config.getoption("concurrency")),
+        levels=_levels(config.getoption("concurrency") or "1,8,16"),
+        load=_load(config),
         endpoint=_endpoint(config.getoption("endpoint")),
         hang_s=_hang_seconds(config.getoption("hang_minutes")),
         cell_budget_s={**DEFAULT_CELL_BUDGET_S, **cell_budgets(config.getoption("cell_budget"))},
@@ -227,6 +239,14 @@ def _levels(text: str) -> tuple[int, ...]:
     if not levels or min(levels) < 1:
         raise pytest.UsageError(f"--concurrency levels must be >= 1, got {text!r}")
     return levels
+
+
+def _load(config: pytest.Config) -> LoadPlan | None:
+    """--request-rate, its companions and --slo (bench.run.config.load_plan)."""
+    try:
+        return load_plan(**{name: config.getoption(name) for name in LOAD_OPTIONS})
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _endpoint(text: str | None) -> str | None:

@@ -24,6 +24,7 @@ import pytest
 
 from bench.base.clock import now_iso
 from bench.core.imported import comparison_line
+from bench.core.level_run import level_label
 from bench.core.result import NotAResult, read_result
 from bench.core.result_model import Level
 from bench.core.store import LoadedResult, previous_of
@@ -152,6 +153,7 @@ def numbers_line(cell: CellRecord) -> str | None:
 
 def _level_figures(level: Level) -> str:
     tps, ttft = level["output_throughput_tps"], level["ttft_ms"]["p50"]
+    at = level_label(level)
     if not level["successful"] or tps is None:
-        return f"c={level['concurrency']} no successful request"
-    return f"c={level['concurrency']} {tps:.1f} tok/s" + (f" (TTFT p50 {ttft:.0f} ms)" if ttft is not None else "")
+        return f"{at} no successful request"
+    return f"{at} {tps:.1f} tok/s" + (f" (TTFT p50 {ttft:.0f} ms)" if ttft is not None else "")

@@ -13,15 +13,41 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from bench.base.clock import now_iso
 from bench.core import imported
 from bench.core.result import as_result, write_json_atomic
-from bench.core.result_model import Comparison, Provenance, RunConfig
+from bench.core.result_model import IgnoredFile, Result, RunConfig
 from bench.core.store import COMPARISON_FILE, LoadedResult, Selection, load_results, select_latest, suspicious
 
 COMPARISON_VERSION = 1
+
+
+class Provenance(TypedDict):
+    run_id: str
+    file: str
+    machine: str
+    finished_at: str
+    model_path: str | None
+
+
+class Comparison(TypedDict):
+    """comparison.json: the result chosen for each framework of one split directory."""
+
+    schema_version: int
+    model: str
+    machine: str
+    split: str
+    generated_at: str
+    frameworks: list[str]
+    results: dict[str, Result]
+    provenance: dict[str, Provenance]
+    methodology_warnings: list[str]
+    suspicious: dict[str, str]
+    imported: dict[str, str]  # framework -> `imported (<tool>) from <original file>`, for imported results
+    ignored: list[IgnoredFile]
+
 # The run_config keys that change what a number means; request_timeout_s only bounds a failure.
 METHODOLOGY_KEYS = (
     "levels",
@@ -35,14 +61,20 @@ METHODOLOGY_KEYS = (
     "unique_prompts",  # cold prompts against ones a cache may serve
     "cpu_affinity.client",  # a pinned client or server against an unpinned one
     "cpu_affinity.server",
+    "load.mode",  # open-loop rate levels against closed-loop concurrency levels: never the same thing
+    "load.burstiness",
+    "load.max_concurrency",
+    "load.seed",
 )
+# What an absent key means, where it is not "missing": a result without run_config.load ran closed loop.
+ABSENT = {"load.mode": "closed"}
 
 
 def _config_value(run_config: RunConfig, dotted: str) -> Any:
     value: Any = run_config
     for part in dotted.split("."):
         if not isinstance(value, dict) or part not in value:
-            return "missing"
+            return ABSENT.get(dotted, "missing")
         value = value[part]
     return value
 

@@ -6,7 +6,9 @@ decided here is (1) the cells of each row, (2) the extras shown when a row is ex
 (3) what goes in the environment table:
 
 - Columns (all sortable): verdict, level, output tok/s, TTFT p50, TPOT p50, failure rate. The
-  three metrics are those of the cell's **highest concurrency level**, named in the Level column:
+  three metrics are those of the cell's **highest concurrency level** (of an open-loop cell, its
+  highest request rate: "4 req/s"; rate levels sort apart from concurrency levels), named in the
+  Level column:
   one level for all of them keeps a row internally consistent (TTFT and throughput under the
   same load), and the cells of one session share their levels, so a column compares like with
   like. The failure rate is over all measured requests of all levels, as the verdict counts it.
@@ -38,6 +40,7 @@ from typing import Any
 
 import pytest
 
+from bench.core.level_run import level_key, level_label, rate_text, rate_value
 from bench.core.result_model import Level, NoResult, Result
 
 LOG_TAIL_LINES = 60
@@ -47,7 +50,8 @@ MISSING = "—"
 # `data-column-type`; pytest-html only accepts \w+ there, and result/duration/testId are its own.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("verdict", "Verdict", "cellbench's verdict; sorting puts failures first"),
-    ("level", "Level", "the highest concurrency level measured: the next three columns are its numbers"),
+    ("level", "Level", "the highest concurrency level (or open-loop request rate) measured: the next three columns "
+                       "are its numbers"),
     ("output_tps", "Output tok/s", "output throughput at that level"),
     ("ttft_p50", "TTFT p50 (ms)", "median time to first token at that level"),
     ("tpot_p50", "TPOT p50 (ms)", "median time per output token at that level"),
@@ -65,14 +69,19 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
     levels = result["levels"] if "levels" in result else []
     done = sum(lv["successful"] + lv["failed"] for lv in levels)
     failed = sum(lv["failed"] for lv in levels)
-    top = max(levels, key=lambda lv: lv["concurrency"], default=None)
+    top = max(levels, key=level_key, default=None)  # a cell's levels are of one kind
     row: dict[str, Any] = {"level": None, "output_tps": None, "ttft_p50_ms": None, "tpot_p50_ms": None,
                            "failure_rate": failed / done if done else None}
     if top is not None:
-        row.update(level=top["concurrency"], output_tps=top["output_throughput_tps"],
+        row.update(level=top.get("concurrency"), output_tps=top["output_throughput_tps"],
                    ttft_p50_ms=top["ttft_ms"]["p50"], tpot_p50_ms=top["tpot_ms"]["p50"])
-    # Every level's output tok/s, for the summary's framework x concurrency table (JSON keys: strings).
-    row["tps_by_level"] = {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels}
+        if "request_rate" in top:  # an open-loop cell: its Level cell names the rate
+            row.update(rate=rate_text(top["request_rate"]), level_label=level_label(top))
+    # Every level's output tok/s, for the summary's framework x concurrency table and, apart, its
+    # framework x request rate table (JSON keys: strings).
+    row["tps_by_level"] = {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels if "concurrency" in lv}
+    if by_rate := {rate_text(lv["request_rate"]): lv["output_throughput_tps"] for lv in levels if "request_rate" in lv}:
+        row["tps_by_rate"] = by_rate
     return row
 
 
@@ -102,33 +111,40 @@ def session_summary_html(cells: list[dict[str, Any]]) -> str:
     filters = " ".join(
         f'<label class="cellbench-verdict-{v}"><input type="checkbox" class="cellbench-filter" data-verdict="{v}" '
         f"checked> {n} {escape(v)}</label>" for v, n in counts.items() if n)
-    measured = [c for c in cells if (c.get("row") or {}).get("tps_by_level")]
-    levels = sorted({int(k) for c in measured for k in c["row"]["tps_by_level"]})
-    head = "".join(f"<th>c={level}</th>" for level in levels)
-    body = "".join(
-        f'<tr><td>{escape(str(c.get("framework")))} {escape(str(c.get("split")))}</td>'
-        f'<td class="cellbench-verdict-{escape(c["verdict"])}">{escape(c["verdict"])}</td>'
-        + "".join(f"<td>{_fmt(c['row']['tps_by_level'].get(str(level)), '.1f')}</td>" for level in levels) + "</tr>"
-        for c in sorted(measured, key=lambda c: (str(c.get("split")), str(c.get("framework")))))
-    table = (f'<table class="cellbench-throughput"><tr><th>cell</th><th>verdict</th>{head}</tr>{body}</table>'
-             "<p>Output tok/s at each concurrency level.</p>" if measured else "")
+    tables, plots = [], []
+    for by, head, what in (("tps_by_level", "c={}", "concurrency level"), ("tps_by_rate", "{} req/s", "request rate")):
+        measured = [c for c in cells if (c.get("row") or {}).get(by)]
+        levels = sorted({k for c in measured for k in c["row"][by]}, key=rate_value)
+        heads = "".join(f"<th>{escape(head.format(level))}</th>" for level in levels)
+        body = "".join(
+            f'<tr><td>{escape(str(c.get("framework")))} {escape(str(c.get("split")))}</td>'
+            f'<td class="cellbench-verdict-{escape(c["verdict"])}">{escape(c["verdict"])}</td>'
+            + "".join(f"<td>{_fmt(c['row'][by].get(level), '.1f')}</td>" for level in levels) + "</tr>"
+            for c in sorted(measured, key=lambda c: (str(c.get("split")), str(c.get("framework")))))
+        tables.append(f'<table class="cellbench-throughput"><tr><th>cell</th><th>verdict</th>{heads}</tr>{body}</table>'
+                      f"<p>Output tok/s at each {what}.</p>" if measured else "")
+        plots.append(_throughput_plots(measured, by))
     skipped = sorted(f"{c.get('framework')} {c.get('split')}" for c in cells if c["verdict"] == "skipped")
     skipped_line = f"<p>Skipped: {escape(', '.join(skipped))}.</p>" if skipped else ""
     return (f'<div class="cellbench-summary">{verdict_css()}<h2>cellbench</h2>'
-            f"<p>Verdicts (untick to hide those rows): {filters}</p>{table}{_throughput_plots(measured)}"
+            f"<p>Verdicts (untick to hide those rows): {filters}</p>{tables[0]}{plots[0]}{tables[1]}{plots[1]}"
             f"{skipped_line}{FILTER_SCRIPT}</div>")
 
 
-def _throughput_plots(measured: list[dict[str, Any]]) -> str:
-    """One output tok/s plot per split, framework lines: splits are never drawn on one axis."""
-    from bench.reports.plots import throughput_png  # matplotlib: imported only when a report is asked for
+def _throughput_plots(measured: list[dict[str, Any]], by: str = "tps_by_level") -> str:
+    """One output tok/s plot per split, framework lines, against concurrency (`tps_by_level`) or
+    request rate (`tps_by_rate`): splits, and the two kinds of level, are never drawn on one axis."""
+    from bench.reports.plots import CONCURRENCY_AXIS, RATE_AXIS, throughput_png  # matplotlib: only for a report
 
+    rates = by == "tps_by_rate"
     images = []
     for split in sorted({str(c.get("split")) for c in measured}, key=lambda s: (s != "chat", s)):
-        series = {str(c.get("framework")): {int(k): v for k, v in c["row"]["tps_by_level"].items()}
+        series = {str(c.get("framework")): {rate_value(k): v for k, v in c["row"][by].items() if k != "inf"}
                   for c in measured if str(c.get("split")) == split}
-        png = base64.b64encode(throughput_png(series, f"Output throughput ({split})")).decode()
-        images.append(f'<img class="cellbench-throughput-plot" alt="output tok/s against concurrency, {escape(split)}" '
+        title = f"Output throughput{' against request rate' if rates else ''} ({split})"
+        png = base64.b64encode(throughput_png(series, title, RATE_AXIS if rates else CONCURRENCY_AXIS)).decode()
+        alt = f"output tok/s against {'request rate' if rates else 'concurrency'}, {split}"
+        images.append(f'<img class="cellbench-throughput-plot" alt="{escape(alt)}" '
                       f'src="data:image/png;base64,{png}" width="560">')
     return "".join(images)
 
@@ -188,9 +204,13 @@ def row_cells(data: dict[str, Any] | None) -> list[str]:
     )
     row = data.get("row") or {}
     level = row.get("level")
+    if row.get("rate") is not None:  # an open-loop cell: "r" keeps rates apart from concurrency levels when sorted
+        level_cell = _td("level", "r" + number_key(rate_value(row["rate"])), row.get("level_label") or row["rate"])
+    else:
+        level_cell = _td("level", number_key(level), MISSING if level is None else f"c={level}")
     return [
         _td("verdict", f"{rank}-{verdict}", verdict, badges),
-        _td("level", number_key(level), MISSING if level is None else f"c={level}"),
+        level_cell,
         _td("output_tps", number_key(row.get("output_tps")), _fmt(row.get("output_tps"), ".1f")),
         _td("ttft_p50", number_key(row.get("ttft_p50_ms")), _fmt(row.get("ttft_p50_ms"), ".1f")),
         _td("tpot_p50", number_key(row.get("tpot_p50_ms")), _fmt(row.get("tpot_p50_ms"), ".2f")),
@@ -226,7 +246,9 @@ def server_log_tails(result: Result | NoResult, n: int = LOG_TAIL_LINES) -> list
         log = server.get("log")
         if not log:
             continue
-        label = "shared" if len(server.get("levels", ())) > 1 else "c" + ",".join(map(str, server.get("levels", ())))
+        levels = server.get("levels", [])
+        label = ("shared" if len(levels) > 1 else
+                 "c" + ",".join(map(str, levels)) if all(isinstance(lv, int) for lv in levels) else str(levels[0]))
         try:
             text = tail_lines(Path(log), n)
         except OSError as exc:
@@ -236,11 +258,17 @@ def server_log_tails(result: Result | NoResult, n: int = LOG_TAIL_LINES) -> list
 
 
 def _level_table(levels: Iterable[Level]) -> str:
-    head = ("concurrency", "ok / failed", "output tok/s", "TTFT p50 (ms)", "TPOT p50 (ms)", "E2EL p50 (ms)", "note")
+    levels = sorted(levels, key=level_key)
+    open_loop = any("request_rate" in lv for lv in levels)
+    head = ("request rate" if open_loop else "concurrency", "ok / failed", "output tok/s", "TTFT p50 (ms)",
+            "TPOT p50 (ms)", "E2EL p50 (ms)", "note")
     rows = []
-    for lv in sorted(levels, key=lambda lv: lv["concurrency"]):
+    for lv in levels:
         note = lv["stop_reason"] if lv.get("partial") else (", ".join(lv.get("errors", {})) or "")
-        cells = (lv["concurrency"], f"{lv['successful']} / {lv['failed']}", _fmt(lv["output_throughput_tps"], ".1f"),
+        if (goodput := lv.get("goodput")) is not None:
+            note = f"goodput {_fmt(goodput['goodput_rps'], '.2f')} req/s" + (f"; {note}" if note else "")
+        cells = (level_label(lv) if open_loop else lv.get("concurrency"), f"{lv['successful']} / {lv['failed']}",
+                 _fmt(lv["output_throughput_tps"], ".1f"),
                  _fmt(lv["ttft_ms"]["p50"], ".1f"), _fmt(lv["tpot_ms"]["p50"], ".2f"),
                  _fmt(lv["e2el_ms"]["p50"], ".1f"), note)
         rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")

@@ -1,9 +1,13 @@
 """REPORT.md for one split directory, rendered from its comparison.json alone.
 
-One table per concurrency level (metrics as rows, frameworks as columns) over the union of the
-levels every framework measured, so a level only one framework ran still shows, with "—" for
-the others. Above the tables: the run ids that won, each verdict with its reason; below them:
-methodology differences, suspicious changes, the files left out, and the plots.
+One table per level (metrics as rows, frameworks as columns) over the union of the levels every
+framework measured, so a level only one framework ran still shows, with "—" for the others.
+Concurrency levels ("## Concurrency 8") and open-loop rate levels ("## Request rate 4 req/s", with
+their offered and achieved rates and queueing delay) are levels of different kinds and always get
+tables of their own; goodput rows appear where a level was judged against SLOs (--slo), and an
+*SLO sweep* section gives each framework's highest rate meeting them. Above the tables: the run ids
+that won, each verdict with its reason; below them: methodology differences, suspicious changes,
+the files left out, and the plots.
 
 A result imported from another benchmark's file has its column headed `<framework>, imported
 (<tool>)`, and each of its values that the tool derived differently from cellbench (its
@@ -19,8 +23,10 @@ from typing import Any, cast
 
 from bench.base.files import atomic_write
 from bench.core import imported
-from bench.core.result_model import Comparison, Level, Result, Stats
+from bench.core.level_run import LevelKey, key_label, level_key, rate_text
+from bench.core.result_model import Level, Result, Stats
 from bench.reports import plots
+from bench.reports.comparison import Comparison
 
 REPORT_FILE = "REPORT.md"
 MISSING_LEVEL = "—"
@@ -80,6 +86,27 @@ ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
     ("Tokens per chunk", _field("tokens_per_chunk", 2)),
     ("Client CPU share", lambda lv: _num(lv["client"]["cpu_share"] if "client" in lv else None, 1, 100, "%")),
 )
+# Open-loop levels only: how the arrivals went.
+OPEN_LOOP_ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
+    ("Offered rate (req/s)", _stat("open_loop", "offered_rate_rps", 2)),
+    ("Achieved rate (req/s)", _stat("open_loop", "achieved_rate_rps", 2)),
+    ("Queued / peak in flight", lambda lv: f"{lv['open_loop']['queued']} / {lv['open_loop']['peak_in_flight']}"
+     if "open_loop" in lv else NULL),
+    ("Queueing delay p50 (ms)", _stat("queue_delay_ms", "p50")),
+    ("Queueing delay p99 (ms)", _stat("queue_delay_ms", "p99")),
+)
+
+
+def _goodput(lv: Level) -> str:
+    block = lv.get("goodput")
+    if block is None:
+        return NULL
+    met = "SLO met" if block["slo_met"] else "SLO missed"
+    return f"{_num(block['goodput_rps'], 2)} ({block['good_requests']} good, {met})"
+
+
+# Levels judged against SLOs (--slo) only.
+GOODPUT_ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (("Goodput (req/s)", _goodput),)
 # The metric each row shows, as an imported result labels its methods (bench.core.imported).
 ROW_METRICS = {
     "Successful / Failed": "failed", "TTFT avg (ms)": "ttft_ms.mean", "TTFT p50 (ms)": "ttft_ms.p50",
@@ -118,14 +145,47 @@ def _column(comparison: Comparison, fw: str) -> str:
     return f"{fw}, {label}" if label else fw
 
 
-def _level_section(comparison: Comparison, level: int) -> list[str]:
+def section_title(level: LevelKey) -> str:
+    """"Concurrency 8", or "Request rate 4 req/s" (with its burstiness and cap when set)."""
+    return f"Concurrency {level[1]}" if level[0] == "concurrency" else f"Request rate {key_label(level, full=True)}"
+
+
+def _level_section(comparison: Comparison, level: LevelKey | int) -> list[str]:
     frameworks, results = comparison["frameworks"], comparison["results"]
-    by_fw = {fw: {lv["concurrency"]: lv for lv in results[fw]["levels"]} for fw in frameworks}
-    rows = [[label, *(_value(results[fw], label, render, by_fw[fw][level]) if level in by_fw[fw] else MISSING_LEVEL
+    key = ("concurrency", level) if isinstance(level, int) else level
+    by_fw = {fw: {level_key(lv): lv for lv in results[fw]["levels"]} for fw in frameworks}
+    present = [by_fw[fw][key] for fw in frameworks if key in by_fw[fw]]
+    rows_shown = [*ROWS, *(OPEN_LOOP_ROWS if key[0] == "rate" else ()),
+                  *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ())]
+    rows = [[label, *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
                       for fw in frameworks)]
-            for label, render in ROWS]
+            for label, render in rows_shown]
     header = ["Metric", *(_column(comparison, fw) for fw in frameworks)]
-    return [f"## Concurrency {level}", "", *_table(header, rows, "---:"), ""]
+    return [f"## {section_title(key)}", "", *_table(header, rows, "---:"), ""]
+
+
+def _sweep_section(comparison: Comparison) -> list[str]:
+    """Each framework's `--request-rate sweep`: the highest rate that met the SLOs, and how it was found."""
+    rows = []
+    for fw in comparison["frameworks"]:
+        sweep = comparison["results"][fw].get("sweep")
+        if sweep is None:
+            continue
+        slo = ", ".join(f"{name}={limit:g}ms" for name, limit in sweep["slo"].items())
+        tried = ", ".join(f"{rate_text(r)} {'met' if ok else 'missed'}"
+                          for r, ok in zip(sweep["rates"], sweep["passed"], strict=True))
+        best = "none met the SLO" if sweep["best_rps"] is None else f"{rate_text(sweep['best_rps'])} req/s"
+        rows.append([_column(comparison, fw), slo, best, _num(sweep["goodput_rps"], 2),
+                     "—" if sweep["failing_rps"] is None else f"{rate_text(sweep['failing_rps'])} req/s",
+                     tried, sweep["stopped"]])
+    if not rows:
+        return []
+    header = ["Framework", "SLO", "Highest rate meeting the SLO", "Goodput there (req/s)", "Lowest rate missing it",
+              "Rates run (req/s)", "Stopped"]
+    return ["## SLO sweep", "", "Open-loop levels from the start rate, doubled (or halved) until the SLO's outcome "
+            "changed, then bisected to the tolerance; a rate meets the SLO when every SLO's attainment reached its "
+            "percentile, the level ran to its end and it sent at 90% of its offered rate or more (docs/metrics.md).",
+            "", *_table(header, rows), ""]
 
 
 def _origin(result: Result) -> str:
@@ -214,12 +274,15 @@ def _bullets(title: str, items: list[str], none: str) -> list[str]:
     return [f"## {title}", "", *([f"- {_cell(i)}" for i in items] or [none]), ""]
 
 
-def _caption(plot: Path) -> str:
+def _caption(plot: Path, levels: list[LevelKey]) -> str:
     if plot.name == plots.THROUGHPUT_PNG:
         return "Output throughput against concurrency"
+    if plot.name == plots.THROUGHPUT_RATE_PNG:
+        return "Output throughput against request rate (open loop)"
     if plot.name == plots.RESOURCES_PNG:
         return "Server memory and CPU over the cell"
-    return f"TTFT and TPOT at concurrency {plot.stem.removeprefix('latency_c')}"
+    level = next((key for key in levels if plots.latency_png(key) == plot.name), None)
+    return f"TTFT and TPOT at {section_title(level).lower() if level else plot.stem}"
 
 
 def render_report(comparison: Comparison, plot_files: list[Path]) -> str:
@@ -228,6 +291,7 @@ def render_report(comparison: Comparison, plot_files: list[Path]) -> str:
         body = ["No result of this machine in this directory.", ""]
     else:
         body = [line for level in plots.all_levels(comparison) for line in _level_section(comparison, level)]
+        body += _sweep_section(comparison)
     notes = [
         *_bullets("Methodology warnings", comparison["methodology_warnings"],
                   "None: every framework ran with the same levels, requests, warm-up, server sharing and prompts."),
@@ -237,7 +301,8 @@ def render_report(comparison: Comparison, plot_files: list[Path]) -> str:
         *(_bullets("Imported results", notes, "") if (notes := _imported_notes(comparison)) else []),
         *_overhead_section(comparison),
     ]
-    figures = ["## Plots", "", *[f"![{_caption(p)}]({plots.PLOTS_DIR}/{p.name})\n" for p in plot_files]]
+    levels = plots.all_levels(comparison) if comparison["frameworks"] else []
+    figures = ["## Plots", "", *[f"![{_caption(p, levels)}]({plots.PLOTS_DIR}/{p.name})\n" for p in plot_files]]
     return "\n".join([*_header(comparison), *body, *notes, *figures])
 
 

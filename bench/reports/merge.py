@@ -27,11 +27,11 @@ from typing import Any
 from bench.base.clock import now_iso
 from bench.core import imported
 from bench.core.result import write_json_atomic
-from bench.core.result_model import Comparison, Result
+from bench.core.result_model import Result
 from bench.core.store import COMPARISON_FILE
 from bench.core.verdicts import GREEN_VERDICTS
 from bench.reports import merge_render
-from bench.reports.comparison import build_comparison
+from bench.reports.comparison import Comparison, build_comparison
 from bench.reports.merge_render import (
     NO_RESULT,
     NOT_RUN,
@@ -145,7 +145,9 @@ def _check_one_place(per_folder: list[tuple[Path, list[MachineDir]]]) -> None:
 
 
 def _tps(result: Result) -> dict[str, float | None]:
-    levels = sorted(result["levels"], key=lambda lv: lv["concurrency"])
+    """Output tok/s by concurrency level. The merged report compares concurrency levels across
+    machines; open-loop rate levels are another kind of level and are left out of it."""
+    levels = sorted((lv for lv in result["levels"] if "concurrency" in lv), key=lambda lv: lv["concurrency"])
     return {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels}
 
 

@@ -3,6 +3,10 @@
 Figures use matplotlib's object API on an Agg canvas: no pyplot global state and no display, so
 a report can be rebuilt on a headless machine or inside a pytest session. Every figure has a fixed
 size and dpi (no tight bounding box), so the same data gives images of the same pixel size.
+
+Concurrency levels and open-loop rate levels are never drawn on one axis: throughput against
+concurrency is `throughput.png`, against request rate `throughput_rate.png` (a rate of inf, all at
+once, has no place on that axis and is in the report's tables only).
 """
 
 from __future__ import annotations
@@ -21,18 +25,27 @@ from matplotlib.ticker import NullFormatter
 
 from bench.base.files import atomic_write
 from bench.core import imported, metrics
+from bench.core.level_run import LevelKey, key_label, level_key, rate_text
 from bench.core.records import RequestRecord
-from bench.core.result_model import Comparison, Level, Result, Stats
+from bench.core.result_model import Level, Result, Stats
+from bench.reports.comparison import Comparison
 
 PLOTS_DIR = "plots"
 DPI = 100
 THROUGHPUT_PNG = "throughput.png"
+THROUGHPUT_RATE_PNG = "throughput_rate.png"
 _RECORD_FIELDS = {f.name for f in dataclasses.fields(RequestRecord)} - {"error"}
+CONCURRENCY_AXIS = "concurrency (requests in flight)"
+RATE_AXIS = "request rate (requests/s, open loop)"
 
 
-def latency_png(level: int) -> str:
-    return f"latency_c{level}.png"
-
+def latency_png(level: LevelKey | int) -> str:
+    """latency_c8.png, or latency_r4.png (latency_r4_b2_m8.png with burstiness 2 and a cap of 8)."""
+    key = ("concurrency", level) if isinstance(level, int) else level
+    if key[0] == "concurrency":
+        return f"latency_c{key[1]}.png"
+    shape = (f"_b{key[2]:g}" if key[2] != 1.0 else "") + (f"_m{key[3]}" if key[3] else "")
+    return f"latency_r{rate_text(key[1])}{shape}.png"
 
 def _figure(width_in: float, height_in: float) -> Figure:
     fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
@@ -55,27 +68,29 @@ def _title(comparison: Comparison, what: str) -> str:
     return f"{what} — {comparison['model']} ({comparison['split']}) on {comparison['machine']}"
 
 
-def _levels(result: Result) -> dict[int, Level]:
-    return {lv["concurrency"]: lv for lv in result["levels"]}
+def _levels(result: Result) -> dict[LevelKey, Level]:
+    return {level_key(lv): lv for lv in result["levels"]}
 
 
-def all_levels(comparison: Comparison) -> list[int]:
-    """The union of the levels of every chosen result, ascending."""
+def all_levels(comparison: Comparison) -> list[LevelKey]:
+    """The union of the levels of every chosen result: concurrency levels ascending, then rate levels."""
     return sorted({c for r in comparison["results"].values() for c in _levels(r)})
 
 
-def _log2_axis(ax: Any, levels: list[int]) -> None:
-    """A log-2 concurrency axis that labels the levels actually measured, not powers of two."""
+def _log2_axis(ax: Any, levels: list[float], xlabel: str = CONCURRENCY_AXIS) -> None:
+    """A log-2 axis that labels the levels actually measured, not powers of two."""
     ax.set_xscale("log", base=2)
     if levels:
-        ax.set_xticks(levels, [str(c) for c in levels])
+        ax.set_xticks(levels, [f"{c:g}" for c in levels])
         ax.set_xlim(min(levels) / 1.4, max(levels) * 1.4)
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("concurrency (requests in flight)")
+    ax.set_xlabel(xlabel)
 
 
-def throughput_figure(series: Mapping[str, Mapping[int, float | None]], title: str) -> Figure:
-    """Output tok/s against concurrency, one line per series (label -> level -> tok/s).
+def throughput_figure(series: Mapping[str, Mapping[float, float | None]], title: str,
+                      xlabel: str = CONCURRENCY_AXIS) -> Figure:
+    """Output tok/s against concurrency (or, with `RATE_AXIS`, request rate), one line per series
+    (label -> level -> tok/s); the caller never mixes the two kinds of level in one figure.
 
     A level with no throughput (no successful request) is drawn as an x on zero, not joined to
     the line: it is a failure, not a throughput."""
@@ -87,7 +102,7 @@ def throughput_figure(series: Mapping[str, Mapping[int, float | None]], title: s
         failed = sorted(c for c, tps in by_level.items() if tps is None)
         if failed:
             ax.plot(failed, [0] * len(failed), "x", color=line.get_color(), markersize=9)
-    _log2_axis(ax, sorted({c for by_level in series.values() for c in by_level}))
+    _log2_axis(ax, sorted({c for by_level in series.values() for c in by_level}), xlabel)
     ax.set_ylabel("output throughput (tok/s)")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
@@ -97,9 +112,10 @@ def throughput_figure(series: Mapping[str, Mapping[int, float | None]], title: s
     return fig
 
 
-def throughput_png(series: Mapping[str, Mapping[int, float | None]], title: str) -> bytes:
+def throughput_png(series: Mapping[str, Mapping[float, float | None]], title: str,
+                   xlabel: str = CONCURRENCY_AXIS) -> bytes:
     """`throughput_figure` as PNG bytes (the HTML report's summary)."""
-    return _png(throughput_figure(series, title))
+    return _png(throughput_figure(series, title, xlabel))
 
 
 def _legend(framework: str, result: Result) -> str:
@@ -108,35 +124,60 @@ def _legend(framework: str, result: Result) -> str:
     return f"{framework}, {label}" if label else framework
 
 
-def throughput_vs_concurrency(comparison: Comparison, split_dir: Path) -> Path:
-    """Output tok/s against concurrency, one line per framework; writes plots/throughput.png."""
-    series = {_legend(fw, comparison["results"][fw]): {
-        lv["concurrency"]: lv["output_throughput_tps"] or 0.0 if lv["successful"] else None
-        for lv in comparison["results"][fw]["levels"]} for fw in comparison["frameworks"]}
+def _tps_point(lv: Level) -> float | None:
+    return lv["output_throughput_tps"] or 0.0 if lv["successful"] else None
+
+
+def throughput_vs_concurrency(comparison: Comparison, split_dir: Path) -> Path | None:
+    """Output tok/s against concurrency, one line per framework (but one with open-loop levels
+    only); writes plots/throughput.png. None when only open-loop levels were measured."""
+    keys = {fw: _levels(comparison["results"][fw]) for fw in comparison["frameworks"]}
+    series = {_legend(fw, comparison["results"][fw]): {key[1]: _tps_point(lv) for key, lv in by.items()
+                                                       if key[0] == "concurrency"}
+              for fw, by in keys.items() if not by or any(key[0] == "concurrency" for key in by)}
+    if not any(series.values()) and any(key[0] == "rate" for by in keys.values() for key in by):
+        return None
     fig = throughput_figure(series, _title(comparison, "Output throughput"))
     return _save(fig, Path(split_dir) / PLOTS_DIR / THROUGHPUT_PNG)
 
 
-def _measured_records(sidecar: Path, level: int) -> Iterator[RequestRecord]:
+def throughput_vs_rate(comparison: Comparison, split_dir: Path) -> Path | None:
+    """Output tok/s against the open-loop request rate, one line per framework and schedule
+    (burstiness, cap); writes plots/throughput_rate.png. None without a finite rate level."""
+    series: dict[str, dict[float, float | None]] = {}
+    for fw in comparison["frameworks"]:
+        for key, lv in _levels(comparison["results"][fw]).items():
+            if key[0] == "rate" and key[1] != float("inf"):
+                shape = key_label(key, full=True).partition(", ")[2]
+                label = _legend(fw, comparison["results"][fw]) + (f" ({shape})" if shape else "")
+                series.setdefault(label, {})[key[1]] = _tps_point(lv)
+    if not series:
+        return None
+    fig = throughput_figure(series, _title(comparison, "Output throughput against request rate"), RATE_AXIS)
+    return _save(fig, Path(split_dir) / PLOTS_DIR / THROUGHPUT_RATE_PNG)
+
+
+def _measured_records(sidecar: Path, level: LevelKey) -> Iterator[RequestRecord]:
     """Successful measured (not warm-up) requests of one level, as RequestRecords, so the
     bench.core.metrics formulas apply unchanged."""
     with sidecar.open() as lines:
         for line in lines:
             raw = json.loads(line)
-            if raw.get("concurrency") == level and not raw.get("warmup") and raw.get("error") is None:
+            if not raw.get("warmup") and raw.get("error") is None and level_key(raw) == level:
                 yield RequestRecord(**{k: v for k, v in raw.items() if k in _RECORD_FIELDS})
 
 
-def request_samples(split_dir: Path, result: Result, level: int) -> dict[str, list[float]] | None:
+def request_samples(split_dir: Path, result: Result, level: LevelKey | int) -> dict[str, list[float]] | None:
     """TTFT and TPOT in ms of each successful measured request of `level`, from the result's
     per-request sidecar (bench.core.metrics formulas), or None when there is no usable sidecar
     (an imported result has none)."""
     sidecar = split_dir / result.get("requests_file", "")
     if "requests_file" not in result or not sidecar.is_file():
         return None
+    key = ("concurrency", level) if isinstance(level, int) else level
     try:
-        records = list(_measured_records(sidecar, level))
-    except (OSError, ValueError, TypeError):
+        records = list(_measured_records(sidecar, key))
+    except (OSError, ValueError, TypeError, KeyError):
         return None
     per_metric: dict[str, Callable[[RequestRecord], float | None]] = {"ttft_ms": metrics.ttft, "tpot_ms": metrics.tpot}
     out = {key: [v * 1000 for r in records if (v := fn(r)) is not None] for key, fn in per_metric.items()}
@@ -160,12 +201,14 @@ def _box(fw: str, samples: dict[str, list[float]] | None, block: Stats | None, k
     return _summary_box(block, f"{fw}*") if block else None
 
 
-def latency_distributions(comparison: Comparison, level: int, split_dir: Path) -> Path:
-    """TTFT and TPOT distributions per framework at one level; writes plots/latency_c<level>.png.
+def latency_distributions(comparison: Comparison, level: LevelKey | int, split_dir: Path) -> Path:
+    """TTFT and TPOT distributions per framework at one level; writes plots/latency_c<level>.png
+    (`latency_png`).
 
     Box plots of the successful measured requests from `<stem>.requests.jsonl` when it is there;
     otherwise a summary box from the result's stats blocks (x label ends in "*")."""
     split_dir = Path(split_dir)
+    level = ("concurrency", level) if isinstance(level, int) else level
     present = {
         fw: (request_samples(split_dir, result, level), _levels(result)[level])
         for fw, result in comparison["results"].items()
@@ -183,13 +226,16 @@ def latency_distributions(comparison: Comparison, level: int, split_dir: Path) -
         summarized = any(str(b["label"]).endswith("*") for b in boxes)
         ax.set_xlabel("framework" + (" (* = no sidecar: p50-p90 box)" if summarized else ""))
         ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle(_title(comparison, f"Latency at concurrency {level}"), fontsize=10)
+    at = f"concurrency {level[1]}" if level[0] == "concurrency" else f"request rate {key_label(level, full=True)}"
+    fig.suptitle(_title(comparison, f"Latency at {at}"), fontsize=10)
     return _save(fig, split_dir / PLOTS_DIR / latency_png(level))
 
 
 def cell_plot(result: Result) -> bytes:
-    """A small PNG of one cell: output tok/s and TTFT p50 per level (an HTML report extra)."""
-    by_level = _levels(result)
+    """A small PNG of one cell: output tok/s and TTFT p50 per level (an HTML report extra), against
+    concurrency or, for an open-loop cell, request rate (a rate of inf is left out)."""
+    by_level = {key[1]: lv for key, lv in _levels(result).items() if key[1] != float("inf")}
+    open_loop = any(key[0] == "rate" for key in _levels(result))
     levels = sorted(by_level)
     fig = _figure(6, 2.6)
     panels: tuple[tuple[str, Callable[[Level], float | None]], ...] = (
@@ -199,7 +245,7 @@ def cell_plot(result: Result) -> bytes:
     for ax, (label, read) in zip(fig.subplots(1, 2), panels, strict=True):
         points = [(c, read(by_level[c])) for c in levels if by_level[c]["successful"]]
         ax.plot([c for c, _ in points], [v for _, v in points], marker="o")
-        _log2_axis(ax, levels)
+        _log2_axis(ax, levels, RATE_AXIS if open_loop else CONCURRENCY_AXIS)
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
@@ -262,11 +308,13 @@ def write_plots(comparison: Comparison, split_dir: Path) -> list[Path]:
     split_dir = Path(split_dir)
     written: list[Path] = []
     if comparison["frameworks"]:
-        written.append(throughput_vs_concurrency(comparison, split_dir))
+        written += [p for p in (throughput_vs_concurrency(comparison, split_dir),
+                                throughput_vs_rate(comparison, split_dir)) if p is not None]
         written += [latency_distributions(comparison, level, split_dir) for level in all_levels(comparison)]
         resources = resources_over_time(comparison, split_dir)
         written += [resources] if resources else []
     for old in (split_dir / PLOTS_DIR).glob("*.png"):
-        if (old.name in (THROUGHPUT_PNG, RESOURCES_PNG) or old.name.startswith("latency_c")) and old not in written:
+        ours = old.name in (THROUGHPUT_PNG, THROUGHPUT_RATE_PNG, RESOURCES_PNG) or old.name.startswith("latency_")
+        if ours and old not in written:
             old.unlink()
     return written

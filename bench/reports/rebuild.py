@@ -15,10 +15,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.core.result_model import Comparison
 from bench.core.store import COMPARISON_FILE
 from bench.reports import merge, plots
-from bench.reports.comparison import read_comparison, write_comparison
+from bench.reports.comparison import Comparison, read_comparison, write_comparison
 from bench.reports.markdown import write_report
 
 

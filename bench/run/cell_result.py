@@ -16,12 +16,14 @@ from typing import Any, cast
 
 from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
+from bench.core.level_run import rate_json
+from bench.core.open_loop import Load, slo_json
 from bench.core.result import SCHEMA_VERSION, CellPaths
 from bench.core.result_model import Framework, Harness, Machine, ReportedVersion, Result, RunConfig
 from bench.core.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
-from bench.run.config import CellConfig
-from bench.run.levels import LevelsRun
+from bench.run.config import CellConfig, LoadPlan
+from bench.run.levels import LevelsRun, point_json
 from bench.setup.installs import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
@@ -30,7 +32,7 @@ def assemble(cfg: CellConfig, run: LevelsRun, *, machine: dict[str, Any], prompt
              verdict: CellVerdict, started_at: str, duration_s: float) -> Result:
     """The result of a cell whose levels `run` measured, with `verdict`."""
     adapter, model = run.adapter, run.model
-    return {
+    result: Result = {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
         "harness": cast(Harness, git.revision(PROJECT_ROOT)),
@@ -55,6 +57,9 @@ def assemble(cfg: CellConfig, run: LevelsRun, *, machine: dict[str, Any], prompt
         "verdict": verdict.to_json(),
         "requests_file": run.paths.requests.name,
     }
+    if (sweep := run.sweep_outcome()) is not None:
+        result["sweep"] = sweep
+    return result
 
 
 def _framework(name: str, platform_tag: str, install: Installation, reported: ReportedVersion | None) -> Framework:
@@ -71,8 +76,8 @@ def _framework(name: str, platform_tag: str, install: Installation, reported: Re
 
 
 def _run_config(cfg: CellConfig, run: LevelsRun, prompt_set: PromptSet) -> RunConfig:
-    return {
-        "levels": list(cfg.levels),
+    block: RunConfig = {
+        "levels": ["sweep"] if run.search is not None else [point_json(p) for p in run.points()],
         "requests_per_level": cfg.requests,
         "warmup": cfg.warmup,
         "levels_share_server": run.shared,
@@ -84,6 +89,23 @@ def _run_config(cfg: CellConfig, run: LevelsRun, prompt_set: PromptSet) -> RunCo
         "prompts": {"source": str(prompt_set.source), "format": prompt_set.format,
                     "count": len(prompt_set.prompts), "tools_param": cfg.tools_param},
     }
+    if cfg.load is not None:
+        block["load"] = _load(cfg.load)
+    return block
+
+
+def _load(plan: LoadPlan) -> Load:
+    """run_config.load: how the levels were sent; a closed-loop run without --slo has none."""
+    if not plan.open_loop:
+        return {"mode": "closed", "slo": slo_json(plan.slos) or None}
+    sweep = plan.sweep
+    load: Load = {"mode": "open", "request_rates": [rate_json(r) for r in plan.rates], "burstiness": plan.burstiness,
+                  "max_concurrency": plan.max_concurrency, "seed": plan.seed, "slo": slo_json(plan.slos) or None,
+                  "sweep": None if sweep is None else {"start_rps": sweep.start, "tolerance": sweep.tolerance,
+                                                       "max_levels": sweep.max_levels}}
+    if sweep is not None:
+        del load["request_rates"]
+    return load
 
 
 def previous_result(paths: CellPaths, result: Result) -> LoadedResult | None:

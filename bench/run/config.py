@@ -3,21 +3,97 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bench.core.open_loop import Slo, parse_slos
 from bench.core.result_model import NoResult, Result
 from bench.core.verdicts import CellVerdict
 from bench.host.affinity import Placement
 from bench.load import Progress
 from bench.load.procs import ProcsChoice
 from bench.run.server import ServerProcess
+from bench.run.sweep import SweepPlan
 from bench.setup import profiles
 
 Launcher = Callable[..., ServerProcess]
 """`launch(command, adapter, host, port, log_path, memory_limit_bytes=None)`: start a server and
 return it ready, or raise ServerStartError. The launcher owns the server's cleanup; the cell
 stops it early when it can."""
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """--request-rate and its companions: open-loop levels at `rates` (or a `sweep` for the highest
+    rate meeting `slos`), or, with only --slo, the closed-loop levels judged against `slos`."""
+
+    rates: tuple[float, ...] = ()  # requests/s, each a level (math.inf: all at once); () for none or a sweep
+    sweep: SweepPlan | None = None
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    seed: int = 0
+    slos: tuple[Slo, ...] = ()
+
+    @property
+    def open_loop(self) -> bool:
+        return bool(self.rates) or self.sweep is not None
+
+
+LOAD_OPTIONS = ("request_rate", "concurrency", "burstiness", "max_concurrency", "arrival_seed", "slo",
+                "sweep_levels", "sweep_tolerance")  # load_plan's arguments, as the options' dests name them
+
+
+def load_plan(request_rate: str | None, *, concurrency: str | None = None, burstiness: float | None = None,
+              max_concurrency: int | None = None, arrival_seed: int | None = None, slo: str | None = None,
+              sweep_levels: int | None = None, sweep_tolerance: float | None = None) -> LoadPlan | None:
+    """The options of open-loop levels (--request-rate R[,R2..] | sweep[:START], --burstiness,
+    --max-concurrency, --arrival-seed, --sweep-levels, --sweep-tolerance) and --slo as a LoadPlan;
+    None when none is given (closed-loop levels, as always). ValueError says what is wrong."""
+    rates, seed = request_rate, arrival_seed
+    if rates is not None and concurrency is not None:
+        raise ValueError("--concurrency and --request-rate name two kinds of level: give one")
+    if rates is None:
+        named = [name for name, value in (("--burstiness", burstiness), ("--max-concurrency", max_concurrency),
+                                          ("--arrival-seed", seed), ("--sweep-levels", sweep_levels),
+                                          ("--sweep-tolerance", sweep_tolerance)) if value is not None]
+        if named:
+            raise ValueError(f"{', '.join(named)} shape open-loop levels: give --request-rate too")
+        return None if slo is None else LoadPlan(slos=parse_slos(slo))
+    if burstiness is not None and not burstiness > 0:
+        raise ValueError(f"--burstiness takes a gamma shape more than 0 (1: Poisson), got {burstiness:g}")
+    if max_concurrency is not None and max_concurrency < 1:
+        raise ValueError(f"--max-concurrency takes a count of 1 or more, got {max_concurrency}")
+    slos = parse_slos(slo) if slo is not None else ()
+    plan = LoadPlan(burstiness=1.0 if burstiness is None else burstiness, max_concurrency=max_concurrency,
+                    seed=0 if seed is None else seed, slos=slos)
+    text = rates.strip().lower()
+    if text == "sweep" or text.startswith("sweep:"):
+        if not slos:
+            raise ValueError("--request-rate sweep looks for the highest rate meeting an SLO: give --slo too")
+        if text == "sweep:inf":
+            raise ValueError("--request-rate sweep:START takes a rate more than 0, not inf")
+        start = _rates(text.removeprefix("sweep").removeprefix(":") or "1")
+        sweep = SweepPlan(start=start[0], tolerance=0.1 if sweep_tolerance is None else sweep_tolerance,
+                          max_levels=8 if sweep_levels is None else sweep_levels)
+        if len(start) != 1 or not sweep.tolerance > 0 or sweep.max_levels < 1:
+            raise ValueError(f"--request-rate sweep[:START] takes one start rate, --sweep-tolerance more than 0 "
+                             f"and --sweep-levels 1 or more, got {rates!r}")
+        return replace(plan, sweep=sweep)
+    if sweep_levels is not None or sweep_tolerance is not None:
+        raise ValueError("--sweep-levels and --sweep-tolerance bound --request-rate sweep")
+    return replace(plan, rates=_rates(text))
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    """`4,8.5,inf` -> (4.0, 8.5, inf); ValueError unless every rate is more than 0."""
+    takes = f"--request-rate takes comma-separated requests/s (more than 0, or inf), or sweep[:START], got {text!r}"
+    try:
+        rates = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(takes) from None
+    if not rates or not all(r > 0 for r in rates):
+        raise ValueError(takes)
+    return rates
 
 
 @dataclass(frozen=True)
@@ -41,8 +117,9 @@ class CellConfig:
     prompts_path: Path | None = None
     degraded_fraction: float = 0.2
     endpoint: str | None = None  # an already-running server (base URL): no lifecycle
-    # called with (concurrency, bench.load.Progress) about once a second while a level runs
-    progress: Callable[[int, Progress], None] | None = field(default=None, compare=False, repr=False)
+    # called with (concurrency, or an open-loop level's label, bench.load.Progress) about once a
+    # second while a level runs
+    progress: Callable[[int | str, Progress], None] | None = field(default=None, compare=False, repr=False)
     budget_s: float | None = None  # wall-clock budget of the whole cell; at the deadline it ends capped
     # perf_counter() when the budget started: the test's setup, so that waiting for the host lock
     # and installing count as pytest-timeout counts them [None: when the levels start]
@@ -55,6 +132,7 @@ class CellConfig:
     client_procs: ProcsChoice = ProcsChoice()  # --client-procs: a count, or auto with the CPUs free for it
     unique_prompts: bool = False  # a nonce opens every request's first message: nothing to cache
     keep_alive: bool = False  # --keep-alive: connections reused across requests (default: one per request)
+    load: LoadPlan | None = None  # open-loop levels (then `levels` only sizes the servers), or --slo
 
 
 @dataclass

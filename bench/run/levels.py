@@ -1,5 +1,7 @@
 """A cell's levels: the servers it starts, each level it measures, and when it must stop.
 
+A level is closed-loop (a concurrency) or open-loop (an `OpenLoop` schedule at a request rate,
+`CellConfig.load`); `--request-rate sweep` chooses its rates one level at a time (bench.run.sweep).
 Levels run on a fresh server each, or all on one (--share-server, --endpoint). The cell stops
 early, keeping everything measured so far, when a server fails to start, is killed for memory
 or ends on its own, when the cell's budget is spent, or when the load generator's hang watchdog
@@ -12,25 +14,49 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from functools import partial
 from typing import IO, Any, cast
 
+from bench.core.level_run import level_label, rate_json, rate_text
 from bench.core.metrics import summarize_level
+from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result import CellPaths
 from bench.core.result_model import Level, ReportedVersion, Server
 from bench.host.ports import free_port
 from bench.host.resources import ResourceSampler
-from bench.load import LevelConfig, LevelRun
+from bench.load import LevelConfig, LevelRun, OpenLoop
 from bench.load.procs import plan_level, run_level_procs
 from bench.run.config import CellConfig, Launcher
 from bench.run.probes import Endpoint, list_models, reported_version
 from bench.run.server import ServerProcess, ServerStartError
+from bench.run.sweep import RateSweep
 from bench.setup.adapter import Adapter, ModelRef, ServeContext
 from bench.setup.installs import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
+
+Point = int | OpenLoop
+"""A level to run: a closed-loop concurrency, or an open-loop schedule."""
+
+
+def point_text(point: Point) -> str:
+    """"c=8" or "4 req/s", as messages name a level."""
+    return f"c={point}" if isinstance(point, int) else point.label
+
+
+def point_json(point: Point) -> int | str:
+    """A level as a result's server and run_config blocks list it: 8, or "4 req/s"."""
+    return point if isinstance(point, int) else point.label
+
+
+def _file_label(points: list[Point]) -> str:
+    """The label of a server's log and resource files: "shared", "c8" or "r4"."""
+    if len(points) != 1:
+        return "shared"
+    point = points[0]
+    return f"c{point}" if isinstance(point, int) else f"r{rate_text(point.rate)}"
 
 
 class LevelsRun:
@@ -50,12 +76,14 @@ class LevelsRun:
         self.capped: str | None = None
         self.retried: str | None = None
         self.server_exit: str | None = None  # the server ended without being asked: where and when
-        self.last_level: int | None = None
+        self.last_level: Point | None = None
         self.reported_version: ReportedVersion | None = None
         budget_from = cfg.budget_from if cfg.budget_from is not None else time.perf_counter()
         self.deadline = None if cfg.budget_s is None else budget_from + cfg.budget_s
         self.extra_body = self._extra_body()
         self.shared = cfg.share_server or cfg.endpoint is not None  # an endpoint is one server throughout
+        plan = cfg.load
+        self.search = RateSweep(plan.sweep, plan.slos) if plan is not None and plan.sweep is not None else None
 
     def _extra_body(self) -> dict[str, Any]:
         body = dict(self.cfg.profile.sampling)
@@ -65,20 +93,49 @@ class LevelsRun:
             body["ignore_eos"] = True
         return body
 
+    def points(self) -> list[Point]:
+        """The levels asked for, in order (a sweep's are chosen as it goes: `_swept`)."""
+        plan = self.cfg.load
+        if plan is None or not plan.open_loop:
+            return list(self.cfg.levels)
+        return [self._open_loop(rate) for rate in plan.rates]
+
+    def _open_loop(self, rate: float) -> OpenLoop:
+        plan = self.cfg.load
+        assert plan is not None, "open-loop levels come from a load plan"
+        return OpenLoop(rate, plan.burstiness, plan.max_concurrency, plan.seed)
+
+    def _swept(self) -> Iterator[Point]:
+        assert self.search is not None
+        while (rate := self.search.next_rate()) is not None:
+            yield self._open_loop(rate)
+
     def execute(self) -> None:
-        groups: Sequence[tuple[int, ...]] = [self.cfg.levels] if self.shared else [(c,) for c in self.cfg.levels]
         self.paths.requests.parent.mkdir(parents=True, exist_ok=True)
+        points: Iterable[Point] = self._swept() if self.search is not None else self.points()
+        groups: Iterable[Iterable[Point]] = [points] if self.shared else ([p] for p in points)
         with self.paths.requests.open("w") as sidecar:
             for group in groups:
                 if not self._run_group(group, sidecar):
                     break
 
-    def _run_group(self, levels: tuple[int, ...], sidecar: IO[str]) -> bool:
-        """One server for `levels`; False when the cell must stop (start failure, OOM, capped)."""
-        server_info: Server = {"levels": list(levels)}
+    def sweep_outcome(self) -> Sweep | None:
+        """The sweep's result block (bench.run.sweep), None without a sweep."""
+        if self.search is None:
+            return None
+        if self.search.stopped in ("not started", "running"):  # the cell stopped it
+            self.search.stop(self.capped or self.server_exit or self.start_failure or "it ended")
+        return self.search.outcome()
+
+    def _run_group(self, points: Iterable[Point], sidecar: IO[str]) -> bool:
+        """One server for `points` (a list, or a sweep's rates as they come); False when the cell
+        must stop (start failure, OOM, capped)."""
+        known = points if isinstance(points, list) else []
+        server_info: Server = {"levels": [point_json(p) for p in known]}
         self.servers.append(server_info)
+        label = "shared" if not isinstance(points, list) else _file_label(known)
         try:
-            server = self._start_once_more_if_transient(levels, server_info)
+            server = self._start_once_more_if_transient(label, server_info)
         except ServerStartError as exc:
             if exc.capped:
                 self.capped = str(exc)
@@ -91,7 +148,6 @@ class LevelsRun:
             return False
         server_info["ready_after_s"] = server.ready_after_s
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
-        label = "shared" if len(levels) > 1 else f"c{levels[0]}"
         # An endpoint's process is not ours to watch: nothing is sampled for it.
         sampler = ResourceSampler(pid, self.paths.split_dir / f"{self.paths.stem}.{label}.resources.jsonl",
                                   cgroup=getattr(server, "cgroup", None),
@@ -103,14 +159,16 @@ class LevelsRun:
                     self.listed = listed
                 if self.install.version == UNKNOWN_VERSION:
                     server_info["reported_version"] = self.reported_version = reported_version(server.base_url)
-                for concurrency in levels:
-                    if not self._run_level(server, concurrency, sidecar):
+                for point in points:
+                    if not known:  # a sweep's level, chosen as the previous one ended
+                        server_info["levels"].append(point_json(point))
+                    if not self._run_level(server, point, sidecar):
                         break
         finally:
             exit_info = server.stop()
             ended_alone = exit_info.returncode is not None and not exit_info.stopped_by_us
             if ended_alone and self.server_exit is None:  # between or after levels
-                self.server_exit = f"{server.exit_reason()} after c={self.last_level}"
+                self.server_exit = f"{server.exit_reason()} after {self._last_text()}"
             server_info["exit"] = cast(Any, exit_info.to_json())
             if isinstance(server, ServerProcess):
                 server_info["overhead"] = cast(Any, server.overhead())
@@ -119,27 +177,26 @@ class LevelsRun:
             self.oom = self.oom or exit_info.oom
         return self.oom is None and self.capped is None and self.server_exit is None
 
-    def _start_once_more_if_transient(self, levels: tuple[int, ...], server_info: Server) -> ServerProcess | Endpoint:
+    def _start_once_more_if_transient(self, label: str, server_info: Server) -> ServerProcess | Endpoint:
         """A port found held when the server starts is retried once, 2 s later: on a fresh port
         when the port is ours to choose (`--port 0`), else on the same one (a holder that was
         just exiting). The first failure stays on record. A server that started is never
         retried, whatever happened to it later."""
         try:
-            return self._start(levels, server_info)
+            return self._start(label, server_info)
         except ServerStartError as exc:
             if not exc.transient or exc.oom or self.cfg.endpoint is not None:
                 raise
             self.retried = server_info["retried_after"] = str(exc)
             time.sleep(2.0)
-            return self._start(levels, server_info)
+            return self._start(label, server_info)
 
-    def _start(self, levels: tuple[int, ...], server_info: Server) -> ServerProcess | Endpoint:
+    def _start(self, label: str, server_info: Server) -> ServerProcess | Endpoint:
         if self.cfg.endpoint is not None:
             server_info["external"] = self.cfg.endpoint
             return Endpoint(self.cfg.endpoint, self.adapter.ready_path, self._ready_timeout(), self._budget_left())
-        label = "shared" if len(levels) > 1 else f"c{levels[0]}"
         port = self._port()
-        ctx = ServeContext(self.install, self.model, self.cfg.host, port, self.cfg.split, max(levels),
+        ctx = ServeContext(self.install, self.model, self.cfg.host, port, self.cfg.split, self._sized_for(),
                            self.platform_tag)
         command = replace(self.adapter.serve(ctx), cpus=self.cfg.cpus.server)
         log_path = self.paths.server_log(label)
@@ -149,6 +206,14 @@ class LevelsRun:
         return self.launch(command, replace(self.adapter, startup_timeout_s=self._ready_timeout()), self.cfg.host,
                            port, log_path, memory_limit_bytes=self.cfg.memory_limit_bytes,
                            budget_s=self._budget_left(), stall_timeout_s=self.cfg.stall_timeout_s)
+
+    def _sized_for(self) -> int:
+        """The requests in flight a server is started for: the highest concurrency level, or the
+        open-loop levels' --max-concurrency (without one: as for the concurrency levels)."""
+        plan = self.cfg.load
+        if plan is not None and plan.open_loop and plan.max_concurrency is not None:
+            return plan.max_concurrency
+        return max(self.cfg.levels)
 
     def _budget_left(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
@@ -161,30 +226,35 @@ class LevelsRun:
             return free_port(self.cfg.host)
         return self.cfg.port or self.adapter.default_port
 
-    def _run_level(self, server: ServerProcess | Endpoint, concurrency: int, sidecar: IO[str]) -> bool:
+    def _run_level(self, server: ServerProcess | Endpoint, point: Point, sidecar: IO[str]) -> bool:
         """Measure one level; False when the cell must end: cut short (budget, hang: capped) or
         the server gone (failed)."""
+        at = point_text(point)
         if (gone := server.exit_reason()) is not None:  # a shared server that died between levels
-            self.server_exit = f"{gone} before c={concurrency}"
+            self.server_exit = f"{gone} before {at}"
             return False
         if self.deadline is not None and time.perf_counter() >= self.deadline:
-            self.capped = f"cell budget of {self.cfg.budget_s:g} s spent before c={concurrency}"
+            self.capped = f"cell budget of {self.cfg.budget_s:g} s spent before {at}"
             return False
-        self.last_level = concurrency
+        self.last_level = point
+        open_loop = point if isinstance(point, OpenLoop) else None
+        concurrency = point if isinstance(point, int) else 0
         level_cfg = LevelConfig(
             base_url=server.base_url,
             model=self.model.served_id,
             concurrency=concurrency,
+            open_loop=open_loop,
             requests=self.cfg.requests,
             warmup=self.cfg.warmup,
             request_timeout_s=self.cfg.request_timeout_s,
             extra_body=self.extra_body,
-            progress=partial(self.cfg.progress, concurrency) if self.cfg.progress else None,
+            progress=partial(self.cfg.progress, concurrency or at) if self.cfg.progress else None,
             deadline=self.deadline,
             stall_timeout_s=self.cfg.stall_timeout_s,
             server_gone=server.exit_reason,
             client_cpus=self.cfg.cpus.client,
-            nonce=f"{self.cfg.run_id} c{concurrency} {secrets.token_hex(2)}" if self.cfg.unique_prompts else None,
+            nonce=f"{self.cfg.run_id} {_file_label([point])} {secrets.token_hex(2)}"
+            if self.cfg.unique_prompts else None,
             server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.endpoint),
             keep_alive=self.cfg.keep_alive,
         )
@@ -198,40 +268,53 @@ class LevelsRun:
                 self._keep(exc.level_run, sidecar)  # type: ignore[attr-defined]  # set by the load generator
             raise
         self._keep(run, sidecar)
+        if self.search is not None and open_loop is not None:
+            judged = self.summaries[-1].get("goodput") if run.records else None
+            self.search.record(open_loop.rate, bool(judged and judged["slo_met"]), judged and judged["goodput_rps"])
         if (gone := self._gone_during(server, run)) is not None:
             self.server_exit = gone
             return False
         if run.stop_reason is None:
             return True
         if self.deadline is not None and time.perf_counter() >= self.deadline:
-            self.capped = f"cell budget of {self.cfg.budget_s:g} s reached at c={concurrency}: {run.stop_reason}"
+            self.capped = f"cell budget of {self.cfg.budget_s:g} s reached at {at}: {run.stop_reason}"
         else:
-            self.capped = f"{run.stop_reason} at c={concurrency}"
+            self.capped = f"{run.stop_reason} at {at}"
         return False
+
+    def _last_text(self) -> str:
+        return point_text(self.last_level) if self.last_level is not None else "no level"
 
     def where(self) -> str:
         """Where the cell stands: "during c=8 after 41 of 100 requests" (ok ones), or "before c=1"."""
         if self.last_level is None:
-            return f"before c={self.cfg.levels[0]}"
-        last = self.summaries[-1] if self.summaries and self.summaries[-1]["concurrency"] == self.last_level else None
-        return f"during c={self.last_level} after {last['successful'] if last else 0} of {self.cfg.requests} requests"
+            first = next(iter(self.points()), None) if self.search is None else None
+            return f"before {point_text(first) if first is not None else 'the first level'}"
+        at = self._last_text()
+        last = self.summaries[-1] if self.summaries and level_label(self.summaries[-1]) == at else None
+        return f"during {at} after {last['successful'] if last else 0} of {self.cfg.requests} requests"
 
     def _keep(self, run: LevelRun, sidecar: IO[str]) -> None:
-        """A level's summary into the result (one stopped in warm-up keeps its warm-up evidence) and
-        its requests into the sidecar."""
+        """A level's summary (with its goodput under --slo) into the result (one stopped in warm-up
+        keeps its warm-up evidence) and its requests into the sidecar, each line keyed by its level."""
         summary = cast(Level, summarize_level(run))
+        if self.cfg.load is not None and self.cfg.load.slos:
+            summary["goodput"] = goodput(run, self.cfg.load.slos)
         if run.records or run.warmup_records:
             self.summaries.append(summary)
         self.response_models.update(summary["served_models"])
+        ol = run.config.open_loop
+        key: dict[str, Any] = {"concurrency": run.config.concurrency} if ol is None else {
+            "request_rate": rate_json(ol.rate), "burstiness": ol.burstiness, "max_concurrency": ol.max_concurrency}
         for record in [*run.warmup_records, *run.records]:
-            sidecar.write(json.dumps({"concurrency": run.config.concurrency, **record.to_json()}) + "\n")
+            sidecar.write(json.dumps({**key, **record.to_json()}) + "\n")
 
     def _gone_during(self, server: ServerProcess | Endpoint, run: LevelRun) -> str | None:
         """Why the server could no longer answer by the end of this level, with where it happened:
         our process exited, or an endpoint whose requests failed to connect stopped answering."""
-        c, done, asked = run.config.concurrency, sum(r.ok for r in run.records), run.config.requests
-        where = f"during c={c} after {done} of {asked} requests" if run.records or not run.warmup_records \
-            else f"during warm-up at c={c} after 0 of {asked} requests"
+        c, done, asked = run.config.label, sum(r.ok for r in run.records), run.config.requests
+        where = f"during {c} after {done} of {asked} requests" if run.records or not run.warmup_records \
+            else f"during warm-up at {c} after 0 of {asked} requests"
         if (gone := server.exit_reason()) is not None:
             return f"{gone} {where}"
         if isinstance(server, Endpoint) and any(_lost_connection(r) for r in [*run.warmup_records, *run.records]):

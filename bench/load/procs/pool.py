@@ -87,9 +87,10 @@ def run_level_procs(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts:
     `run_level`. `level_fn` is the level function each worker runs on its share: a module-level
     function (it is pickled by name), `run_level` by default. `server_pid`, the process behind
     `cfg.server_gone` when there is one, lets each worker see the server end without asking."""
-    if getattr(cfg, "open_loop", None) is not None and plan.procs > 1:  # its schedule is one process's
+    if cfg.open_loop is not None and plan.procs > 1:  # its schedule is one process's
         plan = ProcPlan(1, plan.cpus[:1], f"{plan.how}; an open-loop level runs on one process")
-    shares = split(cfg.concurrency, cfg.requests, plan.procs)
+    # One process needs no split (nor has an open-loop level any slots to split).
+    shares = split(cfg.concurrency, cfg.requests, plan.procs) if plan.procs > 1 else []
     if len(shares) < 2:
         try:
             run = level_fn(cfg, prompts, warmup_prompts)

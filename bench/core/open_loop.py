@@ -1,0 +1,185 @@
+"""Open-loop levels in a result, and the SLOs a level (or a rate sweep) is judged by.
+
+The typed blocks an open-loop run adds to the result document (`bench.core.result_model` holds
+them): a level's `open_loop` block (`bench.core.metrics.open_loop_block` fills it), its `goodput`
+block (`goodput` here), the run_config's `load` block and the result's `sweep` block.
+
+An SLO (`--slo ttft_p99=500ms,tpot_p99=50ms`) is a metric (ttft, tpot, itl, e2el), a percentile
+(p50, p90, p95, p99) and a limit: at least that share of the level's requests must be within the
+limit. Goodput counts the requests that met every limit, as vLLM's bench and DistServe define it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from bench.core import metrics
+from bench.core.level_run import LevelRun
+from bench.core.records import RequestRecord
+
+SLO_METRICS = ("ttft", "tpot", "itl", "e2el")
+SLO_PERCENTILES = (50, 90, 95, 99)
+KEPT_PACE = 0.9  # an open-loop level whose achieved send rate is below this share of its offered rate fell behind
+
+
+class OpenLoopBlock(TypedDict):
+    """How an open-loop level's requests arrived (bench.core.metrics.open_loop_block)."""
+
+    arrivals: str
+    burstiness: float
+    max_concurrency: int | None
+    seed: int
+    offered_rate_rps: float | None
+    achieved_rate_rps: float | None
+    queued: int
+    peak_in_flight: int
+
+
+class Goodput(TypedDict):
+    """A level against the run's SLOs (`goodput`)."""
+
+    slo: dict[str, float]
+    good_requests: int
+    goodput_rps: float | None
+    attainment: dict[str, float | None]
+    slo_met: bool
+    missed: list[str]
+
+
+class _LoadRequired(TypedDict):
+    mode: str
+
+
+class Load(_LoadRequired, total=False):
+    """run_config.load: how the levels' requests were sent; absent: closed loop, as always."""
+
+    request_rates: list[float | str]
+    burstiness: float
+    max_concurrency: int | None
+    seed: int
+    slo: dict[str, float] | None
+    sweep: dict[str, Any] | None
+
+
+class Sweep(TypedDict):
+    """The result of `--request-rate sweep`: the highest rate that met the SLOs (bench.run.sweep)."""
+
+    slo: dict[str, float]
+    start_rps: float
+    tolerance: float
+    max_levels: int
+    rates: list[float]
+    passed: list[bool]
+    best_rps: float | None
+    failing_rps: float | None
+    goodput_rps: float | None
+    stopped: str
+
+
+@dataclass(frozen=True)
+class Slo:
+    metric: str  # ttft, tpot, itl or e2el
+    percentile: int  # 50, 90, 95 or 99
+    limit_ms: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}_p{self.percentile}"
+
+
+_SLO = re.compile(r"^(ttft|tpot|itl|e2el)_p(50|90|95|99)$")
+_UNITS_MS = {"ms": 1.0, "s": 1000.0, "": 1.0}
+
+
+def parse_slos(text: str) -> tuple[Slo, ...]:
+    """`ttft_p99=500ms,tpot_p99=50ms` (ms, or s; a bare number is ms) -> Slos; ValueError with
+    what is wrong."""
+    slos: dict[str, Slo] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        match = _SLO.match(name.strip().lower())
+        number = re.match(r"^\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(ms|s|)\s*$", value.lower())
+        if not sep or match is None or number is None or not float(number.group(1)) > 0:
+            raise ValueError(f"{part!r}: an SLO is METRIC_pNN=LIMIT, METRIC one of {', '.join(SLO_METRICS)}, "
+                             f"NN one of {', '.join(map(str, SLO_PERCENTILES))}, LIMIT more than 0 (ms or s)")
+        slo = Slo(match.group(1), int(match.group(2)), float(number.group(1)) * _UNITS_MS[number.group(2)])
+        slos[slo.name] = slo
+    if not slos:
+        raise ValueError("no SLO given")
+    return tuple(slos.values())
+
+
+def slo_json(slos: Sequence[Slo]) -> dict[str, float]:
+    """{"ttft_p99": 500.0, ...}: each limit in ms."""
+    return {s.name: s.limit_ms for s in slos}
+
+
+_PER_REQUEST: dict[str, Callable[[RequestRecord], float | None]] = {
+    "ttft": metrics.ttft, "tpot": metrics.tpot, "e2el": metrics.e2el}
+
+
+def within(r: RequestRecord, slo: Slo) -> bool:
+    """Whether one request met one SLO's limit. A failed request never does. TTFT, TPOT and E2EL
+    are the request's own (a request with one output token has no TPOT, and meets a TPOT limit);
+    ITL, a per-gap metric, is the percentile of the request's own gaps (none: met)."""
+    if not r.ok:
+        return False
+    if slo.metric == "itl":
+        gaps = metrics.itl(r)
+        value = metrics.percentile(gaps, slo.percentile) if gaps else None
+    else:
+        value = _PER_REQUEST[slo.metric](r)
+    return value is None or value * 1000.0 <= slo.limit_ms
+
+
+def goodput(run: LevelRun, slos: Sequence[Slo]) -> Goodput:
+    """The level against the SLOs.
+
+    good_requests = measured requests that succeeded and met every limit (`within`);
+    goodput_rps = good_requests / wall_time_s (the level's wall time: first t_send .. last t_end),
+    the definition of vLLM's bench and of DistServe; attainment[slo] = the share of the level's
+    measured requests (failed ones count as missing every limit) within that SLO's limit;
+    slo_met = the level ran to its end, every attainment >= its percentile / 100 (ttft_p99=500ms:
+    99% of the requests had TTFT <= 500 ms) and, for an open-loop level, it kept pace: the achieved
+    send rate at least 90% of the offered one (else the server held the arrivals back under
+    --max-concurrency, or the client fell behind). `missed` says which of these failed."""
+    records = run.records
+    n = len(records)
+    wall = run.t_end - run.t_start
+    good = sum(1 for r in records if all(within(r, s) for s in slos))
+    attainment = {s.name: (sum(within(r, s) for r in records) / n if n else None) for s in slos}
+    missed = [] if n else ["no measured request"]
+    if run.partial:
+        missed.append(f"the level stopped early: {run.stop_reason}")
+    for s in slos:
+        share = attainment[s.name]
+        if share is not None and share < s.percentile / 100.0 - 1e-12:
+            missed.append(f"{s.name}: {share:.1%} of the requests within {s.limit_ms:g} ms, "
+                          f"{s.percentile}% needed")
+    if run.config.open_loop is not None:
+        offered = metrics.arrival_rate(run.schedule)
+        achieved = metrics.arrival_rate([r.t_send for r in records if r.t_send is not None])
+        if offered is not None and (achieved is None or achieved < KEPT_PACE * offered):
+            got = "nothing" if achieved is None else f"{achieved:.3g} req/s"
+            missed.append(f"fell behind: sent at {got}, under {KEPT_PACE:.0%} of the offered {offered:.3g} req/s")
+    return {
+        "slo": slo_json(slos),
+        "good_requests": good,
+        "goodput_rps": good / wall if wall > 0 else None,
+        "attainment": attainment,
+        "slo_met": not missed,
+        "missed": missed,
+    }
+
+
+def round_rate(rate: float, digits: int = 3) -> float:
+    """A rate to `digits` significant digits (the sweep's rates stay readable: 4.75, not 4.7500001)."""
+    if rate <= 0 or math.isinf(rate):
+        return rate
+    return float(f"{rate:.{digits}g}")

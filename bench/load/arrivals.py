@@ -1,0 +1,132 @@
+"""One level as an open loop: requests arrive on a schedule at a rate, whatever the server does.
+
+The schedule is fixed before the level starts (`arrival_offsets`: seeded, so two runs of one rate,
+burstiness and seed send at the same offsets from the measured phase's start). The dispatcher
+sends request i at t0 + offset i; with `max_concurrency` an arrival that finds that many requests
+in flight waits, in arrival order, for one to end. Each record keeps the three times apart:
+`t_sched` (its arrival), `t_admitted` (when it got its place: the arrival itself when a place was
+free by then, else the moment a request in flight released its connection) and `t_send`; TTFT
+starts at the send, and the wait is its queueing delay (bench.core.metrics.queue_delay).
+
+Everything else is the closed loop's (`bench.load.closed_loop.Level`): warm-up, the request
+machinery, deadlines, the hang watchdog, server-gone detection, interrupts, progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from bench.core.level_run import LevelConfig, LevelRun
+from bench.load.closed_loop import Level
+from bench.load.interrupts import retrieve
+from bench.setup.prompts import Prompt
+
+_perf = time.perf_counter
+NAP_S = 0.05  # the dispatcher sleeps at most this long at a time, so a stopping level is seen soon
+
+
+def arrival_offsets(rate: float, burstiness: float, n: int, seed: int) -> tuple[float, ...]:
+    """n arrival offsets in seconds, the first at 0: cumulative sums of n - 1 gamma-distributed
+    gaps with shape `burstiness` and scale 1 / (rate x burstiness) (mean 1/rate, coefficient of
+    variation 1/sqrt(burstiness); burstiness 1 is a Poisson process), drawn from numpy's
+    default_rng(seed). rate = inf: every offset 0. The same arguments give the same offsets, and one
+    seed at two rates gives the same schedule scaled (a sweep's levels share their randomness)."""
+    if not rate > 0 or not burstiness > 0 or n < 0:
+        raise ValueError(f"bad schedule: rate={rate}, burstiness={burstiness}, n={n}")
+    if n == 0:
+        return ()
+    if math.isinf(rate):
+        return (0.0,) * n
+    gaps = np.random.default_rng(seed).gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n - 1)
+    return (0.0, *(float(x) for x in np.cumsum(gaps)))
+
+
+class OpenLoopLevel(Level):
+    """A level whose measured requests arrive on `cfg.open_loop`'s schedule."""
+
+    def __init__(self, cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Sequence[Prompt]) -> None:
+        super().__init__(cfg, prompts, warmup_prompts)
+        ol = cfg.open_loop
+        if ol is None:
+            raise ValueError("an open-loop level needs LevelConfig.open_loop")
+        self.cap = ol.max_concurrency
+        self.schedule = arrival_offsets(ol.rate, ol.burstiness, cfg.requests, ol.seed)
+        self.holding = 0  # requests admitted and not yet released: what the cap counts
+        self.peak = 0
+        # The cap's free places, each with the moment it became free (in that order; -inf: never
+        # taken), and the dispatcher's wait for one when none is free.
+        self._free: deque[float] = deque([-math.inf] * (self.cap or 0))
+        self._vacancy: asyncio.Future[float] | None = None
+
+    async def run(self) -> LevelRun:
+        run = await super().run()
+        run.schedule, run.peak_in_flight = self.schedule, self.peak
+        return run
+
+    def interrupted_run(self, why: BaseException) -> LevelRun:
+        run = super().interrupted_run(why)
+        run.schedule, run.peak_in_flight = self.schedule, self.peak
+        return run
+
+    async def _measure(self) -> None:
+        """Send each request at its arrival (or when the cap lets it go), each in its own task;
+        then wait for them all. A stopping level sends nothing more."""
+        loop = asyncio.get_running_loop()
+        tasks: list[asyncio.Task] = []
+        try:
+            for i, offset in enumerate(self.schedule):
+                t_sched = self.t0 + offset
+                while (wait := t_sched - _perf()) > 0 and self._may_send():
+                    await asyncio.sleep(min(wait, NAP_S))
+                if not self._may_send():
+                    break
+                t_admitted = t_sched
+                if self.cap is not None:  # the place it takes became free at `freed_at`
+                    if self._free:
+                        freed_at = self._free.popleft()
+                    else:
+                        self._vacancy = loop.create_future()
+                        freed_at = await self._vacancy
+                        self._vacancy = None
+                    t_admitted = max(t_sched, freed_at)
+                    if not self._may_send():
+                        break
+                self.holding += 1
+                self.peak = max(self.peak, self.holding)
+                self.next_index = i + 1
+                tasks.append(asyncio.ensure_future(self._arrival(i, t_sched, t_admitted)))
+            if tasks:
+                await asyncio.gather(*tasks)
+        except BaseException:  # cancelled (an interrupt): the requests go down with the level
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+                    task.add_done_callback(retrieve)
+            raise
+
+    async def _arrival(self, i: int, t_sched: float, t_admitted: float) -> None:
+        prompt, body = self.measured[i % len(self.measured)]  # = prompts[i % len(prompts)]
+        released_at = None
+        try:
+            flight = await self._request(i, prompt, body, warmup=False, t_sched=t_sched, t_admitted=t_admitted)
+            released_at = flight.released_at
+            self.records.append(flight.record)
+            self.failed += not flight.record.ok
+        finally:
+            self._release(released_at or _perf())
+
+    def _release(self, at: float) -> None:
+        """A request gave its place back at `at`: the waiting arrival, if any, takes it."""
+        self.holding -= 1
+        if self.cap is None:
+            return
+        if self._vacancy is not None and not self._vacancy.done():
+            self._vacancy.set_result(at)
+        else:
+            self._free.append(at)

@@ -1,0 +1,91 @@
+"""`--request-rate sweep`: the highest request rate whose open-loop level meets the SLOs.
+
+A bounded search over levels, each run in full and judged by its goodput block
+(`bench.core.open_loop.goodput`: every SLO's attainment reached, the level complete, the
+arrivals kept pace):
+
+1. start at `start` req/s; while every rate so far passed, double it; while none passed, halve it;
+2. once a passing rate lo and a failing rate hi above it are known, bisect: try (lo + hi) / 2
+   (to 3 significant digits), and keep whichever side it lands on;
+3. stop when hi <= lo x (1 + tolerance), or after `max_levels` levels, whichever comes first.
+
+The answer is lo (`best_rps`), with hi (`failing_rps`) as the bracket's other side. Rates are
+assumed to pass below some limit and fail above it; a noisy level that breaks that order is kept
+as measured, and the bracket is always the highest pass and the lowest failure above it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bench.core.open_loop import Slo, Sweep, round_rate, slo_json
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    start: float = 1.0  # req/s, the first level
+    tolerance: float = 0.1  # stop when the failing rate is within this share above the passing one
+    max_levels: int = 8
+
+
+@dataclass
+class RateSweep:
+    """The search's state: `next_rate()` asks for the next level, `record()` gives its outcome."""
+
+    plan: SweepPlan
+    slos: tuple[Slo, ...]
+    tried: list[tuple[float, bool]] = field(default_factory=list)
+    goodputs: dict[float, float | None] = field(default_factory=dict)
+    stopped: str = "not started"
+
+    def bracket(self) -> tuple[float | None, float | None]:
+        """(highest passing rate, lowest failing rate above it), None where not known yet."""
+        lo = max((r for r, ok in self.tried if ok), default=None)
+        hi = min((r for r, ok in self.tried if not ok and (lo is None or r > lo)), default=None)
+        return lo, hi
+
+    def next_rate(self) -> float | None:
+        """The next rate to run, or None when the search is over (`stopped` says why)."""
+        if not self.tried:
+            self.stopped = "running"
+            return self.plan.start
+        lo, hi = self.bracket()
+        if lo is not None and hi is not None and hi <= lo * (1 + self.plan.tolerance) * (1 + 1e-9):
+            self.stopped = f"within the tolerance: {hi:g} req/s failed, {lo:g} passed"
+            return None
+        if len(self.tried) >= self.plan.max_levels:
+            self.stopped = f"the level cap: {self.plan.max_levels} levels run"
+            return None
+        if hi is None:
+            rate = round_rate(lo * 2) if lo is not None else self.plan.start
+        elif lo is None:
+            rate = round_rate(hi / 2)
+        else:
+            rate = round_rate((lo + hi) / 2)
+        if any(rate == r for r, _ in self.tried):  # rounding met a rate already run: nothing left between
+            self.stopped = f"no rate left between {lo:g} and {hi:g} req/s at 3 significant digits"
+            return None
+        return rate
+
+    def record(self, rate: float, passed: bool, goodput_rps: float | None) -> None:
+        self.tried.append((rate, passed))
+        self.goodputs[rate] = goodput_rps
+
+    def stop(self, why: str) -> None:
+        """The cell stopped the search (a server gone, the budget spent, an interrupt)."""
+        self.stopped = f"the cell stopped: {why}"
+
+    def outcome(self) -> Sweep:
+        lo, hi = self.bracket()
+        return {
+            "slo": slo_json(self.slos),
+            "start_rps": self.plan.start,
+            "tolerance": self.plan.tolerance,
+            "max_levels": self.plan.max_levels,
+            "rates": [r for r, _ in self.tried],
+            "passed": [ok for _, ok in self.tried],
+            "best_rps": lo,
+            "failing_rps": hi,
+            "goodput_rps": self.goodputs.get(lo) if lo is not None else None,
+            "stopped": self.stopped,
+        }

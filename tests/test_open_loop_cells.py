@@ -1,0 +1,96 @@
+"""Open-loop cells against the real llama-server on the built-in tiny model, run as a user runs
+them: `pytest -m chat -k llamacpp --request-rate 4 --requests 40` in a fresh pytest process, with a
+cache of its own (`CELLBENCH_CACHE`: its own host lock, the shared framework builds and models).
+Checked: the result's levels are labelled by rate, the requests went out on the level's seeded
+schedule, and an SLO sweep reports goodput and the highest rate that met the SLOs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.base.paths import PROJECT_ROOT, cache_root
+from bench.core.result import validate
+from bench.load.arrivals import arrival_offsets
+from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(TEST_TIMEOUT_S)]
+
+
+def private_cache(tmp_path: Path) -> Path:
+    """A cache of this test's own (`CELLBENCH_CACHE`) over the user's framework builds and models."""
+    cache = tmp_path / "x-cache"
+    cache.mkdir()
+    for part in ("frameworks", "models"):
+        (cache / part).symlink_to(cache_root() / part, target_is_directory=True)
+    return cache
+
+
+def cellbench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """`pytest -m chat -k llamacpp ARGS` in a fresh process; returns it and its results root."""
+    results = tmp_path / "results"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "chat", "-k", "llamacpp", *args,
+           "--port", "0", "--results-dir", str(results), "--host-lock-timeout", str(HOST_LOCK_WAIT_S)]
+    env = {**os.environ, "CELLBENCH_CACHE": str(private_cache(tmp_path))}
+    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, env=env, timeout=SESSION_TIMEOUT_S)
+    return proc, results
+
+
+def only_result(results: Path) -> tuple[Path, dict]:
+    (path,) = sorted(p for p in results.rglob("llamacpp_*.json"))
+    data = json.loads(path.read_text())
+    validate(data)
+    return path, data
+
+
+def test_the_issues_command_gives_levels_labelled_by_rate_sent_on_their_schedule(tmp_path):
+    proc, results = cellbench(tmp_path, "--request-rate", "4", "--requests", "40")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    path, result = only_result(results)
+    (level,) = result["levels"]
+    assert level["request_rate"] == 4 and "concurrency" not in level
+    assert result["run_config"]["levels"] == ["4 req/s"] and result["servers"][0]["levels"] == ["4 req/s"]
+    assert result["run_config"]["load"] == {"mode": "open", "request_rates": [4], "burstiness": 1.0,
+                                            "max_concurrency": None, "seed": 0, "slo": None, "sweep": None}
+    assert level["num_requests"] == 40 and level["open_loop"]["arrivals"] == "poisson"
+    assert level["open_loop"]["queued"] == 0 and level["queue_delay_ms"]["max"] == 0.0
+    # the requests went out on the seeded schedule: send offsets equal the scheduled ones
+    sidecar = [json.loads(line) for line in (path.parent / result["requests_file"]).read_text().splitlines()]
+    measured = sorted((r for r in sidecar if not r["warmup"]), key=lambda r: r["index"])
+    assert all(r["request_rate"] == 4 for r in sidecar) and len(measured) == 40
+    t0 = measured[0]["t_sched"]
+    for r, offset in zip(measured, arrival_offsets(4.0, 1.0, 40, seed=0), strict=True):
+        assert r["t_sched"] - t0 == pytest.approx(offset, abs=1e-6)
+        assert 0 <= r["t_send"] - r["t_sched"] < 0.25, r["index"]
+    assert f"llamacpp-chat {result['verdict']['verdict']}: 4 req/s " in proc.stdout
+    report = (path.parent / "REPORT.md").read_text()
+    assert "## Request rate 4 req/s" in report and "## Concurrency" not in report
+    assert (path.parent / "plots" / "throughput_rate.png").is_file()
+
+
+def test_an_slo_sweep_reports_goodput_and_the_highest_rate_meeting_it(tmp_path):
+    proc, results = cellbench(tmp_path, "--request-rate", "sweep:0.5", "--slo", "e2el_p50=120s,ttft_p90=60s",
+                              "--requests", "6", "--warmup", "1", "--sweep-levels", "3", "--share-server")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    path, result = only_result(results)
+    sweep = result["sweep"]
+    assert sweep["slo"] == {"e2el_p50": 120000.0, "ttft_p90": 60000.0} and sweep["start_rps"] == 0.5
+    assert sweep["rates"][0] == 0.5 and len(sweep["rates"]) <= 3 and sweep["stopped"]
+    assert [lv["request_rate"] for lv in result["levels"]] == sweep["rates"]
+    assert [lv["goodput"]["slo_met"] for lv in result["levels"]] == sweep["passed"]
+    for level in result["levels"]:
+        block = level["goodput"]
+        assert block["goodput_rps"] == pytest.approx(block["good_requests"] / level["wall_time_s"])
+    if sweep["best_rps"] is not None:
+        best = next(lv for lv in result["levels"] if lv["request_rate"] == sweep["best_rps"])
+        assert sweep["goodput_rps"] == best["goodput"]["goodput_rps"]
+    assert result["run_config"]["levels"] == ["sweep"] and result["run_config"]["load"]["sweep"] == {
+        "start_rps": 0.5, "tolerance": 0.1, "max_levels": 3}
+    report = (path.parent / "REPORT.md").read_text()
+    assert "## SLO sweep" in report and "| Goodput (req/s) |" in report
