@@ -474,3 +474,44 @@ def test_connection_refused_is_connect(loop_factory):
     (rec,) = run.records
     assert rec.error.type is ErrorType.CONNECT and "before a response" in rec.error.message
     assert run.counts == ConnectionCounts() and run.lost == 2
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_a_fresh_loopback_connection_carries_the_request_before_the_loop_turns(loop_factory):
+    """Each loop turn between a request's t_send and its write is TTFT the server never saw: on
+    loopback the connect completes inside the call, and the request goes out in the same step."""
+    with serving(keep_alive_responses()) as server:
+
+        async def main() -> tuple[bool, RequestRecord]:
+            client = ChatClient(server.base_url, 30.0, on_output=lambda n: None, on_lost=lambda: None)
+            flight = Flight(RequestRecord(index=0, prompt_name="p"))
+            task = asyncio.ensure_future(client.exchange(flight, BODY))
+            await asyncio.sleep(0)  # the task's first step, and no other turn of the loop
+            deadline = time.monotonic() + 2.0
+            while not server.requests and time.monotonic() < deadline:
+                time.sleep(0.01)  # blocking on purpose: the loop must not turn
+            arrived = bool(server.requests)
+            await task
+            client.close()
+            await asyncio.sleep(0.05)
+            return arrived, flight.record
+
+        loop = loop_factory()
+        try:
+            arrived, rec = loop.run_until_complete(main())
+        finally:
+            loop.close()
+    assert arrived, "the request waited for the event loop to turn"
+    assert_whole(rec)
+    assert rec.t_send is not None and rec.t_written is not None and rec.t_first_byte is not None
+    assert rec.t_send <= rec.t_written <= rec.t_first_byte
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_a_host_name_is_resolved_by_the_loop_and_stamps_the_write_too(loop_factory):
+    with serving(keep_alive_responses()) as server:
+        run = exchange(loop_factory, server.base_url.replace("127.0.0.1", "localhost"), 2)
+    for rec in run.records:
+        assert_whole(rec)
+        assert rec.t_send <= rec.t_written <= rec.t_first_byte
+    assert server.connections == 2 and run.counts == ConnectionCounts(opened=2)

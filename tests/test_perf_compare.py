@@ -25,6 +25,7 @@ from bench.perf.client_figures import (
     cpu_per_chunk,
     cpu_share,
     itl_errors,
+    steady_write_rate,
     stream_of,
     timing_error,
     ttft_errors,
@@ -129,6 +130,16 @@ def test_figures_follow_their_formulas():
     assert opened.ttft_opening_p50_ms == pytest.approx(1.0) and opened.ttft_p50_ms is None
     assert (opened.requests, opened.gaps) == (1, 2)
     assert Spread.of([3.0, 1.0, 2.0]) == Spread(2.0, 1.0, 3.0, 3) and Spread.of([]) is None
+
+
+def test_the_offered_rate_is_what_the_server_wrote_once_every_slot_streamed():
+    # Two slots: streams 1 and 2 open the run (first chunks at 1.0 and 1.5); stream 3, the last
+    # request, was read at 3.0. From 1.5 to 3.0 the server wrote 2 + 3 chunks: 5 in 1.5 s.
+    log = {"1": [0.0, 1.0, 1.6, 2.0], "2": [0.0, 1.5, 2.5, 2.9], "3": [3.0, 3.1, 3.2]}
+    assert steady_write_rate(log, opening=2) == pytest.approx(5 / 1.5)
+    assert steady_write_rate(log, opening=0) is None  # no opening round named: no window
+    assert steady_write_rate({"1": [0.0, 1.0]}, opening=2) is None  # stream 2 never wrote
+    assert steady_write_rate({"1": [2.0, 3.0]}, opening=1) is None  # the last read came before the first write
 
 
 def test_vllm_detailed_result_is_read_per_request():

@@ -1,7 +1,7 @@
 """What one request leaves behind: its timestamps, token counts and, if it failed, a typed error.
 
 Times are `time.perf_counter()` seconds. Field names follow docs/metrics.md (`t_sched`,
-`t_admitted`, `t_send`, `t_first_byte`, `t_first_token`, `t_first_answer`, chunk times, `t_end`).
+`t_admitted`, `t_send`, `t_written`, `t_first_byte`, `t_first_token`, `t_first_answer`, chunk times, `t_end`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ class RequestRecord:
     # not make it wait); None in a closed loop, where t_sched is already when its slot opened
     t_admitted: float | None = None
     t_send: float | None = None
+    # the request's last byte handed to the kernel (t_send + the connect, on a fresh connection, +
+    # the client's own delay); None when the socket could not take it whole at once
+    t_written: float | None = None
     t_first_byte: float | None = None
     t_first_token: float | None = None
     t_first_answer: float | None = None

@@ -143,7 +143,11 @@ class _ChatResponse(Response):
         rec.reused_connection = reused
         if retry is not None:  # the first attempt never reached the server: the request starts now
             rec.t_send = t_start
+            rec.t_written = None
             rec.retried = retry
+
+    def written(self, t: float) -> None:
+        self.record.t_written = t
 
     def on_head(self) -> None:
         self.record.http_status = self.status

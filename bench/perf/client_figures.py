@@ -48,6 +48,7 @@ class TimingError:
     earlier ones finish, spread in time by the server's staggered streams)."""
 
     offered_chunks_per_s: float
+    written_per_s: float | None  # chunks/s the server wrote once every slot streamed: `steady_write_rate`
     ttft_p50_ms: float | None  # after the opening round
     ttft_p99_ms: float | None
     ttft_bias_ms: float | None  # median signed error after the opening round: above 0 the client reads TTFT long
@@ -88,11 +89,27 @@ def stream_of(text: str) -> str | None:
     return found.group(1) if found else None
 
 
+def steady_write_rate(log: ServerLog, opening: int) -> float | None:
+    """Chunks the server wrote per second between the moment every opening-round stream (ids 1 to
+    `opening`) had written its first chunk and the moment the last request was read (after which
+    slots go idle): the rate the run really offered, against the nominal streams / interval. None
+    when that window is empty."""
+    streams = {int(k): v for k, v in log.items() if v}
+    if opening < 1 or any(len(streams.get(k, ())) < 2 for k in range(1, opening + 1)):
+        return None
+    lo = max(streams[k][1] for k in range(1, opening + 1))
+    hi = streams[max(streams)][0]
+    if hi <= lo:
+        return None
+    return sum(1 for v in streams.values() for t in v[1:] if lo <= t < hi) / (hi - lo)
+
+
 def ttft_errors(run: ClientRun, log: ServerLog) -> list[float]:
     """Per request, TTFT - (chunk 1 written - request read) seconds, signed: the client's TTFT
-    against the server's own, so what is left is the client's (its send stamp against the
-    request's arrival, its arrival stamp against the write, and the loopback's tens of
-    microseconds both ways)."""
+    against the server's own. What is left is the client's send path and its stamp of the first
+    chunk, the loopback's tens of microseconds both ways, and the server's own wait to accept
+    and read the request while it writes other streams' chunks (its lateness in reading, which
+    the server cannot stamp itself: `tests/test_client_timing.py` separates the client's part)."""
     out: list[float] = []
     for text, ttft, _ in run.timings:
         times = log.get(stream_of(text) or "")
@@ -123,7 +140,10 @@ def timing_error(runs: Iterable[tuple[ClientRun, ServerLog]], offered: float, op
     opened: list[float] = []
     itl: list[float] = []
     unmatched = 0
+    written: list[float] = []
     for run, log in runs:
+        if (rate := steady_write_rate(log, opening)) is not None:
+            written.append(rate)
         head = ClientRun(**{**vars(run), "timings": run.timings[:opening]})
         rest = ClientRun(**{**vars(run), "timings": run.timings[opening:]})
         opened += [abs(x) for x in ttft_errors(head, log)]
@@ -137,5 +157,6 @@ def timing_error(runs: Iterable[tuple[ClientRun, ServerLog]], offered: float, op
         found = percentile(values, q)
         return None if found is None else round(found * 1e3, 3)
 
-    return TimingError(offered, ms(ttft, 50), ms(ttft, 99), ms(sorted(signed), 50), ms(sorted(opened), 50),
+    return TimingError(offered, percentile(sorted(written), 50), ms(ttft, 50), ms(ttft, 99), ms(sorted(signed), 50),
+                       ms(sorted(opened), 50),
                        ms(itl, 50), ms(itl, 99), len(ttft) + len(opened), len(itl), unmatched)

@@ -14,8 +14,12 @@ that rate.
 `cellbench perf compare` (bench.perf.compare) runs the same server in two more modes: with a known
 first-token delay (`first_ms`: the first chunk, which also names the role, goes out at request
 receipt + first_ms, chunk k at + first_ms + (k-1) x interval, the last one carries the
-finish_reason), and `precise`, written on that schedule by bench.perf.pacer, each stream's first
-token a further fraction of its length late so that streams do not tick together; `GET /stats` then
+finish_reason), and `precise`, written on that schedule by bench.perf.pacer, each of the opening
+round's streams (`spread`, the streams a client opens at once) starting a further fraction of its
+length late, so that streams neither tick nor end together; a later stream starts at receipt +
+first_ms, keeping the phase its slot was given, and the offered rate stays streams / interval
+chunks/s after the opening round (staggering every stream would idle each slot half a stream's
+length between requests and offer about two thirds of that); `GET /stats` then
 answers how late the server itself wrote, `GET /log` when it wrote each stream's chunks. Interval 0
 is unpaced: one write per chunk, as fast as the loop turns.
 """
@@ -102,10 +106,10 @@ def _scheduled_chunk(k: int, n: int, sid: int | None = None) -> bytes:
     return chunk + _frame(_usage(n) + b"data: [DONE]\n\n") + b"0\r\n\r\n" if k == n else chunk
 
 
-# A precise stream's first token comes first_ms + a fraction of the stream's length after its
-# request: the fractional parts of sid x GOLDEN spread any number of streams evenly, so that their
-# chunks and, after the first round, their requests arrive spread in time rather than in bursts
-# that a one-process server (and client) would serve late.
+# An opening-round stream's first token comes first_ms + a fraction of the stream's length after
+# its request: the fractional parts of sid x GOLDEN spread any number of streams evenly, so that
+# their chunks and, after the first round, their requests arrive spread in time rather than in
+# bursts that a one-process server (and client) would serve late.
 GOLDEN = 0.6180339887498949
 
 _NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n"
@@ -123,10 +127,12 @@ class _PacedSSE(asyncio.Protocol):
     interval, through `pacer` when given. `GET /stats` answers the pacer's lateness, `GET /log` its
     streams' write times; any other GET 404."""
 
-    def __init__(self, interval: float, first: float | None = None, pacer: Pacer | None = None) -> None:
+    def __init__(self, interval: float, first: float | None = None, pacer: Pacer | None = None,
+                 spread: int | None = None) -> None:
         self.interval = interval
         self.first = first
         self.pacer = pacer
+        self.spread = spread  # the streams started spread (None: every one)
         self.buf = b""
         self.transport: asyncio.Transport  # set by connection_made, before any data arrives
         self.task: asyncio.Future | None = None  # the response being streamed (a reference keeps it alive)
@@ -167,7 +173,8 @@ class _PacedSSE(asyncio.Protocol):
             if self.pacer is not None and self.first is not None:
                 self.transport.write(_HEAD)
                 sid, times = self.pacer.open_stream(received)
-                first_due = received + self.first + n * self.interval * ((sid * GOLDEN) % 1.0)
+                stagger = (sid * GOLDEN) % 1.0 if self.spread is None or sid <= self.spread else 0.0
+                first_due = received + self.first + n * self.interval * stagger
                 self.pacer.add(first_due, self._steps(n, first_due, sid, times))
             else:
                 self.task = asyncio.ensure_future(self._stream(n, received))
@@ -210,7 +217,8 @@ class _PacedSSE(asyncio.Protocol):
             write(_tail(n))
 
 
-def serve(interval: float, core: int | None, first: float | None = None, precise: bool = False) -> None:
+def serve(interval: float, core: int | None, first: float | None = None, precise: bool = False,
+          spread: int | None = None) -> None:
     """Child entry point: print `PORT <n>`, serve until stdin closes (the parent is gone)."""
     if core is not None:
         os.sched_setaffinity(0, {core})
@@ -224,7 +232,7 @@ def serve(interval: float, core: int | None, first: float | None = None, precise
     asyncio.set_event_loop(loop)
     pacer = Pacer() if precise else None
     server: asyncio.Server = loop.run_until_complete(
-        loop.create_server(lambda: _PacedSSE(interval, first, pacer), "127.0.0.1", 0, backlog=1024))
+        loop.create_server(lambda: _PacedSSE(interval, first, pacer, spread), "127.0.0.1", 0, backlog=1024))
     print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
     threading.Thread(target=lambda: (sys.stdin.buffer.read(), os._exit(0)), daemon=True).start()
     loop.run_forever()
@@ -247,10 +255,11 @@ class PacedRun:
 
 @contextlib.contextmanager
 def paced_server(interval_ms: float, core: int | None = None, first_ms: float | None = None,
-                 precise: bool = False) -> Iterator[tuple[str, psutil.Process]]:
+                 precise: bool = False, spread: int | None = None) -> Iterator[tuple[str, psutil.Process]]:
     """The zero-work SSE server in a child process (pinned to `core` when given; with a first-token
-    delay `first_ms`, paced by bench.perf.pacer when `precise`): yields its base URL and its
-    process; the child exits when this context closes its stdin."""
+    delay `first_ms`, paced by bench.perf.pacer when `precise`, the first `spread` streams started
+    spread over a stream's length): yields its base URL and its process; the child exits when this
+    context closes its stdin."""
     cmd = [sys.executable, "-m", "bench.perf.client_overhead", "--serve", "--interval-ms", str(interval_ms)]
     if core is not None:
         cmd += ["--core", str(core)]
@@ -258,6 +267,8 @@ def paced_server(interval_ms: float, core: int | None = None, first_ms: float | 
         cmd += ["--first-ms", str(first_ms)]
     if precise:
         cmd.append("--precise")
+    if spread is not None:
+        cmd += ["--spread", str(spread)]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdin is not None and proc.stdout is not None  # both piped
     try:
@@ -367,10 +378,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--core", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--first-ms", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--precise", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--spread", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:
         first = None if args.first_ms is None else args.first_ms / 1000.0
-        serve(args.interval_ms / 1000.0, args.core, first, args.precise)
+        serve(args.interval_ms / 1000.0, args.core, first, args.precise, args.spread)
         return
     result = measure(args.concurrency, args.interval_ms, args.tokens, args.rounds, pin=not args.no_pin)
     print(json.dumps(result, indent=2))

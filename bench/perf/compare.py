@@ -134,7 +134,8 @@ def _kinds(plan: Plan) -> Iterator[tuple[str, dict[str, Any], int, int]]:
     yield "unpaced 3N", unpaced, plan.streams, 3 * plan.requests
     for rate in plan.rates:
         streams = _streams(rate, plan)
-        paced = {"interval_ms": plan.interval_ms, "first_ms": plan.first_ms, "precise": True}
+        # the opening round's streams start spread; later ones keep their slot's phase (`spread`)
+        paced = {"interval_ms": plan.interval_ms, "first_ms": plan.first_ms, "precise": True, "spread": streams}
         yield f"paced {rate}", paced, streams, streams * plan.rounds
 
 
@@ -227,7 +228,8 @@ def table(rows: list[Row], plan: Plan) -> str:
     """The rows as a Markdown table (medians, with the range over repeats when there are several)."""
     head = ["client", "CPU per chunk (us)", "chunks/s on one core", "CPU share: client / server"]
     for rate in plan.rates:
-        head += [f"TTFT error p50 / p99 (ms) @{rate:,}/s", f"ITL error p50 / p99 (ms) @{rate:,}/s"]
+        head += [f"server wrote (chunks/s) @{rate:,}/s", f"TTFT error p50 / p99 (ms) @{rate:,}/s",
+                 f"ITL error p50 / p99 (ms) @{rate:,}/s"]
     head.append("failed")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -239,7 +241,8 @@ def table(rows: list[Row], plan: Plan) -> str:
         for t in r.timing:
             bias = "" if t.ttft_bias_ms is None else f", bias {t.ttft_bias_ms:+.3f}"
             opening = "" if t.ttft_opening_p50_ms is None else f", opening {t.ttft_opening_p50_ms:.1f}"
-            cells += [_pair(t.ttft_p50_ms, t.ttft_p99_ms) + bias + opening, _pair(t.itl_p50_ms, t.itl_p99_ms)]
+            wrote = "-" if t.written_per_s is None else f"{t.written_per_s:,.0f}"
+            cells += [wrote, _pair(t.ttft_p50_ms, t.ttft_p99_ms) + bias + opening, _pair(t.itl_p50_ms, t.itl_p99_ms)]
         cells.append(f"{r.failed} of {r.requests}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -35,7 +35,8 @@ class Response:
     once, the rest of the response is not read and the connection is not reused. Interim (1xx)
     responses are skipped. `attempt(t_start, reused, retry)` is told, before the request is
     written, when its attempt started and whether it goes on a kept-alive connection (a second
-    call, with `retry` saying why, means the request is sent again: `bench.load.http.connector`).
+    call, with `retry` saying why, means the request is sent again: `bench.load.http.connector`);
+    `written(t)` when the kernel took its last byte.
     """
 
     __slots__ = ("now", "status", "reason", "received", "head_done", "complete", "stopped", "keep_alive",
@@ -59,6 +60,10 @@ class Response:
     def attempt(self, t_start: float, reused: bool, retry: str | None) -> None:
         """The request is about to be written, on a kept-alive connection when `reused`; this
         attempt started at `t_start`. `retry` says why the request goes out a second time."""
+
+    def written(self, t: float) -> None:
+        """The whole request was handed to the kernel at `t` (not told when the socket could not
+        take it at once and the transport buffered the rest)."""
 
     def on_head(self) -> None:
         """`status`, `reason` and `keep_alive` are known; the body follows."""
@@ -138,6 +143,16 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if self.closed or transport is None or transport.is_closing():
             raise ConnectionLost("the connection was closed before the request was sent")
+        done = self.expect(response)
+        transport.write(request)
+        if not transport.get_write_buffer_size():  # the kernel took all of it
+            response.written(_perf())
+        return done
+
+    def expect(self, response: Response) -> asyncio.Future[None]:
+        """Make `response` the one the next bytes belong to (its request is being written, by
+        `send` or by the connector before this protocol has its transport); the future `send`
+        returns."""
         if self._response is not None:
             raise RuntimeError("one request at a time on a connection")
         done = asyncio.get_running_loop().create_future()
@@ -145,7 +160,6 @@ class Connection(asyncio.Protocol):
         response.parser = parser
         self._parser, self._response, self._done = parser, response, done
         self.requests += 1
-        transport.write(request)
         return done
 
     def close(self) -> None:
