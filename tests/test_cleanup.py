@@ -91,3 +91,14 @@ def test_dry_run_deletes_nothing(split_dir):
     done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert "would delete" in done.stdout
     assert sorted(p.name for p in split_dir.rglob("*")) == before
+
+
+def test_an_imported_result_is_a_baseline_and_is_never_deleted(split_dir, tmp_path):
+    from tests.test_import_siliconbench import convert_file, newer_file, write_sb
+
+    older = newer_file(timestamp="2025-09-03T19:59:07")  # older than every measured result here
+    source = write_sb(tmp_path / "sb" / "chat", "llamacpp_20250903_195907.json", older)
+    baseline = put(split_dir, convert_file(source, machine=detect().slug))
+    found = cleanup.plan(split_dir, detect().slug, timedelta(days=0))
+    assert baseline in found.kept and baseline not in found.delete
+    assert f"llamacpp_{NEWER}.json" in {p.name for p in found.delete}  # a measured one as old is deleted

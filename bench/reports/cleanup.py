@@ -4,7 +4,9 @@ A file is deleted only when its own record proves it is this machine's (the `mac
 inside it, not the directory it sits in), it is not the newest result of its framework, and its
 run is older than the cut-off. A file of another machine, or one that cannot be read or carries
 no machine (another tool's file, a hand-copied one), is never deleted: it is named with the
-reason, and the command exits 1 so an unattended run notices.
+reason, and the command exits 1 so an unattended run notices. A result converted from another
+tool's file (`cellbench import`, its `imported` block) is kept: it is the baseline a comparison
+is made against, however old, and it is not stale for being older than this machine's runs.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def plan(split_dir: Path, machine: str, older_than: timedelta, now: datetime | N
     for result in results:
         if result.machine != machine:
             out.refused.append((result.path, f"recorded machine {result.machine}; this is {machine}"))
-        elif result.path in newest:
+        elif result.path in newest or "imported" in result.data:
             out.kept.append(result.path)
         elif datetime.strptime(result.run_id[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc) < cutoff:
             out.delete += _sidecars(result)
