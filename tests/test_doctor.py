@@ -92,3 +92,14 @@ def test_chat_cells_of_frameworks_that_cannot_run_here_skip_with_one_line_each(t
     assert "--endpoint http://127.0.0.1:PORT" in generic
     results = [p for p in tmp_path.rglob("*.json") if not p.name.startswith("journal_")]
     assert not results, "a skipped cell writes no result"
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    """`cellbench doctor | head -3`: the pipe closes before doctor is done writing."""
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "doctor"], cwd=PROJECT_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 
 import adapters
@@ -123,6 +124,18 @@ OWN_OPTIONS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one `cellbench` command. A reader that stops early (`cellbench doctor | head -3`) ends
+    the command quietly with 141 (128 + SIGPIPE), as a Unix tool killed by the pipe would."""
+    try:
+        return _dispatch(argv)
+    except BrokenPipeError:
+        # Python flushes stdout again at exit and would report the same broken pipe there.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+
+
+def _dispatch(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="cellbench")
     sub = parser.add_subparsers(dest="command", required=True)
     install = sub.add_parser("install", help="install frameworks into the cellbench cache")
