@@ -13,7 +13,10 @@ the document's shape does; `READABLE_VERSIONS` are those `read_result` accepts.
 The `imported` block (a result converted from another benchmark's file, bench.imports) kept
 version 1: a measured result's shape and what it must hold are unchanged (the schema still
 requires everything of a result without `imported`), and a cellbench that predates the block
-refuses an imported file naming the `imported` key rather than misreading it.
+refuses an imported file naming the `imported` key rather than misreading it. Open-loop levels
+(`request_rate` and `open_loop` in place of `concurrency`), `run_config.load` and `sweep` kept it
+for the same reasons: a closed-loop result is as it was, and an older cellbench refuses an
+open-loop one by the key it does not know.
 """
 
 from __future__ import annotations
