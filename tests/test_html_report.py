@@ -29,6 +29,7 @@ from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
 from bench.reports import html_review
 from test_plugin import cell_dir, hand_result, stand_in_cells
+from tests.support.busy import assert_ok_unless_client_limited
 
 CHROMIUM_HINT = ("tests/test_html_report.py needs Chromium: apt-get install -y --no-install-recommends chromium "
                  "(as root), or set CHROMIUM=/path/to/chromium")
@@ -346,7 +347,9 @@ def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     (result_path,) = [p for p in chat.glob("llamacpp_*.json") if "20260101" not in p.name]
     result = json.loads(result_path.read_text())
-    assert result["verdict"]["verdict"] == "ok" and "suspicious" in result["verdict"]["annotations"]
+    # ok, or degraded because this busy host's client limited it (the cell says so, and it is warned)
+    verdict = assert_ok_unless_client_limited(result["verdict"], "llamacpp-chat")
+    assert "suspicious" in result["verdict"]["annotations"]
     assert "against run 20260101T000000Z-0000" in result["verdict"]["suspicious"]
     # every artefact of the session, and the terminal lists them
     (journal,) = chat.parent.glob("journal_*.md")
@@ -366,7 +369,10 @@ def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama
     # the rendered report
     dom = rendered(html)
     table = ResultsTable(dom)
-    assert table.column("verdict") == {"bench/test_cells.py::test_cell[llamacpp-chat]": "ok uncertain suspicious"}
+    shown = table.column("verdict")["bench/test_cells.py::test_cell[llamacpp-chat]"]
+    assert shown.split()[0] == verdict and shown.endswith("suspicious"), shown
+    if verdict == "ok":
+        assert shown == "ok uncertain suspicious"
     assert table.column("level") == {"bench/test_cells.py::test_cell[llamacpp-chat]": "c=2"}
     top = result["levels"][-1]
     assert table.column("output_tps")["bench/test_cells.py::test_cell[llamacpp-chat]"] == \

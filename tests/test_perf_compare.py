@@ -11,6 +11,7 @@ were is what the command reports; no test asserts it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -32,6 +33,7 @@ from bench.perf.client_figures import (
 )
 from bench.perf.client_overhead import paced_server
 from bench.perf.clients import ClientRun, read_vllm_result, vllm_install
+from bench.perf.llama_compare import paired, paired_difference
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S
 
 
@@ -173,7 +175,7 @@ def test_compare_prints_a_row_per_client_with_every_chunk_counted(record_propert
     doc = _compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
                    "--rates", str(rate), "--rounds", "2", *([] if with_vllm else ["--no-vllm"]))
     rows = {r["client"]: r for r in doc["rows"]}
-    assert set(rows) == ({"cellbench", "vllm"} if with_vllm else {"cellbench"})
+    assert set(rows) == {"cellbench", "cellbench --keep-alive", *(["vllm"] if with_vllm else [])}
     paced_streams = rate * 10 // 1000
     for run in doc["runs"]:
         expected = {"unpaced N": requests, "unpaced 3N": 3 * requests, f"paced {rate}": 2 * paced_streams}[run["kind"]]
@@ -206,3 +208,37 @@ def test_llama_server_mode_alternates_both_clients_on_the_same_prompts(llama_ser
     for name, r in rows.items():
         assert r["output_throughput_tps"]["median"] > 0 and r["ttft_p50_ms"]["median"] > 0, r
         record_property(f"{name}_failed", r["failed"])
+
+
+def test_a_paired_difference_is_the_median_ratio_with_its_order_statistic_interval():
+    # 20 pairs: the 95% interval of the median is [d(6), d(15)], coverage 1 - 2 P(Bin(20, 1/2) <= 5).
+    b = [100.0] * 20
+    a = [100.0 + x for x in range(-9, 11)]  # differences -9% .. +10%
+    p = paired_difference(a, b)
+    assert p is not None and p.n == 20
+    assert p.median == pytest.approx(0.005) and (p.low, p.high) == (pytest.approx(-0.04), pytest.approx(0.05))
+    assert p.coverage == pytest.approx(1 - 2 * sum(math.comb(20, i) for i in range(6)) / 2**20)  # 0.9586
+    # A drift that moves both clients of a pair alike cancels: 10% apart throughout, the host's speed doubling.
+    slow_then_fast = [1.0 + k / 10 for k in range(10)]
+    assert paired_difference([1.1 * x for x in slow_then_fast], slow_then_fast).median == pytest.approx(0.1)
+    five = paired_difference([2.0, 3.0, 4.0, 5.0, 6.0], [2.0] * 5)  # too few pairs for 95%: the whole range
+    assert (five.low, five.high, five.coverage) == (0.0, 2.0, pytest.approx(1 - 2 / 32))
+    assert paired_difference([], []) is None
+
+
+def test_pairs_are_the_kth_runs_of_each_client_and_clean_pairs_leave_out_failed_requests():
+    def run(tps: float, failed: int = 0) -> ClientRun:
+        figures: dict[str, float | None] = {"output_throughput_tps": tps, "tpot_p50_ms": 1.0, "itl_p50_ms": 1.0,
+                                           "ttft_p50_ms": 50.0}
+        return ClientRun(client="x", ok=40 - failed, failed=failed, chunks=0, duration_s=1.0, cpu_s=0.0, wall_s=1.0,
+                         timings=[], reported=figures)
+
+    # A B, B A, A B: the host doubles its speed between pairs, and B loses 4 of 40 requests in pair 2.
+    runs = [("a", run(100)), ("b", run(100)), ("b", run(180, failed=4)), ("a", run(200)), ("a", run(400)),
+            ("b", run(400))]
+    every = paired(runs, "a", "b")
+    assert every["output_throughput_tps"]["n"] == 3 and every["output_throughput_tps"]["median"] == pytest.approx(0.0)
+    assert every["output_throughput_tps"]["high"] == pytest.approx(200 / 180 - 1)
+    clean = paired(runs, "a", "b", clean=True)
+    assert clean["clean"] and clean["output_throughput_tps"]["n"] == 2
+    assert clean["output_throughput_tps"]["median"] == pytest.approx(0.0) and clean["ttft_p50_ms"]["median"] == 0.0

@@ -33,6 +33,7 @@ from bench.setup.installs import Installation, cached
 from bench.setup.updates import select
 
 CELLBENCH, VLLM = "cellbench", "vllm"
+CELLBENCH_KEEP_ALIVE = "cellbench --keep-alive"
 HEAD = 32  # characters of output text kept per request
 
 # vLLM's `vllm bench serve`, without the `vllm` CLI: the module's own parser and entry point.
@@ -64,6 +65,8 @@ class Workload:
     # Per-request TTFTs and ITLs wanted back. Off for the CPU runs: writing them out costs the
     # harness CPU in proportion to the chunks, which the N-vs-3N difference would count as the client's.
     detail: bool = True
+    # cellbench's client only: reuse connections (--keep-alive), as vLLM's pooled client does
+    keep_alive: bool = False
 
 
 @dataclass
@@ -211,7 +214,7 @@ def cellbench_child(work: Workload) -> dict[str, Any]:
                for i, text in enumerate(work.prompts)]
     cfg = LevelConfig(base_url=work.base_url, model=work.model, concurrency=work.concurrency,
                       requests=work.requests, warmup=1,
-                      extra_body={**work.extra, "stream_options": {"include_usage": True}})
+                      extra_body={**work.extra, "stream_options": {"include_usage": True}}, keep_alive=work.keep_alive)
     run = run_level(cfg, prompts, prompts[:1])
     s = summarize_level(run)
     ok = [r for r in run.records if r.ok]

@@ -5,7 +5,7 @@
 
 A benchmark client must not be what it measures, and "ours is cheap" means little without the
 client everyone else uses on the same machine, the same server and the same bytes. So both run
-here, one after the other (cellbench, vLLM; the order flips on every repeat), each a child
+here, one after the other (cellbench, then vLLM; the order flips on every repeat), each a child
 process pinned to one core while the server (bench.perf.client_overhead's, in a process of its
 own) has the other, and for each the command prints one row:
 
@@ -22,7 +22,10 @@ own) has the other, and for each the command prints one row:
 vLLM's client comes from the framework cache when a vLLM install is there (`cellbench install
 vllm` puts it there; this command never installs); without one its row says why it is missing.
 cellbench's client is driven through `bench.load.run_level` only, so the command measures
-whichever transport is current.
+whichever transport is current. It runs twice: as its levels run by default, a connection per
+request, and with `--keep-alive`, connections reused as vLLM's client reuses them: a connect
+costs the client about a microsecond per chunk of a 100-chunk response, and only the second row
+compares like with like.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +59,17 @@ from bench.perf.client_figures import (
     timing_error,
 )
 from bench.perf.client_overhead import MODEL, paced_server
-from bench.perf.clients import CELLBENCH, VLLM, ClientRun, Workload, run_cellbench, run_vllm, vllm_install, vllm_python
+from bench.perf.clients import (
+    CELLBENCH,
+    CELLBENCH_KEEP_ALIVE,
+    VLLM,
+    ClientRun,
+    Workload,
+    run_cellbench,
+    run_vllm,
+    vllm_install,
+    vllm_python,
+)
 from bench.setup.tinymodel import ensure_tiny_model
 
 # At least 4 tokens of the tiny model's tokenizer: vLLM's client drops shorter prompts.
@@ -66,9 +79,11 @@ LEGEND = """\
 CPU per chunk: (CPU of {n3} requests - CPU of {n}) / (their difference in chunks), {streams} streams of {tokens}
 chunks from the unpaced server; chunks/s: the {n3}-request run's, the client on one core, its CPU share over the
 extra work and the server's (either near 1: that one was the limit). Paced runs: {rounds}
-requests per stream, first token {first:g} ms + a stagger after the request, then one chunk per {interval:g} ms.
-TTFT error: |the client's TTFT - the server's own| after the opening round (bias: the median signed error;
-opening: the opening round's p50, every stream sent at once); ITL error: |the client's gap - the server's|."""
+requests per stream, first token {first:g} ms after the request (the opening round's streams staggered over a
+stream's length), then one chunk per {interval:g} ms; server wrote: its chunks/s once every stream ran.
+TTFT error: |the client's TTFT - the server's own| after the opening round, the server's wait to read a request
+included (bias: the median signed error; opening: the opening round's p50, every stream sent at once); ITL
+error: |the client's gap - the server's|."""
 
 Runner = Callable[[Workload, Path, "int | None"], ClientRun]
 
@@ -336,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     clients, missing = available_clients()
     if args.no_vllm:
         clients, missing = clients[:1], []
+    if not args.llama_server:  # beside the default, cellbench as vLLM's client connects: kept alive
+        clients.insert(1, Client(CELLBENCH_KEEP_ALIVE, clients[0].version,
+                                 lambda w, f, c: run_cellbench(replace(w, keep_alive=True), f, c)))
     with tempfile.TemporaryDirectory(prefix="cellbench-perf-") as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,11 @@ drift over both. Both send the chat split's prompts that vLLM's client accepts (
 it drops the others), request i the i-th of them, as one user message, the tiny profile's
 sampling, `ignore_eos` and the same `max_tokens`, with the same concurrency in a closed loop.
 Per client: the median over its runs of each figure as the client itself reports it, the range
-(lowest-highest) over the runs, and its failed requests.
+(lowest-highest) over the runs, and its failed requests. Then, because one run on a shared host
+varies by more than the clients differ, the comparison is paired: per pair, cellbench's figure
+over vLLM's minus one, and the median of those with a distribution-free 95% confidence interval
+(`paired_difference`). A pair's two runs are seconds apart, so the host's drift over the hour
+cancels; the order within a pair flips every pair, so going first or second does too.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from math import comb
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +98,15 @@ def fitting_prompts(tokenizer_dir: Path, max_tokens: int) -> tuple[str, ...]:
 
 def alternate(plan: LlamaPlan, runners: list[tuple[str, Callable[[Workload, Path, int | None], ClientRun]]],
               folder: Path, say: Callable[[str], None]) -> tuple[list[tuple[str, ClientRun]], str]:
-    """`plan.pairs` rounds of every client in turn, each run on a fresh server; the runs in order
-    and the server's version."""
+    """`plan.pairs` rounds of every client in turn (A B, then B A, ...), each run on a fresh
+    server; the runs in order and the server's version."""
     model = ensure_tiny_model()
     prompts = fitting_prompts(model.hf_dir, plan.max_tokens)
     extra = request_extras()
     runs: list[tuple[str, ClientRun]] = []
     version = "-"
     for pair in range(plan.pairs):
-        for name, run in runners:
+        for name, run in runners if pair % 2 == 0 else runners[::-1]:
             say(f"[{pair + 1}/{plan.pairs}] llama-server: {name} ({plan.requests} requests at c={plan.concurrency})")
             with llama_server(plan.concurrency, folder / f"llama-server-{pair}-{name}.log") as served:
                 work = Workload(base_url=served.base_url, model=served.model, concurrency=plan.concurrency,
@@ -126,7 +131,55 @@ def summary(runs: list[tuple[str, ClientRun]], name: str) -> dict[str, Any]:
     return out
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+@dataclass(frozen=True)
+class Paired:
+    """One figure, A against B over the pairs: the median of A/B - 1 and its 95% interval."""
+
+    median: float
+    low: float  # the interval's bounds: order statistics of the n differences
+    high: float
+    coverage: float  # the interval's exact coverage (at least 0.95 where n >= 6)
+    n: int
+
+
+def paired_difference(a: list[float], b: list[float]) -> Paired | None:
+    """d_i = a_i / b_i - 1 over n pairs; the median of the d_i and the distribution-free
+    confidence interval of the median [d_(j+1), d_(n-j)] (sorted, 1-based), j the largest with
+    coverage 1 - 2 P(X <= j) >= 0.95 for X ~ Binomial(n, 1/2) (j = 0 below 6 pairs: the whole
+    range, its coverage said). Assumes only that the pairs are independent."""
+    d = sorted(x / y - 1.0 for x, y in zip(a, b, strict=True) if y)
+    n = len(d)
+    if not n:
+        return None
+
+    def below(j: int) -> float:  # P(X <= j)
+        return sum(comb(n, i) for i in range(j + 1)) / 2**n
+
+    j = 0
+    while j + 1 < n - j - 1 and 1 - 2 * below(j + 1) >= 0.95:
+        j += 1
+    mid = (d[(n - 1) // 2] + d[n // 2]) / 2
+    return Paired(mid, d[j], d[n - 1 - j], 1 - 2 * below(j), n)
+
+
+def paired(runs: list[tuple[str, ClientRun]], a: str, b: str, *, clean: bool = False) -> dict[str, Any]:
+    """Every figure's `paired_difference` of client `a` against `b`, pair by pair (the k-th run of
+    each), over the pairs in which both reported it; `clean`: only the pairs in which neither
+    client failed a request (a failed request sends no tokens: the throughput it lowers is the
+    client's loss, not a different measurement of the server)."""
+    mine = [r for n, r in runs if n == a]
+    theirs = [r for n, r in runs if n == b]
+    out: dict[str, Any] = {"a": a, "b": b, "clean": clean}
+    for key in FIGURES:
+        both = [(x, y) for r, q in zip(mine, theirs, strict=False)
+                if (x := r.reported.get(key)) is not None and (y := q.reported.get(key)) is not None
+                and not (clean and (r.failed or q.failed))]
+        found = paired_difference([float(x) for x, _ in both], [float(y) for _, y in both])
+        out[key] = None if found is None else asdict(found)
+    return out
+
+
+def table(rows: list[dict[str, Any]], *pairings: dict[str, Any]) -> str:
     """Markdown: per client, the median (lowest-highest) of each figure, and the failed requests;
     a last row: cellbench's median over vLLM's, minus one."""
     head = ["client", "output tok/s", "TPOT p50 (ms)", "ITL p50 (ms)", "TTFT p50 (ms)", "failed"]
@@ -140,7 +193,15 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     if len(rows) == 2 and all(rows[0][k] and rows[1][k] for k in FIGURES):
         diff = [f"{rows[0][k]['median'] / rows[1][k]['median'] - 1:+.1%}" for k in FIGURES]
-        lines.append(f"| {rows[0]['client']} vs {rows[1]['client']} | " + " | ".join(diff) + " | |")
+        lines.append(f"| {rows[0]['client']} vs {rows[1]['client']}, medians | " + " | ".join(diff) + " | |")
+    for pairs in pairings:
+        if not all(pairs[k] for k in FIGURES):
+            continue
+        cells = [f"{pairs[k]['median']:+.1%} ({pairs[k]['low']:+.1%} to {pairs[k]['high']:+.1%})" for k in FIGURES]
+        n, coverage = pairs[FIGURES[0]]["n"], pairs[FIGURES[0]]["coverage"]
+        which = " in which neither failed a request" if pairs["clean"] else ""
+        lines.append(f"| {pairs['a']} / {pairs['b']} - 1, median of {n} pairs{which} ({coverage:.0%} interval) | "
+                     + " | ".join(cells) + " | |")
     return "\n".join(lines)
 
 
@@ -149,10 +210,12 @@ def compare_on_llama(plan: LlamaPlan, clients: list[Any], missing: list[Any], fo
     """The `--llama-server` mode of `cellbench perf compare`: runs, then the table or JSON."""
     runs, version = alternate(plan, [(c.name, c.run) for c in clients], folder, say)
     rows = [summary(runs, c.name) for c in clients]
+    pairings = [paired(runs, clients[0].name, clients[1].name, clean=clean) for clean in (False, True)] \
+        if len(clients) == 2 else []
     m = detect()
     doc: dict[str, Any] = {"command": "cellbench perf compare " + " ".join(argv), "started_at": started,
            "finished_at": clock.now_iso(), "machine": {"slug": m.slug, "cpu": m.cpu, "cores": m.cores},
-           "llama_server": version, "plan": asdict(plan), "rows": rows,
+           "llama_server": version, "plan": asdict(plan), "rows": rows, "paired": pairings,
            "missing": [{"client": r.client, "why": r.missing} for r in missing],
            "runs": [{"client": n, "ok": r.ok, "failed": r.failed, "duration_s": round(r.duration_s, 3),
                      **{k: r.reported.get(k) for k in FIGURES}} for n, r in runs]}
@@ -162,7 +225,7 @@ def compare_on_llama(plan: LlamaPlan, clients: list[Any], missing: list[Any], fo
     print(f"{str(doc['finished_at'])[:10]}, {m.cpu} ({m.cores} cores, {m.slug}); llama-server {version}, tiny model, "
           f"{plan.pairs} x {len(clients)} runs alternated, {plan.requests} requests each at c={plan.concurrency}, "
           f"max_tokens {plan.max_tokens}")
-    print(table(rows))
+    print(table(rows, *pairings))
     for r in missing:
         print(f"{r.client}: {r.missing}")
     return 0
