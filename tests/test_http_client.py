@@ -16,9 +16,9 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -189,12 +189,20 @@ def exchange(loop_factory: Callable[[], asyncio.AbstractEventLoop], base_url: st
         await asyncio.sleep(0.05)  # let the closed transports finish closing
         return records, client.connections
 
+    records, counts = run_on(loop_factory, main())
+    return Run(records, counts, outputs, len(lost))
+
+
+T = TypeVar("T")
+
+
+def run_on(loop_factory: Callable[[], asyncio.AbstractEventLoop], coro: Coroutine[Any, Any, T]) -> T:
+    """`coro` to its end on a fresh loop of `loop_factory`, closed afterwards."""
     loop = loop_factory()
     try:
-        records, counts = loop.run_until_complete(main())
+        return loop.run_until_complete(coro)
     finally:
         loop.close()
-    return Run(records, counts, outputs, len(lost))
 
 
 def assert_whole(rec: Any) -> None:
@@ -496,11 +504,7 @@ def test_a_fresh_loopback_connection_carries_the_request_before_the_loop_turns(l
             await asyncio.sleep(0.05)
             return arrived, flight.record
 
-        loop = loop_factory()
-        try:
-            arrived, rec = loop.run_until_complete(main())
-        finally:
-            loop.close()
+        arrived, rec = run_on(loop_factory, main())
     assert arrived, "the request waited for the event loop to turn"
     assert_whole(rec)
     assert rec.t_send is not None and rec.t_written is not None and rec.t_first_byte is not None
