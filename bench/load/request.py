@@ -63,7 +63,9 @@ class ChatClient:
         self.on_output = on_output
         self.on_lost = on_lost
         head = (f"POST {self.connector.path}/v1/chat/completions HTTP/1.1\r\nHost: {self.connector.authority}\r\n"
-                "User-Agent: cellbench\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n")
+                "User-Agent: cellbench\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
+                # an SSE stream is timed as its bytes arrive: a compressed one would arrive in bursts
+                "Accept-Encoding: identity\r\n")
         if not keep_alive:
             head += "Connection: close\r\n"
         self._head = (head + "Content-Length: ").encode("latin-1")
