@@ -242,3 +242,23 @@ def test_pairs_are_the_kth_runs_of_each_client_and_clean_pairs_leave_out_failed_
     clean = paired(runs, "a", "b", clean=True)
     assert clean["clean"] and clean["output_throughput_tps"]["n"] == 2
     assert clean["output_throughput_tps"]["median"] == pytest.approx(0.0) and clean["ttft_p50_ms"]["median"] == 0.0
+
+
+@pytest.mark.parametrize("tool, args, option", [
+    ("bench.perf.client_overhead", ["--interval-ms", "0"], "--interval-ms"),
+    ("bench.perf.client_overhead", ["--interval-ms", "-5"], "--interval-ms"),
+    ("bench.perf.client_overhead", ["--rounds", "0"], "--rounds"),
+    ("bench.perf.compare", ["--interval-ms", "0"], "--interval-ms"),
+    ("bench.perf.compare", ["--rates", "5000,,10000"], "--rates"),
+    ("bench.perf.compare", ["--rates", "0"], "--rates"),
+    ("bench.perf.compare", ["--repeat", "0"], "--repeat"),
+    ("bench.perf.compare", ["--first-ms", "-1"], "--first-ms"),
+])
+def test_a_value_that_cannot_describe_a_run_is_a_usage_error_naming_the_option(tool, args, option):
+    """Before anything starts: exit 2 and one line naming the option, not a ZeroDivisionError
+    mid-run or a list silently run short."""
+    proc = subprocess.run([sys.executable, "-m", tool, *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"error: argument {option}: takes " in proc.stderr and "Traceback" not in proc.stderr
+    assert f"got {args[-1]!r}" in proc.stderr

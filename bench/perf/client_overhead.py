@@ -43,6 +43,7 @@ import psutil
 
 from bench.core.metrics import summarize_level
 from bench.load import EVENT_LOOP, LevelConfig, LevelRun, run_level
+from bench.perf.args import non_negative_float, positive_float, positive_int
 from bench.perf.pacer import Pacer
 from bench.perf.pacer import loop as pacer_loop
 from bench.setup.prompts import Prompt
@@ -369,16 +370,16 @@ def _r(x: float | None) -> float | None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--concurrency", type=int, default=50)
-    ap.add_argument("--interval-ms", type=float, default=10.0, help="per-stream token interval")
-    ap.add_argument("--tokens", type=int, default=200, help="content chunks per response")
-    ap.add_argument("--rounds", type=int, default=3, help="requests per slot")
+    ap.add_argument("--concurrency", type=positive_int, default=50)
+    ap.add_argument("--interval-ms", type=positive_float, default=10.0, help="per-stream token interval")
+    ap.add_argument("--tokens", type=positive_int, default=200, help="content chunks per response")
+    ap.add_argument("--rounds", type=positive_int, default=3, help="requests per slot")
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to separate cores")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--core", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--first-ms", type=float, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--first-ms", type=non_negative_float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--precise", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--spread", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--spread", type=positive_int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:
         first = None if args.first_ms is None else args.first_ms / 1000.0

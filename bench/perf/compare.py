@@ -49,6 +49,7 @@ from bench.base import clock
 from bench.base.git import head_commit
 from bench.base.paths import PROJECT_ROOT, host_lock_path
 from bench.host.machine import detect
+from bench.perf.args import non_negative_float, positive_float, positive_int, positive_ints
 from bench.perf.client_figures import (
     ServerLog,
     Spread,
@@ -313,10 +314,6 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _rates(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.split(",") if x.strip())
-
-
 def main(argv: list[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     if argv is not None and given[:1] != ["compare"]:  # from `cellbench perf ...`
@@ -327,24 +324,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cellbench perf compare", description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print the whole report as JSON instead of the table")
-    ap.add_argument("--repeat", type=int, default=Plan.repeat, help="repeats of every run [%(default)s]")
-    ap.add_argument("--streams", type=int, default=Plan.streams, help="unpaced streams [%(default)s]")
-    ap.add_argument("--tokens", type=int, default=Plan.tokens, help="chunks per response [%(default)s]")
-    ap.add_argument("--requests", type=int, default=Plan.requests, help="N of the unpaced runs [%(default)s]")
-    ap.add_argument("--rates", type=_rates, default=Plan.rates, help="paced offered chunks/s [5000,10000]")
-    ap.add_argument("--interval-ms", type=float, default=Plan.interval_ms, help="paced chunk interval [%(default)s]")
-    ap.add_argument("--first-ms", type=float, default=Plan.first_ms, help="paced first-token delay [%(default)s]")
-    ap.add_argument("--rounds", type=int, default=Plan.rounds, help="requests per paced stream [%(default)s]")
+    ap.add_argument("--repeat", type=positive_int, default=Plan.repeat, help="repeats of every run [%(default)s]")
+    ap.add_argument("--streams", type=positive_int, default=Plan.streams, help="unpaced streams [%(default)s]")
+    ap.add_argument("--tokens", type=positive_int, default=Plan.tokens, help="chunks per response [%(default)s]")
+    ap.add_argument("--requests", type=positive_int, default=Plan.requests, help="N of the unpaced runs [%(default)s]")
+    ap.add_argument("--rates", type=positive_ints, default=Plan.rates, help="paced offered chunks/s [5000,10000]")
+    ap.add_argument("--interval-ms", type=positive_float, default=Plan.interval_ms,
+                    help="paced chunk interval [%(default)s]")
+    ap.add_argument("--first-ms", type=non_negative_float, default=Plan.first_ms,
+                    help="paced first-token delay [%(default)s]")
+    ap.add_argument("--rounds", type=positive_int, default=Plan.rounds, help="requests per paced stream [%(default)s]")
     ap.add_argument("--no-pin", action="store_true", help="leave client and server unpinned")
     ap.add_argument("--no-vllm", action="store_true", help="cellbench's client only")
-    ap.add_argument("--host-lock-timeout", type=float, default=1800.0,
+    ap.add_argument("--host-lock-timeout", type=non_negative_float, default=1800.0,
                     help="wait this long for the host lock that keeps cells off the machine [%(default)s s]")
     ap.add_argument("--keep", type=Path, default=None, help="keep the runs' files (logs, vLLM's results) here")
     ap.add_argument("--llama-server", action="store_true",
                     help="instead: both clients on the cached llama-server, runs alternated (bench.perf.llama_compare)")
-    ap.add_argument("--pairs", type=int, default=5, help="with --llama-server: A B pairs [%(default)s]")
-    ap.add_argument("--concurrency", type=int, default=4, help="with --llama-server: in flight [%(default)s]")
-    ap.add_argument("--llama-requests", type=int, default=40,
+    ap.add_argument("--pairs", type=positive_int, default=5, help="with --llama-server: A B pairs [%(default)s]")
+    ap.add_argument("--concurrency", type=positive_int, default=4, help="with --llama-server: in flight [%(default)s]")
+    ap.add_argument("--llama-requests", type=positive_int, default=40,
                     help="with --llama-server: requests per run [%(default)s]")
     args = ap.parse_args(given)
     started = clock.now_iso()
