@@ -42,32 +42,28 @@ def _cfg(tmp_path: Path, **overrides) -> CellConfig:
 def test_a_budget_too_small_for_the_levels_ends_capped_and_keeps_the_finished_levels(tmp_path, server_launcher,
                                                                                     no_leaked_servers,  # noqa: F811
                                                                                     monkeypatch):
-    budget, runs, launched = 3600.0, [], []
+    """c=2 runs whole; c=1 cannot finish by construction: its server is stopped (SIGSTOP) and the
+    budget runs out 2 s later, however fast or slow the host (a fast host once served all of c=1
+    inside a 3 s budget, and the cell came out ok)."""
 
-    class Recorded(cell.LevelsRun):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            runs.append(self)
+    class StoppedBeforeC1(cell.LevelsRun):
+        def _run_level(self, server, point, sidecar):
+            if point == 1:
+                os.killpg(server.proc.pid, signal.SIGSTOP)  # teardown's SIGKILL ends it stopped
+                self.deadline = time.perf_counter() + 2.0
+            return super()._run_level(server, point, sidecar)
 
-    def launch_late(command, adapter, host, port, log_path, **options):
-        server = server_launcher(command, adapter, host, port, log_path, **options)
-        if launched:
-            # However long c=2 took on this host, the budget runs out 3 s after c=1's server is
-            # ready, well inside its 24 requests: what is under test is the capping, not the speed.
-            runs[0].deadline = time.perf_counter() + 3.0
-        launched.append(port)
-        return server
-
-    monkeypatch.setattr(cell, "LevelsRun", Recorded)
-    cfg = _cfg(tmp_path, levels=(2, 1), requests=24, budget_s=budget, request_timeout_s=600)
-    outcome = run_cell(cfg, launch_late)
+    monkeypatch.setattr(cell, "LevelsRun", StoppedBeforeC1)
+    cfg = _cfg(tmp_path, levels=(2, 1), requests=24, budget_s=3600.0, request_timeout_s=600)
+    outcome = run_cell(cfg, server_launcher)
     assert outcome.verdict.verdict is Verdict.CAPPED, outcome.verdict.reason
-    assert outcome.verdict.reason.startswith("cell budget of 3600 s reached at c=1: deadline reached")
+    assert outcome.verdict.reason == ("cell budget of 3600 s reached at c=1: deadline reached: 1/24 measured "
+                                      "requests sent, 1 in flight cancelled")
     result = json.loads(outcome.result_path.read_text())
     validate(result)
     first, capped = result["levels"]
-    assert (first["concurrency"], first["partial"], first["num_requests"]) == (2, False, 24)
-    assert capped["concurrency"] == 1 and capped["partial"] and capped["successful"] < 24
+    assert (first["concurrency"], first["partial"], first["num_requests"], first["successful"]) == (2, False, 24, 24)
+    assert capped["concurrency"] == 1 and capped["partial"] and capped["successful"] == 0
     assert result["verdict"]["verdict"] == "capped"
 
 
