@@ -512,7 +512,7 @@ def test_the_budget_counts_the_wait_for_the_host_lock(pytester: pytest.Pytester,
 
         def released_3_s_after_the_wait_began(handle, timeout_s):
             # The budget started at setup, before this wait: 3 s of it spend the 2 s budget however
-            # long pytest took to get here (a timer started beside runpytest once ran out first).
+            # long pytest took to get here (a timer started beside runpytest could run out first).
             threading.Timer(3.0, held.close).start()  # closing the file lets the lock go
             return waiting(handle, timeout_s)
 
