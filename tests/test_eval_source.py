@@ -32,6 +32,47 @@ def test_hardware_tag_is_the_accelerator_else_the_cpu(machine, tag):
     assert hardware_tag(machine) == tag
 
 
+# `nvidia-smi --query-gpu=name` as real machines print it, and the tag a table's Source carries:
+# the model, form factor, memory and edition dropped, as "H100 80GB HBM3" has always become H100.
+REAL_NVIDIA_NAMES = [
+    ("NVIDIA GH200 480GB", "GH200"),
+    ("NVIDIA GH200 144G HBM3e", "GH200"),
+    ("NVIDIA GB200", "GB200"),
+    ("NVIDIA GB300", "GB300"),
+    ("NVIDIA GB10", "GB10"),
+    ("NVIDIA B200", "B200"),
+    ("NVIDIA B300 SXM6 AC", "B300"),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTXPRO6000"),
+    ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "RTXPRO6000"),
+    ("NVIDIA H20", "H20"),
+    ("NVIDIA L20", "L20"),
+    ("NVIDIA H200", "H200"),
+    ("NVIDIA H200 NVL", "H200"),
+    ("NVIDIA H100 80GB HBM3", "H100"),
+    ("NVIDIA H100 PCIe", "H100"),
+    ("NVIDIA H800", "H800"),
+    ("NVIDIA A100-SXM4-80GB", "A100"),
+    ("NVIDIA A100 80GB PCIe", "A100"),
+    ("NVIDIA A10G", "A10G"),
+    ("NVIDIA A10", "A10"),
+    ("NVIDIA L40S", "L40S"),
+    ("NVIDIA L4", "L4"),
+    ("Tesla T4", "T4"),
+    ("Tesla V100-SXM2-16GB", "V100"),
+    ("NVIDIA GeForce RTX 4090", "RTX4090"),
+    ("NVIDIA GeForce RTX 3090 Ti", "RTX3090TI"),  # not an RTX 3090's row
+    ("NVIDIA GeForce RTX 3060", "RTX3060"),
+    ("Quadro RTX 4000", "RTX4000"),
+    ("NVIDIA RTX A6000", "RTXA6000"),
+    ("NVIDIA RTX 6000 Ada Generation", "RTX6000ADA"),  # not a Quadro RTX 6000's row
+]
+
+
+@pytest.mark.parametrize(("name", "tag"), REAL_NVIDIA_NAMES)
+def test_real_nvidia_names_are_tagged_by_their_model(name, tag):
+    assert hardware_tag(_machine(gpus=[name])) == tag
+
+
 def test_hardware_tag_can_be_overridden():
     assert hardware_tag(_machine(gpus=["NVIDIA H200"]), "H200-lab2") == "H200-lab2"
 

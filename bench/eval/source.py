@@ -20,8 +20,15 @@ from pathlib import Path
 from bench.base.git import git
 from bench.host.machine import Machine
 
-# NVIDIA names carry form factors and memory sizes ("NVIDIA H100 80GB HBM3"): the model is the tag.
-_NVIDIA_MODEL = re.compile(r"\b(GB\d{3}|B\d{3}|H\d{3}|A\d{3}|L40S?|L4|T4|V100|RTX\s?\w+)\b", re.IGNORECASE)
+# NVIDIA names carry form factors, memory sizes and generations ("NVIDIA H100 80GB HBM3", "NVIDIA
+# GH200 480GB", "NVIDIA B300 SXM6 AC", "NVIDIA RTX PRO 6000 Blackwell Server Edition"): the model
+# is the tag, spaces dropped (H100, GH200, B300, RTXPRO6000, RTX4090). Grace pairs (GH, GB) come
+# before the bare letters; a suffix that names another product (Ti, SUPER, Ada) stays in the tag.
+_NVIDIA_MODEL = re.compile(
+    r"\b(RTX(?:\s?PRO)?\s?[A-Z]?\d{4}(?:\s(?:Ti|SUPER|Ada)\b)*"  # RTX 4090, RTX A6000, RTX PRO 6000
+    r"|GTX\s?\d{3,4}(?:\s(?:Ti|SUPER)\b)*"
+    r"|(?:GH|GB|[ABHKLPTV])\d{1,3}[A-Z]?)\b",  # GH200, GB200, B200, H20, A10G, L40S, T4, V100
+    re.IGNORECASE)
 _CPU_NOISE = re.compile(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$|\b\d+-core\b", re.IGNORECASE)
 
 
