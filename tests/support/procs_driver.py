@@ -6,7 +6,7 @@ Runs one closed-loop level of 2 x PROCS slots against the paced server of
 bench/perf/client_overhead.py with SIGTERM and SIGHUP handled as a cell's pytest session handles
 them (bench.plugins.signals), and, given the server's pid, asking whether it is gone as a
 cell asks its server. Prints `PIDS <pid> ...` (this process's children: the workers and
-multiprocessing's helper) at its first progress report; when an interrupt ends the level, `KEPT
+multiprocessing's helper) at the first progress report after a request finished; when an interrupt ends the level, `KEPT
 <json>` (what it kept) and exits 2; otherwise `DONE <json>`.
 
 `failing_level` is a level function that fails in the worker, as a bug in the load generator would.
@@ -55,7 +55,7 @@ def main() -> None:
     told: list[bool] = []
 
     def progress(p: Progress) -> None:
-        if not told:
+        if not told and p.done > 0:  # a finished request: what an interrupt then keeps is never nothing
             told.append(True)
             print("PIDS", *(c.pid for c in psutil.Process().children()), flush=True)
 
