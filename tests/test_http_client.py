@@ -16,6 +16,7 @@ import socket
 import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -213,6 +214,19 @@ def assert_whole(rec: Any) -> None:
     assert rec.t_send <= rec.t_first_byte <= rec.t_first_token == rec.chunk_times[0] <= rec.chunk_times[1] <= rec.t_end
 
 
+def stamp_arrivals(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every clock read of the transport's receive callback, in order: the arrival stamps."""
+    arrivals: list[float] = []
+    clock = time.perf_counter
+
+    def stamped() -> float:
+        arrivals.append(clock())
+        return arrivals[-1]
+
+    monkeypatch.setattr(http_connection, "_perf", stamped)
+    return arrivals
+
+
 # ------------------------------------------------------------------ framing and stamps
 
 AWKWARD = [
@@ -247,14 +261,7 @@ def test_chunked_frames_split_at_awkward_boundaries_give_the_whole_stream(loop_f
 def test_an_sse_event_split_across_reads_is_stamped_when_it_completes(loop_factory, monkeypatch):
     """Every stamp is the arrival time taken in the transport's receive callback: the clock read
     there is the only source of chunk times."""
-    arrivals: list[float] = []
-    clock = time.perf_counter
-
-    def stamped() -> float:
-        arrivals.append(clock())
-        return arrivals[-1]
-
-    monkeypatch.setattr(http_connection, "_perf", stamped)
+    arrivals = stamp_arrivals(monkeypatch)
     event = EVENTS[1]
     first, second = frame(event)[:20], frame(event)[20:]
 
@@ -313,7 +320,7 @@ def test_a_500_with_a_json_body_keeps_status_and_body_head(loop_factory):
         (rec,) = exchange(loop_factory, server.base_url).records
     assert rec.error.type is ErrorType.HTTP_5XX and rec.http_status == rec.error.http_status == 500
     assert rec.error.body_head == error.decode()
-    assert rec.error.message.startswith("HTTP 500 Internal Server Error: {\"error\"")
+    assert rec.error.message == "HTTP 500 Internal Server Error: the engine crashed (type server_error)"
 
 
 @pytest.mark.parametrize("loop_factory", LOOPS)
@@ -519,3 +526,151 @@ def test_a_host_name_is_resolved_by_the_loop_and_stamps_the_write_too(loop_facto
         assert_whole(rec)
         assert rec.t_send <= rec.t_written <= rec.t_first_byte
     assert server.connections == 2 and run.counts == ConnectionCounts(opened=2)
+
+
+# ------------------------------------------------------------------ what a misbehaving server says
+
+# llama-server b11434's answer to a prompt over its context (--ctx-size 256), byte for byte, for
+# stream=true as for stream=false: a 400 with an OpenAI error body, before any stream begins
+LLAMA_OVER_CONTEXT = (b"HTTP/1.1 400 Bad Request\r\nServer: llama.cpp\r\nAccess-Control-Allow-Origin: \r\n"
+                      b"Content-Type: application/json; charset=utf-8\r\nContent-Length: 191\r\n"
+                      b"Connection: close\r\n\r\n"
+                      b'{"error":{"code":400,"message":"request (263 tokens) exceeds the available context size '
+                      b'(256 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":263,'
+                      b'"n_ctx":256}}')
+def answer(loop_factory: Callable[[], asyncio.AbstractEventLoop], wire: bytes) -> RequestRecord:
+    """The record of one request that the server answers with `wire`, all at once."""
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        conn.sendall(wire)
+
+    with serving(script) as server:
+        (rec,) = exchange(loop_factory, server.base_url).records
+    return rec
+
+
+WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS, "raw deflate": -zlib.MAX_WBITS}
+
+
+def compressed(pieces: list[bytes], how: str) -> list[bytes]:
+    """`pieces` compressed as one stream, each flushed so that it decodes as soon as it arrives."""
+    z = zlib.compressobj(wbits=WBITS[how])
+    out = [z.compress(p) + z.flush(zlib.Z_SYNC_FLUSH) for p in pieces]
+    out[-1] += z.flush()
+    return out
+
+
+def encoded_head(encoding: str, *, status: str = "200 OK", kind: str = "text/event-stream") -> bytes:
+    return head(status, f"Content-Type: {kind}", f"Content-Encoding: {encoding}", "Transfer-Encoding: chunked")
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+@pytest.mark.parametrize("how", ["gzip", "deflate", "raw deflate"])
+def test_a_compressed_stream_is_decoded_and_stamped_when_its_compressed_bytes_arrive(loop_factory, how,
+                                                                                    monkeypatch):
+    arrivals = stamp_arrivals(monkeypatch)
+    pieces = compressed(EVENTS, how)
+    encoding = "gzip" if how == "gzip" else "deflate"
+
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        # chunked frames that cut the compressed pieces anywhere: two bytes, then the rest of each
+        wire = b"".join(frame(p[:2]) + frame(p[2:]) for p in pieces) + b"0\r\n\r\n"
+        conn.sendall(encoded_head(encoding))
+        send_pieces(conn, [wire[i:i + 7] for i in range(0, len(wire), 7)])
+
+    with serving(script) as server:
+        (rec,) = exchange(loop_factory, server.base_url).records
+    assert_whole(rec)
+    assert rec.content_encoding == encoding and rec.to_json()["content_encoding"] == encoding
+    # every stamp is the arrival of a read of compressed bytes, never a moment after it
+    assert rec.t_first_byte in arrivals and set(rec.chunk_times) <= set(arrivals) and rec.t_end in arrivals
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_an_identity_stream_records_no_encoding(loop_factory):
+    def script(conn: socket.socket, server: RawServer) -> None:
+        server.read_request(conn)
+        conn.sendall(WIRE)
+
+    with serving(script) as server:
+        (rec,) = exchange(loop_factory, server.base_url).records
+    assert b"\r\nAccept-Encoding: identity\r\n" in server.requests[0]
+    assert_whole(rec)
+    assert rec.content_encoding is None and "content_encoding" not in rec.to_json()
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+@pytest.mark.parametrize("encoding", ["br", "zstd"])
+def test_an_encoding_cellbench_does_not_decode_fails_the_request_naming_it(loop_factory, encoding):
+    rec = answer(loop_factory, encoded_head(encoding) + frame(b"\x0b\x8f\x80binary") + b"0\r\n\r\n")
+    assert rec.error.type is ErrorType.INVALID_SSE and rec.http_status == 200
+    assert rec.error.message == (f"the server compressed the stream (Content-Encoding: {encoding}), "
+                                 "which cellbench does not decode")
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+@pytest.mark.parametrize("where", ["connection closed", "body ended"])
+def test_a_gzip_stream_cut_midway_is_truncated(loop_factory, where):
+    """Half the compressed bytes: the events they decode to are kept, and the request is
+    truncated, not garbage, whether the connection broke or the body's framing ended there."""
+    pieces = compressed(EVENTS, "gzip")
+    half = b"".join(pieces[:2]) + pieces[2][:len(pieces[2]) // 2]  # inside the " world" event
+
+    rec = answer(loop_factory, encoded_head("gzip") + frame(half) + (b"0\r\n\r\n" if where == "body ended" else b""))
+    assert rec.error.type is ErrorType.TRUNCATED, rec.error
+    assert rec.n_chunks == 1 and rec.output_text_head == "Hello" and rec.content_encoding == "gzip"
+    if where == "body ended":
+        assert rec.error.message == "the body ended inside its gzip stream, after 1 output chunks"
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_corrupt_gzip_is_invalid_sse_saying_so(loop_factory):
+    rec = answer(loop_factory, encoded_head("gzip") + frame(b"\x1f\x8b\x08\x00" + b"\xff" * 40) + b"0\r\n\r\n")
+    assert rec.error.type is ErrorType.INVALID_SSE
+    assert rec.error.message.startswith("the server's compressed stream is corrupt (gzip body: ")
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_llama_servers_over_context_answer_keeps_its_words(loop_factory):
+    rec = answer(loop_factory, LLAMA_OVER_CONTEXT)
+    assert rec.error.type is ErrorType.HTTP_4XX and rec.error.http_status == 400
+    assert rec.error.message == ("HTTP 400 Bad Request: request (263 tokens) exceeds the available context size "
+                                 "(256 tokens), try increasing it (type exceed_context_size_error)")
+    assert rec.error.body_head.startswith('{"error":{"code":400,')
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+@pytest.mark.parametrize("body, words", [
+    (b'{"detail": "Model is overloaded"}', "Model is overloaded"),
+    (b'{"detail": [{"loc": ["body", "messages"], "msg": "field required", "type": "missing"}]}',
+     "field required (type missing)"),
+    (b'{"message": "rate limit\\nexceeded", "code": "quota"}', "rate limit\\nexceeded (code quota)"),
+    (b'{"error": "upstream\\u001b[31m down"}', "upstream\\x1b[31m down"),
+    (b"<html>" + b"x" * 400 + b"</html>", "<html>" + "x" * 113 + "\u2026"),
+])
+def test_an_error_body_is_quoted_in_the_servers_words_escaped_and_bounded(loop_factory, body, words):
+    rec = answer(loop_factory, head("422 Unprocessable Entity", f"Content-Length: {len(body)}") + body)
+    assert rec.error.message == f"HTTP 422 Unprocessable Entity: {words}"
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_a_compressed_error_body_is_decoded_for_its_words(loop_factory):
+    body = json.dumps({"error": {"message": "the engine is overloaded", "type": "overloaded", "code": 503}})
+
+    rec = answer(loop_factory, encoded_head("gzip", status="503 Service Unavailable", kind="application/json")
+                            + b"".join(frame(p) for p in compressed([body.encode()], "gzip")) + b"0\r\n\r\n")
+    assert rec.error.type is ErrorType.HTTP_5XX
+    assert rec.error.message == "HTTP 503 Service Unavailable: the engine is overloaded (type overloaded)"
+    assert rec.error.body_head == body
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_a_429_keeps_its_retry_after(loop_factory):
+    body = json.dumps({"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}}).encode()
+
+    rec = answer(loop_factory, head("429 Too Many Requests", "Retry-After: 2", "Content-Type: application/json",
+                            f"Content-Length: {len(body)}") + body)
+    assert rec.error.type is ErrorType.HTTP_4XX and rec.error.http_status == 429
+    assert rec.error.retry_after == "2" and rec.to_json()["error"]["retry_after"] == "2"
+    assert rec.error.message == "HTTP 429 Too Many Requests: Rate limit reached (type rate_limit_exceeded)"

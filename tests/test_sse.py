@@ -326,6 +326,38 @@ def test_sse_error_event_fails_the_request():
     assert "engine died" in rec.error.message and rec.t_end == 0.2
 
 
+# llama-server's error object (b11434's over-context answer; its older builds wrote errors met
+# after a stream began as an `error:` line, not `data:`)
+LLAMA_ERROR = (b'{"code":400,"message":"request (263 tokens) exceeds the available context size (256 tokens), '
+               b'try increasing it","type":"exceed_context_size_error","n_prompt_tokens":263,"n_ctx":256}')
+LLAMA_WORDS = ("request (263 tokens) exceeds the available context size (256 tokens), try increasing it "
+               "(type exceed_context_size_error, code 400)")
+
+
+@pytest.mark.parametrize("wire", [
+    b"error: " + LLAMA_ERROR + b"\n\n",  # llama-server's own field line
+    b'data: {"error": ' + LLAMA_ERROR + b"}\n\n",  # an error object on a data line
+    b"event: error\ndata: " + LLAMA_ERROR + b"\n\n",  # a named error event
+    b"error: " + LLAMA_ERROR + b"\n",  # the line, and the stream ends without its blank line
+])
+def test_an_error_inside_the_stream_keeps_the_servers_words(wire):
+    rec = drive([(0.1, event(ROLE)), (0.2, wire)], eof_at=0.3)
+    assert rec.error.type is ErrorType.STREAM_ERROR_EVENT
+    assert rec.error.message == f"HTTP 200, then an error in the stream: {LLAMA_WORDS}"
+
+
+def test_an_error_line_in_plain_words_and_with_control_characters_is_quoted_escaped():
+    rec = drive([(0.1, b"error: the \x1b[1mengine\x1b[0m died\n\n")], eof_at=0.2)
+    assert rec.error.type is ErrorType.STREAM_ERROR_EVENT
+    assert rec.error.message == "HTTP 200, then an error in the stream: the \\x1b[1mengine\\x1b[0m died"
+
+
+def test_a_long_error_message_is_bounded():
+    rec = drive([(0.1, event({"error": {"message": "x" * 5000}}))])
+    words = rec.error.message.removeprefix("HTTP 200, then an error in the stream: ")
+    assert len(words) == 300 and words.endswith("x\u2026")
+
+
 def test_invalid_json_is_invalid_sse():
     rec = drive([(0.1, event(content("a"))), (0.2, b"data: {oops\n\n"), (0.3, DONE)])
     assert rec.error.type is ErrorType.INVALID_SSE and "oops" in rec.error.message

@@ -6,8 +6,13 @@ Times are `time.perf_counter()` seconds. Field names follow docs/metrics.md (`t_
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from typing import Any
+
+SERVER_WORDS_CHARS = 300  # a server's error message is quoted up to this many characters
 
 
 class ErrorType(str, Enum):
@@ -28,6 +33,7 @@ class RequestError:
     message: str  # never empty: a timeout names its limit
     http_status: int | None = None
     body_head: str | None = None  # first 300 bytes of an HTTP error body
+    retry_after: str | None = None  # a 429's (or 503's) Retry-After header, as the server wrote it
 
 
 @dataclass
@@ -50,6 +56,8 @@ class RequestRecord:
     chunk_times: list[float] = field(default_factory=list)  # arrival of every output-bearing event
     usage_completion_tokens: int | None = None
     usage_prompt_tokens: int | None = None
+    # usage.completion_tokens_details.reasoning_tokens (vLLM, SGLang, OpenAI); None when not reported
+    usage_reasoning_tokens: int | None = None
     finish_reason: str | None = None
     served_model: str | None = None  # the `model` field of the response chunks
     http_status: int | None = None
@@ -61,6 +69,9 @@ class RequestRecord:
     # had closed ended before any response byte, and the request went again on a fresh one
     # (t_send is the second attempt's start).
     retried: str | None = None
+    # The response's Content-Encoding when the server compressed the stream though asked not to
+    # (gzip, deflate: decoded, each piece stamped when its compressed bytes arrived); None: identity
+    content_encoding: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -83,12 +94,66 @@ class RequestRecord:
 
     def to_json(self) -> dict:
         data = asdict(self)
+        if self.usage_reasoning_tokens is None:  # no reasoning count in the usage: its line is as it always was
+            del data["usage_reasoning_tokens"]
         if self.t_admitted is None:  # a closed-loop record: its line is as it always was
             del data["t_admitted"]
         if not self.reused_connection and self.retried is None:  # a request on a connection of its own
             del data["reused_connection"], data["retried"]
+        if self.content_encoding is None:  # an uncompressed stream: its line is as it always was
+            del data["content_encoding"]
         if self.error is not None:
             data["error"]["type"] = self.error.type.value
+            if self.error.retry_after is None:
+                del data["error"]["retry_after"]
         data["output_tokens"] = self.output_tokens
         data["tokens_source"] = self.tokens_source
         return data
+
+
+# ---------------------------------------------------------------- a server's own words for an error
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def quote_server(text: str, limit: int = SERVER_WORDS_CHARS) -> str:
+    """`text` as one printable line of at most `limit` characters: control characters escaped
+    (`\\n`, `\\x1b`), and an ellipsis where it was cut."""
+    text = _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
+def error_object_text(err: Any, *, http_status: int | None = None) -> str:
+    """An error object's own words: its `message` (or `msg`, `detail`), then its `type` and `code`
+    (the code left out when it repeats the HTTP status), e.g. "the request exceeds the available
+    context size (type exceed_context_size_error)". A string is its own message; a list (FastAPI's
+    validation `detail`) is its items' words joined by "; "."""
+    if isinstance(err, list):
+        return quote_server("; ".join(error_object_text(item) for item in err[:5]))
+    if not isinstance(err, dict):
+        return quote_server(str(err) if err is not None else "")
+    words = next((err[key] for key in ("message", "msg", "detail") if err.get(key)), None)
+    text = error_object_text(words) if words is not None else json.dumps(err)[:SERVER_WORDS_CHARS]
+    tags = [f"type {err['type']}"] if isinstance(err.get("type"), str) and err["type"] else []
+    code = err.get("code")
+    if code not in (None, "", http_status) and str(code) != str(http_status):
+        tags.append(f"code {code}")
+    return quote_server(f"{text} ({', '.join(tags)})" if tags else text)
+
+
+def error_body_text(body: bytes, *, http_status: int | None = None) -> str | None:
+    """The words of an error body: OpenAI's `{"error": {"message", "type", "code"}}` (or a bare
+    `{"error": "..."}`), FastAPI's `{"detail": ...}`, a plain `{"message": ...}`; None when the
+    body is not JSON or says none of these."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    for key in ("error", "detail"):
+        if obj.get(key):
+            return error_object_text(obj[key], http_status=http_status)
+    if obj.get("message"):
+        return error_object_text(obj, http_status=http_status)
+    return None

@@ -4,7 +4,8 @@ Three layers, each usable alone:
 
 * `SSEDecoder`  - incremental event framing (WHATWG "event stream" rules): events split across
   reads or several per read, `\\n`, `\\r\\n` and bare `\\r` line ends, `data:` with or without the
-  space, multi-line `data`, `event:` names, comment lines (`: keepalive 10/11`, mlx-lm); an
+  space, multi-line `data`, `event:` names, `error:` lines (llama-server's errors), comment lines (`: keepalive 10/11`,
+  mlx-lm); an
   event still unfinished after `MAX_EVENT_BYTES` is an error, not a buffer that grows without end.
 * `parse_chunk` - one event's payload as a `Chunk`: output-bearing or not, answer-bearing or not,
   `finish_reason`, usage, `model`, or an SSE error event.
@@ -22,19 +23,18 @@ arrival time of each read, so every rule is testable with a scripted clock.
 
 from __future__ import annotations
 
-import json
 from typing import Any, NamedTuple
 
 from bench.base.fastjson import fast_loads as _fast_loads
 from bench.base.fastjson import stdlib_loads as _stdlib_loads
-from bench.core.records import ErrorType, RequestError, RequestRecord
+from bench.core.records import ErrorType, RequestError, RequestRecord, error_object_text, quote_server
 
 DONE = b"[DONE]"
 # The largest event (or line) the decoder holds before giving up on the stream. A streamed chunk
 # is under a kilobyte; a whole answer in one event, with logprobs, a few megabytes.
 MAX_EVENT_BYTES = 16 * 2**20
 HEAD_CHARS = 200  # how much output text a record keeps (RequestRecord.output_text_head)
-_MESSAGE_CHARS = 300  # error messages quote at most this much of the server's words
+_MESSAGE_CHARS = 300  # how much of a body that is not SSE its error quotes
 
 class SSEEvent(NamedTuple):
     """One dispatched event: its `data` lines joined by `\\n`, and its `event:` name if any."""
@@ -159,6 +159,9 @@ class SSEDecoder:
             self._event = value.decode("utf-8", "replace")
         elif name == b"data" and not sep:  # a bare `data` line appends an empty line
             self._data.append(b"")
+        elif name == b"error":  # llama-server's own error line (`error: {json}`): an error event
+            self._data.append(value)
+            self._event = "error"
         # `id`, `retry` and unknown fields change nothing a benchmark reads
 
 
@@ -182,7 +185,8 @@ def parse_chunk(data: bytes, event: str | None = None) -> Chunk:
     answer  = content or tool call (reasoning is output but not answer);
     usage   = the top-level `usage` object, whether on the finish chunk (transformers serve) or in
               a separate `choices: []` chunk (llama-server, vLLM, mlx-lm);
-    error   = an `{"error": ...}` payload or an `event: error` event.
+    error   = an `{"error": ...}` payload, an `event: error` event or an `error:` line, in the
+              server's words (`bench.core.records.error_object_text`).
     A role-only or empty delta is neither output nor answer. Raises `SSEFormatError` when the
     payload is not a JSON object or its `choices` are malformed.
     """
@@ -197,12 +201,15 @@ def _read(data: bytes, event: str | None) -> tuple[bool, bool, str, Any, Any, An
         except ValueError:  # what orjson refuses (NaN, a lone surrogate, bad JSON): the stdlib decides
             obj = _stdlib_loads(data)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        if event == "error":  # an error event in plain words
+            words = quote_server(data.decode("utf-8", "replace")) or "empty error event"
+            return False, False, "", None, None, None, words
         raise SSEFormatError(f"invalid JSON in SSE data ({exc}): {data[:120]!r}") from None
     if type(obj) is not dict:
         raise SSEFormatError(f"SSE data is not a JSON object: {data[:120]!r}")
     err = obj.get("error")
     if err or event == "error":
-        return False, False, "", None, None, None, _error_message(err if err else obj)
+        return False, False, "", None, None, None, error_object_text(err if err else obj) or "empty error event"
     output = answer = False
     out = ""
     finish = None
@@ -232,16 +239,6 @@ def _read(data: bytes, event: str | None) -> tuple[bool, bool, str, Any, Any, An
         except (AttributeError, TypeError) as exc:  # a choice, delta or call that is not an object
             raise SSEFormatError(f"malformed chunk ({exc}): {data[:120]!r}") from None
     return output, answer, out, finish, obj.get("usage") or None, obj.get("model"), None
-
-
-def _error_message(err: Any) -> str:
-    if isinstance(err, dict):
-        message = err.get("message") or json.dumps(err)
-        code = err.get("code") or err.get("type")
-        text = f"{message} (code {code})" if code else str(message)
-    else:
-        text = str(err)
-    return text[:_MESSAGE_CHARS] or "empty error event"
 
 
 class ChatStream:
@@ -335,7 +332,7 @@ class ChatStream:
             self.fail(ErrorType.INVALID_SSE, str(exc), now)
             return
         if error is not None:
-            self.fail(ErrorType.STREAM_ERROR_EVENT, f"SSE error event: {error}", now)
+            self.fail(ErrorType.STREAM_ERROR_EVENT, f"HTTP 200, then an error in the stream: {error}", now)
             return
         rec = self.record
         if output:
@@ -377,3 +374,7 @@ def _apply_usage(usage: Any, rec: RequestRecord) -> None:
     prompt = usage.get("prompt_tokens")
     if type(prompt) is int:
         rec.usage_prompt_tokens = prompt
+    details = usage.get("completion_tokens_details")  # reasoning models: how many of the tokens were thinking
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if type(reasoning) is int:
+        rec.usage_reasoning_tokens = reasoning

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from bench.core.level_run import ConnectionCounts
-from bench.core.records import ErrorType, RequestRecord
+from bench.core.records import ErrorType, RequestRecord, error_body_text, quote_server
 from bench.core.sse import ChatStream
 from bench.load.http import Connector, Response
+from bench.load.http.encoding import CorruptBody, Inflater, UnsupportedEncoding, decoder_for
 from bench.load.interrupts import reraise_interrupt, uncancel
 
 _perf = time.perf_counter
-_BODY_HEAD = 300  # bytes of an HTTP error body kept in the record
+_BODY_HEAD = 300  # characters of an HTTP error body kept in the record
+_BODY_WORDS = 120  # of a body that is no JSON error, the characters its message quotes
+_ERROR_BODY_BYTES = 2**16  # an error body is read this far for its message, then the exchange ends
 # A connection that failed on its own holds its request this long before the next one may go: an
 # exiting server refuses connections a moment before its process can be seen gone, and a slot that
 # sent on at once would record every remaining request as refused instead of the level stopping.
@@ -56,7 +59,8 @@ class ChatClient:
     `LOST_PAUSE_S` later, before the request returns)."""
 
     def __init__(self, base_url: str, request_timeout_s: float, *, on_output: Callable[[int], None],
-                 on_lost: Callable[[], None], keep_alive: bool = False) -> None:
+                 on_lost: Callable[[], None], keep_alive: bool = False,
+                 headers: Mapping[str, str] | None = None) -> None:
         self.connector = Connector(base_url, keep_alive=keep_alive)
         self.url = base_url.rstrip("/") + "/v1/chat/completions"
         self.request_timeout_s = request_timeout_s
@@ -68,6 +72,7 @@ class ChatClient:
                 "Accept-Encoding: identity\r\n")
         if not keep_alive:
             head += "Connection: close\r\n"
+        head += "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())  # the API key
         self._head = (head + "Content-Length: ").encode("latin-1")
 
     @property
@@ -129,9 +134,14 @@ class ChatClient:
 
 class _ChatResponse(Response):
     """A chat completion's response: a 200's body goes into the record's `ChatStream` read by
-    read, at its arrival time; any other status keeps the first `_BODY_HEAD` bytes of its body."""
+    read, at its arrival time; any other status keeps its body's first `_ERROR_BODY_BYTES` for
+    the error's message. A body the server compressed anyway (gzip, deflate) is decoded first
+    (`bench.load.http.encoding`), each decoded piece stamped with its compressed read's arrival;
+    any other encoding fails a 200 at once."""
 
-    __slots__ = ("error_head", "on_output", "record", "stream")
+    KEPT_HEADERS = frozenset((b"content-encoding", b"retry-after"))
+
+    __slots__ = ("diverted", "error_head", "inflater", "on_output", "record", "stream")
 
     def __init__(self, flight: Flight, on_output: Callable[[int], None]) -> None:
         super().__init__()
@@ -139,6 +149,8 @@ class _ChatResponse(Response):
         self.stream = flight.stream
         self.on_output = on_output
         self.error_head: bytearray | None = None  # the body of a non-200 answer
+        self.inflater: Inflater | None = None  # the decoder of a compressed body
+        self.diverted = False  # not a plain 200 stream: an error body, or a compressed one
 
     def attempt(self, t_start: float, reused: bool, retry: str | None) -> None:
         rec = self.record
@@ -153,14 +165,23 @@ class _ChatResponse(Response):
 
     def on_head(self) -> None:
         self.record.http_status = self.status
+        try:
+            self.inflater = decoder_for(self.headers.get(b"content-encoding"))
+        except UnsupportedEncoding as exc:
+            if self.status == 200:  # a stream cellbench cannot read: nothing more is
+                self.stream.fail(ErrorType.INVALID_SSE, str(exc), self.now)
+                self.stopped = True
+                return
+            # an error body in an encoding we do not decode: its status still says what happened
+        if self.inflater is not None:
+            self.record.content_encoding = self.inflater.encoding
         if self.status != 200:
             self.error_head = bytearray()
+        self.diverted = self.error_head is not None or self.inflater is not None
 
     def on_body(self, body: bytes) -> None:
-        if self.error_head is not None:
-            self.error_head += body
-            if len(self.error_head) >= _BODY_HEAD:
-                self.http_error()
+        if self.diverted:
+            self._diverted(body)
             return
         chunk_times = self.record.chunk_times
         before = len(chunk_times)
@@ -170,17 +191,63 @@ class _ChatResponse(Response):
         if self.stream.finished and self.record.error is not None:  # an error event, an overflow
             self.stopped = True
 
+    def _diverted(self, body: bytes) -> None:
+        """A compressed read (decoded, every piece at this read's arrival), or an error body's."""
+        try:
+            for piece in (self.inflater.feed(body) if self.inflater is not None else (body,)):
+                self._decoded(piece)
+                if self.stopped:
+                    return
+        except CorruptBody as exc:
+            self._corrupt(exc)
+
+    def _decoded(self, piece: bytes) -> None:
+        if self.error_head is None:  # a decoded piece of the stream takes the stream's own path
+            self.diverted = False
+            self.on_body(piece)
+            self.diverted = True
+            return
+        self.error_head += piece
+        if len(self.error_head) >= _ERROR_BODY_BYTES:
+            self.http_error()
+
+    def _corrupt(self, exc: CorruptBody) -> None:
+        if self.error_head is not None:
+            self.http_error()  # what decoded before the corruption says what it can
+        else:
+            self.stream.fail(ErrorType.INVALID_SSE, f"the server's compressed stream is corrupt ({exc})", self.now)
+            self.stopped = True
+
     def on_end(self) -> None:
+        if self.stopped:  # the error is recorded; the rest of the read was parsed all the same
+            return
+        inflater = self.inflater
+        if inflater is not None:
+            try:
+                for piece in inflater.finish():
+                    self._decoded(piece)
+            except CorruptBody as exc:
+                self._corrupt(exc)
+            if not inflater.ended and self.error_head is None and not self.stream.finished:
+                rec = self.record  # what decoded is all there is: the stream was cut
+                self.stream.fail(ErrorType.TRUNCATED, f"the body ended inside its {inflater.encoding} stream, "
+                                 f"after {rec.n_chunks} output chunks", self.now)
+                return
         if self.error_head is not None:
             self.http_error()
         else:
             self.stream.close(self.now)
 
     def http_error(self) -> None:
-        """A non-200 answer: the record keeps its status and the first bytes of its body."""
-        head = self.error_head or b""
-        text = bytes(head[:_BODY_HEAD]).decode("utf-8", "replace")
+        """A non-200 answer: the record keeps its status, the server's words for the error (an
+        OpenAI-style JSON error's message, else the body's first characters), the first
+        `_BODY_HEAD` characters of its body and any Retry-After."""
+        body = bytes(self.error_head or b"")
+        text = body[:_BODY_HEAD].decode("utf-8", "replace")
         kind = ErrorType.HTTP_5XX if self.status >= 500 else ErrorType.HTTP_4XX
-        message = f"HTTP {self.status} {self.reason}: {text[:120]}".strip()
-        self.stream.fail(kind, message, self.now or _perf(), http_status=self.status, body_head=text)
+        words = error_body_text(body, http_status=self.status) or quote_server(text, _BODY_WORDS)
+        message = f"HTTP {self.status} {self.reason}: {words}".strip()
+        retry_after = self.headers.get(b"retry-after")
+        self.stream.fail(kind, message, self.now or _perf(), http_status=self.status, body_head=text,
+                         retry_after=None if retry_after is None else quote_server(retry_after.decode("latin-1"), 60))
         self.stopped = True

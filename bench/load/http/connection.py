@@ -30,22 +30,27 @@ class Response:
     with `now`, never with a clock read of its own.
 
     A subclass overrides the hooks: `on_head()` once the status line and headers are in
-    (`status`, `reason`), `on_body(data)` for every piece of the body (chunked framing removed),
-    `on_end()` when the body is complete. Any of them may call `stop()`: the exchange ends at
-    once, the rest of the response is not read and the connection is not reused. Interim (1xx)
-    responses are skipped. `attempt(t_start, reused, retry)` is told, before the request is
+    (`status`, `reason`, the `KEPT_HEADERS` in `headers`), `on_body(data)` for every piece of the
+    body (chunked framing removed), `on_end()` when the body is complete. Any of them may call
+    `stop()`: the exchange ends at once, the rest of the response is not read and the connection
+    is not reused. Interim (1xx) responses are skipped. `attempt(t_start, reused, retry)` is told, before the request is
     written, when its attempt started and whether it goes on a kept-alive connection (a second
     call, with `retry` saying why, means the request is sent again: `bench.load.http.connector`);
     `written(t)` when the kernel took its last byte.
     """
 
-    __slots__ = ("now", "status", "reason", "received", "head_done", "complete", "stopped", "keep_alive",
-                 "framed", "parser", "_interim")
+    # Lower-case names of the response headers a subclass reads from `headers` (the others are
+    # not kept: a streamed response's head costs one set look-up per header line).
+    KEPT_HEADERS: frozenset[bytes] = frozenset()
+
+    __slots__ = ("now", "status", "reason", "headers", "received", "head_done", "complete", "stopped",
+                 "keep_alive", "framed", "parser", "_interim")
 
     def __init__(self) -> None:
         self.now = 0.0
         self.status = 0
         self.reason = ""
+        self.headers: dict[bytes, bytes] = {}  # the KEPT_HEADERS the response had, by lower-case name
         self.received = 0  # bytes of the response received, its head included
         self.head_done = False  # status line and headers parsed (of the final response, not a 1xx)
         self.complete = False  # the whole body arrived
@@ -87,6 +92,8 @@ class Response:
         name = name.lower()
         if name == b"content-length" or (name == b"transfer-encoding" and b"chunked" in value.lower()):
             self.framed = True
+        if name in self.KEPT_HEADERS:
+            self.headers[name] = value
 
     def on_headers_complete(self) -> None:
         parser = cast(httptools.HttpResponseParser, self.parser)
@@ -94,6 +101,7 @@ class Response:
         if 100 <= status < 200:  # 100 Continue, 103 Early Hints: the final response follows
             self._interim = True
             self.framed = False
+            self.headers = {}
             return
         self.status = status
         self.head_done = True
