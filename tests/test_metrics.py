@@ -335,3 +335,45 @@ def test_summary_is_json_ready():
     decoded = json.loads(json.dumps(s, allow_nan=False))
     assert decoded["ttft_ms"]["p50"] == pytest.approx(s["ttft_ms"]["p50"])
     assert not any(isinstance(v, float) and math.isnan(v) for v in s.values())
+
+
+# ------------------------------------------------------------------ reasoning models (bench.core.reasoning)
+
+
+def thinking(index: int, answer_from: int | None, reasoning_tokens: int | None, send: float = 0.0) -> RequestRecord:
+    """An ok record of four chunks whose answer starts at chunk `answer_from` (None: it never came)."""
+    r = ok_record(index, send=send, chunks=(send + 0.1, send + 0.2, send + 0.3, send + 0.4), usage=6)
+    r.t_first_answer = None if answer_from is None else r.chunk_times[answer_from]
+    r.usage_reasoning_tokens = reasoning_tokens
+    return r
+
+
+def test_ttfa_is_the_first_answer_after_the_send_and_none_without_one():
+    assert metrics.ttfa(thinking(0, 2, None, send=1.0)) == pytest.approx(0.3)
+    assert metrics.ttfa(thinking(0, None, 4)) is None
+    plain = ok_record(send=0.05)
+    assert metrics.ttfa(plain) == metrics.ttft(plain) == pytest.approx(0.05)
+
+
+def test_a_level_that_reasoned_gets_ttfa_and_reasoning_beside_ttft():
+    records = [thinking(0, 2, 2), thinking(1, None, 4, send=1.0), thinking(2, 0, 0, send=2.0),
+               failed_record(3, ErrorType.TRUNCATED)]
+    s = metrics.summarize_level(level(records))
+    keys = list(s)
+    assert keys[keys.index("ttft_ms"):keys.index("ttft_ms") + 4] == ["ttft_ms", "ttfa_ms", "reasoning", "ttfb_ms"]
+    assert s["ttfa_ms"]["n"] == 2 and s["ttfa_ms"]["mean"] == pytest.approx(200.0)  # 300 ms and 100 ms
+    assert s["ttft_ms"]["n"] == 3 and s["ttft_ms"]["mean"] == pytest.approx(100.0)
+    assert s["reasoning"] == {"requests": 2, "unanswered": 1, "chunks_total": 2 + 4, "answer_chunks_total": 2 + 4,
+                              "tokens_total": 6, "tokens_mean": 2.0}
+    assert s["successful"] == 3 and s["output_tokens_total"] == 18  # reasoning tokens are output tokens
+
+
+def test_reasoning_tokens_total_needs_every_successful_request_to_report_them():
+    s = metrics.summarize_level(level([thinking(0, 2, None), thinking(1, 1, 3, send=1.0)]))
+    assert s["reasoning"]["tokens_total"] is None and s["reasoning"]["tokens_mean"] is None
+    assert s["reasoning"]["chunks_total"] == 3 and s["reasoning"]["requests"] == 2
+
+
+def test_a_level_without_reasoning_has_neither_block():
+    s = metrics.summarize_level(level([ok_record(0, usage=4), thinking(1, 0, 0, send=1.0)]))
+    assert "ttfa_ms" not in s and "reasoning" not in s

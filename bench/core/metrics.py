@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from bench.core.level_run import ClientHealth, LevelRun, rate_json
-from bench.core.records import RequestRecord
+from bench.core.reasoning import reasoning_summary
+from bench.core.records import RequestRecord, content_encodings
 
 PERCENTILES = (50, 90, 95, 99)
 DIVERGENCE_BAND = (0.95, 1.05)  # completion_tokens / chunks outside it: the request diverges
@@ -35,6 +36,11 @@ def _diff(later: float | None, earlier: float | None) -> float | None:
 def ttft(r: RequestRecord) -> float | None:
     """TTFT = t_first_token - t_send (first content, reasoning or tool-call delta)."""
     return _diff(r.t_first_token, r.t_send)
+
+
+def ttfa(r: RequestRecord) -> float | None:
+    """TTFA = t_first_answer - t_send (first content or tool-call delta); None when no answer came."""
+    return _diff(r.t_first_answer, r.t_send)
 
 
 def ttfb(r: RequestRecord) -> float | None:
@@ -228,14 +234,7 @@ def error_samples(records: Iterable[RequestRecord]) -> dict[str, list[dict[str, 
         bucket = samples.setdefault(e.type.value, [])
         if len(bucket) < ERROR_SAMPLES_PER_TYPE:
             seen.add((e.type.value, e.message))
-            bucket.append(
-                {
-                    "message": e.message,
-                    "http_status": e.http_status,
-                    "body_head": e.body_head,
-                    "prompt_name": r.prompt_name,
-                }
-            )
+            bucket.append(e.sample(r.prompt_name))
     return samples
 
 
@@ -325,19 +324,15 @@ def prompt_reuse(run: LevelRun) -> dict[str, Any]:
     }
 
 
-def _wall(records: Sequence[RequestRecord]) -> float:
-    span = wall_span(records)
-    return span[1] - span[0] if span else 0.0
-
-
 def warmup_summary(records: Sequence[RequestRecord]) -> dict[str, Any]:
     """Warm-up requests, reported apart from the measured ones."""
     ok = sum(1 for r in records if r.ok)
+    span = wall_span(records)
     return {
         "requests": len(records),
         "successful": ok,
         "failed": len(records) - ok,
-        "wall_time_s": _wall(records),
+        "wall_time_s": span[1] - span[0] if span else 0.0,
         "errors": error_counts(records),
         "error_samples": error_samples(records),
     }
@@ -380,6 +375,7 @@ def summarize_level(
         "itl_per_chunk": per_chunk is not None and per_chunk > BUNDLING_TOKENS_PER_CHUNK,
         "chunk_divergence": chunk_divergence(ok),
         "ttft_ms": stats_block(map(ttft, ok), ms),
+        **reasoning_summary(ok, stats_block(map(ttfa, ok), ms)),  # reasoning models only: ttfa_ms, reasoning
         "ttfb_ms": stats_block(map(ttfb, ok), ms),
         "tpot_ms": stats_block(map(tpot, ok), ms),
         "itl_ms": stats_block((gap for r in ok for gap in itl(r)), ms),
@@ -394,4 +390,5 @@ def summarize_level(
         "client": client_health(run.client, cpu_limit=client_cpu_limit, schedule_lag_limit_ms=schedule_lag_limit_ms),
         "prompt_reuse": prompt_reuse(run),
         "warmup": warmup_summary(run.warmup_records),
+        **content_encodings(records),  # only when a server compressed a stream anyway
     }

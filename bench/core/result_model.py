@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, TypedDict, final
 
 from bench.core.open_loop import Goodput, Load, OpenLoopBlock, Sweep
+from bench.core.reasoning import Reasoning
 
 
 class Stats(TypedDict):
@@ -131,6 +132,8 @@ class Level(_LevelRequired, total=False):
     open_loop: OpenLoopBlock
     queue_delay_ms: Stats
     goodput: Goodput  # with --slo
+    ttfa_ms: Stats  # with `reasoning`, when a successful request reasoned (bench.core.reasoning)
+    reasoning: Reasoning
     prompt_reuse: PromptReuse
     # measured results only (an imported level lacks what the other tool never recorded)
     started_at: float

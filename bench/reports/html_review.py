@@ -16,8 +16,9 @@ decided here is (1) the cells of each row, (2) the extras shown when a row is ex
 - pytest-html sorts a column by comparing the cell's inner HTML as a string (its app.js). Each
   of our cells therefore starts with `<span data-sort="KEY">`: a zero-padded number (so 9.5 sorts
   below 12.0) or a severity rank for verdicts (failures first), missing values lowest.
-- Extras per cell: a summary (verdict, reason, annotations, the per-level table and the tail of
-  every server log), the cell plot (PNG), the result JSON and each server log tail as text.
+- Extras per cell: a summary (verdict, reason, annotations, the per-level table, with TTFA p50
+  beside TTFT p50 where a level's model reasoned, and the tail of every server log), the cell
+  plot (PNG), the result JSON and each server log tail as text.
   Server output is untrusted: everything from it is HTML-escaped here, because pytest-html
   inserts HTML extras with `innerHTML`.
 - Environment: pytest-metadata's dict, which pytest-html renders on every rewrite (after each
@@ -260,8 +261,9 @@ def server_log_tails(result: Result | NoResult, n: int = LOG_TAIL_LINES) -> list
 def _level_table(levels: Iterable[Level]) -> str:
     levels = sorted(levels, key=level_key)
     open_loop = any("request_rate" in lv for lv in levels)
+    reasoned = any("ttfa_ms" in lv for lv in levels)  # a reasoning model: its answer's latency beside TTFT
     head = ("request rate" if open_loop else "concurrency", "ok / failed", "output tok/s", "TTFT p50 (ms)",
-            "TPOT p50 (ms)", "E2EL p50 (ms)", "note")
+            *(("TTFA p50 (ms)",) if reasoned else ()), "TPOT p50 (ms)", "E2EL p50 (ms)", "note")
     rows = []
     for lv in levels:
         note = lv["stop_reason"] if lv.get("partial") else (", ".join(lv.get("errors", {})) or "")
@@ -269,7 +271,9 @@ def _level_table(levels: Iterable[Level]) -> str:
             note = f"goodput {_fmt(goodput['goodput_rps'], '.2f')} req/s" + (f"; {note}" if note else "")
         cells = (level_label(lv) if open_loop else lv.get("concurrency"), f"{lv['successful']} / {lv['failed']}",
                  _fmt(lv["output_throughput_tps"], ".1f"),
-                 _fmt(lv["ttft_ms"]["p50"], ".1f"), _fmt(lv["tpot_ms"]["p50"], ".2f"),
+                 _fmt(lv["ttft_ms"]["p50"], ".1f"),
+                 *((_fmt(lv["ttfa_ms"]["p50"] if "ttfa_ms" in lv else None, ".1f"),) if reasoned else ()),
+                 _fmt(lv["tpot_ms"]["p50"], ".2f"),
                  _fmt(lv["e2el_ms"]["p50"], ".1f"), note)
         rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"

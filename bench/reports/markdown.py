@@ -4,7 +4,8 @@ One table per level (metrics as rows, frameworks as columns) over the union of t
 framework measured, so a level only one framework ran still shows, with "—" for the others.
 Concurrency levels ("## Concurrency 8") and open-loop rate levels ("## Request rate 4 req/s", with
 their offered and achieved rates and queueing delay) are levels of different kinds and always get
-tables of their own; goodput rows appear where a level was judged against SLOs (--slo), and an
+tables of their own; goodput rows appear where a level was judged against SLOs (--slo), TTFA and
+reasoning rows beside TTFT where a level's model reasoned (bench.core.reasoning), and an
 *SLO sweep* section gives each framework's highest rate meeting them. Above the tables: the run ids
 that won, each verdict with its reason; below them: methodology differences, suspicious changes,
 the files left out, and the plots.
@@ -86,6 +87,17 @@ ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
     ("Tokens per chunk", _field("tokens_per_chunk", 2)),
     ("Client CPU share", lambda lv: _num(lv["client"]["cpu_share"] if "client" in lv else None, 1, 100, "%")),
 )
+# Beside TTFT where a level of the table reasoned: a reasoning model's TTFT ends at its first
+# reasoning delta, its TTFA at the first answer delta (docs/metrics.md, Reasoning models).
+REASONING_ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
+    ("TTFA avg (ms)", _stat("ttfa_ms", "mean")),
+    ("TTFA p50 (ms)", _stat("ttfa_ms", "p50")),
+    ("TTFA p99 (ms)", _stat("ttfa_ms", "p99")),
+    ("Reasoning tokens avg", _stat("reasoning", "tokens_mean")),
+    ("Reasoning / answer chunks", lambda lv: NULL if (block := lv.get("reasoning")) is None
+     else f"{block['chunks_total']} / {block['answer_chunks_total']}"),
+)
+_AFTER_TTFT = [label for label, _ in ROWS].index("TTFT p99 (ms)") + 1
 # Open-loop levels only: how the arrivals went.
 OPEN_LOOP_ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
     ("Offered rate (req/s)", _stat("open_loop", "offered_rate_rps", 2)),
@@ -155,7 +167,8 @@ def _level_section(comparison: Comparison, level: LevelKey | int) -> list[str]:
     key = ("concurrency", level) if isinstance(level, int) else level
     by_fw = {fw: {level_key(lv): lv for lv in results[fw]["levels"]} for fw in frameworks}
     present = [by_fw[fw][key] for fw in frameworks if key in by_fw[fw]]
-    rows_shown = [*ROWS, *(OPEN_LOOP_ROWS if key[0] == "rate" else ()),
+    reasoning = REASONING_ROWS if any("ttfa_ms" in lv for lv in present) else ()
+    rows_shown = [*ROWS[:_AFTER_TTFT], *reasoning, *ROWS[_AFTER_TTFT:], *(OPEN_LOOP_ROWS if key[0] == "rate" else ()),
                   *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ())]
     rows = [[label, *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
                       for fw in frameworks)]

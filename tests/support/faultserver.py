@@ -34,6 +34,7 @@ EXIT_CODE = 3  # exit_mid_level's exit status
 DEFAULT_TOKENS = 8  # tokens per answer, unless max_tokens asks for fewer
 BIG_EVENT_BYTES = 50 * 2**20
 TRICKLE_S = 0.005  # between two bytes of trickle_headers' status line and headers
+REASONING_TOKENS = 5  # the reasoning mode's thinking: reasoning deltas (a token each) before the answer
 _WRITE_PIECE = 2**20  # a big event goes out in pieces, so the server never buffers all of it twice
 
 MODES: dict[str, str] = {
@@ -57,6 +58,8 @@ MODES: dict[str, str] = {
     "silence_level": "response headers, then nothing, once --after chat requests were answered",
     "big_body": "a 200 whose first content event is one 50 MB data line",
     "trickle_headers": "the status line and headers one byte at a time, then a normal stream",
+    "reasoning": f"a thinking model: {REASONING_TOKENS} reasoning_content deltas, then the answer's content deltas; "
+                 "usage.completion_tokens_details.reasoning_tokens counts the reasoning",
 }
 
 
@@ -312,6 +315,8 @@ class FaultServer:
         """The SSE events of one streamed answer, as this mode shapes them."""
         mode = self.opts.mode
         role = sse(c.chunk({"role": "assistant", "content": ""}))
+        if mode == "reasoning":
+            return [role, *self.reasoning_events(c)]
         if mode == "sse_not_json":
             return [role, b"data: tok0 tok1 tok2 is not JSON\n\n", DONE]
         if mode == "tool_calls_only":
@@ -336,6 +341,18 @@ class FaultServer:
         if mode == "keepalive_comments":
             events = [piece for event in events for piece in (KEEPALIVE, event)]
         return events
+
+    def reasoning_events(self, c: Completion) -> list[bytes]:
+        """Reasoning deltas, then content deltas (each event its own write), the finish, usage with the
+        reasoning tokens (the answer keeps at least one token) and [DONE]."""
+        thinking = min(REASONING_TOKENS, c.n_tokens - 1)
+        events = [sse(c.chunk({"reasoning_content": token} if i < thinking else {"content": token}))
+                  for i, token in enumerate(c.tokens())]
+        events.append(sse(c.chunk({}, finish=c.finish)))
+        if c.include_usage:
+            usage = {**c.usage(), "completion_tokens_details": {"reasoning_tokens": thinking}}
+            events.append(sse(c.chunk(usage=usage)))
+        return [*events, DONE]
 
     def big_event(self, c: Completion) -> bytes:
         """One content event of BIG_EVENT_BYTES, built once per process."""

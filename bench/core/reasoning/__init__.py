@@ -1,0 +1,83 @@
+"""Reasoning models: the thinking a level's requests streamed before their answers.
+
+A reasoning model (Qwen3, DeepSeek-R1) streams its thinking as `delta.reasoning_content`
+(llama-server, SGLang, older vLLM) or `delta.reasoning` (newer vLLM), then its answer as
+`delta.content` or tool calls. TTFT ends at the first reasoning delta, as vLLM's own client
+measures it; TTFA, the time to the first answer delta, is defined beside it in
+`bench.core.metrics.ttfa`. Here: which requests reasoned, how many of their chunks were
+reasoning, the server's reasoning token counts, and the level block that holds them with TTFA's
+statistics, present only when a successful request of the level reasoned (docs/metrics.md,
+"Reasoning models").
+
+A package, not a module of bench/core, because that folder holds the ten modules
+tests/test_architecture.py allows.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import Any, TypedDict
+
+from bench.core.records import RequestRecord
+
+
+class Reasoning(TypedDict):
+    """A level's reasoning (`reasoning_summary`), beside its `ttfa_ms` statistics."""
+
+    requests: int
+    unanswered: int
+    chunks_total: int
+    answer_chunks_total: int
+    tokens_total: int | None
+    tokens_mean: float | None
+
+
+def reasoning_chunks(r: RequestRecord) -> int:
+    """Reasoning chunks = output chunks that arrived before the first answer chunk (chunk times
+    earlier than t_first_answer); every output chunk when no answer came.
+
+    Chunks are stamped per socket read: reasoning events that arrived in the same read as the
+    first answer event carry its stamp and count as answer chunks, so where a server's events
+    coalesce this is a lower bound (usage's reasoning tokens, when reported, are exact)."""
+    if r.t_first_answer is None:
+        return r.n_chunks
+    return bisect_left(r.chunk_times, r.t_first_answer)
+
+
+def reasoned(r: RequestRecord) -> bool:
+    """The request streamed reasoning: a reasoning chunk, or reasoning tokens in its usage."""
+    return reasoning_chunks(r) > 0 or bool(r.usage_reasoning_tokens)
+
+
+def reasoning_tokens_total(ok: Sequence[RequestRecord]) -> int | None:
+    """Σ usage.completion_tokens_details.reasoning_tokens, None unless every successful request
+    reported it (llama-server reports none)."""
+    counts = [r.usage_reasoning_tokens for r in ok]
+    if not counts or any(c is None for c in counts):
+        return None
+    return sum(c for c in counts if c is not None)
+
+
+def reasoning_summary(ok: Sequence[RequestRecord], ttfa_ms: dict[str, Any]) -> dict[str, Any]:
+    """{"ttfa_ms": ttfa_ms, "reasoning": Reasoning} for successful requests `ok` of which at least
+    one reasoned, else {} (a level of a model that does not reason is unchanged).
+
+    requests = successful requests that reasoned; unanswered = successful requests whose answer
+    never came (reasoning, then the finish: they have no TTFA and did not fail); chunks_total =
+    Σ reasoning chunks, answer_chunks_total = the rest of the output chunks; tokens_total =
+    `reasoning_tokens_total`, tokens_mean = tokens_total / successful requests."""
+    thinking = sum(1 for r in ok if reasoned(r))
+    if not thinking:
+        return {}
+    chunks = sum(map(reasoning_chunks, ok))
+    tokens = reasoning_tokens_total(ok)
+    block: Reasoning = {
+        "requests": thinking,
+        "unanswered": sum(1 for r in ok if r.t_first_answer is None),
+        "chunks_total": chunks,
+        "answer_chunks_total": sum(r.n_chunks for r in ok) - chunks,
+        "tokens_total": tokens,
+        "tokens_mean": None if tokens is None else tokens / len(ok),
+    }
+    return {"ttfa_ms": ttfa_ms, "reasoning": block}
