@@ -58,8 +58,6 @@ class RequestRecord:
     usage_prompt_tokens: int | None = None
     # usage.completion_tokens_details.reasoning_tokens (vLLM, SGLang, OpenAI); None when not reported
     usage_reasoning_tokens: int | None = None
-    # usage.completion_tokens_details.reasoning_tokens (vLLM, SGLang, OpenAI); None when not reported
-    usage_reasoning_tokens: int | None = None
     finish_reason: str | None = None
     served_model: str | None = None  # the `model` field of the response chunks
     http_status: int | None = None
@@ -96,8 +94,6 @@ class RequestRecord:
 
     def to_json(self) -> dict:
         data = asdict(self)
-        if self.usage_reasoning_tokens is None:  # no reasoning count in the usage: its line is as it always was
-            del data["usage_reasoning_tokens"]
         if self.usage_reasoning_tokens is None:  # no reasoning count in the usage: its line is as it always was
             del data["usage_reasoning_tokens"]
         if self.t_admitted is None:  # a closed-loop record: its line is as it always was
