@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,63 @@ def test_precheck_names_the_fix_for_what_is_missing(tmp_path):
     assert ("✗ package no_such_module_xyz importable by the clients' Python — fix: "
             "uv pip install no-such-module-xyz") in lines
     assert lines[-1] == "FAIL: 2 ✗"
+
+
+def _venv_config(tmp_path: Path, **extra) -> Path:
+    """sglang-omni's way of writing install commands: `<venv-python>` stands for the clients' Python."""
+    config = tmp_path / "eval.yaml"
+    (tmp_path / "benchmark_x.py").write_text('"""x"""\n')
+    config.write_text(yaml.safe_dump({
+        "name": "demo", "hf_model_id": "tiny", "default_server_profile": "llama",
+        "server_profiles": {"llama": {"framework": "llamacpp"}},
+        "auxiliary_models": [{"kind": "modelscope", "id": "nobody/paraformer-zh",
+                              "install_cmd": "<venv-python> -m modelscope download nobody/paraformer-zh"}],
+        "python_packages": [{"name": "no_such_module_xyz",
+                             "install_cmd": "<venv-python> -m pip install no-such-module-xyz"}],
+        "rows": [{"id": "x", "file": "benchmark_x.py", "client": "python c.py", "result_json": "r.json",
+                  "locate": {"section_substring": "A", "config_substring": "B", "source_workload": "c=1"},
+                  "cells": {"a": {"path": "summary.a"}}}],
+        **extra,
+    }))
+    return config
+
+
+def _precheck_lines(config: Path, tmp_path: Path, *args: str, **env: str) -> list[str]:
+    run_env = {key: value for key, value in os.environ.items() if key != "EVAL_VENV_PYTHON"}
+    run_env.update(MODELSCOPE_CACHE=str(tmp_path / "modelscope"), **env)
+    result = subprocess.run([sys.executable, "-m", "bench.cli", "eval", "precheck", "--config", str(config),
+                             "--eval-root", str(tmp_path), *args], capture_output=True, text=True, timeout=300,
+                            cwd=PROJECT_ROOT, check=False, env=run_env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    return result.stdout.splitlines()
+
+
+def test_precheck_fixes_name_the_venv_python_given_not_a_placeholder(tmp_path):
+    venv = tmp_path / "omni-venv" / "bin" / "python"
+    venv.parent.mkdir(parents=True)
+    venv.symlink_to(sys.executable)
+    lines = _precheck_lines(_venv_config(tmp_path), tmp_path, "--venv-python", str(venv))
+    assert f"✓ clients' Python {venv} (--venv-python)" in lines
+    assert (f"✗ model nobody/paraformer-zh in the ModelScope cache — fix: {venv} -m modelscope download "
+            "nobody/paraformer-zh") in lines
+    assert (f"✗ package no_such_module_xyz importable by the clients' Python — fix: {venv} -m pip install "
+            "no-such-module-xyz") in lines
+    assert not [line for line in lines if "<venv-python>" in line]
+    from_env = _precheck_lines(_venv_config(tmp_path), tmp_path, EVAL_VENV_PYTHON=str(venv))
+    assert f"✓ clients' Python {venv} ($EVAL_VENV_PYTHON)" in from_env
+    assert not [line for line in from_env if "<venv-python>" in line]
+
+
+def test_precheck_keeps_the_placeholder_only_when_the_clients_python_is_unknown(tmp_path):
+    # No Python given and none of the config's default_venv_python exists: which one is meant is unknown.
+    missing = [str(tmp_path / "a" / "python"), str(tmp_path / "b" / "python")]
+    lines = _precheck_lines(_venv_config(tmp_path, default_venv_python=missing), tmp_path)
+    assert any(line.startswith(f"✗ clients' Python {missing[-1]} (default_venv_python) does not exist")
+               for line in lines), lines
+    assert ("✗ model nobody/paraformer-zh in the ModelScope cache — fix: <venv-python> -m modelscope download "
+            "nobody/paraformer-zh") in lines
+    # None given, none listed: the clients run on cellbench's own Python, which the fix then names.
+    fallback = _precheck_lines(_venv_config(tmp_path), tmp_path)
+    assert f"✓ clients' Python {sys.executable} (cellbench)" in fallback
+    assert (f"✗ package no_such_module_xyz importable by the clients' Python — fix: {sys.executable} -m pip install "
+            "no-such-module-xyz") in fallback

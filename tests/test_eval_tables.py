@@ -334,11 +334,12 @@ def test_an_appended_row_the_locator_would_not_find_again_is_refused():
 
 
 def test_ambiguous_match_fails_listing_every_match(bench_file: Path, lock_dir: Path):
-    text = DOC.replace("| tiny  | vllm, c=4 ", "| tiny  | llamacpp, c=4, big ")
+    text = DOC.replace("| tiny  | vllm, c=4     | 60.00%", "| tiny  | llamacpp, c=4 | 60.00%")  # one Config, twice
     bench_file.write_text(text)
     [outcome] = apply_edits(bench_file, [make_edit()], lock_dir)
     assert outcome.status == "fail" and outcome.reason.startswith("2 rows match")
-    assert "line 9: | tiny  | llamacpp, c=4 |" in outcome.reason and "line 10: | tiny  | llamacpp, c=4, big" in outcome.reason  # noqa: E501 (data: one row, as written)
+    assert "line 9: | tiny  | llamacpp, c=4 | 50.00%" in outcome.reason
+    assert "line 10: | tiny  | llamacpp, c=4 | 60.00%" in outcome.reason
     assert bench_file.read_text() == text
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from bench.core import metrics
 from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
-from bench.core.records import RequestRecord
+from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.core.verdicts import Evidence, Identity, Verdict, classify, wilson_interval
 from bench.host.affinity import CpuUse
 
@@ -282,3 +282,45 @@ def test_an_ok_cell_with_a_level_that_produced_nothing_still_explains_itself():
 def test_the_readmes_sample_sizes(failed, n, below_threshold):
     """README, "Small samples say so": how many requests a decision at 20% needs."""
     assert (wilson_interval(failed, n)[1] < 0.2) is below_threshold
+
+
+def failing_level(errors: list[RequestError], ok: int = 0) -> dict:
+    """A level whose failed requests ended with `errors`: its samples and dominant error as
+    bench.core.metrics summarizes them."""
+    records = [RequestRecord(index=i, prompt_name=f"p{i}", error=e) for i, e in enumerate(errors)]
+    return {**level(ok=ok, failed=len(errors), dominant=metrics.dominant_error(records)),
+            "error_samples": metrics.error_samples(records)}
+
+
+def test_all_429_is_rate_limited_with_the_servers_retry_after():
+    error = RequestError(ErrorType.HTTP_4XX, "HTTP 429 Too Many Requests: slow down", http_status=429,
+                         retry_after="2")
+    v = classify(Evidence(levels=(failing_level([error] * 40),) * 2, identity=GOOD_ID))
+    assert v.verdict is Verdict.ALL_FAILED
+    assert v.reason == "80/80 requests failed, rate-limited: HTTP 429 x 80 (Retry-After: 2)"
+
+
+def test_some_429_without_retry_after_is_degraded_and_rate_limited():
+    error = RequestError(ErrorType.HTTP_4XX, "HTTP 429 Too Many Requests", http_status=429)
+    v = classify(Evidence(levels=(failing_level([error] * 12, ok=28),), identity=GOOD_ID))
+    assert v.verdict is Verdict.DEGRADED
+    assert v.reason.endswith("), rate-limited: HTTP 429 x 12 (no Retry-After)")
+
+
+def test_an_all_failed_reason_quotes_the_servers_words():
+    words = "HTTP 400 Bad Request: request (263 tokens) exceeds the available context size (256 tokens)"
+    error = RequestError(ErrorType.HTTP_4XX, words, http_status=400)
+    v = classify(Evidence(levels=(failing_level([error] * 9),), identity=GOOD_ID))
+    assert v.reason == f"9/9 requests failed, mostly http_4xx 400 (9x): {words}"
+
+
+def test_a_reason_quotes_no_words_for_an_error_of_cellbenchs_own():
+    error = RequestError(ErrorType.TRUNCATED, "stream ended without [DONE] or finish_reason after 9 bytes")
+    v = classify(Evidence(levels=(failing_level([error] * 9),), identity=GOOD_ID))
+    assert v.reason == "9/9 requests failed, mostly truncated (9x)"
+
+
+def test_a_level_of_compressed_streams_annotates_the_cell():
+    v = classify(Evidence(levels=({**level(), "content_encodings": {"gzip": 100}},), identity=GOOD_ID))
+    assert v.verdict is Verdict.OK and "compressed" in v.annotations
+    assert "compressed" not in classify(Evidence(levels=(level(),), identity=GOOD_ID)).annotations

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -34,6 +36,14 @@ class RequestError:
     http_status: int | None = None
     body_head: str | None = None  # first 300 bytes of an HTTP error body
     retry_after: str | None = None  # a 429's (or 503's) Retry-After header, as the server wrote it
+
+    def sample(self, prompt_name: str) -> dict[str, Any]:
+        """The error as a level's error sample (`retry_after` only when the server sent one)."""
+        out: dict[str, Any] = {"message": self.message, "http_status": self.http_status, "body_head": self.body_head,
+                               "prompt_name": prompt_name}
+        if self.retry_after is not None:
+            out["retry_after"] = self.retry_after
+        return out
 
 
 @dataclass
@@ -109,6 +119,13 @@ class RequestRecord:
         data["output_tokens"] = self.output_tokens
         data["tokens_source"] = self.tokens_source
         return data
+
+
+def content_encodings(records: Iterable[RequestRecord]) -> dict[str, dict[str, int]]:
+    """`{"content_encodings": {encoding: requests}}` when a server compressed a stream though asked
+    not to (a level's summary carries it only then; the cell is annotated `compressed`), else {}."""
+    counts = Counter(r.content_encoding for r in records if r.content_encoding is not None)
+    return {"content_encodings": dict(counts)} if counts else {}
 
 
 # ---------------------------------------------------------------- a server's own words for an error

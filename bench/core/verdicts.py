@@ -125,15 +125,40 @@ def _describe(err: DominantError | None) -> str:
     return f"mostly {err['type']}{status} ({err['count']}x)"
 
 
+# the error types whose message is the server's own words (an error body, an error event)
+_SERVER_WORDS_TYPES = ("http_4xx", "http_5xx", "stream_error_event")
+RATE_LIMITED = 429
+
+
+def _samples_of(levels: Sequence[Level], err: DominantError) -> list[Mapping[str, Any]]:
+    return [s for lv in levels for s in (lv.get("error_samples") or {}).get(err["type"], ())
+            if s.get("http_status") == err.get("http_status")]
+
+
+def _explain(levels: Sequence[Level], err: DominantError | None) -> str:
+    """`_describe`, and what the server said: a 429 is "rate-limited" with the Retry-After values
+    the samples recorded; an error body's or an error event's message is quoted."""
+    if err and err.get("http_status") == RATE_LIMITED:
+        waits = sorted({s["retry_after"] for s in _samples_of(levels, err) if s.get("retry_after")})
+        wait = f"Retry-After: {', '.join(waits)}" if waits else "no Retry-After"
+        return f"rate-limited: HTTP 429 x {err['count']} ({wait})"
+    if err and err["type"] in _SERVER_WORDS_TYPES and (samples := _samples_of(levels, err)):
+        return f"{_describe(err)}: {samples[0]['message']}"
+    return _describe(err)
+
+
 def annotations_for(levels: Sequence[Level]) -> tuple[str, ...]:
     """Notes on how to read the numbers; they never change the verdict. `chunk-bundling`: ITL is
     per chunk, not per token. `prompt-reuse`: a level repeated a prompt or ran on a server an
-    earlier level (or someone else) warmed, so caches may have served part of it."""
+    earlier level (or someone else) warmed, so caches may have served part of it. `compressed`:
+    the server compressed streams though asked not to; their times are the compressed bytes'."""
     notes = []
     if any(lv.get("itl_per_chunk") for lv in levels):
         notes.append("chunk-bundling")
     if any("prompt_reuse" in lv and lv["prompt_reuse"]["may_hit_cache"] for lv in levels):
         notes.append("prompt-reuse")
+    if any(lv.get("content_encodings") for lv in levels):
+        notes.append("compressed")
     return tuple(notes)
 
 
@@ -243,12 +268,13 @@ def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
                 f"every request answered HTTP {dominant['http_status']}: the server does not have the model",
                 notes,
             )
-        return CellVerdict(Verdict.ALL_FAILED, f"{failed}/{done} requests failed, {_describe(dominant)}", notes)
+        why = _explain(ev.levels, dominant)
+        return CellVerdict(Verdict.ALL_FAILED, f"{failed}/{done} requests failed, {why}", notes)
     if done:
         notes += ("uncertain",) if straddles(failed, done, degraded_fraction) else ()
     if done and failed / done >= degraded_fraction:
         return CellVerdict(Verdict.DEGRADED, f"{failed}/{done} requests failed ({_rate_ci(failed, done)}), "
-                                             f"{_describe(dominant)}", notes)
+                                             f"{_explain(ev.levels, dominant)}", notes)
     if limited := client_limited(ev.levels):  # saturated or starved: the numbers include the client's delay
         return CellVerdict(Verdict.DEGRADED, limited, notes)
     if not done:

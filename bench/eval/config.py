@@ -166,6 +166,11 @@ class EvalRow:
         return any("{asr_gpu}" in token for token in self.client)
 
     @property
+    def model_hint(self) -> str:
+        """The model whose table rows this row's result may take: the router's served name, else the model id."""
+        return self.server_profile.options.get("model_name") or self.hf_model_id
+
+    @property
     def benchmark(self) -> str:
         """The row's benchmark, for `--benchmarks`: its file's stem without `benchmark_`."""
         return self.file.stem.removeprefix("benchmark_")

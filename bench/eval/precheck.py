@@ -2,9 +2,11 @@
 
 Each check is ✓, or ✗ with the exact command that fixes it: the clients' Python, what the config
 says its rows need (models and datasets in the Hugging Face or ModelScope cache, importable
-packages, paths under the eval root), the ports, and GPUs other processes hold (listed by PID,
-user and memory; never killed). A ✗ stops `pytest -m eval` before any server starts, unless
-`--no-precheck`.
+packages, paths under the eval root), locators whose config substring spans two Configs (a
+result would be filed under the other Config's label), the ports, and GPUs other processes hold
+(listed by PID, user and memory; never killed). A ✗ stops `pytest -m eval` before any server
+starts, unless `--no-precheck`. A config's install commands may say `<venv-python>`: it is
+printed as the clients' Python, unless that Python was not given and does not exist.
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.eval.config import ROUTER_FRAMEWORK, EvalConfig, EvalRow, Requirement
 from bench.eval.gpus import busy_gpus
+from bench.eval.tables import AMBIGUITY_FIX, Locator, config_ambiguity, parse_tables
 from bench.host.ports import free_port
 from bench.setup import profiles
 
 PYTHON_ENV = "EVAL_VENV_PYTHON"
+VENV_PYTHON = "<venv-python>"  # the clients' Python in a config's install_cmd, as sglang-omni's configs write it
 CHECK_TIMEOUT_S = 30
 
 
@@ -29,6 +33,12 @@ class ClientPython:
     path: str
     source: str  # "--venv-python", "$EVAL_VENV_PYTHON", "default_venv_python", "cellbench"
     tried: tuple[str, ...] = ()
+
+    def fill(self, command: str) -> str:
+        """`command` with `<venv-python>` as this Python: the one the user gave, or one that exists;
+        a guess that does not exist (no default_venv_python entry does) leaves the placeholder."""
+        known = self.source in ("--venv-python", f"${PYTHON_ENV}") or Path(self.path).exists()
+        return command.replace(VENV_PYTHON, self.path) if known else command
 
 
 def client_python(explicit: str | None, config: EvalConfig) -> ClientPython:
@@ -98,22 +108,38 @@ def _cellbench_model(model_id: str) -> Check | None:
     return None
 
 
-def _requirement(req: Requirement, python: str, root: Path) -> Check:
+def _requirement(req: Requirement, python: ClientPython, root: Path) -> Check:
     used = f" — {req.used_for}" if req.used_for else ""
+    install = python.fill(req.install)
     if req.kind == "hf-model":
         found = _cellbench_model(req.id)
         if found is not None:
             return found
-        return Check(_in_hf_cache(req.id, "model"), f"model {req.id} in the Hugging Face cache{used}", req.install)
+        return Check(_in_hf_cache(req.id, "model"), f"model {req.id} in the Hugging Face cache{used}", install)
     if req.kind == "hf-dataset":
-        return Check(_in_hf_cache(req.id, "dataset"), f"dataset {req.id} in the Hugging Face cache{used}",
-                     req.install)
+        return Check(_in_hf_cache(req.id, "dataset"), f"dataset {req.id} in the Hugging Face cache{used}", install)
     if req.kind == "modelscope-model":
-        return Check(_in_modelscope_cache(req.id), f"model {req.id} in the ModelScope cache{used}", req.install)
+        return Check(_in_modelscope_cache(req.id), f"model {req.id} in the ModelScope cache{used}", install)
     if req.kind == "python-package":
-        return Check(_imports(python, req.id), f"package {req.id} importable by the clients' Python{used}",
-                     req.install.replace("<venv-python>", python))
-    return Check((root / req.id).exists(), f"path {root / req.id}{used}", req.install or f"create {root / req.id}")
+        return Check(_imports(python.path, req.id), f"package {req.id} importable by the clients' Python{used}",
+                     install)
+    return Check((root / req.id).exists(), f"path {root / req.id}{used}", install or f"create {root / req.id}")
+
+
+def _locators(config: EvalConfig, rows: list[EvalRow]) -> list[Check]:
+    """Rows whose config substring spans two Configs: refused before anything runs, naming both. A
+    file that cannot be read is left to the row's own locator check, which names the problem."""
+    failed = []
+    for row in rows:
+        try:
+            parsed = parse_tables(row.file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            continue
+        found = config_ambiguity(parsed, Locator(**asdict(row.locate)), model=row.model_hint)
+        if found:
+            failed.append(Check(False, f"row {row.id} in {row.file.name}: {found}",
+                                f"give row {row.id} in {config.source} {AMBIGUITY_FIX}"))
+    return failed or [Check(True, f"locators: each row's config_substring matches one Config ({len(rows)} row(s))")]
 
 
 def _ports() -> Check:
@@ -157,12 +183,12 @@ def run_checks(config: EvalConfig, rows: list[EvalRow], python: ClientPython,
         if req.kind == "python-package" and not runs:
             checks.append(Check(False, f"package {req.id}: not checked, the clients' Python is missing", checks[0].fix))
         else:
-            checks.append(_requirement(req, python.path, config.root))
+            checks.append(_requirement(req, python, config.root))
     if runs and any(r.server_profile.framework == ROUTER_FRAMEWORK for r in rows):
         # The rows' router runs on the clients' Python: it must import there (and torch with it).
         fix = f"install sglang-omni into that environment: {python.path} -m pip install -e <sglang-omni checkout>"
         for module in ("sglang_omni_router", "torch"):
             what = f"{module} importable by {python.path} (sglang-omni's router rows)"
             checks.append(Check(_imports(python.path, module), what, fix))
-    checks += [_ports(), *_gpus(rows, pool)]
+    checks += [*_locators(config, rows), _ports(), *_gpus(rows, pool)]
     return checks

@@ -308,9 +308,8 @@ def _shared_round(row: EvalRow, ctx: RowContext, k: int) -> dict | None:
 def row_edit(row: EvalRow, hardware: str, prefix: str, cells: dict[str, str], note: str = "",
              mean_of: int = 1) -> RowEdit:
     """The table edit a row's result makes; its model hint keeps it to this model's rows."""
-    model = row.server_profile.options.get("model_name") or row.hf_model_id
     return RowEdit(row_id=row.id, locate=Locator(**asdict(row.locate)), hardware=hardware, source_prefix=prefix,
-                   cells=cells, source_note=note, new_row=row.new_row, model=model, mean_of=mean_of)
+                   cells=cells, source_note=note, new_row=row.new_row, model=row.model_hint, mean_of=mean_of)
 
 
 def run_row(row: EvalRow, ctx: RowContext, launch: Launcher) -> RowRun:

@@ -9,11 +9,12 @@ Every public name is importable from here.
 """
 
 from bench.eval.tables.edit import EMPTY_CELL, SOURCE_COLUMN, EditOutcome, RowEdit, plan_edit
-from bench.eval.tables.locate import Location, Locator, describe, hardware_tag, locate
+from bench.eval.tables.locate import AMBIGUITY_FIX, Location, Locator, config_ambiguity, describe, hardware_tag, locate
 from bench.eval.tables.parse import ParsedTables, Row, Table, escape, parse_tables, raw_cells, unescape
 from bench.eval.tables.write import apply_edits, lock_path, verify_rewrite
 
 __all__ = [
+    "AMBIGUITY_FIX",
     "EMPTY_CELL",
     "SOURCE_COLUMN",
     "EditOutcome",
@@ -24,6 +25,7 @@ __all__ = [
     "RowEdit",
     "Table",
     "apply_edits",
+    "config_ambiguity",
     "describe",
     "escape",
     "hardware_tag",

@@ -2,8 +2,9 @@
 
 An edit REPLACES the row whose Source carries this hardware's tag or APPENDS a row to the
 section's table. Unknown `cells` columns, a missing Source column, rows whose cell count differs
-from the header, ambiguous matches and appends to one of several same-named sections all fail
-with the reason; an appended row never copies metric values from another hardware's row
+from the header, ambiguous matches, a config substring that spans two Configs (see `locate`)
+and an append to one of several same-named sections, unless only one of them holds the Config,
+all fail with the reason; an appended row never copies metric values from another hardware's row
 (`EMPTY_CELL`). An edit must leave a row that the same locator finds again, at the same line,
 holding the new values; otherwise the next run would append a duplicate or edit a different row.
 Planning only computes text: `bench.eval.tables.write` is the only writer.
@@ -241,14 +242,23 @@ def _append_values(
     return values
 
 
+def _append_table(location: Location, edit: RowEdit) -> Table:
+    """The table a new row goes to: the section's only one, else the only one holding the Config."""
+    if len(location.tables) == 1:
+        return location.tables[0]
+    holding = [t for t in location.tables if any(c is t for c, _ in location.candidates)]
+    if len(holding) == 1:
+        return holding[0]
+    found = [f"line {t.header_line}: {t.section_line}" for t in location.tables]
+    which = f"{len(holding)} of them hold rows containing" if holding else "none of them holds a row containing"
+    raise _Refusal(
+        f"{len(found)} official tables have a section line containing {edit.locate.section_substring!r} and"
+        f" {which} {edit.locate.config_substring!r}; cannot choose where to append: {found}"
+    )
+
+
 def _append(lines: list[str], parsed: ParsedTables, location: Location, edit: RowEdit) -> int:
-    if len(location.tables) > 1:
-        found = [f"line {t.header_line}: {t.section_line}" for t in location.tables]
-        raise _Refusal(
-            f"{len(found)} official tables have a section line containing "
-            f"{edit.locate.section_substring!r}; cannot choose where to append: {found}"
-        )
-    table = location.tables[0]
+    table = _append_table(location, edit)
     targets = _targets(table, edit)
     template = _template(location, table)
     if template is None and edit.new_row is None:

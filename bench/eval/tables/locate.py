@@ -4,6 +4,12 @@ Locating is plain substring matching on the raw row: a trailing space in `config
 ("modalities=text ") keeps "text" from also matching "text+audio". Only official tables are
 searched; `describe` lists what a file holds, for checking locators by eye.
 
+A locator must pick one Config: when its config substring is in rows of two different `Config`
+cells ("modalities=text" in "modalities=text+audio" too), a first run would append the result
+labelled with the other Config and the other Config's row would then replace it. Such a locator
+is a `problem`, named by `config_ambiguity` with both Configs, so it is refused before any run.
+Only tables with a `Config` column are compared (a table keyed by `Lang` is not).
+
 A model hint ("qwen3-omni", "Qwen/Qwen3-Omni-30B-A3B-Instruct") narrows the rows of a table with
 a `Model` column to that model's rows, so one model's result never lands on, or copies identity
 cells from, another model's row with the same Config. Both sides are normalised (lowercase, the
@@ -13,11 +19,13 @@ part after the last `/`, alphanumerics only); they match when either contains th
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.eval.tables.parse import ParsedTables, Row, Table, parse_tables
 
 MODEL_COLUMN = "Model"
+CONFIG_COLUMN = "Config"
 
 
 @dataclass(frozen=True)
@@ -82,16 +90,61 @@ def _is_models_row(table: Table, row: Row, model: str | None) -> bool:
     return model_matches(row.cells[index], model)
 
 
+def _config_rows(parsed: ParsedTables, locator: Locator) -> tuple[tuple[Table, ...], list[tuple[Table, Row]]]:
+    """The official tables of the section, and their rows holding the config substring."""
+    tables = tuple(t for t in parsed.official if locator.section_substring in (t.section_line or ""))
+    return tables, [(t, r) for t in tables for r in t.rows if locator.config_substring in r.text]
+
+
+def _configs(candidates: Sequence[tuple[Table, Row]]) -> dict[str, list[int]]:
+    """Config cell -> the lines of the candidate rows that hold it, in tables with a Config column."""
+    found: dict[str, list[int]] = {}
+    for table, row in candidates:
+        if CONFIG_COLUMN not in table.headers:
+            continue
+        index = table.headers.index(CONFIG_COLUMN)
+        if index < len(row.cells):  # a row of the wrong width is reported by the edit itself
+            found.setdefault(row.cells[index], []).append(row.line)
+    return found
+
+
+def _ambiguity(candidates: Sequence[tuple[Table, Row]], locator: Locator) -> str | None:
+    configs = _configs(candidates)
+    if len(configs) < 2:
+        return None
+    listed = ", ".join(f"{config!r} (line{'s' * (len(lines) > 1)} {', '.join(map(str, lines))})"
+                       for config, lines in configs.items())
+    return (f"config_substring {locator.config_substring!r} matches rows of {len(configs)} different Configs"
+            f" under {locator.section_substring!r}: {listed}")
+
+
+def config_ambiguity(parsed: ParsedTables, locator: Locator, model: str | None = None) -> str | None:
+    """The Configs a locator's substring spans when it spans more than one (this model's rows), else None.
+    It needs no hardware tag: a precheck can ask it before anything runs."""
+    _, config_rows = _config_rows(parsed, locator)
+    return _ambiguity([(t, r) for t, r in config_rows if _is_models_row(t, r, model)], locator)
+
+
+AMBIGUITY_FIX = ("a config_substring that matches one Config only (a trailing space keeps 'text' from matching"
+                 " 'text+audio')")
+
+
 def locate(parsed: ParsedTables, locator: Locator, hardware: str, model: str | None = None) -> Location:
     tag = hardware_tag(hardware, locator.source_workload)
     if parsed.error:
         return Location(tag, (), (), (), f"the file {parsed.error}")
-    tables = tuple(t for t in parsed.official if locator.section_substring in (t.section_line or ""))
-    config_rows = [(t, r) for t in tables for r in t.rows if locator.config_substring in r.text]
+    tables, config_rows = _config_rows(parsed, locator)
     candidates = tuple((t, r) for t, r in config_rows if _is_models_row(t, r, model))
     others = tuple((t, r) for t, r in config_rows if not _is_models_row(t, r, model))
     matched = tuple((t, r) for t, r in candidates if tag in r.text)
-    problem = None if tables else _missing_section(parsed, locator.section_substring)
+    ambiguity = _ambiguity(candidates, locator)
+    if not tables:
+        problem: str | None = _missing_section(parsed, locator.section_substring)
+    elif ambiguity:
+        problem = (f"{ambiguity}; its result would be labelled with, or replace, another Config's row; use"
+                   f" {AMBIGUITY_FIX}")
+    else:
+        problem = None
     return Location(tag, tables, candidates, matched, problem, others)
 
 
