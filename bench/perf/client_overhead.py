@@ -43,7 +43,7 @@ import psutil
 
 from bench.core.metrics import summarize_level
 from bench.load import EVENT_LOOP, LevelConfig, LevelRun, run_level
-from bench.perf.args import non_negative_float, positive_float, positive_int
+from bench.perf.args import non_negative_float, positive_int
 from bench.perf.pacer import Pacer
 from bench.perf.pacer import loop as pacer_loop
 from bench.setup.prompts import Prompt
@@ -371,7 +371,7 @@ def _r(x: float | None) -> float | None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--concurrency", type=positive_int, default=50)
-    ap.add_argument("--interval-ms", type=positive_float, default=10.0, help="per-stream token interval")
+    ap.add_argument("--interval-ms", type=non_negative_float, default=10.0, help="per-stream token interval")
     ap.add_argument("--tokens", type=positive_int, default=200, help="content chunks per response")
     ap.add_argument("--rounds", type=positive_int, default=3, help="requests per slot")
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to separate cores")
@@ -381,6 +381,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--precise", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--spread", type=positive_int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if not args.serve and args.interval_ms == 0:  # the server's own mode takes 0: unpaced, as fast as it can
+        ap.error(f"argument --interval-ms: takes a number above 0 (the offered rate is concurrency / interval), "
+                 f"got {args.interval_ms:g}")
     if args.serve:
         first = None if args.first_ms is None else args.first_ms / 1000.0
         serve(args.interval_ms / 1000.0, args.core, first, args.precise, args.spread)
