@@ -41,7 +41,7 @@ from bench.core.records import ErrorType
 from bench.core.result import validate
 from bench.reports.journal import JOURNAL_DAY_ENV
 from tests.support.busy import client_limited
-from tests.support.faultserver import DEFAULT_TOKENS, EXIT_CODE, MODES, OTHER_ID
+from tests.support.faultserver import DEFAULT_TOKENS, EXIT_CODE, MODES, OTHER_ID, RETRY_AFTER_S
 
 pytestmark = pytest.mark.integration
 
@@ -141,6 +141,27 @@ def samples_say(kind: str, text: str) -> Callable[[Case, dict], None]:
     return check
 
 
+def samples_are(kind: str, message: str) -> Callable[[Case, dict], None]:
+    """Every error sample of the levels is of `kind`, with exactly `message`."""
+
+    def check(case: Case, result: dict) -> None:
+        samples = [(k, s["message"]) for lv in result["levels"] for k, got in lv["error_samples"].items() for s in got]
+        assert samples and set(samples) == {(kind, message)}, samples
+
+    return check
+
+
+def decoded(case: Case, result: dict) -> None:
+    """Every request's gzip stream was decoded and counted as compressed, its answer whole."""
+    answered()(case, result)
+    assert [lv["content_encodings"] for lv in result["levels"]] == [{"gzip": case.fault.requests}] * len(LEVELS)
+
+
+def retry_after_kept(case: Case, result: dict) -> None:
+    samples = [s for lv in result["levels"] for s in lv["error_samples"]["http_4xx"]]
+    assert samples and all(s["http_status"] == 429 and s["retry_after"] == str(RETRY_AFTER_S) for s in samples), samples
+
+
 def ready_late(case: Case, result: dict) -> None:
     answered()(case, result)
     if case.form == "command":  # each level's server answered 503 for its first seconds
@@ -186,6 +207,7 @@ def never_started(case: Case, result: dict) -> None:
 
 ALL_FAILED = r"^18/18 requests failed, mostly {} \(18x\)"
 OK = r"^18/18 requests ok"
+LLAMA_WORDS = "request (263 tokens) exceeds the available context size (256 tokens), try increasing it"
 SHARE_FAILED = r"^6/18 requests failed \(33\.3%, 95% CI [\d.]+-[\d.]+%\), mostly http_5xx 500 \(6x\)"
 
 FAULTS: dict[str, Fault] = {
@@ -217,6 +239,15 @@ FAULTS: dict[str, Fault] = {
                       check=samples_say("invalid_sse", "SSE event over 16 MiB")),
     "trickle_headers": Fault("ok", r"^8/8 requests ok", requests=4, check=answered()),
     "reasoning": Fault("ok", OK, check=answered()),  # its TTFA and reasoning tokens: tests/test_reasoning.py
+    "gzip_stream": Fault("ok", OK, annotations=("compressed",), check=decoded),
+    "br_stream": Fault("all-failed", ALL_FAILED.format("invalid_sse"), check=samples_are(
+        "invalid_sse", "the server compressed the stream (Content-Encoding: br), which cellbench does not decode")),
+    "error_in_stream": Fault("all-failed", ALL_FAILED.format("stream_error_event") + f": HTTP 200, then an error in "
+                             f"the stream: {re.escape(LLAMA_WORDS)} \\(type exceed_context_size_error, code 400\\)$"),
+    "http400_openai_error": Fault("all-failed", ALL_FAILED.format("http_4xx 400") + f": HTTP 400 Bad Request: "
+                                  f"{re.escape(LLAMA_WORDS)} \\(type exceed_context_size_error\\)$"),
+    "http429_retry_after": Fault("all-failed", rf"^18/18 requests failed, rate-limited: HTTP 429 x 18 "
+                                 rf"\(Retry-After: {RETRY_AFTER_S}\)$", check=retry_after_kept),
     HELD: Fault("failed", rf"^port {{port}} is already held by pid {os.getpid()} ", check=never_started),
 }
 ENDPOINT_FAULTS: dict[str, Fault] = {
@@ -450,8 +481,9 @@ def check_journal(case: Case, result: dict) -> None:
     assert [(e["verdict"], e["reason"]) for e in entries] == [(verdict, result["verdict"]["reason"])]
     markdown = states[0].with_suffix(".md").read_text()
     assert f"| openai | {verdict} |" in markdown
-    if verdict in JOURNAL_FAILURES:
-        assert f"### openai / chat: {verdict}" in markdown.split("## Failures", 1)[1]
+    if verdict in JOURNAL_FAILURES:  # with its reason whole: the server's words, where it said any
+        failures = markdown.split("## Failures", 1)[1]
+        assert f"### openai / chat: {verdict}\n- Reason: {result['verdict']['reason']}\n" in failures
 
 
 def tagged_processes(tags: set[str]) -> list[psutil.Process]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from bench.core.level_run import ClientHealth, LevelRun, rate_json
 from bench.core.reasoning import reasoning_summary
-from bench.core.records import RequestRecord
+from bench.core.records import RequestRecord, content_encodings
 
 PERCENTILES = (50, 90, 95, 99)
 DIVERGENCE_BAND = (0.95, 1.05)  # completion_tokens / chunks outside it: the request diverges
@@ -234,14 +234,7 @@ def error_samples(records: Iterable[RequestRecord]) -> dict[str, list[dict[str, 
         bucket = samples.setdefault(e.type.value, [])
         if len(bucket) < ERROR_SAMPLES_PER_TYPE:
             seen.add((e.type.value, e.message))
-            bucket.append(
-                {
-                    "message": e.message,
-                    "http_status": e.http_status,
-                    "body_head": e.body_head,
-                    "prompt_name": r.prompt_name,
-                }
-            )
+            bucket.append(e.sample(r.prompt_name))
     return samples
 
 
@@ -397,4 +390,5 @@ def summarize_level(
         "client": client_health(run.client, cpu_limit=client_cpu_limit, schedule_lag_limit_ms=schedule_lag_limit_ms),
         "prompt_reuse": prompt_reuse(run),
         "warmup": warmup_summary(run.warmup_records),
+        **content_encodings(records),  # only when a server compressed a stream anyway
     }

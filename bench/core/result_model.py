@@ -44,6 +44,7 @@ class ErrorSample(_ErrorSampleRequired, total=False):
     http_status: int | None
     body_head: str | None
     prompt_name: str | None
+    retry_after: str  # the Retry-After header, when the server sent one
 
 
 class DominantError(TypedDict):
@@ -132,6 +133,7 @@ class Level(_LevelRequired, total=False):
     open_loop: OpenLoopBlock
     queue_delay_ms: Stats
     goodput: Goodput  # with --slo
+    content_encodings: dict[str, int]  # requests per Content-Encoding, when a server compressed anyway
     ttfa_ms: Stats  # with `reasoning`, when a successful request reasoned (bench.core.reasoning)
     reasoning: Reasoning
     prompt_reuse: PromptReuse

@@ -378,7 +378,3 @@ def _apply_usage(usage: Any, rec: RequestRecord) -> None:
     reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
     if type(reasoning) is int:
         rec.usage_reasoning_tokens = reasoning
-    details = usage.get("completion_tokens_details")  # reasoning models: how many of the tokens were thinking
-    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    if type(reasoning) is int:
-        rec.usage_reasoning_tokens = reasoning

@@ -24,6 +24,7 @@ import json
 import os
 import sys
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -58,6 +59,11 @@ MODES: dict[str, str] = {
     "silence_level": "response headers, then nothing, once --after chat requests were answered",
     "big_body": "a 200 whose first content event is one 50 MB data line",
     "trickle_headers": "the status line and headers one byte at a time, then a normal stream",
+    "gzip_stream": "the stream gzip-compressed (Content-Encoding: gzip) though the request asked for identity",
+    "br_stream": "the stream labelled Content-Encoding: br (an encoding cellbench does not decode)",
+    "error_in_stream": "a role chunk, then llama-server's over-context error as an `error:` line, then the end",
+    "http400_openai_error": "every chat request answers llama-server b11434's over-context 400, byte for byte",
+    "http429_retry_after": "every chat request answers 429 with Retry-After: 2 and an OpenAI error body",
     "reasoning": f"a thinking model: {REASONING_TOKENS} reasoning_content deltas, then the answer's content deltas; "
                  "usage.completion_tokens_details.reasoning_tokens counts the reasoning",
 }
@@ -92,6 +98,18 @@ def sse(obj: Any) -> bytes:
 
 
 DONE = b"data: [DONE]\n\n"
+# llama-server b11434's error object for a prompt over its context (--ctx-size 256), as it sent it
+# in a 400 (stream or not); error_in_stream puts the same object in an `error:` line, the form older
+# llama-server builds used for an error met after the stream had begun
+LLAMA_OVER_CONTEXT = (b'{"error":{"code":400,"message":"request (263 tokens) exceeds the available context size '
+                      b'(256 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":263,'
+                      b'"n_ctx":256}}')
+LLAMA_400_HEAD = (b"HTTP/1.1 400 Bad Request\r\nServer: llama.cpp\r\nAccess-Control-Allow-Origin: \r\n"
+                  b"Content-Type: application/json; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n")
+RETRY_AFTER_S = 2  # http429_retry_after's Retry-After
+STREAM_ENCODINGS = {"gzip_stream": "gzip", "br_stream": "br"}  # the Content-Encoding a mode's streams say
+KEEPALIVE = b": keep-alive\n\n"
+ERROR_PAGE = b"<html><head><title>500 Internal Server Error</title></head><body><h1>Oops</h1></body></html>"
 KEEPALIVE = b": keep-alive\n\n"
 ERROR_PAGE = b"<html><head><title>500 Internal Server Error</title></head><body><h1>Oops</h1></body></html>"
 
@@ -138,8 +156,9 @@ class EventStream:
     def __init__(self, writer: asyncio.StreamWriter):
         self.writer = writer
 
-    async def open(self, *, trickle: bool = False) -> None:
+    async def open(self, *, trickle: bool = False, encoding: str | None = None) -> None:
         head = response_head(200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                   **({"Content-Encoding": encoding} if encoding else {}),
                                    "Transfer-Encoding": "chunked", "Connection": "close"})
         if not trickle:
             self.writer.write(head)
@@ -263,6 +282,16 @@ class FaultServer:
         if mode == "http500_html":
             await send_body(writer, 500, ERROR_PAGE, "text/html")
             return
+        if mode == "http400_openai_error":
+            writer.write(LLAMA_400_HEAD % len(LLAMA_OVER_CONTEXT) + LLAMA_OVER_CONTEXT)
+            await writer.drain()
+            return
+        if mode == "http429_retry_after":
+            body = json.dumps(error_body("Rate limit reached for requests", "rate_limit_exceeded", 429)).encode()
+            writer.write(response_head(429, {"Content-Type": "application/json", "Content-Length": len(body),
+                                             "Retry-After": RETRY_AFTER_S, "Connection": "close"}) + body)
+            await writer.drain()
+            return
         if mode == "fail_share" and number % self.opts.fail_every == 0:
             await send_json(writer, 500, error_body(f"request {number} failed on purpose", "server_error", 500))
             return
@@ -305,8 +334,10 @@ class FaultServer:
 
     async def stream(self, c: Completion, writer: asyncio.StreamWriter) -> None:
         stream = EventStream(writer)
-        await stream.open(trickle=self.opts.mode == "trickle_headers")
-        for event in self.events(c):
+        encoding = STREAM_ENCODINGS.get(self.opts.mode)
+        await stream.open(trickle=self.opts.mode == "trickle_headers", encoding=encoding)
+        events = self.events(c)
+        for event in gzipped(events) if encoding == "gzip" else events:
             await stream.send(event)
         if self.opts.mode != "cut_before_finish":  # a cut stream never sends chunked encoding's last chunk
             await stream.end()
@@ -317,6 +348,8 @@ class FaultServer:
         role = sse(c.chunk({"role": "assistant", "content": ""}))
         if mode == "reasoning":
             return [role, *self.reasoning_events(c)]
+        if mode == "error_in_stream":
+            return [role, b"error: " + LLAMA_OVER_CONTEXT[len(b'{"error":'):-1] + b"\n\n"]
         if mode == "sse_not_json":
             return [role, b"data: tok0 tok1 tok2 is not JSON\n\n", DONE]
         if mode == "tool_calls_only":
@@ -361,6 +394,16 @@ class FaultServer:
             filler = BIG_EVENT_BYTES - len(head)
             self._big_event = sse(c.chunk({"content": "x" * filler}))
         return self._big_event
+
+
+def gzipped(events: list[bytes]) -> list[bytes]:
+    """The events as one gzip stream, each flushed (Z_SYNC_FLUSH) so it decodes on arrival, as a
+    compressing proxy that flushes per write sends them. br_stream's bytes stay as they are: the
+    standard library has no brotli, and a client that does not decode br must refuse by the header."""
+    z = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+    out = [z.compress(event) + z.flush(zlib.Z_SYNC_FLUSH) for event in events]
+    out[-1] += z.flush()
+    return out
 
 
 def _count_words(messages: Sequence[Any]) -> int:
