@@ -80,6 +80,8 @@ def serve(ctx: ServeContext) -> ServeCommand:
     argv.append("--no-webui")
     if ctx.model.alias:
         argv += ["--alias", ctx.model.alias]
+    if ctx.api_key is not None:  # the server then answers 401 without it (its /health stays open)
+        argv += ["--api-key", ctx.api_key]
     return ServeCommand(argv=argv)
 
 

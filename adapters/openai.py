@@ -2,7 +2,8 @@
 already running and `--endpoint http://127.0.0.1:PORT` names it.
 
 With a profile's `openai: {command: [...]}` the cell starts, checks and stops the server like any
-other framework's, filling `{host}`, `{port}` and `{model_path}` into the argv and env. With
+other framework's, filling `{host}`, `{port}`, `{model_path}` and `{api_key}` (the key clients send:
+--api-key, OPENAI_API_KEY or the profile's api_key_env) into the argv and env. With
 `--endpoint` the cell only sends requests: no lifecycle, and the endpoint is recorded instead of a
 command. Either way the model id comes from the profile (`openai.served_id`, else the id of the
 chosen format) and is sent in every request; the server's `/v1/models` is only checked against it.
@@ -72,7 +73,13 @@ def serve(ctx: ServeContext) -> ServeCommand:
     command = ctx.options.get("command") or ctx.install.details.get("command")
     if not command:
         raise NotConfigured(f"{NAME}: no server command: {HOW}")
-    env = {key: fill(value, values) for key, value in ctx.install.details.get("env", {}).items()}
+    template_env = ctx.install.details.get("env", {})
+    if ctx.api_key is not None:
+        values["api_key"] = ctx.api_key
+    elif any("{api_key}" in arg for arg in [*command, *template_env.values()]):  # a usage error in pytest
+        raise NotConfigured(f"{NAME}: the server command names {{api_key}} and no API key was given: "
+                            "pass --api-key KEY or set OPENAI_API_KEY")
+    env = {key: fill(value, values) for key, value in template_env.items()}
     argv = [fill(arg, values) for arg in command] + (extra.split() if extra else [])
     return ServeCommand(argv=argv, env=env)
 

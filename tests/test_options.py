@@ -267,3 +267,30 @@ def test_under_xdist_the_controller_refuses_a_short_timeout(stand_in: pytest.Pyt
     result.stderr.fnmatch_lines(["ERROR: --timeout=30 leaves a cell no budget*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert not (stand_in.path / "budget.json").exists()
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--concurrency", "1,,4"), ("--concurrency", "1,4,"), ("--concurrency", ",1"), ("--concurrency", "1,four"),
+    ("--request-rate", "2,,4"), ("--request-rate", "2,4,"), ("--request-rate", "2,fast"),
+])
+def test_a_malformed_level_list_is_one_line_not_fewer_levels(stand_in: pytest.Pytester, option: str, value: str):
+    """An empty element or a word in a level list is a usage error: `1,,4` once ran levels 1 and 4."""
+    takes = {"--concurrency": "--concurrency takes comma-separated integers",
+             "--request-rate": "--request-rate takes comma-separated requests/s (more than 0, or inf), or "
+                               "sweep[:START]"}
+    assert usage_error(stand_in, option, value) == f"ERROR: {takes[option]}, got {value!r}"
+
+
+def test_an_empty_api_key_and_an_unset_profile_variable_are_one_line(stand_in: pytest.Pytester,
+                                                                     monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("CELLBENCH_TEST_UNSET_KEY", raising=False)
+    assert usage_error(stand_in, "--api-key=") == "ERROR: --api-key takes a key, got an empty one"
+    profile = stand_in.path / "keyed.yaml"
+    profile.write_text("name: keyed\nresults_name: keyed\nbuiltin: tiny\nformats: {gguf: {served_id: tiny}}\n"
+                       "api_key_env: CELLBENCH_TEST_UNSET_KEY\n")
+    assert usage_error(stand_in, f"--model={profile}") == (
+        f"ERROR: model profile {profile}: its api_key_env names $CELLBENCH_TEST_UNSET_KEY, which is not set; "
+        "set it, or pass --api-key KEY or set OPENAI_API_KEY")
+    monkeypatch.setenv("CELLBENCH_TEST_UNSET_KEY", "from-the-profile")
+    stand_in.runpytest("-k", "llamacpp-chat", f"--model={profile}").assert_outcomes(passed=1)

@@ -8,6 +8,7 @@ answers); the real inference servers are exercised by the cell integration tests
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -397,3 +398,71 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def fault_server(tmp_path, port, *args, ready_path="/v1/models", api_key=None):
+    """The suite's fault server (tests/support/faultserver.py) as a started server."""
+    from bench.base.paths import PROJECT_ROOT
+
+    argv = [sys.executable, "-m", "tests.support.faultserver", "--port", str(port), *args]
+    command = ServeCommand(argv=argv, env={"PYTHONPATH": str(PROJECT_ROOT)}, cwd=PROJECT_ROOT)
+    return ServerProcess(command, host="127.0.0.1", port=port, ready_path=ready_path, startup_timeout_s=600,
+                         log_path=tmp_path / "fault.log", api_key=api_key)
+
+
+def _answering(server: ServerProcess, status: int) -> None:
+    """Until the server answers `status` on its ready path (however long its interpreter takes to start)."""
+    while True:
+        assert server.alive(), server.log_path.read_text()
+        try:
+            if httpx.get(server.base_url + server.ready_path, timeout=5).status_code == status:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+
+
+def test_a_startup_timeout_names_the_last_answer_and_its_body(tmp_path, cache):
+    """Readiness gives up naming what the ready path said, not only that it was not 200."""
+    server = fault_server(tmp_path, free_port(), "--mode", "slow_ready", "--ready-after", "3600")
+    server.start()
+    try:
+        _answering(server, 503)  # answering 503 now: the timeout below lands on an answer, never on a refusal
+        server.startup_timeout_s = time.monotonic() - server._started_at
+        with pytest.raises(ServerStartError) as err:
+            server.wait_ready()
+    finally:
+        server.stop(grace_s=5)
+    assert re.fullmatch(r'server not ready on /v1/models after \d+ s: last answer HTTP 503 Service Unavailable: '
+                        r'\{"error": \{"message": "loading the model", "type": "unavailable", "code": 503\}\}; '
+                        r"log: \S+fault\.log", str(err.value)), str(err.value)
+
+
+def test_a_ready_path_answering_401_fails_at_once_saying_the_server_wants_a_key(tmp_path, cache):
+    server = fault_server(tmp_path, free_port(), "--mode", "ready_401", "--api-key", "the-key")
+    server.start()
+    try:
+        with pytest.raises(ServerStartError) as err:
+            server.wait_ready()  # its timeout is 600 s: only the 401 can end the wait
+    finally:
+        server.stop(grace_s=5)
+    assert str(err.value) == (
+        "server not ready on /v1/models: the server answered HTTP 401 Unauthorized: it wants an API key; pass "
+        '--api-key KEY or set OPENAI_API_KEY (HTTP 401 Unauthorized: {"error": {"message": "Invalid API Key", '
+        f'"type": "authentication_error", "code": 401}}}}); log: {tmp_path / "fault.log"}')
+
+
+def test_the_ready_path_is_asked_with_the_key_and_the_log_shows_none(tmp_path, cache):
+    from bench.setup.profiles import ApiKey
+
+    key = ApiKey("the-key", "--api-key")
+    server = fault_server(tmp_path, free_port(), "--mode", "ready_401", "--api-key", "the-key", api_key=key)
+    server.command = ServeCommand(server.command.argv, server.command.env, server.command.cwd, secrets=("the-key",))
+    server.start()
+    try:
+        server.wait_ready()
+        assert server.ready_after_s is not None
+    finally:
+        server.stop(grace_s=5)
+    first = (tmp_path / "fault.log").read_text().splitlines()[0]
+    assert first.endswith("--mode ready_401 --api-key ***") and "the-key" not in first

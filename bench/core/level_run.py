@@ -87,6 +87,9 @@ class LevelConfig:
     # (the default): one connection per request, closed at its end (bench.load.http.connector).
     keep_alive: bool = False
     open_loop: OpenLoop | None = None  # an open-loop level: arrivals on this schedule, not `concurrency` slots
+    # Sent with every chat request (the API key's `Authorization`); never in a repr, so never in a
+    # traceback or a recorded config.
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def label(self) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from http import HTTPStatus
 from typing import Any
 
 from bench.core.level_run import level_label, levels_text
@@ -44,6 +45,23 @@ class Verdict(str, Enum):
 GREEN_VERDICTS = (Verdict.OK.value, Verdict.FIXED.value, Verdict.SKIPPED.value)
 ALL_FAILED_FRACTION = 0.999
 NOT_LOADED_STATUSES = (404, 409)  # the server does not have the model we asked for
+KEY_STATUSES = (401, 403)  # the server wants an API key, or another one
+
+
+def wants_key(status: int, key_from: str | None) -> str:
+    """What a 401 or 403 means to the user, and how to give the server its key; `key_from` says
+    where the key sent came from (None: none was sent)."""
+    answer = f"the server answered HTTP {status} {_phrase(status)}"
+    if key_from is None:
+        return f"{answer}: it wants an API key; pass --api-key KEY or set OPENAI_API_KEY"
+    return f"{answer} to the API key from {key_from}: it refused that key; pass the right one with --api-key KEY"
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,7 @@ class Evidence:
     server_exit: str | None = None  # the server ended (or an endpoint stopped answering) unasked: where, when
     oom: dict | str | None = None  # bench.host.oom evidence (ExitInfo.oom / ServerStartError.oom), or a reason
     capped: str | None = None
+    api_key_from: str | None = None  # where the API key sent came from (None: none was sent)
 
 
 @dataclass(frozen=True)
@@ -268,6 +287,9 @@ def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
                 f"every request answered HTTP {dominant['http_status']}: the server does not have the model",
                 notes,
             )
+        if dominant and (status := dominant.get("http_status")) in KEY_STATUSES:
+            return CellVerdict(Verdict.ALL_FAILED, f"{failed}/{done} requests failed, {_describe(dominant)}: "
+                                                   f"{wants_key(status or 0, ev.api_key_from)}", notes)
         why = _explain(ev.levels, dominant)
         return CellVerdict(Verdict.ALL_FAILED, f"{failed}/{done} requests failed, {why}", notes)
     if done:

@@ -63,7 +63,7 @@ class Level:
         # The slots are the only bound on concurrency; the client's only timer is the level's
         # per-request one (`_request`).
         self.client = ChatClient(cfg.base_url, cfg.request_timeout_s, keep_alive=cfg.keep_alive,
-                                 on_output=self._on_output, on_lost=self.probe_server)
+                                 on_output=self._on_output, on_lost=self.probe_server, headers=cfg.headers)
         try:
             await self._watched(self._phases(phase))
         finally:

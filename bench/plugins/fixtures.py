@@ -48,6 +48,7 @@ from bench.reports import html_review
 from bench.run.cell import CellConfig, CellOutcome, Launcher
 from bench.run.server import ServerProcess
 from bench.setup.adapter import Adapter, ServeCommand
+from bench.setup.profiles import ApiKey
 
 CELL_OUTCOME = pytest.StashKey[CellOutcome]()
 SETTLED = pytest.StashKey[CellOutcome]()  # decided during setup: the body is not run
@@ -91,6 +92,7 @@ def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> Cel
         unique_prompts=opt("unique_prompts"),
         load=s.load,
         keep_alive=opt("keep_alive"),
+        api_key=s.api_key,
     )
 
 
@@ -202,10 +204,10 @@ def launching() -> Iterator[Launcher]:
 
     def launch(command: ServeCommand, adapter: Adapter, host: str, port: int, log_path: Path,
                memory_limit_bytes: int | None = None, budget_s: float | None = None,
-               stall_timeout_s: float | None = None) -> ServerProcess:
+               stall_timeout_s: float | None = None, api_key: ApiKey | None = None) -> ServerProcess:
         server = ServerProcess(command, host=host, port=port, ready_path=adapter.ready_path,
                                startup_timeout_s=adapter.startup_timeout_s, log_path=log_path,
-                               memory_limit_bytes=memory_limit_bytes)
+                               memory_limit_bytes=memory_limit_bytes, api_key=api_key)
         started.append(server)
         server.start()
         try:
@@ -275,7 +277,9 @@ def _holder_record(config: pytest.Config) -> dict:
     """What the lock file says about the process holding it. An xdist worker's own command line is
     `python -c ...`, which tells a waiting user nothing: it names the session's command instead."""
     argv = getattr(config, "workerinput", {}).get("mainargv") or sys.orig_argv
-    return {"pid": os.getpid(), "command": shlex.join(argv), "since": time.time(), "started_at": now_iso()}
+    command, key = shlex.join(argv), settings(config).api_key
+    return {"pid": os.getpid(), "command": key.redact(command) if key else command, "since": time.time(),
+            "started_at": now_iso()}
 
 
 def _holder(handle) -> str:

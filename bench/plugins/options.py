@@ -21,6 +21,8 @@ explicit `-c`/`--rootdir` is left alone.
 from __future__ import annotations
 
 import copy
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -35,11 +37,18 @@ from bench.host.machine import detect
 from bench.load import procs
 from bench.load.progress import DEFAULT_INTERVAL_S
 from bench.plugins.hooks import register_stashed, unregister_stashed
-from bench.run.config import LOAD_OPTIONS, LoadPlan, load_plan
+from bench.run.config import (
+    DEFAULT_CELL_BUDGET_S,
+    LOAD_OPTIONS,
+    SPLITS,
+    LoadPlan,
+    cell_budgets,
+    concurrency_levels,
+    hang_seconds,
+    load_plan,
+)
 from bench.setup import profiles
 from bench.setup.prompts import PromptFileError, load_prompts
-
-SPLITS = ("chat", "agent")
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class Settings:
     gpu_pool: tuple[int, ...] | None  # None: every GPU of this machine
     client_procs: procs.ProcsChoice = procs.ProcsChoice()  # --client-procs, with the CPUs free for the client
     pinned: bool = False  # --pinned: the adapters' versions, not the recorded updates
+    api_key: profiles.ApiKey | None = None  # --api-key, else OPENAI_API_KEY, else the profile's api_key_env
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -110,6 +120,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--strict-verdicts", action="store_true", help="degraded and capped cells fail the run")
     g.addoption("--host-lock-timeout", type=float, default=3600.0,
                 help="seconds to wait for another cell's host lock; then the cell is failed, naming the holder [3600]")
+    g.addoption("--api-key", default=None, metavar="KEY",
+                help="send Authorization: Bearer KEY to every server, and give it to servers whose command "
+                     "names {api_key} [$OPENAI_API_KEY, else the variable the profile's api_key_env names]")
     g.addoption("--endpoint", default=None,
                 help="benchmark this already-running server (e.g. http://127.0.0.1:8080) with the generic "
                      "openai adapter; only its cells run, nothing is started or stopped")
@@ -175,20 +188,22 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     run_id = (workerinput or {}).get(RUN_ID_KEY) or config.getoption("run_id") or new_run_id()
     _check_numbers(config)
+    profile = _profile(config.getoption("model"))
     config.stash[SETTINGS] = Settings(
         run_id=run_id,
         levels=_levels(config.getoption("concurrency") or "1,8,16"),
         load=_load(config),
         endpoint=_endpoint(config.getoption("endpoint")),
-        hang_s=_hang_seconds(config.getoption("hang_minutes")),
-        cell_budget_s={**DEFAULT_CELL_BUDGET_S, **cell_budgets(config.getoption("cell_budget"))},
-        cell_budget_given=frozenset(cell_budgets(config.getoption("cell_budget"))),
+        hang_s=_per_split(hang_seconds, config.getoption("hang_minutes")),
+        cell_budget_s={**DEFAULT_CELL_BUDGET_S, **_per_split(cell_budgets, config.getoption("cell_budget"))},
+        cell_budget_given=frozenset(_per_split(cell_budgets, config.getoption("cell_budget"))),
         memory_limit_bytes=_memory_limit(config.getoption("memory_limit")),
         cpus=_cpus(config),
         client_procs=_client_procs(config),
         gpu_pool=_gpu_pool(config.getoption("gpu_pool")),
-        profile=_profile(config.getoption("model")),
+        profile=profile,
         pinned=config.getoption("pinned"),
+        api_key=_api_key(config, profile),
     )
     _check_prompts(config)
     if config.pluginmanager.hasplugin("xdist"):
@@ -233,12 +248,9 @@ def _check_numbers(config: pytest.Config) -> None:
 
 def _levels(text: str) -> tuple[int, ...]:
     try:
-        levels = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise pytest.UsageError(f"--concurrency takes comma-separated integers, got {text!r}") from None
-    if not levels or min(levels) < 1:
-        raise pytest.UsageError(f"--concurrency levels must be >= 1, got {text!r}")
-    return levels
+        return concurrency_levels(text)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _load(config: pytest.Config) -> LoadPlan | None:
@@ -264,51 +276,23 @@ def _endpoint(text: str | None) -> str | None:
     return url
 
 
-def _hang_seconds(text: str) -> dict[str, float]:
-    """`chat=30,agent=45` (minutes; fractions allowed) -> seconds per split; 0 turns the watchdog off."""
+def _per_split(parse: Callable[[str], dict[str, float]], text: str | None) -> dict[str, float]:
+    """--hang-minutes or --cell-budget, per split (bench.run.config.hang_seconds, cell_budgets)."""
     try:
-        pairs = dict(part.split("=", 1) for part in text.split(",") if part.strip())
-        minutes = {split.strip(): float(value) for split, value in pairs.items()}
-    except ValueError:
-        raise pytest.UsageError(
-            f"--hang-minutes takes split=minutes pairs such as chat=30,agent=45, got {text!r}") from None
-    unknown = set(minutes) - set(SPLITS)
-    if unknown or any(m < 0 for m in minutes.values()):
-        raise pytest.UsageError(f"--hang-minutes: splits are {', '.join(SPLITS)} and minutes >= 0, got {text!r}")
-    return {split: m * 60.0 for split, m in minutes.items()}
+        return {} if text is None else parse(text)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _duration_s(text: str) -> float:
-    """`90`, `90s`, `45m` or `1.5h` -> seconds; ValueError otherwise."""
-    text = text.strip().lower()
-    scale = _UNITS.get(text[-1:], None)
-    return float(text[:-1] if scale else text) * (scale or 1.0)
-
-
-# The weekly run's caps (a chat cell 45 minutes, an agent cell 90): a cell that has not finished by
-# then is stuck or far too slow to be worth the rest of the night.
-DEFAULT_CELL_BUDGET_S = {"chat": 45 * 60.0, "agent": 90 * 60.0}
-
-
-def cell_budgets(text: str | None) -> dict[str, float]:
-    """--cell-budget: `2700` (every split) or `chat=45m,agent=90m` -> seconds per split."""
-    if text is None:
-        return {}
-    takes = f"--cell-budget takes a duration (2700, 45m) or split=duration pairs (chat=45m,agent=90m), got {text!r}"
+def _api_key(config: pytest.Config, profile: profiles.ModelProfile) -> profiles.ApiKey | None:
     try:
-        if "=" not in text:
-            budgets = dict.fromkeys(SPLITS, _duration_s(text))
-        else:
-            pairs = dict(part.split("=", 1) for part in text.split(",") if part.strip())
-            budgets = {split.strip(): _duration_s(value) for split, value in pairs.items()}
-    except ValueError:
-        raise pytest.UsageError(takes) from None
-    if set(budgets) - set(SPLITS) or not budgets or any(not b > 0 for b in budgets.values()):
-        raise pytest.UsageError(f"{takes}: splits are {', '.join(SPLITS)}, durations more than 0")
-    return budgets
+        key = profiles.api_key(config.getoption("api_key"), os.environ, profile)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if key is None and profile.openai and profile.openai.takes_api_key and config.getoption("endpoint") is None:
+        raise pytest.UsageError(f"--model {profile.source}: its openai.command gives the server {{api_key}}, and no "
+                                "API key was given: pass --api-key KEY or set OPENAI_API_KEY")
+    return key
 
 
 def _memory_limit(text: str | None) -> int | None:

@@ -120,6 +120,7 @@ def _verdict(cfg: CellConfig, run: LevelsRun) -> CellVerdict:
         server_exit=run.server_exit,
         oom=run.oom,
         capped=run.capped,
+        api_key_from=cfg.api_key.source if cfg.api_key else None,
     )
     verdict = classify(evidence, degraded_fraction=cfg.degraded_fraction)
     if run.retried:

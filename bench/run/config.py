@@ -17,8 +17,9 @@ from bench.run.sweep import SweepPlan
 from bench.setup import profiles
 
 Launcher = Callable[..., ServerProcess]
-"""`launch(command, adapter, host, port, log_path, memory_limit_bytes=None)`: start a server and
-return it ready, or raise ServerStartError. The launcher owns the server's cleanup; the cell
+"""`launch(command, adapter, host, port, log_path, memory_limit_bytes=None, budget_s=None,
+stall_timeout_s=None, api_key=None)`: start a server and return it ready (its ready path asked with
+the API key), or raise ServerStartError. The launcher owns the server's cleanup; the cell
 stops it early when it can."""
 
 
@@ -88,12 +89,82 @@ def _rates(text: str) -> tuple[float, ...]:
     """`4,8.5,inf` -> (4.0, 8.5, inf); ValueError unless every rate is more than 0."""
     takes = f"--request-rate takes comma-separated requests/s (more than 0, or inf), or sweep[:START], got {text!r}"
     try:
-        rates = tuple(float(part) for part in text.split(",") if part.strip())
+        rates = tuple(float(part) for part in comma_list(text))
     except ValueError:
         raise ValueError(takes) from None
-    if not rates or not all(r > 0 for r in rates):
+    if not all(r > 0 for r in rates):
         raise ValueError(takes)
     return rates
+
+
+def comma_list(text: str) -> list[str]:
+    """`1,8,16` -> ["1", "8", "16"]; ValueError for an empty list or element (`1,,4`, `1,4,`): a
+    typo there would otherwise silently drop a level."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise ValueError(f"an empty element in {text!r}")
+    return parts
+
+
+def concurrency_levels(text: str) -> tuple[int, ...]:
+    """--concurrency `1,8,16` -> (1, 8, 16); ValueError says what it takes."""
+    try:
+        levels = tuple(int(part) for part in comma_list(text))
+    except ValueError:
+        raise ValueError(f"--concurrency takes comma-separated integers, got {text!r}") from None
+    if min(levels) < 1:
+        raise ValueError(f"--concurrency levels must be >= 1, got {text!r}")
+    return levels
+
+
+SPLITS = ("chat", "agent")
+# The weekly run's caps (a chat cell 45 minutes, an agent cell 90): a cell that has not finished by
+# then is stuck or far too slow to be worth the rest of the night.
+DEFAULT_CELL_BUDGET_S = {"chat": 45 * 60.0, "agent": 90 * 60.0}
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _split_pairs(text: str) -> dict[str, str]:
+    """`chat=30,agent=45` -> {"chat": "30", "agent": "45"}; ValueError for a malformed pair."""
+    pairs = dict(part.split("=", 1) for part in comma_list(text))
+    return {split.strip(): value.strip() for split, value in pairs.items()}
+
+
+def hang_seconds(text: str) -> dict[str, float]:
+    """--hang-minutes `chat=30,agent=45` (minutes; fractions allowed) -> seconds per split; 0 turns
+    the watchdog off. ValueError says what it takes."""
+    try:
+        minutes = {split: float(value) for split, value in _split_pairs(text).items()}
+    except ValueError:
+        raise ValueError(f"--hang-minutes takes split=minutes pairs such as chat=30,agent=45, got {text!r}") from None
+    if set(minutes) - set(SPLITS) or any(m < 0 for m in minutes.values()):
+        raise ValueError(f"--hang-minutes: splits are {', '.join(SPLITS)} and minutes >= 0, got {text!r}")
+    return {split: m * 60.0 for split, m in minutes.items()}
+
+
+def _duration_s(text: str) -> float:
+    """`90`, `90s`, `45m` or `1.5h` -> seconds; ValueError otherwise."""
+    text = text.strip().lower()
+    scale = _UNITS.get(text[-1:], None)
+    return float(text[:-1] if scale else text) * (scale or 1.0)
+
+
+def cell_budgets(text: str | None) -> dict[str, float]:
+    """--cell-budget: `2700` (every split) or `chat=45m,agent=90m` -> seconds per split; ValueError
+    says what it takes."""
+    if text is None:
+        return {}
+    takes = f"--cell-budget takes a duration (2700, 45m) or split=duration pairs (chat=45m,agent=90m), got {text!r}"
+    try:
+        if "=" not in text:
+            budgets = dict.fromkeys(SPLITS, _duration_s(text))
+        else:
+            budgets = {split: _duration_s(value) for split, value in _split_pairs(text).items()}
+    except ValueError:
+        raise ValueError(takes) from None
+    if set(budgets) - set(SPLITS) or not budgets or any(not b > 0 for b in budgets.values()):
+        raise ValueError(f"{takes}: splits are {', '.join(SPLITS)}, durations more than 0")
+    return budgets
 
 
 @dataclass(frozen=True)
@@ -133,6 +204,7 @@ class CellConfig:
     unique_prompts: bool = False  # a nonce opens every request's first message: nothing to cache
     keep_alive: bool = False  # --keep-alive: connections reused across requests (default: one per request)
     load: LoadPlan | None = None  # open-loop levels (then `levels` only sizes the servers), or --slo
+    api_key: profiles.ApiKey | None = None  # sent to every server; given to those whose command takes it
 
 
 @dataclass

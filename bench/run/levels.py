@@ -154,11 +154,12 @@ class LevelsRun:
                                   on_tree=getattr(server, "note_tree", None)) if pid else None
         try:
             with sampler or contextlib.nullcontext():
-                listed = list_models(server.base_url)
+                listed = list_models(server.base_url, self.cfg.api_key)
                 if listed is not None:
                     self.listed = listed
                 if self.install.version == UNKNOWN_VERSION:
-                    server_info["reported_version"] = self.reported_version = reported_version(server.base_url)
+                    server_info["reported_version"] = self.reported_version = reported_version(server.base_url,
+                                                                                               self.cfg.api_key)
                 for point in points:
                     if not known:  # a sweep's level, chosen as the previous one ended
                         server_info["levels"].append(point_json(point))
@@ -194,18 +195,20 @@ class LevelsRun:
     def _start(self, label: str, server_info: Server) -> ServerProcess | Endpoint:
         if self.cfg.endpoint is not None:
             server_info["external"] = self.cfg.endpoint
-            return Endpoint(self.cfg.endpoint, self.adapter.ready_path, self._ready_timeout(), self._budget_left())
+            return Endpoint(self.cfg.endpoint, self.adapter.ready_path, self._ready_timeout(), self._budget_left(),
+                            api_key=self.cfg.api_key)
         port = self._port()
+        key = self.cfg.api_key
         ctx = ServeContext(self.install, self.model, self.cfg.host, port, self.cfg.split, self._sized_for(),
-                           self.platform_tag)
-        command = replace(self.adapter.serve(ctx), cpus=self.cfg.cpus.server)
+                           self.platform_tag, api_key=key.value if key else None)
+        command = replace(self.adapter.serve(ctx), cpus=self.cfg.cpus.server, secrets=(key.value,) if key else ())
         log_path = self.paths.server_log(label)
         server_info["port"] = port
         server_info["command"] = cast(Any, command.to_json())
         server_info["log"] = str(log_path)
         return self.launch(command, replace(self.adapter, startup_timeout_s=self._ready_timeout()), self.cfg.host,
                            port, log_path, memory_limit_bytes=self.cfg.memory_limit_bytes,
-                           budget_s=self._budget_left(), stall_timeout_s=self.cfg.stall_timeout_s)
+                           budget_s=self._budget_left(), stall_timeout_s=self.cfg.stall_timeout_s, api_key=key)
 
     def _sized_for(self) -> int:
         """The requests in flight a server is started for: the highest concurrency level, or the
@@ -257,6 +260,7 @@ class LevelsRun:
             if self.cfg.unique_prompts else None,
             server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.endpoint),
             keep_alive=self.cfg.keep_alive,
+            headers=self.cfg.api_key.headers if self.cfg.api_key else {},
         )
         procs = plan_level(self.cfg.client_procs, concurrency, self.cfg.requests,
                            self.summaries[-1] if self.summaries else None)  # auto plans from the level before

@@ -4,7 +4,9 @@
   start look ready: a held port is a start failure naming the holder (bench.host.ports);
 - the server runs in its own process group (vLLM and wrappers fork children) and is stopped by
   SIGTERM to the group, a bounded wait, then SIGKILL;
-- readiness polls the adapter's endpoint and fails fast when the process exits;
+- readiness polls the adapter's endpoint (with the API key, when there is one) and fails fast when
+  the process exits or the ready path answers 401/403 (a key it wants); a timeout names the last
+  answer;
 - after "ready", the listening socket must belong to our process tree;
 - every started group is recorded in a pid file under the cache, so a later session can reap
   what a hard-killed session left behind (bench.host.process_groups);
@@ -33,7 +35,9 @@ from bench.host import affinity, memlimit
 from bench.host.oom import OomWatch
 from bench.host.ports import listeners, port_holder
 from bench.host.process_groups import register, signal_group, stop_recorded_groups, unregister, wait_group_gone
+from bench.run.answers import answer_text, refused_key
 from bench.setup.adapter import ServeCommand
+from bench.setup.profiles import ApiKey
 
 STOP_GRACE_S = 15.0
 READY_POLL_S = 0.05  # between readiness polls: bounds how late a ready server is noticed
@@ -97,8 +101,10 @@ class ServerProcess:
         startup_timeout_s: float,
         log_path: Path,
         memory_limit_bytes: int | None = None,
+        api_key: ApiKey | None = None,
     ):
         self.command = command
+        self.api_key = api_key  # sent on the ready path
         self.host = host
         self.port = port
         self.ready_path = ready_path
@@ -155,7 +161,7 @@ class ServerProcess:
             path.write_text(text, encoding="utf-8")
         try:
             with self.log_path.open("ab") as log:
-                log.write(f"$ {' '.join(self.command.argv)}\n".encode())
+                log.write(f"$ {self.command.shown()}\n".encode())
                 if self.cgroup is not None:
                     limit = memlimit.format_size(self.cgroup.limit_bytes)
                     log.write(f"# memory limit {limit}: cgroup v{self.cgroup.version} {self.cgroup.path}\n".encode())
@@ -232,7 +238,8 @@ class ServerProcess:
         seen_size, seen_at = -1, time.monotonic()
         deadline = None if budget_s is None else seen_at + budget_s
         last_miss, tree_at = self._started_at, 0.0
-        with httpx.Client(timeout=5.0) as client:
+        last_answer = "no HTTP answer"
+        with httpx.Client(timeout=5.0, headers=self.api_key.headers if self.api_key else None) as client:
             while True:
                 code = self.proc.poll()
                 if code is not None:
@@ -241,9 +248,16 @@ class ServerProcess:
                     self.note_tree()
                     tree_at = time.monotonic()
                 try:
-                    answered = client.get(url).status_code
-                except httpx.HTTPError:
+                    response = client.get(url)
+                    answered: int | None = response.status_code
+                except httpx.HTTPError as exc:
                     answered = None
+                    last_answer = f"no HTTP answer ({type(exc).__name__})"
+                else:
+                    last_answer = answer_text(response, self.api_key)
+                    if (why := refused_key(response, self.api_key)) is not None:  # no wait makes it 200
+                        raise ServerStartError(f"server not ready on {self.ready_path}: {why}; log: {self.log_path}",
+                                               self.log_path)
                 if answered == 200:
                     break
                 now = last_miss = time.monotonic()
@@ -252,8 +266,8 @@ class ServerProcess:
                     seen_size, seen_at = size, now
                 if now > timeout_at:
                     raise ServerStartError(
-                        f"server not ready on {self.ready_path} after {self.startup_timeout_s:.0f} s; "
-                        f"log: {self.log_path}",
+                        f"server not ready on {self.ready_path} after {self.startup_timeout_s:.0f} s: "
+                        f"last answer {last_answer}; log: {self.log_path}",
                         self.log_path,
                     )
                 if deadline is not None and now > deadline:

@@ -48,6 +48,10 @@ class ServeContext:
     # profile: workers, GPUs per worker, worker arguments); other adapters ignore them.
     options: Mapping[str, Any] = field(default_factory=dict)
     workdir: Path | None = None  # a folder of this server's own (its log's), for files it needs
+    # The API key clients send (--api-key, OPENAI_API_KEY, a profile's api_key_env), for a server
+    # that takes one on its command line; None: no key. The engine redacts it wherever the command
+    # is recorded (ServeCommand.secrets).
+    api_key: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -60,9 +64,23 @@ class ServeCommand:
     # A file where the server records the process groups of children it starts in sessions of
     # their own (sglang-omni's router and its workers): those groups are stopped with the server.
     group_manifest: Path | None = None
+    # Values written `***` wherever the command is recorded (the result, the server log's first
+    # line): the API key a server was given.
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def shown(self) -> str:
+        """The argv as one line, as the server log records it."""
+        return self.redact(" ".join(self.argv))
 
     def to_json(self) -> dict:
-        out: dict[str, object] = {"argv": self.argv, "env": self.env, "cwd": str(self.cwd) if self.cwd else None}
+        argv = [self.redact(arg) for arg in self.argv]
+        env = {key: self.redact(value) for key, value in self.env.items()}
+        out: dict[str, object] = {"argv": argv, "env": env, "cwd": str(self.cwd) if self.cwd else None}
         if self.cpus is not None:
             out["cpus"] = list(self.cpus)
         if self.files:

@@ -11,12 +11,13 @@ Schema (`builtin` profiles name no repos: the model is built locally):
     results_name: str              # directory name under results/
     builtin: tiny                  # optional
     sampling: {field: value, ...}  # optional; merged into every request
+    api_key_env: NAME              # optional: the environment variable holding the servers' API key
     formats:                       # at least one of gguf, hf, mlx, ollama
       gguf:   {repo: owner/name, file: x.gguf, served_id: str, alias: str}
       hf|mlx: {repo: owner/name, served_id: str, alias: str}
       ollama: {tag: str, served_id: str}         # served_id defaults to the tag
     openai:                        # optional: a server for the generic `openai` adapter
-      command: [argv...]           # may name {host}, {port}, {model_path}; absent: only --endpoint
+      command: [argv...]           # may name {host}, {port}, {model_path}, {api_key}; absent: only --endpoint
       env: {NAME: value}           # added to the server's environment; may name the same
       ready_path: /v1/models       # GET answering 200 means ready
       port: 8012                   # the server's port unless --port says otherwise
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
@@ -43,7 +44,7 @@ from bench.setup.model_ref import ModelFormat, ModelRef
 
 PROFILES_DIR = PROJECT_ROOT / "models"
 FORMATS: tuple[str, ...] = get_args(ModelFormat)
-TOP_FIELDS = ("name", "results_name", "builtin", "sampling", "formats", "ignore_eos", "openai")
+TOP_FIELDS = ("name", "results_name", "builtin", "sampling", "formats", "ignore_eos", "openai", "api_key_env")
 ENTRY_FIELDS = ("repo", "file", "tag", "served_id", "alias")
 # Request fields the engine owns; a profile's `sampling` overriding them would corrupt a run.
 ENGINE_FIELDS = ("model", "messages", "stream", "stream_options", "max_tokens", "tools")
@@ -56,8 +57,9 @@ SOURCE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 OPENAI_FIELDS = ("command", "env", "ready_path", "port", "format", "served_id")
-COMMAND_PLACEHOLDERS = ("host", "port", "model_path")
+COMMAND_PLACEHOLDERS = ("host", "port", "model_path", "api_key")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ProfileError(ValueError):
@@ -100,6 +102,11 @@ class OpenAIServer:
     format: str | None = None
     served_id: str | None = None
 
+    @property
+    def takes_api_key(self) -> bool:
+        """Whether the command (or its environment) gives the server the key: `{api_key}`."""
+        return any("{api_key}" in arg for arg in [*(self.command or ()), *self.env.values()])
+
 
 @dataclass(frozen=True)
 class ModelProfile:
@@ -111,6 +118,42 @@ class ModelProfile:
     builtin: str | None = None
     ignore_eos: bool = False  # ask for max_tokens every time, where the server accepts ignore_eos
     openai: OpenAIServer | None = None
+    api_key_env: str | None = None  # the environment variable holding the API key (its name, never the key)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """The key sent as `Authorization: Bearer ...`, and where it came from; its repr never shows it."""
+
+    value: str = field(repr=False)
+    source: str  # "--api-key", "OPENAI_API_KEY", or "$NAME (the profile's api_key_env)"
+
+    def redact(self, text: str) -> str:
+        """`text` with every occurrence of the key written `***`."""
+        return text.replace(self.value, "***")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.value}"}
+
+
+def api_key(given: str | None, environ: Mapping[str, str], profile: ModelProfile) -> ApiKey | None:
+    """The API key as OpenAI's clients take it: `--api-key` (`given`), else OPENAI_API_KEY, else the
+    variable the profile's `api_key_env` names; None when none is set. ValueError when `given` is
+    empty or the profile's variable is not set (the profile says its servers want a key)."""
+    if given is not None:
+        if not given.strip():
+            raise ValueError("--api-key takes a key, got an empty one")
+        return ApiKey(given, "--api-key")
+    if environ.get("OPENAI_API_KEY", "").strip():
+        return ApiKey(environ["OPENAI_API_KEY"], "OPENAI_API_KEY")
+    name = profile.api_key_env
+    if name is None:
+        return None
+    if not environ.get(name, "").strip():
+        raise ValueError(f"model profile {profile.source}: its api_key_env names ${name}, which is not set; "
+                         f"set it, or pass --api-key KEY or set OPENAI_API_KEY")
+    return ApiKey(environ[name], f"${name} (the profile's api_key_env)")
 
 
 class _Schema:
@@ -174,7 +217,13 @@ class _Schema:
         if not isinstance(ignore_eos, bool):
             raise self.fail("ignore_eos", f"must be true or false, got {ignore_eos!r}")
         openai = self.openai(data["openai"], entries) if "openai" in data else None
-        return ModelProfile(name, results_name, sampling, entries, self.source, builtin, ignore_eos, openai)
+        key_env = self.text(data, "api_key_env", "api_key_env")
+        if key_env is not None and not _ENV_NAME.match(key_env):
+            # not echoed: a key written here by mistake must not reach the terminal
+            raise self.fail("api_key_env", "must be the name of an environment variable (such as MY_SERVER_KEY) "
+                                           "that holds the key, not the key itself")
+        return ModelProfile(name, results_name, sampling, entries, self.source, builtin, ignore_eos, openai,
+                            key_env)
 
     def openai(self, raw: Any, entries: dict[str, FormatEntry]) -> OpenAIServer:
         raw = self.mapping(raw, "openai")

@@ -68,6 +68,13 @@ MODES: dict[str, str] = {
                  "usage.completion_tokens_details.reasoning_tokens counts the reasoning",
 }
 
+# Modes the fault matrix (tests/test_faults.py) does not run: tests/test_api_keys.py asserts them,
+# with the key and without it.
+KEY_MODES: dict[str, str] = {
+    "ready_401": "401 on every path unless the request has `Authorization: Bearer <--api-key>` (no --api-key: "
+                 "always 401)",
+}
+
 
 @dataclass(frozen=True)
 class Options:
@@ -80,6 +87,8 @@ class Options:
     #                  of a server shared by `--concurrency 1,2 --requests 9 --warmup 1`)
     fail_every: int = 3  # fail_share: chat requests number N, 2N, 3N, ... answer 500
     ready_after_s: float = 3.0  # slow_ready: 503 until then
+    api_key: str | None = None  # ready_401: the key a request must carry
+    log_bodies: bool = False  # log every chat request's body too (what the client sent)
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ class Request:
     method: str
     path: str
     body: bytes
+    authorization: str = ""  # the Authorization header's value
 
 
 def log(line: str) -> None:
@@ -110,8 +120,6 @@ RETRY_AFTER_S = 2  # http429_retry_after's Retry-After
 STREAM_ENCODINGS = {"gzip_stream": "gzip", "br_stream": "br"}  # the Content-Encoding a mode's streams say
 KEEPALIVE = b": keep-alive\n\n"
 ERROR_PAGE = b"<html><head><title>500 Internal Server Error</title></head><body><h1>Oops</h1></body></html>"
-KEEPALIVE = b": keep-alive\n\n"
-ERROR_PAGE = b"<html><head><title>500 Internal Server Error</title></head><body><h1>Oops</h1></body></html>"
 
 
 def response_head(status: int, headers: dict[str, Any]) -> bytes:
@@ -127,13 +135,15 @@ async def read_request(reader: asyncio.StreamReader) -> Request | None:
         return None
     request_line, *header_lines = head.decode("latin-1").split("\r\n")
     method, target, _version = request_line.split(" ", 2)
-    length = 0
+    length, authorization = 0, ""
     for line in header_lines:
         name, _, value = line.partition(":")
         if name.strip().lower() == "content-length":
             length = int(value.strip())
+        if name.strip().lower() == "authorization":
+            authorization = value.strip()
     body = await reader.readexactly(length) if length else b""
-    return Request(method, target.split("?", 1)[0], body)
+    return Request(method, target.split("?", 1)[0], body, authorization)
 
 
 async def send_body(writer: asyncio.StreamWriter, status: int, body: bytes, content_type: str) -> None:
@@ -226,7 +236,7 @@ class FaultServer:
     """Routes requests and misbehaves as `opts.mode` says; counts chat requests in arrival order."""
 
     def __init__(self, opts: Options):
-        if opts.mode not in MODES:
+        if opts.mode not in MODES and opts.mode not in KEY_MODES:
             raise ValueError(f"unknown mode {opts.mode!r}; modes: {', '.join(MODES)}")
         self.opts = opts
         self.started = time.monotonic()
@@ -254,7 +264,12 @@ class FaultServer:
             self.chat_requests += 1
         number = f" #{self.chat_requests}" if chat else ""
         log(f"{request.method} {request.path}{number}")
-        if not self.ready():
+        if chat and self.opts.log_bodies:
+            log(f"body {request.body.decode('utf-8', 'replace')}")
+        if self.opts.mode == "ready_401" and (not self.opts.api_key or
+                                              request.authorization != f"Bearer {self.opts.api_key}"):
+            await send_json(writer, 401, error_body("Invalid API Key", "authentication_error", 401))
+        elif not self.ready():
             await send_json(writer, 503, error_body("loading the model", "unavailable", 503))
         elif chat:
             await self.chat(self.chat_requests, request, reader, writer)
@@ -429,8 +444,9 @@ async def serve(opts: Options) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser = argparse.ArgumentParser(prog="python -m tests.support.faultserver", description=__doc__.splitlines()[0],
-                                     epilog="modes: " + "; ".join(f"{m}: {why}" for m, why in MODES.items()))
-    parser.add_argument("--mode", default="ok", choices=list(MODES), metavar="MODE",
+                                     epilog="modes: " + "; ".join(f"{m}: {why}"
+                                                                  for m, why in {**MODES, **KEY_MODES}.items()))
+    parser.add_argument("--mode", default="ok", choices=[*MODES, *KEY_MODES], metavar="MODE",
                         help="one of the modes below [ok]")
     parser.add_argument("--port", type=int, default=Options.port,
                         help="0: any free port, named on the first line [8012]")
@@ -442,9 +458,11 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--fail-every", type=int, default=Options.fail_every, help="fail_share's period [3]")
     parser.add_argument("--ready-after", type=float, default=Options.ready_after_s, help="slow_ready's seconds [3]")
     parser.add_argument("--tag", default=None, help="ignored: lets a test find this process by its command line")
+    parser.add_argument("--api-key", default=None, help="ready_401: the key requests must carry [none]")
+    parser.add_argument("--log-bodies", action="store_true", help="log every chat request's body on stdout")
     args = parser.parse_args(argv)
     return Options(args.mode, args.served_id, args.host, args.port, args.tokens, args.after, args.fail_every,
-                   args.ready_after)
+                   args.ready_after, api_key=args.api_key, log_bodies=args.log_bodies)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
