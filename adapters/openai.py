@@ -10,8 +10,9 @@ chosen format) and is sent in every request; the server's `/v1/models` is only c
 
 Nothing is installed, so the version is whatever the running server reports about itself (the
 cell asks when an installation cannot tell). The protocol capabilities are the conservative
-defaults: `ignore_eos` is never sent, as some servers answer 422 to unknown fields; a profile that
-wants it for a server that honours it puts it in `sampling`.
+defaults: the profile's `ignore_eos` is not sent, as some servers answer 422 to unknown fields
+(a profile that wants it for a server that honours it puts it in `sampling`); `--ignore-eos` on the
+command line is the user's word about this server, and is sent in both forms.
 """
 
 from __future__ import annotations

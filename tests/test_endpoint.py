@@ -168,3 +168,53 @@ def test_a_bad_endpoint_is_a_usage_error(pytester: pytest.Pytester, bad):
     result = pytester.runpytest("-p", "bench.plugins.cells", f"--endpoint={bad}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--endpoint takes a server's base URL such as http://127.0.0.1:8080*"])
+
+
+# ------------------------------------------------------------------ request options, in both forms
+
+
+def _bodies(log_paths: list[Path]) -> list[dict]:
+    """The chat request bodies the fault server logged (`--log-bodies`), in arrival order per log."""
+    return [json.loads(line.removeprefix("body ")) for path in log_paths
+            for line in path.read_text().splitlines() if line.startswith("body ")]
+
+
+def _first_text(body: dict) -> str:
+    content = body["messages"][0]["content"]
+    return content if isinstance(content, str) else content[0]["text"]
+
+
+def test_every_request_option_reaches_an_endpoint_cell_as_a_started_one(tmp_path):
+    """--ignore-eos, --unique-prompts and --tools-param shape the body the server receives in both
+    forms alike (the fault server logs every body it got): --ignore-eos once reached only started
+    servers of frameworks known to take it."""
+    from tests.support.faultserver import MODES
+    from tests.test_api_keys import OwnCase, run_session
+    from tests.test_faults import Fault
+
+    assert "ok" in MODES
+    options = ("-m", "chat or agent", "--ignore-eos", "--unique-prompts", "--tools-param")
+    seen: dict[str, dict[str, list[dict]]] = {}
+    for form in ("command", "endpoint"):
+        case = OwnCase("ok", form, tmp_path / form, spec=Fault("ok", "", server_args=("--log-bodies",), requests=2))
+        run_session(case, *options)
+        assert case.returncode == 0, case.tail()
+        logs = sorted(case.results.rglob("*.server.log")) if form == "command" else [case.directory / "endpoint.log"]
+        by_split: dict[str, list[dict]] = {"chat": [], "agent": []}
+        for body in _bodies(logs):
+            by_split["agent" if "tools" in body else "chat"].append(body)
+        assert [len(by_split[s]) for s in ("chat", "agent")] == [2 * 2 + 2] * 2, case.tail()  # 1 warm-up per level
+        for split, bodies in by_split.items():
+            for body in bodies:
+                assert body["ignore_eos"] is True and body["stream"] is True, body
+                assert body["stream_options"] == {"include_usage": True} and body["model"] == "tiny", body
+                assert body["temperature"] == 1.0 and isinstance(body["max_tokens"], int), body
+                assert _first_text(body).startswith("[cellbench "), body["messages"][0]
+            assert len({_first_text(b) for b in bodies}) == len(bodies), f"{split}: a prompt repeated"
+        seen[form] = by_split
+    for split in ("chat", "agent"):
+        started, endpoint = seen["command"][split], seen["endpoint"][split]
+        assert all(sorted(b) == sorted(started[0]) for b in [*started, *endpoint]), split  # the same fields
+        same = ("max_tokens", "tools", "ignore_eos", "temperature", "stream_options")  # arrival order may differ
+        assert sorted(json.dumps([b.get(k) for k in same]) for b in started) == \
+            sorted(json.dumps([b.get(k) for k in same]) for b in endpoint), split

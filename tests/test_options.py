@@ -294,3 +294,21 @@ def test_an_empty_api_key_and_an_unset_profile_variable_are_one_line(stand_in: p
         "set it, or pass --api-key KEY or set OPENAI_API_KEY")
     monkeypatch.setenv("CELLBENCH_TEST_UNSET_KEY", "from-the-profile")
     stand_in.runpytest("-k", "llamacpp-chat", f"--model={profile}").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("selection", [("-k", "llamacpp"), ("-m", "llamacpp"), ("-k", "llamacpp and chat")])
+def test_a_selection_endpoint_leaves_empty_says_why_in_one_line(stand_in: pytest.Pytester, selection: tuple[str, str]):
+    """With --endpoint only the `openai` cells exist: naming another framework selects none, and says so."""
+    option, expression = selection
+    result = stand_in.runpytest(option, expression, "--endpoint", "http://127.0.0.1:9")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    note = f"--endpoint runs the `openai` cell only: `{option} {expression}` selected none; use {option} openai"
+    assert [line for line in result.outlines if "--endpoint runs" in line] == [note]
+
+
+def test_no_note_where_the_selection_has_cells_or_no_endpoint(stand_in: pytest.Pytester):
+    with_cells = stand_in.runpytest("-k", "openai and chat", "--endpoint", "http://127.0.0.1:9", "--collect-only")
+    without_endpoint = stand_in.runpytest("-k", "nothing-at-all", "--collect-only")
+    for result in (with_cells, without_endpoint):
+        assert not [line for line in result.outlines if "--endpoint runs" in line], result.outlines
+    assert "test_cell[openai-chat]" in with_cells.stdout.str()

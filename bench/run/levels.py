@@ -88,8 +88,11 @@ class LevelsRun:
     def _extra_body(self) -> dict[str, Any]:
         body = dict(self.cfg.profile.sampling)
         body.update(self.adapter.request_extras())
-        wanted = self.cfg.ignore_eos or self.cfg.profile.ignore_eos
-        if wanted and self.adapter.capabilities.ignore_eos:
+        accepts = self.adapter.capabilities.ignore_eos
+        # --ignore-eos is the user's word about a server of unknown make (the generic adapter, started
+        # or --endpoint), so it goes there too; a profile's `ignore_eos` only where it is known to work.
+        if (self.cfg.ignore_eos and (accepts or self.adapter.takes_endpoint)) or (self.cfg.profile.ignore_eos
+                                                                                 and accepts):
             body["ignore_eos"] = True
         return body
 
