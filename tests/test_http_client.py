@@ -145,9 +145,18 @@ def serving(script: Script) -> Iterator[RawServer]:
         server.close()
 
 
-def send_pieces(conn: socket.socket, pieces: list[bytes]) -> None:
+def send_pieces(conn: socket.socket, pieces: list[bytes], reads: list[float] | None = None) -> None:
+    """Each piece, then PAUSE. Given the client's arrival stamps (`stamp_arrivals`), each piece is
+    sent only once the client has read the one before, PAUSE after that read: every piece is then
+    a read of its own, and two reads are at least PAUSE apart, however late a loaded host runs
+    the client's loop (a pause alone lets pieces that wait unread coalesce into one read)."""
     for piece in pieces:
+        seen = len(reads) if reads is not None else 0
         conn.sendall(piece)
+        if reads is not None:
+            limit = time.monotonic() + 30
+            while len(reads) == seen and time.monotonic() < limit:
+                time.sleep(0.001)
         time.sleep(PAUSE)
 
 
@@ -242,11 +251,13 @@ AWKWARD = [
 
 
 @pytest.mark.parametrize("loop_factory", LOOPS)
-def test_chunked_frames_split_at_awkward_boundaries_give_the_whole_stream(loop_factory):
+def test_chunked_frames_split_at_awkward_boundaries_give_the_whole_stream(loop_factory, monkeypatch):
+    arrivals = stamp_arrivals(monkeypatch)
+
     def script(conn: socket.socket, server: RawServer) -> None:
         server.read_request(conn)
         cuts = [0, *AWKWARD, len(WIRE)]
-        send_pieces(conn, [WIRE[a:b] for a, b in zip(cuts, cuts[1:], strict=False)])
+        send_pieces(conn, [WIRE[a:b] for a, b in zip(cuts, cuts[1:], strict=False)], arrivals)
 
     with serving(script) as server:
         run = exchange(loop_factory, server.base_url)
@@ -268,7 +279,7 @@ def test_an_sse_event_split_across_reads_is_stamped_when_it_completes(loop_facto
     def script(conn: socket.socket, server: RawServer) -> None:
         server.read_request(conn)
         send_pieces(conn, [CHUNKED + frame(EVENTS[0]) + first, second,
-                           b"".join(frame(e) for e in EVENTS[2:]) + b"0\r\n\r\n"])
+                           b"".join(frame(e) for e in EVENTS[2:]) + b"0\r\n\r\n"], arrivals)
 
     with serving(script) as server:
         (rec,) = exchange(loop_factory, server.base_url).records
