@@ -203,6 +203,39 @@ def test_ready_401_endpoint_with_the_key_runs_ok_and_the_key_is_recorded_nowhere
     assert assert_key_nowhere(case.key, case.output, case.results, case.directory / "cache") >= 6
 
 
+# ------------------------------------------------------------------ the key across client processes
+
+
+@pytest.mark.integration
+def test_the_key_goes_with_the_requests_of_every_client_process(tmp_path, monkeypatch):
+    """A level split over two client processes: the LevelConfig, its headers with it, crosses into
+    each worker, so every request (the parent's warm-up and both workers' shares) carries the key."""
+    from bench.host.ports import free_port
+    from bench.load import LevelConfig
+    from bench.load.procs import ProcPlan, run_level_procs
+    from tests.support.procs_driver import prompts
+    from tests.test_server import fault_server
+
+    monkeypatch.setenv("CELLBENCH_CACHE", str(tmp_path / "cache"))
+    key = profiles.ApiKey(new_key(), "--api-key")
+    server = fault_server(tmp_path, free_port(), "--mode", "ready_401", "--api-key", key.value, api_key=key)
+    server.start()
+    try:
+        server.wait_ready()
+        runs = {}
+        for name, headers in (("with", key.headers), ("without", {})):
+            cfg = LevelConfig(base_url=server.base_url, model="tiny", concurrency=4, requests=8, warmup=1,
+                              headers=headers)
+            runs[name] = run_level_procs(cfg, prompts(4, 8), prompts(1, 8, "w"), ProcPlan(2, (None, None), "test"))
+    finally:
+        server.stop(grace_s=5)
+    with_key, without = runs["with"], runs["without"]
+    assert with_key.client.procs == 2 and without.client.procs == 2
+    assert [r.ok for r in [*with_key.warmup_records, *with_key.records]] == [True] * 9
+    assert {r.http_status for r in [*without.warmup_records, *without.records]} == {401}
+    assert key.value not in repr(with_key.config)
+
+
 # ------------------------------------------------------------------ the real llama-server with --api-key
 
 
