@@ -122,7 +122,8 @@ def test_startup_timeout(tmp_path, cache):
     server = make(tmp_path, free_port(), delay=30, timeout=1.0)
     server.start()
     try:
-        with pytest.raises(ServerStartError, match="not ready on /health after 1 s"):
+        nothing_listens = r"not ready on /health after 1 s: no HTTP answer \(ConnectError\); log: "
+        with pytest.raises(ServerStartError, match=nothing_listens):
             server.wait_ready()
     finally:
         server.stop(grace_s=2)

@@ -254,7 +254,7 @@ class ServerProcess:
                     answered = None
                     last_answer = f"no HTTP answer ({type(exc).__name__})"
                 else:
-                    last_answer = answer_text(response, self.api_key)
+                    last_answer = f"last answer {answer_text(response, self.api_key)}"
                     if (why := refused_key(response, self.api_key)) is not None:  # no wait makes it 200
                         raise ServerStartError(f"server not ready on {self.ready_path}: {why}; log: {self.log_path}",
                                                self.log_path)
@@ -267,7 +267,7 @@ class ServerProcess:
                 if now > timeout_at:
                     raise ServerStartError(
                         f"server not ready on {self.ready_path} after {self.startup_timeout_s:.0f} s: "
-                        f"last answer {last_answer}; log: {self.log_path}",
+                        f"{last_answer}; log: {self.log_path}",
                         self.log_path,
                     )
                 if deadline is not None and now > deadline:
