@@ -16,6 +16,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -296,3 +297,37 @@ def test_llama_server_given_the_key_runs_ok_and_the_key_is_recorded_nowhere(tmp_
     assert assert_key_nowhere(key, output, tmp_path / "results") >= 6
     assert_key_nowhere(key, "", cache_root(), since=started - 1)
 
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(TEST_TIMEOUT_S)
+def test_cellbench_serve_starts_llama_server_with_the_key_as_a_cell_does_and_shows_it_nowhere(tmp_path, llama_server):
+    import httpx
+
+    key, log = new_key(), tmp_path / "server.log"
+    clean = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "serve", "llamacpp", "--port", "0", "--log", str(log)],
+                            cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**clean, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": key})
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        while not any("is ready at" in line for line in lines):
+            line = proc.stdout.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        url = next(line for line in lines if "is ready at" in line).split("is ready at ")[1].split()[0]
+        assert lines[0].split()[-2:] == ["--api-key", "***"], lines[0]
+        asked = {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+        assert httpx.post(f"{url}/v1/chat/completions", json=asked, timeout=60).status_code == 401
+        keyed = httpx.post(f"{url}/v1/chat/completions", json=asked, timeout=60,
+                           headers={"Authorization": f"Bearer {key}"})
+        assert keyed.status_code == 200, keyed.text
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert_key_nowhere(key, "".join(lines) + out, tmp_path)

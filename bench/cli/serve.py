@@ -8,9 +8,11 @@ as the framework's cell for that split, the URL and the verify run to try agains
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import adapters
@@ -43,20 +45,24 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     try:
         profile = profiles.load_profile(args.model)
+        key = profiles.api_key(args.api_key, os.environ, profile)  # as a cell takes it
         adapter, install, model = bind(adapter, tag, profile, None, args.install, pinned=args.pinned)
-    except (profiles.ProfileError, profiles.ProfileUnavailable, NotInstalled, InstallError, NotConfigured) as exc:
+        port = args.port if args.port is not None else adapter.default_port
+        port = free_port(HOST) if port == 0 else port
+        ctx = ServeContext(install, model, HOST, port, args.split, args.concurrency, tag,
+                           api_key=key.value if key else None)
+        command = replace(adapter.serve(ctx), secrets=(key.value,) if key else ())
+    except (profiles.ProfileError, profiles.ProfileUnavailable, NotInstalled, InstallError, NotConfigured,
+            ValueError) as exc:
         print(f"cellbench serve: {exc}", file=sys.stderr)
         return 2
-    port = args.port if args.port is not None else adapter.default_port
-    port = free_port(HOST) if port == 0 else port
-    command = adapter.serve(ServeContext(install, model, HOST, port, args.split, args.concurrency, tag))
     log = args.log or PROJECT_ROOT / "results" / "serve" / f"{adapter.name}-{args.split}.log"
     url = f"http://{HOST}:{port}"
-    print(f"$ {' '.join(command.argv)}", flush=True)
+    print(f"$ {command.shown()}", flush=True)
     _stop_on_sigterm()
     try:
         with launching() as launch:
-            server = launch(command, adapter, HOST, port, log)
+            server = launch(command, adapter, HOST, port, log, api_key=key)
             print(f"{adapter.name} {install.version} ({args.split}) is ready at {url} after "
                   f"{server.ready_after_s:.1f} s, serving {model.served_id!r}; log: {log}")
             print(f"verify:  curl -s {url}/v1/models")
@@ -87,4 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pinned", action="store_true",
                         help="the adapter's version, not the update `cellbench update` recorded (as pytest --pinned)")
     parser.add_argument("--log", type=Path, default=None, help="server log [results/serve/<framework>-<split>.log]")
+    parser.add_argument("--api-key", default=None, metavar="KEY",
+                        help="the key the server wants, as pytest --api-key [$OPENAI_API_KEY, else the profile's "
+                             "api_key_env]")
     return serve(parser.parse_args(argv))
