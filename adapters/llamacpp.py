@@ -80,9 +80,10 @@ def serve(ctx: ServeContext) -> ServeCommand:
     argv.append("--no-webui")
     if ctx.model.alias:
         argv += ["--alias", ctx.model.alias]
-    if ctx.api_key is not None:  # the server then answers 401 without it (its /health stays open)
-        argv += ["--api-key", ctx.api_key]
-    return ServeCommand(argv=argv)
+    # The key goes in llama-server's own variable, not `--api-key`: an argv is world-readable
+    # (`ps`), an environment is not. Without it the server answers 401; its /health stays open.
+    env = {"LLAMA_API_KEY": ctx.api_key} if ctx.api_key is not None else {}
+    return ServeCommand(argv=argv, env=env)
 
 
 ADAPTER = Adapter(

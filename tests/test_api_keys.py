@@ -3,7 +3,7 @@
 Each session here is a real `pytest` run in a subprocess, as a user runs cellbench: against the
 suite's fault server in its `ready_401` mode (401 on every path without the right key), started
 from a profile's `openai.command` or named by `--endpoint` (tests/test_faults.py's helpers), and
-against the real llama-server started with `--api-key` (its /health stays open without a key, so
+against the real llama-server given a key in LLAMA_API_KEY (its /health stays open without a key, so
 its cells fail at the requests, not at readiness). Each checks the verdict and reason a user reads,
 and that the key appears in no file the session wrote (results, request log, journal, REPORT.md,
 HTML report, server logs, the host lock) and nowhere in its output.
@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import psutil
 import pytest
 
 from bench.base.paths import PROJECT_ROOT, cache_root
@@ -237,7 +238,7 @@ def test_the_key_goes_with_the_requests_of_every_client_process(tmp_path, monkey
     assert key.value not in repr(with_key.config)
 
 
-# ------------------------------------------------------------------ the real llama-server with --api-key
+# ------------------------------------------------------------------ the real llama-server with a key
 
 
 def _cfg(tmp_path: Path, **kw) -> CellConfig:
@@ -250,12 +251,12 @@ def _cfg(tmp_path: Path, **kw) -> CellConfig:
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_llama_server_with_a_key_the_cell_lacks_is_all_failed_saying_how_to_give_it(tmp_path, server_launcher,
                                                                                     llama_server):
-    """llama-server started with --api-key keeps /health open: the cell gets as far as its requests,
+    """llama-server started with a key keeps /health open: the cell gets as far as its requests,
     every one answered 401, and the verdict says what to do."""
     key = new_key()
 
     def launch_with_a_key(command, adapter, host, port, log_path, **options):
-        keyed = replace(command, argv=[*command.argv, "--api-key", key], secrets=(key,))
+        keyed = replace(command, env={**command.env, "LLAMA_API_KEY": key}, secrets=(key,))
         return server_launcher(keyed, adapter, host, port, log_path, **options)
 
     outcome = run_cell(_cfg(tmp_path), launch_with_a_key)
@@ -290,7 +291,7 @@ def test_llama_server_given_the_key_runs_ok_and_the_key_is_recorded_nowhere(tmp_
     assert_ok_unless_client_limited(result["verdict"], output[-3000:])
     assert proc.returncode == 0, output[-3000:]
     (server,) = result["servers"]
-    assert server["command"]["argv"][-2:] == ["--api-key", "***"]
+    assert server["command"]["env"]["LLAMA_API_KEY"] == "***" and "--api-key" not in server["command"]["argv"]
     assert result["levels"][0]["successful"] == 4
     assert (tmp_path / "results" / "report.html").is_file()
     # Every file under the results folder, and what the session changed in the cache (its host lock).
@@ -317,7 +318,9 @@ def test_cellbench_serve_starts_llama_server_with_the_key_as_a_cell_does_and_sho
             assert line, "".join(lines)
             lines.append(line)
         url = next(line for line in lines if "is ready at" in line).split("is ready at ")[1].split()[0]
-        assert lines[0].split()[-2:] == ["--api-key", "***"], lines[0]
+        server = next(p for p in psutil.Process(proc.pid).children(recursive=True) if p.name() == "llama-server")
+        assert key not in " ".join(server.cmdline()), "an argv is world-readable: the key goes in LLAMA_API_KEY"
+        assert server.environ()["LLAMA_API_KEY"] == key
         asked = {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
         assert httpx.post(f"{url}/v1/chat/completions", json=asked, timeout=60).status_code == 401
         keyed = httpx.post(f"{url}/v1/chat/completions", json=asked, timeout=60,
