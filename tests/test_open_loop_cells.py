@@ -2,7 +2,8 @@
 them: `pytest -m chat -k llamacpp --request-rate 4 --requests 40` in a fresh pytest process, with a
 cache of its own (`CELLBENCH_CACHE`: its own host lock, the shared framework builds and models).
 Checked: the result's levels are labelled by rate, the requests went out on the level's seeded
-schedule, and an SLO sweep reports goodput and the highest rate that met the SLOs.
+schedule (never early; how late, the result says), and an SLO sweep reports goodput and the
+highest rate that met the SLOs.
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT, cache_root
+from bench.core.metrics import percentile
 from bench.core.result import validate
 from bench.load.arrivals import arrival_offsets
-from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S
+from tests.support.busy import (
+    HOST_LOCK_WAIT_S,
+    SESSION_TIMEOUT_S,
+    TEST_TIMEOUT_S,
+    assert_ok_unless_client_limited,
+    client_limited,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(TEST_TIMEOUT_S)]
 
@@ -67,7 +75,14 @@ def test_the_issues_command_gives_levels_labelled_by_rate_sent_on_their_schedule
     t0 = measured[0]["t_sched"]
     for r, offset in zip(measured, arrival_offsets(4.0, 1.0, 40, seed=0), strict=True):
         assert r["t_sched"] - t0 == pytest.approx(offset, abs=1e-6)
-        assert 0 <= r["t_send"] - r["t_sched"] < 0.25, r["index"]
+        assert r["t_send"] >= r["t_sched"], r["index"]  # never early
+    # How late a send went is the host's doing (beside `stress-ng --cpu 2`, 259 ms once); that the
+    # result says it truly, and that a late client is a client-limited verdict, is cellbench's.
+    lags = [r["t_send"] - r["t_sched"] for r in measured]
+    assert level["client"]["schedule_lag_p99_ms"] == pytest.approx(percentile(lags, 99) * 1000, abs=1e-6)
+    assert_ok_unless_client_limited(result["verdict"], "llamacpp-chat at 4 req/s")
+    if level["client"]["schedule_lag_p99_ms"] > 50:
+        assert client_limited(result["verdict"]) and "schedule lag p99" in result["verdict"]["reason"]
     assert f"llamacpp-chat {result['verdict']['verdict']}: 4 req/s " in proc.stdout
     report = (path.parent / "REPORT.md").read_text()
     assert "## Request rate 4 req/s" in report and "## Concurrency" not in report
