@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import adapters
+from bench.base.defaults import DEFAULT_LEVELS, DEFAULT_MODEL, SPLITS
 from bench.base.paths import PROJECT_ROOT
 from bench.host.ports import free_port
 from bench.plugins.fixtures import launching
@@ -26,7 +27,7 @@ from bench.setup.adapter import NotConfigured, ServeContext, this_platform
 from bench.setup.installs import InstallError, NotInstalled
 
 HOST = "127.0.0.1"
-DEFAULT_CONCURRENCY = 16  # the largest of the cells' default levels (1,8,16): the slots they size the server for
+DEFAULT_CONCURRENCY = max(DEFAULT_LEVELS)  # a cell's largest default level: the slots it sizes the server for
 
 
 def _stop_on_sigterm() -> None:
@@ -84,8 +85,8 @@ def serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cellbench serve", description=__doc__.splitlines()[0])
     parser.add_argument("framework", choices=sorted(adapters.registry()))
-    parser.add_argument("--split", choices=("chat", "agent"), default="chat", help="whose serve flags [chat]")
-    parser.add_argument("--model", default="tiny", help="model profile [tiny]")
+    parser.add_argument("--split", choices=SPLITS, default=SPLITS[0], help=f"whose serve flags [{SPLITS[0]}]")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model profile [{DEFAULT_MODEL}]")
     parser.add_argument("--port", type=int, default=None, help="[the framework's own; 0: any free port]")
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help=f"slots the server is sized for, as a cell's largest level [{DEFAULT_CONCURRENCY}]")

@@ -44,6 +44,7 @@ from pathlib import Path
 import pytest
 
 import adapters
+from bench.base.defaults import DEFAULT_MODEL, SPLITS
 from bench.base.git import GitError, branch_worktree, edit_summary, git
 from bench.base.paths import PROJECT_ROOT
 from bench.cli.update import describe, update_frameworks
@@ -63,7 +64,6 @@ from bench.reports.rebuild import rebuild
 from bench.setup.profiles import ProfileError, load_profile
 from bench.setup.updates import since_last_pass
 
-SPLITS = ("chat", "agent")
 NOT_STARTED = 6  # the run stopped before its first cell (the branch or the set-up); pytest uses 0-5
 
 
@@ -236,8 +236,8 @@ def commit_on_branch(repo: Path, branch: str, results: Path, message: str, push:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cellbench weekly", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="tiny", help="model profile [tiny]")
-    parser.add_argument("--splits", default=",".join(SPLITS), help="splits, in order [chat,agent]")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model profile [{DEFAULT_MODEL}]")
+    parser.add_argument("--splits", default=",".join(SPLITS), help=f"splits, in order [{','.join(SPLITS)}]")
     parser.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="the git checkout that holds the results")
     parser.add_argument("--results-dir", type=Path, default=None, help="results root [<repo>/results]")
     parser.add_argument("--no-update", action="store_true", help="do not install or update frameworks first")

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.base.defaults import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_WARMUP
 from bench.core.records import RequestRecord
 from bench.host.affinity import CpuUse
 
@@ -65,8 +66,8 @@ class LevelConfig:
     model: str  # sent in every request (never taken from /v1/models)
     concurrency: int  # closed-loop slots; unused by an open-loop level
     requests: int  # measured requests; request i uses prompts[i % len(prompts)]
-    warmup: int = 3  # warm-up requests, sequential, from warmup_prompts, kept apart
-    request_timeout_s: float = 300.0
+    warmup: int = DEFAULT_WARMUP  # warm-up requests, sequential, from warmup_prompts, kept apart
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # stream_options, temperature, ...
     deadline: float | None = None  # perf_counter() value: stop sending, cancel what is in flight
     progress: Callable[[Progress], None] | None = None  # called at most ~once per second

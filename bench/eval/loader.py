@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from bench.base.defaults import SPLITS
 from bench.base.git import toplevel
 from bench.base.paths import PROJECT_ROOT
 from bench.eval.config import (
@@ -100,7 +101,7 @@ class _Checker:
             known = ", ".join(sorted(frameworks))
             raise self.fail(f"{where}.framework", f"unknown framework {framework!r}; known: {known}")
         split = self.optional_text(raw, "split", where) or "chat"
-        if split not in ("chat", "agent"):
+        if split not in SPLITS:
             raise self.fail(f"{where}.split", f"must be chat or agent, got {split!r}")
         if "boot_timeout_s" in raw and "server_boot_timeout_s" in raw:
             raise self.fail(f"{where}.server_boot_timeout_s", "and boot_timeout_s are the same setting; keep one")

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import adapters
 from bench.base import clock
+from bench.base.defaults import SPLITS  # SiliconBench's result folders are named after them
 from bench.core.result import cell_paths, write_result
 from bench.core.store import load_results
 from bench.imports import siliconbench
 from bench.setup import profiles
 
-SPLITS = ("chat", "agent")  # SiliconBench's result folders are named after them
 SKIPPED_NAMES = ("comparison.json",)  # its per-split summaries; the result files are what counts
 MACHINE_SUBDIR = re.compile(r"^(m\d+[a-z]*|dgxspark|unknown-apple)$")  # results/<MODEL>/<machine>/<split>/
 OLLAMA_TAG = re.compile(r"^[\w.-]+:[\w.-]+$")

@@ -17,16 +17,16 @@ from typing import Any
 import yaml
 
 import adapters
+from bench.base.defaults import SPLITS
 from bench.base.paths import PROJECT_ROOT
 
 MACHINES_FILE = PROJECT_ROOT / "machines.yaml"
-SPLITS = ("chat", "agent")
 PLATFORMS = ("darwin-arm64", "linux-x86_64", "linux-x86_64+cuda", "linux-aarch64", "linux-aarch64+cuda")
 # GitHub stops a self-hosted runner's job after 5 days whatever timeout-minutes says.
 MAX_JOB_MINUTES = 5 * 24 * 60
 _DURATION_UNITS = {"s": 1 / 60, "m": 1.0, "h": 60.0}
 _DEFAULTS: dict[str, Any] = {
-    "model": "tiny", "splits": ["chat", "agent"], "requests": None, "frameworks": None,
+    "model": "tiny", "splits": list(SPLITS), "requests": None, "frameworks": None,
     "cell_budget": {"chat": "45m", "agent": "90m"}, "setup_minutes": 60, "eval": False, "eval_minutes": 240,
     "pytest_args": [],
 }

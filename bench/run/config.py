@@ -6,6 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bench.base.defaults import (
+    DEFAULT_DEGRADED_FRACTION,
+    DEFAULT_LEVELS,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    DEFAULT_REQUESTS,
+    DEFAULT_WARMUP,
+    SPLITS,
+)
 from bench.core.open_loop import Slo, parse_slos
 from bench.core.result_model import NoResult, Result
 from bench.core.verdicts import CellVerdict
@@ -65,17 +73,17 @@ def load_plan(request_rate: str | None, *, concurrency: str | None = None, burst
     if max_concurrency is not None and max_concurrency < 1:
         raise ValueError(f"--max-concurrency takes a count of 1 or more, got {max_concurrency}")
     slos = parse_slos(slo) if slo is not None else ()
-    plan = LoadPlan(burstiness=1.0 if burstiness is None else burstiness, max_concurrency=max_concurrency,
-                    seed=0 if seed is None else seed, slos=slos)
+    plan = LoadPlan(burstiness=LoadPlan.burstiness if burstiness is None else burstiness,
+                    max_concurrency=max_concurrency, seed=LoadPlan.seed if seed is None else seed, slos=slos)
     text = rates.strip().lower()
     if text == "sweep" or text.startswith("sweep:"):
         if not slos:
             raise ValueError("--request-rate sweep looks for the highest rate meeting an SLO: give --slo too")
         if text == "sweep:inf":
             raise ValueError("--request-rate sweep:START takes a rate more than 0, not inf")
-        start = _rates(text.removeprefix("sweep").removeprefix(":") or "1")
-        sweep = SweepPlan(start=start[0], tolerance=0.1 if sweep_tolerance is None else sweep_tolerance,
-                          max_levels=8 if sweep_levels is None else sweep_levels)
+        start = _rates(text.removeprefix("sweep").removeprefix(":") or f"{SweepPlan.start:g}")
+        sweep = SweepPlan(start=start[0], tolerance=SweepPlan.tolerance if sweep_tolerance is None else sweep_tolerance,
+                          max_levels=SweepPlan.max_levels if sweep_levels is None else sweep_levels)
         if len(start) != 1 or not sweep.tolerance > 0 or sweep.max_levels < 1:
             raise ValueError(f"--request-rate sweep[:START] takes one start rate, --sweep-tolerance more than 0 "
                              f"and --sweep-levels 1 or more, got {rates!r}")
@@ -117,7 +125,6 @@ def concurrency_levels(text: str) -> tuple[int, ...]:
     return levels
 
 
-SPLITS = ("chat", "agent")
 # The weekly run's caps (a chat cell 45 minutes, an agent cell 90): a cell that has not finished by
 # then is stuck or far too slow to be worth the rest of the night.
 DEFAULT_CELL_BUDGET_S = {"chat": 45 * 60.0, "agent": 90 * 60.0}
@@ -174,19 +181,19 @@ class CellConfig:
     profile: profiles.ModelProfile
     results_root: Path
     run_id: str
-    levels: tuple[int, ...] = (1, 8, 16)
-    requests: int = 100
-    warmup: int = 3
+    levels: tuple[int, ...] = DEFAULT_LEVELS
+    requests: int = DEFAULT_REQUESTS
+    warmup: int = DEFAULT_WARMUP
     share_server: bool = False
     port: int | None = None  # None: the adapter's port; 0: any free port
     host: str = "127.0.0.1"
-    request_timeout_s: float = 300.0
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     install: bool = False
     pinned: bool = False  # the adapter's version, not the update `cellbench update` recorded
     ignore_eos: bool = False
     tools_param: bool = False
     prompts_path: Path | None = None
-    degraded_fraction: float = 0.2
+    degraded_fraction: float = DEFAULT_DEGRADED_FRACTION
     endpoint: str | None = None  # an already-running server (base URL): no lifecycle
     # called with (concurrency, or an open-loop level's label, bench.load.Progress) about once a
     # second while a level runs

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.base.defaults import SPLITS
 from bench.base.paths import PROJECT_ROOT
 
 SPLITS_DIR = PROJECT_ROOT / "prompts"
-SPLITS = ("chat", "agent")
 ROLES = ("system", "developer", "user", "assistant", "tool")
 SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user",
                   "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant", "model": "assistant"}
