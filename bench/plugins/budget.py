@@ -16,9 +16,10 @@ import os
 import pytest
 import pytest_timeout
 
+from bench.base.defaults import SPLITS
 from bench.plugins.cells import cell_id_of
 from bench.plugins.hooks import register_stashed, unregister_stashed
-from bench.plugins.options import SPLITS, settings
+from bench.plugins.options import settings
 
 TIMEOUT_MARGIN_S = 60.0
 XDIST_HOOKS = pytest.StashKey[object]()
@@ -90,7 +91,7 @@ def _session_timeout(config: pytest.Config) -> tuple[float | None, str]:
     timeout = pytest_timeout.get_env_settings(config).timeout
     if timeout is None:
         return None, ""
-    if config.getoption("timeout") is not None:
+    if settings(config).pytest.timeout is not None:
         source = f"--timeout={timeout:g}"
     elif os.environ.get("PYTEST_TIMEOUT"):
         source = f"PYTEST_TIMEOUT={timeout:g}"

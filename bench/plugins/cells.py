@@ -16,7 +16,8 @@ import pytest
 from _pytest.mark.expression import Expression
 
 import adapters
-from bench.plugins.options import SPLITS, settings
+from bench.base.defaults import SPLITS
+from bench.plugins.options import settings
 
 CELLS_DESELECTED = pytest.StashKey[bool]()
 
@@ -62,8 +63,8 @@ def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, item
     registry = adapters.registry()
     standing = sorted(name for name, a in registry.items() if a.benchmark_cells and a.takes_endpoint)
     absent = [name for name, a in registry.items() if a.benchmark_cells and not a.takes_endpoint]
-    for option, expression, keyword in (("-k", config.getoption("keyword"), True),
-                                        ("-m", config.getoption("markexpr"), False)):
+    chosen = settings(config).pytest
+    for option, expression, keyword in (("-k", chosen.keyword, True), ("-m", chosen.markexpr, False)):
         if expression and any(_selects(expression, name, keyword) for name in absent):
             cells = " and ".join(f"`{name}`" for name in standing)
             return (f"--endpoint runs the {cells} cell{'s' if len(standing) > 1 else ''} only: `{option} "

@@ -54,8 +54,8 @@ SOURCE = pytest.StashKey[tuple[str, str]]()  # (hardware tag, Source prefix) of 
 
 
 def _config_path(config: pytest.Config) -> Path:
-    explicit = config.getoption("eval_config")
-    return explicit if explicit is not None else config_path(config.getoption("model"), PROFILES_DIR)
+    explicit = settings(config).eval.eval_config
+    return explicit if explicit is not None else config_path(settings(config).model, PROFILES_DIR)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,10 +65,10 @@ def pytest_configure(config: pytest.Config) -> None:
         frameworks = set(adapters.registry())
         loaded = None
         if path.is_file():
-            loaded = load_eval_config(path, config.getoption("eval_root"), frameworks)
+            loaded = load_eval_config(path, settings(config).eval.eval_root, frameworks)
         config.stash[EVAL_CONFIG] = loaded
     except EvalConfigError as exc:
-        if config.getoption("eval_config") is not None:
+        if settings(config).eval.eval_config is not None:
             raise pytest.UsageError(str(exc)) from None
         config.stash[EVAL_CONFIG] = exc  # a broken shipped config fails the eval rows, not `-m chat`
     if not hasattr(config, "workerinput"):
@@ -102,11 +102,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     loaded = config.stash[EVAL_CONFIG]
     if not isinstance(loaded, EvalConfig):
         return
-    retry_from = config.getoption("retry_failed_from")
+    chosen_by = settings(config).eval
+    retry_from = chosen_by.retry_failed_from
     try:
         done = refreshed_rows(retry_from) if retry_from is not None else set()
-        chosen = {row.id for row in select_rows(loaded.rows, config.getoption("benchmarks"),
-                                                config.getoption("exclude_ids"))} - done
+        chosen = {row.id for row in select_rows(loaded.rows, chosen_by.benchmarks, chosen_by.exclude_ids)} - done
     except (ValueError, EvalConfigError) as exc:
         raise pytest.UsageError(str(exc)) from None
     keep: list[pytest.Item] = []
@@ -124,11 +124,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     plain run here; on an xdist worker each row fails with it instead."""
     rows = [row for row in map(_row_of, session.items) if row is not None]
     config = session.config
-    if not rows or config.getoption("no_precheck") or config.getoption("collectonly"):
+    if not rows or settings(config).eval.no_precheck or settings(config).pytest.collect_only:
         return
     loaded = config.stash[EVAL_CONFIG]
     assert isinstance(loaded, EvalConfig)
-    checks = run_checks(loaded, rows, _client_python(config), settings(config).gpu_pool)
+    checks = run_checks(loaded, rows, _client_python(config), settings(config).eval.gpu_pool)
     failed = [check.line() for check in checks if not check.ok]
     config.stash[PRECHECK] = failed
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -144,7 +144,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def _client_python(config: pytest.Config) -> ClientPython:
     loaded = config.stash[EVAL_CONFIG]
     assert isinstance(loaded, EvalConfig)
-    return client_python(config.getoption("venv_python"), loaded)
+    return client_python(settings(config).eval.venv_python, loaded)
 
 
 def source_of(config: pytest.Config) -> tuple[str, str]:
@@ -153,25 +153,26 @@ def source_of(config: pytest.Config) -> tuple[str, str]:
     if SOURCE not in config.stash:
         loaded = config.stash[EVAL_CONFIG]
         root = loaded.root if isinstance(loaded, EvalConfig) else PROJECT_ROOT
-        config.stash[SOURCE] = (hardware_tag(detect(), config.getoption("hardware")), source_prefix(root))
+        config.stash[SOURCE] = (hardware_tag(detect(), settings(config).eval.hardware), source_prefix(root))
     return config.stash[SOURCE]
 
 
 def _row_context(config: pytest.Config, gpus: tuple[int, ...]) -> RowContext:
     loaded = config.stash[EVAL_CONFIG]
     assert isinstance(loaded, EvalConfig), "rows run, so the config loaded"
+    s = settings(config)
     return RowContext(
         run_dir=eval_run_dir(config),
         repo_root=loaded.root,
         auto_env=loaded.auto_env,
         python=_client_python(config).path,
         hardware=source_of(config)[0],
-        rounds=config.getoption("rounds"),
-        smoke=config.getoption("smoke"),
-        table_from=config.getoption("table_from"),
-        port=0 if config.getoption("port") is None else config.getoption("port"),
-        install=config.getoption("install"),
-        pinned=config.getoption("pinned"),
+        rounds=s.eval.rounds,
+        smoke=s.eval.smoke,
+        table_from=s.eval.table_from,
+        port=0 if s.port is None else s.port,
+        install=s.install,
+        pinned=s.pinned,
         gpus=gpus,
         shared_rounds=config.stash[SHARED_ROUNDS],
         log=RunLog(eval_run_dir(config) / RUN_LOG, say=terminal_writer(config)),
@@ -186,8 +187,8 @@ def eval_run_dir(config: pytest.Config) -> Path:
 
 
 def rounds_averaged(config: pytest.Config) -> int:
-    rounds = config.getoption("rounds")
-    return rounds if config.getoption("table_from") == "mean" else 1
+    rows = settings(config).eval
+    return rows.rounds if rows.table_from == "mean" else 1
 
 
 @pytest.fixture
@@ -214,16 +215,16 @@ def run_eval_row(request: pytest.FixtureRequest):
             pytest.fail(f"{row.id}: {reason}", pytrace=False)
         needed = row.server_profile.server_gpus
         if needed:
-            pool = settings(config).gpu_pool or tuple(range(len(detect().gpus)))
+            pool = settings(config).eval.gpu_pool or tuple(range(len(detect().gpus)))
             if needed > len(pool):
-                have = (f"--gpu-pool has {list(pool)}" if settings(config).gpu_pool
+                have = (f"--gpu-pool has {list(pool)}" if settings(config).eval.gpu_pool
                         else f"this machine has {len(pool) or 'no'} GPU(s)")
                 reason = f"server profile {row.server_profile.name!r} needs {needed} GPU(s); {have}"
                 _finish(request.node, row, RowRun(row.id, status="skipped", reason=reason))
                 pytest.skip(f"{row.id}: {reason}")
             if row.wants_asr_gpu and len(pool) > needed:  # {asr_gpu} gets a GPU of its own when one is left
                 needed += 1
-            timeout = config.getoption("host_lock_timeout")
+            timeout = settings(config).host_lock_timeout_s
             with gpu_leases.lease(pool, needed, cache_root() / "gpu-locks", timeout) as leased, launching() as launch:
                 outcome = _run(row, request, _row_context(config, leased), launch)
         else:
@@ -277,19 +278,20 @@ class EvalRecorder:
 
     def _state(self) -> RunState:
         if self.state is None:
-            cfg = self.config
-            loaded = cfg.stash[EVAL_CONFIG]
+            loaded = self.config.stash[EVAL_CONFIG]
             assert isinstance(loaded, EvalConfig), "rows ran, so the config loaded"
-            self.state = RunState(eval_run_dir(cfg), {
+            rows = settings(self.config).eval
+            self.state = RunState(eval_run_dir(self.config), {
                 "model": loaded.name, "config": str(loaded.source), "hardware": self.hardware,
-                "source_prefix": self.prefix, "rounds": cfg.getoption("rounds"), "smoke": cfg.getoption("smoke"),
-                "table_from": cfg.getoption("table_from"), "table_update": self._updates_tables(),
-                "retry_failed_from": str(cfg.getoption("retry_failed_from") or "") or None,
+                "source_prefix": self.prefix, "rounds": rows.rounds, "smoke": rows.smoke,
+                "table_from": rows.table_from, "table_update": self._updates_tables(),
+                "retry_failed_from": str(rows.retry_failed_from or "") or None,
             })
         return self.state
 
     def _updates_tables(self) -> bool:
-        return self.config.getoption("smoke") is None and not self.config.getoption("no_table_update")
+        rows = settings(self.config).eval
+        return rows.smoke is None and not rows.no_table_update
 
     def pytest_cellbench_cell_finished(self, cell: CellRecord) -> None:
         if cell.kind != EVAL or cell.eval_run is None or cell.eval_row not in self.rows:
@@ -308,7 +310,7 @@ class EvalRecorder:
         if run["status"] != "ok":
             return {"status": "skipped", "reason": f"row {run['status']}"}
         if not self._updates_tables():
-            why = "smoke run" if self.config.getoption("smoke") is not None else "--no-table-update"
+            why = "smoke run" if settings(self.config).eval.smoke is not None else "--no-table-update"
             return {"status": "skipped", "reason": why}
         edit = row_edit(row, self.hardware, self.prefix, run["cells"], run["source_note"],
                         mean_of=rounds_averaged(self.config))
@@ -324,7 +326,7 @@ class EvalRecorder:
         state.write(finished=True)
         if state.summary()["failed_edits"] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if self.config.getoption("commit"):
+        if settings(self.config).eval.commit:
             self.commit_lines = commit_tables(self.edited, self.hardware, state)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:

@@ -58,7 +58,6 @@ IN_CALL = pytest.StashKey[bool]()  # the test's body has started
 @pytest.fixture
 def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> CellConfig:
     framework, split = cell_id
-    opt = request.config.getoption
     s = settings(request.config)
     return CellConfig(
         framework=framework,
@@ -67,31 +66,31 @@ def cell_config(cell_id: tuple[str, str], request: pytest.FixtureRequest) -> Cel
         results_root=results_root(request.config),
         run_id=s.run_id,
         levels=s.levels,
-        requests=opt("requests"),
-        warmup=opt("warmup"),
-        share_server=opt("share_server"),
-        port=opt("port"),
-        request_timeout_s=opt("request_timeout"),
-        ready_timeout_s=opt("ready_timeout"),
-        install=opt("install"),
+        requests=s.requests,
+        warmup=s.warmup,
+        share_server=s.share_server,
+        port=s.port,
+        request_timeout_s=s.request_timeout_s,
+        ready_timeout_s=s.ready_timeout_s,
+        install=s.install,
         pinned=s.pinned,
-        ignore_eos=opt("ignore_eos"),
-        tools_param=opt("tools_param"),
-        prompts_path=opt("prompts"),
-        degraded_fraction=opt("degraded_threshold"),
+        ignore_eos=s.ignore_eos,
+        tools_param=s.tools_param,
+        prompts_path=s.prompts_path,
+        degraded_fraction=s.degraded_fraction,
         endpoint=s.endpoint,
         progress=ProgressLine(f"{framework}-{split}", terminal_writer(request.config),
-                              interval_s=opt("progress_interval")),
+                              interval_s=s.progress_interval_s),
         budget_s=cell_budget(request.node),
         budget_from=time.perf_counter(),  # this fixture runs first: the lock wait and an install count
         stall_timeout_s=s.hang_s.get(split) or None,
         memory_limit_bytes=s.memory_limit_bytes,
-        skip_existing_s=None if opt("skip_existing") is None else opt("skip_existing") * 3600.0,
+        skip_existing_s=s.skip_existing_s,
         cpus=s.cpus,
         client_procs=s.client_procs,
-        unique_prompts=opt("unique_prompts"),
+        unique_prompts=s.unique_prompts,
         load=s.load,
-        keep_alive=opt("keep_alive"),
+        keep_alive=s.keep_alive,
         api_key=s.api_key,
     )
 
@@ -108,7 +107,7 @@ def enforce(item: pytest.Item, outcome: CellOutcome) -> None:
     verdict, reason = outcome.verdict.verdict, outcome.verdict.reason
     if verdict is Verdict.SKIPPED:
         pytest.skip(reason)
-    strict = item.config.getoption("strict_verdicts")
+    strict = settings(item.config).strict_verdicts
     failing = verdict.is_failure or (strict and verdict not in (Verdict.OK, Verdict.FIXED))
     if failing:
         where = f"\nresult: {outcome.result_path}" if outcome.result_path else ""
@@ -234,7 +233,7 @@ def host_lock(request: pytest.FixtureRequest):
     if _runs_nothing_here(request):
         yield None
         return
-    timeout = float(request.config.getoption("host_lock_timeout"))
+    timeout = float(settings(request.config).host_lock_timeout_s)
     path = host_lock_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as handle:

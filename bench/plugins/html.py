@@ -29,7 +29,7 @@ HTML_REPORT = pytest.StashKey["HtmlReport"]()
 
 def html_path(config: pytest.Config) -> Path | None:
     """Where pytest-html writes its report (resolved as pytest-html does), or None without --html."""
-    html = config.getoption("htmlpath", None) if config.pluginmanager.hasplugin("html") else None
+    html = settings(config).pytest.htmlpath
     return Path.cwd() / Path(os.path.expandvars(html)).expanduser() if html else None
 
 

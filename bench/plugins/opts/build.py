@@ -1,0 +1,123 @@
+"""The one place cellbench reads its command line: every option checked, parsed and resolved into
+one `Settings` before any server starts (a bad value is a usage error, not a failed cell later)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from bench.base.defaults import SPLITS
+from bench.core.result import new_run_id
+from bench.host import affinity
+from bench.host.machine import detect
+from bench.load import procs
+from bench.plugins.opts import eval_settings, settings
+from bench.plugins.opts.eval_settings import EvalSettings
+from bench.plugins.opts.settings import PytestOptions, Settings
+from bench.plugins.opts.spec import Option, declared, flags
+from bench.run.config import DEFAULT_CELL_BUDGET_S, LOAD_OPTIONS, load_plan
+from bench.setup import profiles
+from bench.setup.prompts import PromptFileError, load_prompts
+
+RUN_ID_KEY = "cellbench_run_id"  # in xdist's workerinput: the controller's run id
+# pytest's option groups, in `pytest --help`'s order: (name, description), the class declaring its options
+GROUPS = ((settings.GROUP, Settings), (eval_settings.GROUP, EvalSettings))
+
+
+def every_option() -> list[Option]:
+    return [option for _, cls in GROUPS for option in flags(cls)]
+
+
+def build(config: pytest.Config) -> Settings:
+    """The session's Settings; raises pytest.UsageError for the first bad value."""
+    raw = {opt.name: config.getoption(opt.name) for opt in every_option()}
+    for opt in every_option():
+        opt.check(raw[opt.name])
+    cells, rows = _parsed(Settings, raw), _parsed(EvalSettings, raw)
+    workerinput = getattr(config, "workerinput", None)
+    cells["run_id"] = (workerinput or {}).get(RUN_ID_KEY) or cells["run_id"] or new_run_id()
+    profile = _profile(cells["model"])
+    cpus = _cpus(cells["client_cpus"], cells["server_cpus"], cells["endpoint"])
+    built = Settings(
+        **cells,
+        profile=profile,
+        load=_load(raw),
+        cell_budget_s={**DEFAULT_CELL_BUDGET_S, **cells["cell_budget_given"]},
+        cpus=cpus,
+        client_procs=_client_procs(cells["client_procs_given"], cpus),
+        api_key=_api_key(cells["api_key_given"], profile, cells["endpoint"]),
+        eval=EvalSettings(**rows),
+        pytest=PytestOptions(
+            keyword=config.getoption("keyword"), markexpr=config.getoption("markexpr"),
+            collect_only=config.getoption("collectonly"),
+            htmlpath=config.getoption("htmlpath", None) if config.pluginmanager.hasplugin("html") else None,
+            timeout=config.getoption("timeout", None) if config.pluginmanager.hasplugin("timeout") else None),
+    )
+    _check_prompts(built)
+    return built
+
+
+def _parsed(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    """Each option-declared field of `cls`: its option's value, through the option's parser."""
+    out = {}
+    for name, (first, *_) in declared(cls):
+        value = raw[first.name]
+        out[name] = first.parse(value) if first.parse is not None else value
+    return out
+
+
+def _profile(model: str) -> profiles.ModelProfile:
+    try:
+        return profiles.load_profile(model)
+    except profiles.ProfileError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    except (OSError, UnicodeDecodeError) as exc:  # a profile file that exists but cannot be read
+        raise pytest.UsageError(f"--model {model}: cannot read: {exc}") from None
+
+
+def _load(raw: dict[str, Any]):
+    """--request-rate, its companions and --slo (bench.run.config.load_plan)."""
+    try:
+        return load_plan(**{name: raw[name] for name in LOAD_OPTIONS})
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _cpus(client: str, server: str, endpoint: str | None) -> affinity.Placement:
+    """--client-cpus / --server-cpus resolved for this host (bench.host.affinity.resolve)."""
+    try:
+        return affinity.resolve(client, server, endpoint=endpoint is not None,
+                                gpu=client == server == "auto" and bool(detect().gpus))
+    except affinity.AffinityError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _client_procs(text: str, cpus: affinity.Placement) -> procs.ProcsChoice:
+    try:
+        return procs.resolve(text, cpus)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _api_key(given: str | None, profile: profiles.ModelProfile, endpoint: str | None) -> profiles.ApiKey | None:
+    try:
+        key = profiles.api_key(given, os.environ, profile)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if key is None and profile.openai and profile.openai.takes_api_key and endpoint is None:
+        raise pytest.UsageError(f"--model {profile.source}: its openai.command gives the server {{api_key}}, and no "
+                                "API key was given: pass --api-key KEY or set OPENAI_API_KEY")
+    return key
+
+
+def _check_prompts(s: Settings) -> None:
+    """--prompts, read once for each split as that split's cells read it (bench.run.cell._prompts)."""
+    if s.prompts_path is None:
+        return
+    for split in SPLITS:
+        try:
+            load_prompts(s.prompts_path, split_hint=split, tools_param=s.tools_param)
+        except PromptFileError as exc:
+            raise pytest.UsageError(f"--prompts: {exc}") from None

@@ -1,0 +1,74 @@
+"""The parsers of single options: a value as typed -> the value its Settings field holds.
+
+Each turns a bad value into a pytest.UsageError, one line before any server starts; the words are
+the option's own (most come from the bench.run.config, bench.host and bench.eval parsers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import pytest
+
+from bench.base.defaults import levels_text
+from bench.eval import gpus
+from bench.host import memlimit
+from bench.run.config import cell_budgets, concurrency_levels, hang_seconds
+
+
+def levels(text: str | None) -> tuple[int, ...]:
+    """--concurrency `1,8,16` -> (1, 8, 16); not given: the default levels."""
+    try:
+        return concurrency_levels(text or levels_text())
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def endpoint(text: str | None) -> str | None:
+    """`http://127.0.0.1:8080` (a trailing `/` or `/v1` dropped: requests add `/v1/...` themselves)."""
+    if text is None:
+        return None
+    url = text.rstrip("/").removesuffix("/v1")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None or parts.path:
+        raise pytest.UsageError(f"--endpoint takes a server's base URL such as http://127.0.0.1:8080, got {text!r}")
+    return url
+
+
+def _per_split(parse: Callable[[str], dict[str, float]]) -> Callable[[str | None], dict[str, float]]:
+    def per_split(text: str | None) -> dict[str, float]:
+        try:
+            return {} if text is None else parse(text)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    return per_split
+
+
+hang = _per_split(hang_seconds)  # --hang-minutes -> seconds per split
+cell_budget = _per_split(cell_budgets)  # --cell-budget -> seconds per split it names
+
+
+def memory_limit(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return memlimit.parse_size(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--memory-limit: {exc}") from None
+
+
+def gpu_pool(text: str | None) -> tuple[int, ...] | None:
+    try:
+        return None if text is None else gpus.parse_pool(text)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def hours_to_s(hours: float | None) -> float | None:
+    return None if hours is None else hours * 3600.0

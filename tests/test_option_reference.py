@@ -1,0 +1,133 @@
+"""docs/options.md and `pytest --help` say the same options and defaults as the declarations, and
+each shared default is stated once (bench/base/defaults.py) and read from there."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from bench.base.defaults import DEFAULT_LEVELS, DEFAULT_MODEL, DEFAULT_REQUESTS, SPLITS, levels_text
+from bench.base.paths import PROJECT_ROOT
+from bench.cli import serve
+from bench.plugins.opts import reference
+from bench.plugins.opts.build import GROUPS, every_option
+from bench.plugins.opts.eval_settings import EvalSettings
+from bench.plugins.opts.settings import Settings
+from bench.plugins.opts.spec import declared
+
+DOC = PROJECT_ROOT / "docs" / "options.md"
+RESOLVED = {"profile", "load", "cell_budget_s", "cpus", "client_procs", "api_key", "eval", "pytest"}
+
+
+def test_docs_options_md_is_what_the_generator_writes():
+    assert DOC.read_text() == reference.reference(), (
+        f"docs/options.md is not what the option declarations say; regenerate it: {reference.COMMAND}")
+
+
+def _help_defaults(text: str) -> dict[str, dict[str, str]]:
+    """`pytest --help`'s cellbench groups: group description -> flag -> the text of its `[default]`."""
+    descriptions = {description for (_, description), _ in GROUPS}
+    groups: dict[str, dict[str, list[str]]] = {}
+    entries: dict[str, list[str]] | None = None
+    flag = ""
+    for line in text.splitlines():
+        if not line.startswith(" "):
+            entries = groups.setdefault(line.rstrip(":"), {}) if line.rstrip(":") in descriptions else None
+        elif entries is not None and (start := re.match(r"  (--[\w-]+)(?:=\S+)?(?:\s+(.*))?$", line)):
+            flag = start.group(1)
+            entries[flag] = [start.group(2) or ""]
+        elif entries is not None and line.strip():
+            entries[flag].append(line.strip())
+    return {group: {flag: _brackets(" ".join(p for p in parts if p)) for flag, parts in entries.items()}
+            for group, entries in groups.items()}
+
+
+def _brackets(help_text: str) -> str:
+    """The text of the `[...]` that ends a help text ('' when it has none)."""
+    if not help_text.endswith("]"):
+        return ""
+    depth = 0
+    for i in range(len(help_text) - 1, -1, -1):
+        depth += {"]": 1, "[": -1}.get(help_text[i], 0)
+        if depth == 0:
+            return help_text[i + 1:-1]
+    return ""
+
+
+def _reference_defaults(text: str) -> dict[str, dict[str, str]]:
+    """docs/options.md's tables: section title -> flag -> its Default column."""
+    out: dict[str, dict[str, str]] = {}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section = line[3:]
+            out[section] = {}
+        elif line.startswith("| `--"):
+            cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+            out[section][cells[0].strip("`")] = cells[2].strip("`").replace("\\|", "|")
+    return out
+
+
+def test_pytest_help_lists_the_reference_flags_with_the_same_defaults():
+    env = {**os.environ, "COLUMNS": "10000"}  # one line per option: a wrap would split words at hyphens
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    helped = _help_defaults(proc.stdout)
+    documented = _reference_defaults(DOC.read_text())
+    assert len(documented) == len(GROUPS) and all(helped.values()), (list(documented), list(helped))
+    for (group, in_help), (section, in_doc) in zip(helped.items(), documented.items(), strict=True):
+        assert in_help == in_doc, f"`pytest --help`'s {group!r} and docs/options.md's {section!r} differ"
+    assert sum(map(len, helped.values())) == len(every_option())
+
+
+def test_every_option_is_declared_once_and_has_a_default_in_its_help():
+    names = [option.flag for option in every_option()]
+    assert len(names) == len(set(names)) == 52
+    for option in every_option():
+        assert option.help_text().endswith(f"[{option.default_text()}]"), option.flag
+    assert [f for f in Settings.__dataclass_fields__ if f not in dict(declared(Settings))] == sorted(
+        RESOLVED, key=list(Settings.__dataclass_fields__).index), "a Settings field that no option declares"
+    assert all(f in dict(declared(EvalSettings)) for f in EvalSettings.__dataclass_fields__)
+
+
+def test_help_defaults_come_from_the_shared_constants():
+    by_flag = {option.flag: option for option in every_option()}
+    assert by_flag["--concurrency"].help_text().endswith(f"[{levels_text(DEFAULT_LEVELS)}]")
+    assert levels_text() == "1,8,16"
+    assert by_flag["--requests"].default == DEFAULT_REQUESTS
+    assert by_flag["--requests"].help_text().endswith(f"[{DEFAULT_REQUESTS}]")
+    assert by_flag["--model"].default == DEFAULT_MODEL
+
+
+def test_serve_defaults_are_the_cells_defaults(monkeypatch: pytest.MonkeyPatch):
+    parsed: list = []
+
+    def serve_nothing(args) -> int:
+        parsed.append(args)
+        return 0
+
+    monkeypatch.setattr(serve, "serve", serve_nothing)
+    assert serve.main(["llamacpp"]) == 0
+    (args,) = parsed
+    assert (args.concurrency, args.split, args.model) == (max(DEFAULT_LEVELS), SPLITS[0], DEFAULT_MODEL)
+
+
+def test_only_the_settings_builder_reads_the_command_line():
+    """Every consumer reads settings(config).<field>; `getoption` is the builder's (and the rootdir's and
+    results_root's, which resolves --results-dir)."""
+    readers = sorted(str(path.relative_to(PROJECT_ROOT)) for path in (PROJECT_ROOT / "bench").rglob("*.py")
+                     if "getoption(" in path.read_text() or ".getoption\n" in path.read_text())
+    assert readers == ["bench/plugins/options.py", "bench/plugins/opts/build.py"], readers
+
+
+def test_the_reference_is_one_short_row_per_option():
+    rows = [line for line in DOC.read_text().splitlines() if line.startswith("| `--")]
+    assert len(rows) == len(every_option())
+    long = [row.split("|")[1] for row in rows if len(row.split(" | ")[-1]) > 100]
+    assert long == [], "give these options a `brief` for docs/options.md"
+    assert reference.COMMAND in DOC.read_text()
