@@ -77,8 +77,10 @@ class Option:
         """Register the flag with a pytest option group."""
         given = {"type": self.type, "metavar": self.metavar, "choices": self.choices, "nargs": self.nargs,
                  "const": self.const, "action": self.action, "dest": self.dest}
-        group.addoption(self.flag, default=self.default, help=self.help_text(),
-                        **{key: value for key, value in given.items() if value is not None})
+        declared = {key: value for key, value in given.items() if value is not None}
+        if self.action not in ("store_true", "store_false"):  # a switch keeps argparse's default (pytest
+            declared["default"] = self.default  # keeps a dest's first: --keep-alive's False)
+        group.addoption(self.flag, help=self.help_text(), **declared)
 
     def check(self, value: Any) -> None:
         """A value its `valid` refuses is a usage error, in the words the option has always used."""

@@ -1,0 +1,92 @@
+"""The Settings a real session builds: each option's value in its field, parsed once, frozen."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from bench.base.defaults import DEFAULT_LEVELS, DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_REQUESTS, DEFAULT_WARMUP
+
+DUMP = """
+import dataclasses
+import json
+from pathlib import Path
+
+from bench.plugins.options import settings
+
+
+def test_dump(request):
+    s = settings(request.config)
+    try:
+        s.requests = 1
+    except dataclasses.FrozenInstanceError:
+        frozen = True
+    else:
+        frozen = False
+    Path("settings.json").write_text(json.dumps({
+        "frozen": frozen, "levels": s.levels, "requests": s.requests, "warmup": s.warmup,
+        "request_timeout_s": s.request_timeout_s, "skip_existing_s": s.skip_existing_s,
+        "keep_alive": s.keep_alive, "hang_s": s.hang_s, "cell_budget_s": s.cell_budget_s,
+        "cell_budget_given": s.cell_budget_given, "endpoint": s.endpoint, "run_id": s.run_id,
+        "rounds": s.eval.rounds, "table_from": s.eval.table_from, "gpu_pool": s.eval.gpu_pool,
+        "markexpr": s.pytest.markexpr, "keyword": s.pytest.keyword}))
+"""
+
+
+def _settings(pytester: pytest.Pytester, *args: str) -> dict:
+    pytester.makepyfile(test_dump=DUMP)
+    pytester.runpytest("-p", "no:cacheprovider", *args).assert_outcomes(passed=1)
+    return json.loads((pytester.path / "settings.json").read_text())
+
+
+def test_defaults_are_the_declared_ones(pytester: pytest.Pytester):
+    s = _settings(pytester)
+    assert s["frozen"] is True
+    assert (tuple(s["levels"]), s["requests"], s["warmup"], s["request_timeout_s"]) == (
+        DEFAULT_LEVELS, DEFAULT_REQUESTS, DEFAULT_WARMUP, DEFAULT_REQUEST_TIMEOUT_S)
+    assert s["skip_existing_s"] is None and s["keep_alive"] is False and s["endpoint"] is None
+    assert s["hang_s"] == {"chat": 30 * 60.0, "agent": 45 * 60.0}
+    assert s["cell_budget_s"] == {"chat": 45 * 60.0, "agent": 90 * 60.0} and s["cell_budget_given"] == {}
+    assert (s["rounds"], s["table_from"], s["gpu_pool"]) == (1, "round1", None)
+    assert s["run_id"]
+
+
+def test_each_option_lands_parsed_in_its_field(pytester: pytest.Pytester):
+    s = _settings(pytester, "--concurrency", "2,4", "--requests=7", "--warmup", "0", "--request-timeout", "9.5",
+                  "--skip-existing", "2", "--keep-alive", "--hang-minutes", "chat=1", "--cell-budget", "agent=2m",
+                  "--endpoint", "http://127.0.0.1:9/v1/", "--rounds", "3", "--table-from", "mean",
+                  "--gpu-pool", "0,1", "--run-id", "r1", "-m", "not agent", "-k", "dump")
+    assert (s["levels"], s["requests"], s["warmup"], s["request_timeout_s"]) == ([2, 4], 7, 0, 9.5)
+    assert s["skip_existing_s"] == 7200.0, "--skip-existing is hours; the field holds seconds"
+    assert s["keep_alive"] is True and s["hang_s"] == {"chat": 60.0}
+    assert s["cell_budget_given"] == {"agent": 120.0} and s["cell_budget_s"] == {"chat": 45 * 60.0, "agent": 120.0}
+    assert s["endpoint"] == "http://127.0.0.1:9", "a trailing /v1/ is dropped"
+    assert (s["rounds"], s["table_from"], s["gpu_pool"], s["run_id"]) == (3, "mean", [0, 1], "r1")
+    assert (s["markexpr"], s["keyword"]) == ("not agent", "dump")
+
+
+def test_the_later_of_keep_alive_and_its_negation_wins(pytester: pytest.Pytester):
+    assert _settings(pytester, "--keep-alive", "--no-keep-alive")["keep_alive"] is False
+    assert _settings(pytester, "--skip-existing")["skip_existing_s"] == 0.0, "alone: this run's results"
+
+
+@pytest.mark.parametrize("args, line", [
+    (("--rounds", "0"), "ERROR: --rounds takes a count >= 1, got 0"),
+    (("--smoke", "0"), "ERROR: --smoke takes a sample count >= 1, got 0"),
+    (("--skip-existing", "-1"), "ERROR: --skip-existing takes hours, 0 or more, got -1"),
+    (("--host-lock-timeout", "-5"), "ERROR: --host-lock-timeout takes seconds, 0 or more, got -5"),
+    (("--request-timeout", "0"), "ERROR: --request-timeout takes seconds, more than 0, got 0"),
+])
+def test_a_declared_check_is_the_options_own_usage_error(pytester: pytest.Pytester, args: tuple[str, ...], line: str):
+    pytester.makepyfile(test_dump=DUMP)
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [ln for ln in result.stderr.lines if ln.strip()] == [line]
+
+
+def test_settings_are_a_frozen_dataclass():
+    from bench.plugins.opts.settings import Settings
+
+    assert dataclasses.is_dataclass(Settings) and Settings.__dataclass_params__.frozen  # type: ignore[attr-defined]
