@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import adapters
+from bench.base.defaults import DEFAULT_MODEL
 from bench.eval.config import (
     EvalConfig,
     EvalConfigError,
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                              ("locate", _locate, "which table line each row would replace, or where it appends")):
         p = sub.add_parser(name, help=text)
         p.set_defaults(func=func)
-        p.add_argument("--model", default="tiny", help="model whose models/<model>/eval.yaml to read [tiny]")
+        p.add_argument("--model", default=DEFAULT_MODEL,
+                       help=f"model whose models/<model>/eval.yaml to read [{DEFAULT_MODEL}]")
         p.add_argument("--config", type=Path, default=None, help="an eval config file (eval.yaml or config.yaml)")
         p.add_argument("--eval-root", type=Path, default=None,
                        help="where `file` paths are [the config's git top level]")

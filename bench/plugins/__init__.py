@@ -1,6 +1,8 @@
 """The pytest layer: cellbench's pytest plugins, one concern per module.
 
-- options: every option, checked once; `Settings` on the stash; `results_root`; the rootdir
+- options: registers every option and builds `Settings` on the stash; `results_root`
+- opts: each option declared once (flag, parser, default, check, help, field); the builder,
+  the rootdir re-decision and docs/options.md's generator
 - budget: a cell's budget against pytest-timeout's timeout
 - cells: one test per (framework, split), with its markers
 - fixtures: `cell_config`, `server_launcher` (the host lock), `enforce_verdict`

@@ -9,9 +9,10 @@ only after the new file still parses and only the intended lines changed, so a r
 row 9 keeps rows 1-8. The run's `run-state.json` records every row, round and edit outcome.
 
 The options (`--eval-config`, `--rounds`, `--smoke`, ... and the shared `--model`,
-`--results-dir`, `--port`, `--install`, `--host-lock-timeout`) are registered and checked in
-bench/plugins/options.py. Each row's run reaches the controller's `EvalRecorder` as a
-CellRecord of kind `eval`, through `pytest_cellbench_cell_finished` (bench/plugins/transport.py).
+`--results-dir`, `--port`, `--install`, `--host-lock-timeout`) are declared in
+bench/plugins/opts and read as `settings(config).eval.<field>` and `settings(config).<field>`.
+Each row's run reaches the controller's `EvalRecorder` as a CellRecord of kind `eval`, through
+`pytest_cellbench_cell_finished` (bench/plugins/transport.py).
 """
 
 from __future__ import annotations

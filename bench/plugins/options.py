@@ -19,14 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.base.defaults import SPLITS
 from bench.plugins.hooks import register_stashed, unregister_stashed
 from bench.plugins.opts.build import GROUPS, RUN_ID_KEY, build
 from bench.plugins.opts.rootdir import redecide_rootdir
 from bench.plugins.opts.settings import Settings
 from bench.plugins.opts.spec import flags
 
-__all__ = ["SETTINGS", "SPLITS", "RUN_ID_KEY", "Settings", "redecide_rootdir", "results_root", "settings"]
+__all__ = ["SETTINGS", "RUN_ID_KEY", "Settings", "redecide_rootdir", "results_root", "settings"]
 
 SETTINGS = pytest.StashKey[Settings]()
 XDIST_HOOKS = pytest.StashKey[object]()
