@@ -89,4 +89,4 @@ def test_a_declared_check_is_the_options_own_usage_error(pytester: pytest.Pytest
 def test_settings_are_a_frozen_dataclass():
     from bench.plugins.opts.settings import Settings
 
-    assert dataclasses.is_dataclass(Settings) and Settings.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert dataclasses.is_dataclass(Settings) and Settings.__dataclass_params__.frozen

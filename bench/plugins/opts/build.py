@@ -17,7 +17,7 @@ from bench.plugins.opts import eval_settings, settings
 from bench.plugins.opts.eval_settings import EvalSettings
 from bench.plugins.opts.settings import PytestOptions, Settings
 from bench.plugins.opts.spec import Option, declared, flags
-from bench.run.config import DEFAULT_CELL_BUDGET_S, LOAD_OPTIONS, load_plan
+from bench.run.config import DEFAULT_CELL_BUDGET_S, LOAD_OPTIONS, LoadPlan, load_plan
 from bench.setup import profiles
 from bench.setup.prompts import PromptFileError, load_prompts
 
@@ -77,7 +77,7 @@ def _profile(model: str) -> profiles.ModelProfile:
         raise pytest.UsageError(f"--model {model}: cannot read: {exc}") from None
 
 
-def _load(raw: dict[str, Any]):
+def _load(raw: dict[str, Any]) -> LoadPlan | None:
     """--request-rate, its companions and --slo (bench.run.config.load_plan)."""
     try:
         return load_plan(**{name: raw[name] for name in LOAD_OPTIONS})
