@@ -118,10 +118,11 @@ def test_serve_defaults_are_the_cells_defaults(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_only_the_settings_builder_reads_the_command_line():
-    """Every consumer reads settings(config).<field>; `getoption` is the builder's (and the rootdir's and
-    results_root's, which resolves --results-dir)."""
-    readers = sorted(str(path.relative_to(PROJECT_ROOT)) for path in (PROJECT_ROOT / "bench").rglob("*.py")
-                     if "getoption(" in path.read_text() or ".getoption\n" in path.read_text())
+    """Every consumer reads settings(config).<field>; `getoption` is the builder's (and results_root's,
+    which resolves --results-dir), in the engine, the adapters and the fixtures wherever they live."""
+    packages = [PROJECT_ROOT / name for name in ("bench", "adapters", "fixtures") if (PROJECT_ROOT / name).is_dir()]
+    readers = sorted(str(path.relative_to(PROJECT_ROOT)) for package in packages for path in package.rglob("*.py")
+                     if re.search(r"\.getoption\b", path.read_text()))
     assert readers == ["bench/plugins/options.py", "bench/plugins/opts/build.py"], readers
 
 
