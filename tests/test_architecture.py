@@ -28,6 +28,8 @@ LAYERS = [
     "bench.perf",      # measurements of the harness itself
     "bench.nightly",   # the nightly job across machines: matrix, tracking issue, branch
     "bench.cli",       # the cellbench command
+    "fixtures",        # the pytest fixtures a cell or an eval row takes: top of the stack, so nothing in bench/
+                       # (engine, plugins, CLI) can need them; they use bench.plugins' settings and bench.run
 ]
 MAX_LINES = 400
 MAX_MODULES_PER_FOLDER = 10
@@ -35,7 +37,7 @@ MAX_MODULES_PER_FOLDER = 10
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for top in ("bench", "adapters"):
+    for top in ("bench", "adapters", "fixtures"):
         for path in sorted((ROOT / top).rglob("*.py")):
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -127,3 +129,17 @@ def test_no_folder_of_bench_holds_more_than_ten_modules():
             folders[path.parent] = folders.get(path.parent, 0) + 1
     crowded = {str(f.relative_to(ROOT)): n for f, n in folders.items() if n > MAX_MODULES_PER_FOLDER}
     assert crowded == {}
+
+
+# What PyPI's unrelated `fixtures` distribution (testing-cabal) installs under fixtures/.
+TESTING_CABAL_FIXTURES = {"__init__", "_version", "callmany", "fixture", "testcase", "tests", "_fixtures"}
+
+
+def test_installing_cellbench_cannot_overwrite_another_fixtures_package():
+    """fixtures/ is a namespace package: cellbench ships no fixtures/__init__.py, and none of its
+    modules takes a name testing-cabal's `fixtures` installs, so a pip install of one never
+    writes over a file of the other (pyproject.toml says why)."""
+    shipped = {path.stem if path.is_file() else path.name for path in (ROOT / "fixtures").iterdir()
+               if path.name != "__pycache__"}
+    assert "__init__" not in shipped, "fixtures/__init__.py would overwrite testing-cabal's on install"
+    assert shipped & TESTING_CABAL_FIXTURES == set()
