@@ -1,6 +1,6 @@
 """Every cellbench option: registered here once, checked once, resolved once.
 
-The benchmark cells (bench/plugins/cells.py, bench/plugins/fixtures.py) and the eval rows
+The benchmark cells (bench/plugins/cells.py, fixtures/cells.py) and the eval rows
 (bench/plugins/eval.py) share options (`--model`, `--results-dir`, `--port`, `--install`,
 `--host-lock-timeout`, the run id), so both read them from this module: `pytest_configure`
 turns the options into a `Settings` on `config.stash[SETTINGS]`, and `results_root` is the one
@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import pytest
 from _pytest.config.findpaths import determine_setup, parse_override_ini
 
+from bench.base import paths
 from bench.core.result import new_run_id
 from bench.eval import gpus
 from bench.host import affinity, memlimit
@@ -81,9 +82,9 @@ def settings(config: pytest.Config) -> Settings:
 
 
 def results_root(config: pytest.Config) -> Path:
-    """--results-dir (relative to where pytest was invoked), else <rootdir>/results; absolute."""
-    given = config.getoption("results_dir")
-    return config.invocation_params.dir / given if given else config.rootpath / "results"
+    """--results-dir (relative to where pytest was invoked), else <rootdir>/results; absolute
+    (bench.base.paths.results_root, the rule the `cellbench` commands follow too)."""
+    return paths.results_root(config.getoption("results_dir"), config.invocation_params.dir, config.rootpath)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
