@@ -1,4 +1,5 @@
-"""The package's shape: layers import only downwards, no import cycles, small modules and folders.
+"""The package's shape: layers import only downwards, no import cycles, small modules and folders,
+one name per class.
 
 The layers, lowest first. A module may import its own layer and any layer below it; a cycle
 between modules (of one layer or several) fails too, because it hides which one is the base.
@@ -129,6 +130,18 @@ def test_no_folder_of_bench_holds_more_than_ten_modules():
             folders[path.parent] = folders.get(path.parent, 0) + 1
     crowded = {str(f.relative_to(ROOT)): n for f, n in folders.items() if n > MAX_MODULES_PER_FOLDER}
     assert crowded == {}
+
+
+def test_no_class_name_is_defined_twice():
+    """Two classes of one name (top-level or nested, private ones too) make an import ambiguous to
+    a reader: which `Machine` is this? Each class gets a name that says which thing it is."""
+    where: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(f"{name}:{node.lineno}")
+    twice = {cls: places for cls, places in sorted(where.items()) if len(places) > 1}
+    assert twice == {}, f"class names defined more than once: {twice}"
 
 
 # What PyPI's unrelated `fixtures` distribution (testing-cabal) installs under fixtures/.
