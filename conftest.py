@@ -1,4 +1,5 @@
-"""Loads cellbench's pytest plugins for the cells in bench/ and the tests in tests/.
+"""Loads cellbench's pytest plugins for the cells in bench/ and the tests in tests/: the engine's
+in bench/plugins/, the fixtures a cell or an eval row takes in fixtures/.
 
 The same modules are pytest11 entry points (pyproject.toml), under the same names, so an
 installed cellbench loads them once either way. pytester is here because pytest only honours
@@ -10,10 +11,13 @@ pytest_plugins = [
     "bench.plugins.budget",
     "bench.plugins.transport",
     "bench.plugins.cells",
-    "bench.plugins.fixtures",
+    "bench.plugins.verdicts",
+    "fixtures.cells",
+    "fixtures.servers",
     "bench.plugins.signals",
     "bench.plugins.recorder",
     "bench.plugins.html",
     "bench.plugins.eval",
+    "fixtures.eval_rows",
     "pytester",
 ]

@@ -1,4 +1,5 @@
-"""The package's shape: layers import only downwards, no import cycles, small modules and folders.
+"""The package's shape: layers import only downwards, no import cycles, small modules and folders,
+one name per class.
 
 The layers, lowest first. A module may import its own layer and any layer below it; a cycle
 between modules (of one layer or several) fails too, because it hides which one is the base.
@@ -28,6 +29,8 @@ LAYERS = [
     "bench.perf",      # measurements of the harness itself
     "bench.nightly",   # the nightly job across machines: matrix, tracking issue, branch
     "bench.cli",       # the cellbench command
+    "fixtures",        # the pytest fixtures a cell or an eval row takes: top of the stack, so nothing in bench/
+                       # (engine, plugins, CLI) can need them; they use bench.plugins' settings and bench.run
 ]
 MAX_LINES = 400
 MAX_MODULES_PER_FOLDER = 10
@@ -35,7 +38,7 @@ MAX_MODULES_PER_FOLDER = 10
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for top in ("bench", "adapters"):
+    for top in ("bench", "adapters", "fixtures"):
         for path in sorted((ROOT / top).rglob("*.py")):
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -127,3 +130,29 @@ def test_no_folder_of_bench_holds_more_than_ten_modules():
             folders[path.parent] = folders.get(path.parent, 0) + 1
     crowded = {str(f.relative_to(ROOT)): n for f, n in folders.items() if n > MAX_MODULES_PER_FOLDER}
     assert crowded == {}
+
+
+def test_no_class_name_is_defined_twice():
+    """Two classes of one name (top-level or nested, private ones too) make an import ambiguous to
+    a reader: which `Machine` is this? Each class gets a name that says which thing it is."""
+    where: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(f"{name}:{node.lineno}")
+    twice = {cls: places for cls, places in sorted(where.items()) if len(places) > 1}
+    assert twice == {}, f"class names defined more than once: {twice}"
+
+
+# What PyPI's unrelated `fixtures` distribution (testing-cabal) installs under fixtures/.
+TESTING_CABAL_FIXTURES = {"__init__", "_version", "callmany", "fixture", "testcase", "tests", "_fixtures"}
+
+
+def test_installing_cellbench_cannot_overwrite_another_fixtures_package():
+    """fixtures/ is a namespace package: cellbench ships no fixtures/__init__.py, and none of its
+    modules takes a name testing-cabal's `fixtures` installs, so a pip install of one never
+    writes over a file of the other (pyproject.toml says why)."""
+    shipped = {path.stem if path.is_file() else path.name for path in (ROOT / "fixtures").iterdir()
+               if path.name != "__pycache__"}
+    assert "__init__" not in shipped, "fixtures/__init__.py would overwrite testing-cabal's on install"
+    assert shipped & TESTING_CABAL_FIXTURES == set()

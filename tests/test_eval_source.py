@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from bench.eval.source import hardware_tag, source_prefix
-from bench.host.machine import Machine
+from bench.host.machine import HostMachine
 
 
 def _machine(cpu="Intel(R) Xeon(R) Processor", chip=None, gpus=(), gpu_probe_error=None):
-    return Machine(slug="x", host="h", os="Linux", cpu=cpu, chip=chip, gpus=tuple(gpus), cores=2, memory_gib=24.0,
+    return HostMachine(slug="x", host="h", os="Linux", cpu=cpu, chip=chip, gpus=tuple(gpus), cores=2, memory_gib=24.0,
                    gpu_probe_error=gpu_probe_error)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.nightly.machines import Inputs, Machine, MachinesError, job_minutes, load_machines, matrix
+from bench.nightly.machines import Inputs, MachinesError, NightlyMachine, job_minutes, load_machines, matrix
 from bench.nightly.tracking import Night
 from tests.support import workflow
 
@@ -78,7 +78,7 @@ def test_a_manual_run_narrows_the_night():
 
 
 def test_a_job_timeout_is_capped_at_five_days():
-    big = Machine(name="m", labels=("self-hosted",), platform="darwin-arm64", model="tiny", splits=("agent",),
+    big = NightlyMachine(name="m", labels=("self-hosted",), platform="darwin-arm64", model="tiny", splits=("agent",),
                   requests=None, frameworks=None, cell_budget_minutes={"agent": 6000.0}, setup_minutes=60,
                   eval=False, eval_minutes=240)
     assert job_minutes(big, ("agent",), 3, False) == 5 * 24 * 60

@@ -29,9 +29,9 @@ from bench.host.machine import detect
 from bench.host.ports import free_port
 from bench.load import ClientHealth, LevelConfig, LevelRun, Progress
 from bench.load.progress import ProgressLine
-from bench.plugins import fixtures
 from bench.reports import html_review
 from bench.run.cell_result import suspicious_change as _suspicious
+from fixtures import servers
 
 CELLS = """
 import pytest
@@ -118,16 +118,17 @@ def test_verdicts_travel_from_xdist_workers_to_the_controller(cells):
 def test_each_plugin_module_is_an_entry_point_and_in_the_root_conftest_under_its_own_name(pytester):
     """An installed cellbench and this checkout's conftest load the same modules under the same
     names, so pytest registers each once."""
+    ours = ("bench.", "fixtures.")
     entry_points = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="pytest11")
-                    if ep.value.startswith("bench.")}
+                    if ep.value.startswith(ours)}
     assert all(name == value for name, value in entry_points.items()), entry_points
     tree = ast.parse((PROJECT_ROOT / "conftest.py").read_text())
     (listed,) = [ast.literal_eval(node.value) for node in tree.body
                  if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "pytest_plugins"]
-    assert sorted(p for p in listed if p.startswith("bench.")) == sorted(entry_points)
+    assert sorted(p for p in listed if p.startswith(ours)) == sorted(entry_points)
     config = pytester.parseconfigure()
     registered = [name for name, plugin in config.pluginmanager.list_name_plugin()
-                  if isinstance(plugin, types.ModuleType) and plugin.__name__.startswith("bench.")]
+                  if isinstance(plugin, types.ModuleType) and plugin.__name__.startswith(ours)]
     assert sorted(registered) == sorted(entry_points)
 
 
@@ -398,7 +399,7 @@ def real_cells(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> tu
     arguments that run its `openai` cells against an endpoint nobody listens on."""
     monkeypatch.setenv("CELLBENCH_CACHE", str(pytester.path / "cache"))  # cache_root(): the host lock's home
     pytester.makepyfile(test_cells=(PROJECT_ROOT / "bench" / "test_cells.py").read_text())
-    return ("-p", "bench.plugins.cells", "-p", "bench.plugins.fixtures",
+    return ("-p", "bench.plugins.cells", "-p", "fixtures.cells", "-p", "fixtures.servers",
             "-W", "ignore::pytest.PytestAssertRewriteWarning",
             "--endpoint", "http://127.0.0.1:9", "--results-dir", "results")
 
@@ -420,7 +421,7 @@ def test_a_cell_that_cannot_run_here_skips_without_waiting_for_the_host_lock(pyt
     lock.parent.mkdir()
     with lock.open("a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        result = pytester.runpytest("-p", "bench.plugins.cells", "-p", "bench.plugins.fixtures",
+        result = pytester.runpytest("-p", "bench.plugins.cells", "-p", "fixtures.cells", "-p", "fixtures.servers",
                                     "-W", "ignore::pytest.PytestAssertRewriteWarning", "-k", f"{name}-chat",
                                     "--host-lock-timeout", "2", "--results-dir", "results", "-rs")
     result.assert_outcomes(skipped=1)
@@ -489,7 +490,7 @@ def test_a_cell_that_waits_out_the_host_lock_is_a_failed_verdict_naming_the_hold
     # The lock is free now: a cell takes it and says who it is (in a process of its own, whose
     # command line is a pytest one whether or not this test runs under xdist).
     pytester.makepyfile(test_holder=HOLDER_RECORD)
-    pytester.runpytest_subprocess("-p", "bench.plugins.fixtures", "test_holder.py").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess("-p", "fixtures.servers", "test_holder.py").assert_outcomes(passed=1)
 
 
 @pytest.mark.integration  # starts the fault server and waits out a held lock: ~5 s
@@ -508,7 +509,7 @@ def test_the_budget_counts_the_wait_for_the_host_lock(pytester: pytest.Pytester,
         lock.parent.mkdir()
         held = lock.open("a+")
         fcntl.flock(held, fcntl.LOCK_EX)
-        waiting = fixtures._wait_for_lock
+        waiting = servers._wait_for_lock
 
         def released_3_s_after_the_wait_began(handle, timeout_s):
             # The budget started at setup, before this wait: 3 s of it spend the 2 s budget however
@@ -516,7 +517,7 @@ def test_the_budget_counts_the_wait_for_the_host_lock(pytester: pytest.Pytester,
             threading.Timer(3.0, held.close).start()  # closing the file lets the lock go
             return waiting(handle, timeout_s)
 
-        monkeypatch.setattr(fixtures, "_wait_for_lock", released_3_s_after_the_wait_began)
+        monkeypatch.setattr(servers, "_wait_for_lock", released_3_s_after_the_wait_began)
         proc = pytester.runpytest(*args, "-k", "openai-chat", "--cell-budget", "2", "--host-lock-timeout", "60")
     finally:
         os.killpg(server.pid, signal.SIGKILL)

@@ -31,3 +31,23 @@ def models_dir() -> Path:
 def host_lock_path() -> Path:
     """One file per host: every cell holds it so two cells never share the machine."""
     return cache_root() / "host.lock"
+
+
+def rootdir_of(start: Path) -> Path:
+    """The checkout a cellbench command started in `start` works on: the nearest folder, from `start`
+    upward, that holds a pytest.ini (the rootdir pytest itself takes there); else the project root."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / "pytest.ini").is_file():
+            return folder
+    return PROJECT_ROOT
+
+
+def results_root(given: Path | None, invoked_in: Path, rootdir: Path | None = None) -> Path:
+    """The results root, one rule for the cells and for `cellbench report`, `clean` and `import`:
+    `given` (--results-dir, relative to `invoked_in`, where the command was started), else
+    `<rootdir>/results`. A pytest session passes its own rootdir; a command finds it with
+    `rootdir_of(invoked_in)`, so both land on the same folder from anywhere in the checkout."""
+    if given is not None:
+        return invoked_in / given
+    return (rootdir if rootdir is not None else rootdir_of(invoked_in)) / "results"

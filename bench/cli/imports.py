@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+from bench.base.paths import results_root
 from bench.imports.tree import import_siliconbench
 
 SLUG = re.compile(r"^[a-z0-9_-]+$")  # as the result schema's machine.slug
@@ -34,15 +35,17 @@ def _parser() -> argparse.ArgumentParser:
     sb.add_argument("--machine", required=True, type=_slug,
                     help="the slug of the machine that ran them, as its cellbench results are filed")
     sb.add_argument("--model", help="the model's results name (default: SiliconBench's comparison.json or folder)")
-    sb.add_argument("--results-dir", type=Path, default=Path("results"), help="results root [results]")
+    sb.add_argument("--results-dir", type=Path, default=None,
+                    help="results root [the checkout's results/: the nearest folder upward with a pytest.ini]")
     sb.add_argument("--dry-run", action="store_true", help="say what would be written; write nothing")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    root = results_root(args.results_dir, Path.cwd())
     try:
-        outcomes = import_siliconbench(args.path, machine=args.machine, results_root=args.results_dir,
+        outcomes = import_siliconbench(args.path, machine=args.machine, results_root=root,
                                        model=args.model, dry_run=args.dry_run)
     except FileNotFoundError as exc:
         print(f"cellbench import: {exc}", file=sys.stderr)

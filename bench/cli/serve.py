@@ -19,8 +19,8 @@ import adapters
 from bench.base.defaults import DEFAULT_LEVELS, DEFAULT_MODEL, SPLITS
 from bench.base.paths import PROJECT_ROOT
 from bench.host.ports import free_port
-from bench.plugins.fixtures import launching
 from bench.run.cell import bind
+from bench.run.launch import launching
 from bench.run.server import ServerStartError
 from bench.setup import profiles
 from bench.setup.adapter import NotConfigured, ServeContext, this_platform

@@ -5,7 +5,7 @@ the numbers (`PR #N`, `main <sha7>`, `local <sha7>`, `dirty <sha7>`), so a revie
 number measured on merged code from one measured on a workstation with uncommitted edits. The
 hardware tag is the accelerator when there is one (H200, M5 Pro), else the CPU model; it is what
 distinguishes one machine's row from another's, so it is overridable for a renamed machine. When
-`nvidia-smi` failed (`Machine.gpu_probe_error`), the tag is the CPU's plus `+ unknown GPU`, so such
+`nvidia-smi` failed (`HostMachine.gpu_probe_error`), the tag is the CPU's plus `+ unknown GPU`, so such
 a run never replaces the CPU-only machine's row.
 """
 
@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 from bench.base.git import git
-from bench.host.machine import Machine
+from bench.host.machine import HostMachine
 
 # NVIDIA names carry form factors, memory sizes and generations ("NVIDIA H100 80GB HBM3", "NVIDIA
 # GH200 480GB", "NVIDIA B300 SXM6 AC", "NVIDIA RTX PRO 6000 Blackwell Server Edition"): the model
@@ -32,7 +32,7 @@ _NVIDIA_MODEL = re.compile(
 _CPU_NOISE = re.compile(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$|\b\d+-core\b", re.IGNORECASE)
 
 
-def hardware_tag(machine: Machine, override: str | None = None) -> str:
+def hardware_tag(machine: HostMachine, override: str | None = None) -> str:
     """`H200`, `M5 Pro`, `Intel Xeon`: the accelerator's model, else the CPU's."""
     if override:
         return override

@@ -34,7 +34,9 @@ import psutil
 
 
 @dataclass(frozen=True)
-class Machine:
+class HostMachine:
+    """The machine this process runs on, as `detect()` finds it; its `slug` files the results."""
+
     slug: str
     host: str
     os: str
@@ -120,11 +122,11 @@ def machine_slug(cpu: str, chip: str | None, gpus: tuple[str, ...], gpu_probe_er
 
 
 @cache
-def detect() -> Machine:
+def detect() -> HostMachine:
     cpu = _cpu_model()
     chip = cpu if platform.system() == "Darwin" and cpu.startswith("Apple") else None
     gpus, gpu_probe_error = probe_nvidia_gpus()
-    return Machine(
+    return HostMachine(
         slug=machine_slug(cpu, chip, gpus, gpu_probe_error),
         host=socket.gethostname(),
         os=f"{platform.system()} {platform.release()}",

@@ -38,7 +38,9 @@ class MachinesError(ValueError):
 
 
 @dataclass(frozen=True)
-class Machine:
+class NightlyMachine:
+    """One machine of machines.yaml: where the nightly job runs and what it runs there."""
+
     name: str  # also the results' machine slug (CELLBENCH_MACHINE) and the artifact's name
     labels: tuple[str, ...]
     platform: str
@@ -72,7 +74,7 @@ def _minutes(value: Any, where: str) -> float:
     return minutes
 
 
-def _machine(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> Machine:
+def _machine(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> NightlyMachine:
     unknown = set(entry) - set(_DEFAULTS) - _MACHINE_ONLY
     if unknown:
         raise MachinesError(f"{where}: unknown field {', '.join(sorted(unknown))}")
@@ -97,14 +99,14 @@ def _machine(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> Mac
         raise MachinesError(f"{where}: cell_budget has no duration for {', '.join(set(splits) - set(budgets))}")
     if v["requests"] is not None and (not isinstance(v["requests"], int) or v["requests"] < 1):
         raise MachinesError(f"{where}: requests is a count of 1 or more, got {v['requests']!r}")
-    return Machine(name=name, labels=tuple(labels), platform=v["platform"], model=str(v["model"]), splits=splits,
+    return NightlyMachine(name=name, labels=tuple(labels), platform=v["platform"], model=str(v["model"]), splits=splits,
                    requests=v["requests"], frameworks=frameworks, cell_budget_minutes=budgets,
                    setup_minutes=_minutes(v["setup_minutes"], f"{where}.setup_minutes"), eval=bool(v["eval"]),
                    eval_minutes=_minutes(v["eval_minutes"], f"{where}.eval_minutes"),
                    pytest_args=tuple(str(a) for a in v["pytest_args"]))
 
 
-def load_machines(path: Path = MACHINES_FILE) -> list[Machine]:
+def load_machines(path: Path = MACHINES_FILE) -> list[NightlyMachine]:
     """Every machine of `path`, defaults applied; MachinesError names the field that is wrong."""
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
@@ -142,7 +144,7 @@ def _items(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def job_minutes(machine: Machine, splits: tuple[str, ...], cells: int, with_eval: bool) -> int:
+def job_minutes(machine: NightlyMachine, splits: tuple[str, ...], cells: int, with_eval: bool) -> int:
     """The job's timeout: set-up, then every cell of every split at its full budget, then the eval rows.
 
     timeout = setup_minutes + sum over splits of (cells x cell_budget[split]) + (eval_minutes if eval),
@@ -151,7 +153,7 @@ def job_minutes(machine: Machine, splits: tuple[str, ...], cells: int, with_eval
     return int(min(MAX_JOB_MINUTES, round(minutes + (machine.eval_minutes if with_eval else 0))))
 
 
-def matrix_entry(machine: Machine, inputs: Inputs) -> dict[str, Any] | None:
+def matrix_entry(machine: NightlyMachine, inputs: Inputs) -> dict[str, Any] | None:
     """One machine's job for this night, or None when none of the chosen frameworks runs there."""
     chosen = _items(inputs.frameworks)
     frameworks = [f for f in machine.runnable_frameworks() if not chosen or f in chosen]
@@ -178,7 +180,7 @@ def matrix_entry(machine: Machine, inputs: Inputs) -> dict[str, Any] | None:
     }
 
 
-def matrix(machines: list[Machine], inputs: Inputs) -> list[dict[str, Any]]:
+def matrix(machines: list[NightlyMachine], inputs: Inputs) -> list[dict[str, Any]]:
     """The night's job matrix: the machines the inputs name (all by default) that have work."""
     wanted = _items(inputs.machines)
     unknown = set(wanted) - {m.name for m in machines}

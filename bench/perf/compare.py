@@ -123,7 +123,9 @@ class Measured:
 
 
 @dataclass
-class Row:
+class ClientRow:
+    """One client's line of the perf comparison: its spreads over the runs, or why it did not run."""
+
     client: str
     version: str
     cpu_us_per_chunk: Spread | None = None
@@ -191,7 +193,7 @@ def _server_json(url: str, path: str) -> dict[str, Any]:
     return found
 
 
-def row(client: Client, measured: list[Measured], plan: Plan) -> Row:
+def row(client: Client, measured: list[Measured], plan: Plan) -> ClientRow:
     """The client's row: its figures over the repeats (runs of one repeat paired for the CPU)."""
     mine = [m for m in measured if m.client == client.name]
     small = {m.repeat: m for m in mine if m.kind == "unpaced N"}
@@ -201,7 +203,8 @@ def row(client: Client, measured: list[Measured], plan: Plan) -> Row:
     rates = [r for _, big in paired if (r := chunk_rate(big.run)) is not None]
     shares = [big.server_cpu_s / big.run.duration_s for _, big in paired if big.run.duration_s > 0]
     busy = [c for s, big in paired if (c := cpu_share(s, big.run)) is not None]
-    out = Row(client.name, client.version, Spread.of(per_chunk), Spread.of(rates), Spread.of(busy), Spread.of(shares))
+    out = ClientRow(client.name, client.version, Spread.of(per_chunk), Spread.of(rates), Spread.of(busy),
+                    Spread.of(shares))
     for rate in plan.rates:
         paced = [m for m in mine if m.kind == f"paced {rate}"]
         out.timing.append(timing_error([(m.run, m.server_log) for m in paced], rate, _streams(rate, plan)))
@@ -213,15 +216,16 @@ def row(client: Client, measured: list[Measured], plan: Plan) -> Row:
     return out
 
 
-def available_clients() -> tuple[list[Client], list[Row]]:
-    """cellbench's client, and vLLM's when its install is cached; a Row saying why for a missing one."""
+def available_clients() -> tuple[list[Client], list[ClientRow]]:
+    """cellbench's client, and vLLM's when its install is cached; a ClientRow saying why for a missing one."""
     clients = [Client(CELLBENCH, _cellbench_version(), run_cellbench)]
     install = vllm_install()
     if install is None:
-        return clients, [Row(VLLM, "-", missing="no vLLM install in the framework cache (cellbench install vllm)")]
+        missing = "no vLLM install in the framework cache (cellbench install vllm)"
+        return clients, [ClientRow(VLLM, "-", missing=missing)]
     python = vllm_python(install)
     if not python.is_file():
-        return clients, [Row(VLLM, install.version, missing=f"{python} is not there")]
+        return clients, [ClientRow(VLLM, install.version, missing=f"{python} is not there")]
     return [*clients, Client(VLLM, install.version, lambda w, f, c: run_vllm(python, w, f, c))], []
 
 
@@ -240,7 +244,7 @@ def _pair(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None else f"{a:.3f} / {b:.3f}"
 
 
-def table(rows: list[Row], plan: Plan) -> str:
+def table(rows: list[ClientRow], plan: Plan) -> str:
     """The rows as a Markdown table (medians, with the range over repeats when there are several)."""
     head = ["client", "CPU per chunk (us)", "chunks/s on one core", "CPU share: client / server"]
     for rate in plan.rates:
@@ -264,7 +268,8 @@ def table(rows: list[Row], plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def report(rows: list[Row], measured: list[Measured], plan: Plan, argv: list[str], started: str) -> dict[str, Any]:
+def report(rows: list[ClientRow], measured: list[Measured], plan: Plan, argv: list[str],
+           started: str) -> dict[str, Any]:
     m = detect()
     return {
         "command": "cellbench perf compare " + " ".join(argv),

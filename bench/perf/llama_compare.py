@@ -32,8 +32,8 @@ from bench.host.machine import detect
 from bench.host.ports import free_port
 from bench.perf.client_figures import Spread
 from bench.perf.clients import ClientRun, Workload
-from bench.plugins.fixtures import launching
 from bench.run.cell import bind
+from bench.run.launch import launching
 from bench.setup import profiles
 from bench.setup.adapter import ServeContext
 from bench.setup.prompts import load_split

@@ -5,7 +5,7 @@
   the rootdir re-decision and docs/options.md's generator
 - budget: a cell's budget against pytest-timeout's timeout
 - cells: one test per (framework, split), with its markers
-- fixtures: `cell_config`, `server_launcher` (the host lock), `enforce_verdict`
+- verdicts: a cell's verdict as a pytest outcome (`enforce`); the fixtures that call it are in fixtures/
 - signals: SIGTERM and SIGHUP interrupt like Ctrl-C; an interrupted cell keeps its verdict
 - hooks: the hookspec `pytest_cellbench_cell_finished` and its `CellRecord` (not a plugin)
 - transport: a cell's record from the process that ran it to the controller, where the hook fires

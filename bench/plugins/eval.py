@@ -24,7 +24,6 @@ import pytest
 import adapters
 from bench.base.git import git, toplevel
 from bench.base.paths import PROJECT_ROOT, cache_root
-from bench.eval import gpus as gpu_leases
 from bench.eval.config import (
     EvalConfig,
     EvalConfigError,
@@ -34,15 +33,13 @@ from bench.eval.config import (
 )
 from bench.eval.loader import load_eval_config
 from bench.eval.precheck import ClientPython, client_python, run_checks
-from bench.eval.row import RowContext, RowRun, RowUnavailable, row_edit, run_row
+from bench.eval.row import RowContext, row_edit
 from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.source import hardware_tag, source_prefix
 from bench.eval.state import RunState, refreshed_rows
-from bench.eval.tables import apply_edits, plan_edit
+from bench.eval.tables import apply_edits
 from bench.host.machine import detect
 from bench.load.progress import terminal_writer
-from bench.plugins import transport
-from bench.plugins.fixtures import launching
 from bench.plugins.hooks import EVAL, CellRecord, register_stashed, unregister_stashed
 from bench.plugins.options import results_root, settings
 from bench.setup.profiles import PROFILES_DIR
@@ -190,71 +187,6 @@ def eval_run_dir(config: pytest.Config) -> Path:
 def rounds_averaged(config: pytest.Config) -> int:
     rows = settings(config).eval
     return rows.rounds if rows.table_from == "mean" else 1
-
-
-@pytest.fixture
-def run_eval_row(request: pytest.FixtureRequest):
-    """Run one row and assert it: ok passes, a failed round fails, a row that cannot run here skips."""
-
-    def run(row: EvalRow | str) -> RowRun:
-        if isinstance(row, str):  # the config is missing (skip) or broken (fail): the text says which
-            if row.startswith("no eval config"):
-                pytest.skip(row)
-            pytest.fail(row, pytrace=False)
-        config = request.config
-        failed_checks = config.stash.get(PRECHECK, [])
-        if failed_checks:
-            pytest.fail("eval precheck failed; no server started:\n" + "\n".join(failed_checks), pytrace=False)
-        # Check the locator before spending an hour on the row, with this machine's own tag: a
-        # locator that cannot edit its table (ambiguous, missing column, no such section) fails now.
-        hardware, prefix = source_of(config)
-        probe = row_edit(row, hardware, prefix, {column: "0" for column in row.cells}, mean_of=rounds_averaged(config))
-        _, planned = plan_edit(row.file.read_text(encoding="utf-8"), probe)
-        if planned.status != "ok":
-            reason = f"locator in {row.file.name}: {planned.reason}"
-            _finish(request.node, row, RowRun(row.id, reason=reason))
-            pytest.fail(f"{row.id}: {reason}", pytrace=False)
-        needed = row.server_profile.server_gpus
-        if needed:
-            pool = settings(config).eval.gpu_pool or tuple(range(len(detect().gpus)))
-            if needed > len(pool):
-                have = (f"--gpu-pool has {list(pool)}" if settings(config).eval.gpu_pool
-                        else f"this machine has {len(pool) or 'no'} GPU(s)")
-                reason = f"server profile {row.server_profile.name!r} needs {needed} GPU(s); {have}"
-                _finish(request.node, row, RowRun(row.id, status="skipped", reason=reason))
-                pytest.skip(f"{row.id}: {reason}")
-            if row.wants_asr_gpu and len(pool) > needed:  # {asr_gpu} gets a GPU of its own when one is left
-                needed += 1
-            timeout = settings(config).host_lock_timeout_s
-            with gpu_leases.lease(pool, needed, cache_root() / "gpu-locks", timeout) as leased, launching() as launch:
-                outcome = _run(row, request, _row_context(config, leased), launch)
-        else:
-            launch = request.getfixturevalue("server_launcher")  # the cells' lifecycle, host lock included
-            outcome = _run(row, request, _row_context(config, ()), launch)
-        if outcome.status != "ok":
-            detail = f"\n{outcome.excerpt}" if outcome.excerpt else ""
-            pytest.fail(f"{row.id}: {outcome.reason}{detail}", pytrace=False)
-        return outcome
-
-    return run
-
-
-def _run(row: EvalRow, request: pytest.FixtureRequest, ctx: RowContext, launch) -> RowRun:
-    try:
-        outcome = run_row(row, ctx, launch)
-    except RowUnavailable as exc:
-        _finish(request.node, row, RowRun(row.id, status="skipped", reason=str(exc)))
-        pytest.skip(f"{row.id}: {exc}")
-    _finish(request.node, row, outcome)
-    return outcome
-
-
-def _finish(item: pytest.Item, row: EvalRow, run: RowRun) -> None:
-    """Settle the row's test with its run: the controller's EvalRecorder gets it through
-    `pytest_cellbench_cell_finished` (bench/plugins/transport.py), under xdist too."""
-    profile = row.server_profile
-    transport.finish(item, CellRecord(kind=EVAL, verdict=run.status, reason=run.reason, framework=profile.framework,
-                                      split=profile.split, eval_row=row.id, eval_run=run.to_json()))
 
 
 class EvalRecorder:

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from bench.host.machine import detect
-from bench.plugins.fixtures import cell_outcome
 from bench.plugins.hooks import BENCHMARK, CellRecord, register_stashed, unregister_stashed
 from bench.plugins.options import settings
 from bench.plugins.transport import finished
+from bench.plugins.verdicts import cell_outcome
 from bench.reports import html_review
 
 HTML_REPORT = pytest.StashKey["HtmlReport"]()

@@ -1,6 +1,6 @@
 """Every cellbench option: declared once, registered here, read once into `Settings`.
 
-The benchmark cells (bench/plugins/cells.py, bench/plugins/fixtures.py) and the eval rows
+The benchmark cells (bench/plugins/cells.py, fixtures/cells.py) and the eval rows
 (bench/plugins/eval.py) share options (`--model`, `--results-dir`, `--port`, `--install`,
 `--host-lock-timeout`, the run id), so both read them from this module. Each option is declared
 once, as the `Settings` (or `EvalSettings`) field that holds its value (bench/plugins/opts):
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.base import paths
 from bench.plugins.hooks import register_stashed, unregister_stashed
 from bench.plugins.opts.build import GROUPS, RUN_ID_KEY, build
 from bench.plugins.opts.rootdir import redecide_rootdir
@@ -36,9 +37,9 @@ def settings(config: pytest.Config) -> Settings:
 
 
 def results_root(config: pytest.Config) -> Path:
-    """--results-dir (relative to where pytest was invoked), else <rootdir>/results; absolute."""
-    given = config.getoption("results_dir")
-    return config.invocation_params.dir / given if given else config.rootpath / "results"
+    """--results-dir (relative to where pytest was invoked), else <rootdir>/results; absolute
+    (bench.base.paths.results_root, the rule the `cellbench` commands follow too)."""
+    return paths.results_root(settings(config).results_dir, config.invocation_params.dir, config.rootpath)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bench.plugins.fixtures import enforce
+from bench.plugins.verdicts import enforce
 
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 RESTORE = pytest.StashKey[Callable[[], None]]()

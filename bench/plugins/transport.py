@@ -1,7 +1,7 @@
 """How a finished cell's record reaches the controller, where `pytest_cellbench_cell_finished` fires.
 
-The test that runs a cell settles it with `finish(item, record)` (bench/plugins/fixtures.py for a
-benchmark cell, bench/plugins/eval.py for an eval row). When its call phase is reported, the
+The test that runs a cell settles it with `finish(item, record)` (bench/plugins/verdicts.py for a
+benchmark cell, fixtures/eval_rows.py for an eval row). When its call phase is reported, the
 record goes on the TestReport as one declared attribute, `report.cellbench_cell`
 (REPORT_ATTRIBUTE), holding `CellRecord.to_json()`. A report attribute is what crosses from an
 xdist worker to the controller: xdist serialises reports with pytest's

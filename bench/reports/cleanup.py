@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from bench.base import clock
+from bench.base.paths import results_root
 from bench.core.store import LoadedResult, load_results, select_latest
 from bench.host.machine import detect
 from bench.reports.rebuild import split_dirs
@@ -63,7 +64,8 @@ def plan(split_dir: Path, machine: str, older_than: timedelta, now: datetime | N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cellbench clean", description=__doc__.splitlines()[0])
-    parser.add_argument("--results-dir", type=Path, default=Path("results"), help="results root [results]")
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help="results root [the checkout's results/: the nearest folder upward with a pytest.ini]")
     parser.add_argument("--model", help="only this model (its results directory name)")
     parser.add_argument("--older-than", type=float, default=28.0, metavar="DAYS",
                         help="delete results of runs older than this, never a framework's newest [28]")
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     machine = detect().slug
     total = CleanupPlan()
-    for split_dir in split_dirs(args.results_dir, model=args.model):
+    for split_dir in split_dirs(results_root(args.results_dir, Path.cwd()), model=args.model):
         if split_dir.parent.name != machine:
             continue  # other machines' directories are not this machine's to clean; not even listed
         found = plan(split_dir, machine, timedelta(days=args.older_than))

@@ -1,6 +1,6 @@
 """Rebuild comparison.json, REPORT.md and plots from result files alone.
 
-`python -m bench.reports.rebuild [--results-dir results] [--model M] [--machine SLUG]`; with
+`python -m bench.reports.rebuild [--results-dir DIR] [--model M] [--machine SLUG]`; with
 `--merge DIR...` it hands over to bench.reports.merge (one report across machines' result folders).
 
 Reports are derived data: anyone can regenerate them from the committed result files, on any
@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from bench.base.paths import results_root
 from bench.core.store import COMPARISON_FILE
 from bench.reports import merge, plots
 from bench.reports.comparison import Comparison, read_comparison, write_comparison
@@ -54,13 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.reports.rebuild", description=__doc__.splitlines()[0],
         epilog="With --merge DIR [DIR...] [--expect M1,M2] [--out merged]: one report across machines.")
-    parser.add_argument("--results-dir", type=Path, default=Path("results"), help="results root [results]")
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help="results root [the checkout's results/: the nearest folder upward with a pytest.ini]")
     parser.add_argument("--model", help="only this model (its results directory name)")
     parser.add_argument("--machine", help="only this machine slug")
     args = parser.parse_args(args_given)
-    dirs = list(split_dirs(args.results_dir, model=args.model, machine=args.machine))
+    root = results_root(args.results_dir, Path.cwd())
+    dirs = list(split_dirs(root, model=args.model, machine=args.machine))
     if not dirs:
-        print(f"no result directories under {args.results_dir}", file=sys.stderr)
+        print(f"no result directories under {root if args.results_dir is None else args.results_dir}", file=sys.stderr)
         return 1
     for split_dir in dirs:
         comparison, written = rebuild_split(split_dir)

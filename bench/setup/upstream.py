@@ -41,7 +41,9 @@ class Unresolved(Exception):
 
 
 @dataclass(frozen=True)
-class Source:
+class ReleaseSource:
+    """Where a recipe's new releases are published: a package index, a git repository, a brew formula."""
+
     kind: str  # "package index", "git", "brew", or "none"
     name: str = ""  # the package, the repository URL, the formula
     sdist_only: bool = False  # only releases with a source distribution count (the recipe builds one)
@@ -73,20 +75,20 @@ class Resolution:
         return out
 
 
-def source_of(recipe: Recipe) -> Source:
+def source_of(recipe: Recipe) -> ReleaseSource:
     """Where this recipe's releases come from, read off the recipe (the adapter's data)."""
     if isinstance(recipe, SdistCMakeBuild):
-        return Source("package index", recipe.package, sdist_only=True)
+        return ReleaseSource("package index", recipe.package, sdist_only=True)
     if isinstance(recipe, PipVenv):
-        return Source("package index", recipe.main_requirement.name)
+        return ReleaseSource("package index", recipe.main_requirement.name)
     if isinstance(recipe, ScriptedInstall):
         if url := recipe.git_url():
-            return Source("git", url)
+            return ReleaseSource("git", url)
         if formula := recipe.brew_formula():
-            return Source("brew", formula)
-        return Source("none", why=f"{recipe.framework}'s install runs a script ({recipe.install_commands()[0]}) "
+            return ReleaseSource("brew", formula)
+        return ReleaseSource("none", why=f"{recipe.framework}'s install runs a script ({recipe.install_commands()[0]}) "
                                   "that names no upstream this can ask")
-    return Source("none", why=f"cellbench does not install {recipe.framework}, so it has no release to update")
+    return ReleaseSource("none", why=f"cellbench does not install {recipe.framework}, so it has no release to update")
 
 
 def pinned_upstream(recipe: Recipe) -> str | None:
@@ -148,7 +150,7 @@ def resolve(recipe: Recipe, *, pre: bool = False) -> Resolution:
 # ------------------------------------------------------------------ the package index, through pip
 
 
-def _index_command(source: Source, *, pre: bool) -> list[str]:
+def _index_command(source: ReleaseSource, *, pre: bool) -> list[str]:
     command = [sys.executable, *PIP, "index", "versions", "--json"]
     if pre:
         command.append("--pre")
@@ -163,7 +165,7 @@ def _shown(command: list[str]) -> str:
     return shlex.join(c for c in shown if c not in ("--disable-pip-version-check", "--no-input"))
 
 
-def index_versions(source: Source, *, pre: bool = False) -> list[Version]:
+def index_versions(source: ReleaseSource, *, pre: bool = False) -> list[Version]:
     """Every release of the package the index offers this interpreter (final ones unless `pre`)."""
     command = _index_command(source, pre=pre)
     done = _run(command)
@@ -266,7 +268,7 @@ def upstream_changes(recipe: Recipe, old_version: str | None, new_version: str) 
     return f"{old_version} -> {new_version}; {source.why}"
 
 
-def _index_changes(recipe: Recipe, source: Source, old: str, new: str) -> str:
+def _index_changes(recipe: Recipe, source: ReleaseSource, old: str, new: str) -> str:
     try:
         versions = sorted(index_versions(source, pre=True))
     except Unresolved as exc:
@@ -289,7 +291,7 @@ def _key(recipe: Recipe, version: Version) -> str:
         return str(version)
 
 
-def _release_notes(source: Source, version: str) -> str:
+def _release_notes(source: ReleaseSource, version: str) -> str:
     """The release-notes link of `version` from its package metadata, read without building anything."""
     command = [sys.executable, *PIP, "install", "--dry-run", "--quiet", "--no-deps", "--ignore-installed",
                "--only-binary", ":all:", "--report", "-", f"{source.name}=={version}"]
@@ -313,7 +315,7 @@ def _release_notes(source: Source, version: str) -> str:
     return f"release notes: the package metadata names no changelog or release notes (its links: {named})"
 
 
-def _git_changes(recipe: Recipe, source: Source, old: str, new: str) -> str:
+def _git_changes(recipe: Recipe, source: ReleaseSource, old: str, new: str) -> str:
     old_commit, new_commit = _commit_of(old), _commit_of(new)
     if old_commit is None or new_commit is None:
         return f"{old} -> {new}: the versions name no commit, so no git log ({source.name})"

@@ -10,7 +10,7 @@ Every public name is importable from here.
 
 from bench.eval.tables.edit import EMPTY_CELL, SOURCE_COLUMN, EditOutcome, RowEdit, plan_edit
 from bench.eval.tables.locate import AMBIGUITY_FIX, Location, Locator, config_ambiguity, describe, hardware_tag, locate
-from bench.eval.tables.parse import ParsedTables, Row, Table, escape, parse_tables, raw_cells, unescape
+from bench.eval.tables.parse import ParsedTables, Table, TableRow, escape, parse_tables, raw_cells, unescape
 from bench.eval.tables.write import apply_edits, lock_path, verify_rewrite
 
 __all__ = [
@@ -21,7 +21,7 @@ __all__ = [
     "Location",
     "Locator",
     "ParsedTables",
-    "Row",
+    "TableRow",
     "RowEdit",
     "Table",
     "apply_edits",

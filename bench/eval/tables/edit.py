@@ -28,7 +28,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bench.eval.tables.locate import MODEL_COLUMN, Location, Locator, hardware_tag, locate
-from bench.eval.tables.parse import ParsedTables, Row, Table, escape, parse_tables, raw_cells, split_lines, strip_ending
+from bench.eval.tables.parse import (
+    ParsedTables,
+    Table,
+    TableRow,
+    escape,
+    parse_tables,
+    raw_cells,
+    split_lines,
+    strip_ending,
+)
 
 SOURCE_COLUMN = "Source"
 EMPTY_CELL = "–"  # what an appended row shows in a column nobody measured on this hardware
@@ -174,14 +183,14 @@ def _check_escapes(parsed: ParsedTables, values: Sequence[str]) -> None:
         )
 
 
-def _unwidth(row: Row, table: Table) -> _Refusal:
+def _unwidth(row: TableRow, table: Table) -> _Refusal:
     return _Refusal(
         f"row at line {row.line} has {len(row.cells)} cells but its header has {len(table.headers)};"
         f" fix the row by hand: {row.text.strip()}"
     )
 
 
-def _replace(lines: list[str], parsed: ParsedTables, table: Table, row: Row, edit: RowEdit) -> int:
+def _replace(lines: list[str], parsed: ParsedTables, table: Table, row: TableRow, edit: RowEdit) -> int:
     if not row.width_ok:
         raise _unwidth(row, table)
     new = _targets(table, edit)
@@ -191,7 +200,7 @@ def _replace(lines: list[str], parsed: ParsedTables, table: Table, row: Row, edi
     return row.line
 
 
-def _template(location: Location, table: Table) -> Row | None:
+def _template(location: Location, table: Table) -> TableRow | None:
     rows = [r for t, r in location.candidates if t is table]
     return rows[-1] if rows else None
 
@@ -218,7 +227,7 @@ def _no_template(location: Location, table: Table, edit: RowEdit) -> _Refusal:
     )
 
 
-def _shape(table: Table, template: Row | None, separator: str) -> str:
+def _shape(table: Table, template: TableRow | None, separator: str) -> str:
     """The line an appended row takes its indent and cell widths from; the header only as a last resort."""
     last = table.rows[-1].text if table.rows else None
     width = len(table.headers)
@@ -227,7 +236,7 @@ def _shape(table: Table, template: Row | None, separator: str) -> str:
 
 
 def _append_values(
-    table: Table, edit: RowEdit, template: Row | None, targets: dict[int, str]
+    table: Table, edit: RowEdit, template: TableRow | None, targets: dict[int, str]
 ) -> dict[int, str]:
     """Column index -> text for a new row: targets, then new_row, then identity columns, then `–`."""
     extra = {_column_index(table, k, "new_row key"): v for k, v in (edit.new_row or {}).items()}

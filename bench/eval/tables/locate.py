@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.eval.tables.parse import ParsedTables, Row, Table, parse_tables
+from bench.eval.tables.parse import ParsedTables, Table, TableRow, parse_tables
 
 MODEL_COLUMN = "Model"
 CONFIG_COLUMN = "Config"
@@ -45,10 +45,10 @@ class Location:
 
     tag: str
     tables: tuple[Table, ...]  # official tables whose section line contains the section substring
-    candidates: tuple[tuple[Table, Row], ...]  # their rows containing the config substring
-    matched: tuple[tuple[Table, Row], ...]  # candidates whose raw text holds the tag
+    candidates: tuple[tuple[Table, TableRow], ...]  # their rows containing the config substring
+    matched: tuple[tuple[Table, TableRow], ...]  # candidates whose raw text holds the tag
     problem: str | None  # why no edit is possible here at all
-    other_models: tuple[tuple[Table, Row], ...] = ()  # rows with the config substring, another model's
+    other_models: tuple[tuple[Table, TableRow], ...] = ()  # rows with the config substring, another model's
 
 
 def _comment_note(parsed: ParsedTables) -> str:
@@ -80,7 +80,7 @@ def model_matches(cell: str, hint: str) -> bool:
     return bool(a and b) and (a in b or b in a)
 
 
-def _is_models_row(table: Table, row: Row, model: str | None) -> bool:
+def _is_models_row(table: Table, row: TableRow, model: str | None) -> bool:
     """Whether `row` may hold `model`'s result; always, without a hint or a Model column."""
     if model is None or MODEL_COLUMN not in table.headers:
         return True
@@ -90,13 +90,13 @@ def _is_models_row(table: Table, row: Row, model: str | None) -> bool:
     return model_matches(row.cells[index], model)
 
 
-def _config_rows(parsed: ParsedTables, locator: Locator) -> tuple[tuple[Table, ...], list[tuple[Table, Row]]]:
+def _config_rows(parsed: ParsedTables, locator: Locator) -> tuple[tuple[Table, ...], list[tuple[Table, TableRow]]]:
     """The official tables of the section, and their rows holding the config substring."""
     tables = tuple(t for t in parsed.official if locator.section_substring in (t.section_line or ""))
     return tables, [(t, r) for t in tables for r in t.rows if locator.config_substring in r.text]
 
 
-def _configs(candidates: Sequence[tuple[Table, Row]]) -> dict[str, list[int]]:
+def _configs(candidates: Sequence[tuple[Table, TableRow]]) -> dict[str, list[int]]:
     """Config cell -> the lines of the candidate rows that hold it, in tables with a Config column."""
     found: dict[str, list[int]] = {}
     for table, row in candidates:
@@ -108,7 +108,7 @@ def _configs(candidates: Sequence[tuple[Table, Row]]) -> dict[str, list[int]]:
     return found
 
 
-def _ambiguity(candidates: Sequence[tuple[Table, Row]], locator: Locator) -> str | None:
+def _ambiguity(candidates: Sequence[tuple[Table, TableRow]], locator: Locator) -> str | None:
     configs = _configs(candidates)
     if len(configs) < 2:
         return None

@@ -40,7 +40,9 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # the newlines Python'
 
 
 @dataclass(frozen=True)
-class Row:
+class TableRow:
+    """One row of a markdown reference table, as the file has it."""
+
     line: int  # 1-based
     text: str  # the raw line, without its line ending
     cells: tuple[str, ...]  # stripped, `\|` unescaped
@@ -55,7 +57,7 @@ class Table:
     section_line: str | None
     local: bool
     marker: str | None  # the marker line that decided `local`, None when no marker was in range
-    rows: tuple[Row, ...]
+    rows: tuple[TableRow, ...]
 
     @property
     def last_line(self) -> int:
@@ -217,7 +219,7 @@ def _table_at(lines: list[str], i: int, end: int, first: int) -> Table:
         and not _is_header(lines, j, end)
     ):
         cells = tuple(unescape(c) for c in raw_cells(lines[j]) or [])
-        rows.append(Row(j + 1, lines[j], cells, len(cells) == len(headers)))
+        rows.append(TableRow(j + 1, lines[j], cells, len(cells) == len(headers)))
         j += 1
     local, marker = _marker(lines, i, first)
     return Table(i + 1, lines[i], headers, _section_line(lines, i, first), local, marker, tuple(rows))
