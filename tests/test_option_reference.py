@@ -118,12 +118,12 @@ def test_serve_defaults_are_the_cells_defaults(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_only_the_settings_builder_reads_the_command_line():
-    """Every consumer reads settings(config).<field>; `getoption` is the builder's (and results_root's,
-    which resolves --results-dir), in the engine, the adapters and the fixtures wherever they live."""
+    """Every consumer reads settings(config).<field>; `getoption` is the builder's alone, in the engine,
+    the adapters and the fixtures wherever they live."""
     packages = [PROJECT_ROOT / name for name in ("bench", "adapters", "fixtures") if (PROJECT_ROOT / name).is_dir()]
     readers = sorted(str(path.relative_to(PROJECT_ROOT)) for package in packages for path in package.rglob("*.py")
                      if re.search(r"\.getoption\b", path.read_text()))
-    assert readers == ["bench/plugins/options.py", "bench/plugins/opts/build.py"], readers
+    assert readers == ["bench/plugins/opts/build.py"], readers
 
 
 def test_the_reference_is_one_short_row_per_option():
