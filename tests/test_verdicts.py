@@ -7,6 +7,7 @@ import pytest
 from bench.core import metrics
 from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.records import ErrorType, RequestError, RequestRecord
+from bench.core.result_model import Level
 from bench.core.verdicts import Evidence, Identity, Verdict, classify, wilson_interval
 from bench.host.affinity import CpuUse
 
@@ -129,7 +130,7 @@ def test_a_pinned_client_starved_on_its_own_cpu_is_told_to_find_a_free_one():
 def test_each_cause_of_a_late_client_is_named_from_what_the_level_measured():
     """From ClientHealth values through bench.core.metrics to the reason: one part per cause, the
     client's own work first."""
-    def measured(concurrency: int, health: ClientHealth) -> dict:
+    def measured(concurrency: int, health: ClientHealth) -> Level:
         records = [RequestRecord(index=0, prompt_name="p", t_sched=0.0, t_send=0.0, t_first_token=0.1, t_end=0.2,
                                  chunk_times=[0.1, 0.2], finish_reason="stop", http_status=200, done_marker=True)]
         run = LevelRun(replace(CFG, concurrency=concurrency), records, [], 0.0, 0.2, 0.0, False, None, health)

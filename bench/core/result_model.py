@@ -1,151 +1,38 @@
 """The result document's types: one TypedDict per block of `schema/result.schema.json`.
 
+A level's blocks are typed where they are measured (bench.core.metrics.blocks, the stats keys in
+the metric table bench.core.metrics.table) and named here too, so that a reader imports every
+block of a result from this module. A block whose concept also has a runtime class is named
+`<Concept>Block` (`VerdictBlock`: bench.core.verdicts.CellVerdict, `MachineBlock`:
+bench.host.machine.Machine, `FixBlock`: bench.run.fixes.Fix, `ClientHealthBlock`,
+`OpenLoopBlock`); every other block is named as the schema names it.
+
 The schema is the authority: a result is validated when written (`bench.core.result.write_result`)
 and when read (`bench.core.store`). These TypedDicts type the same dict, never converted: the dict a
 cell assembles is the one written, and the one a report reads is the one validated. A key the schema
-does not require is in a `total=False` subclass (`Level` over `_LevelRequired`); a key a measured
+does not require is in a `total=False` subclass (`Server` over `_ServerRequired`); a key a measured
 result always has and an imported one (another benchmark's file, converted) may lack is optional
 here and in the schema's blocks, whose top-level `else` requires it without `imported`
-(tests/test_result_model.py, tests/test_import_siliconbench.py). Open-loop blocks: bench.core.open_loop.
+(tests/test_result_model.py, tests/test_import_siliconbench.py). The run's load and sweep blocks: bench.core.open_loop.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypedDict, final
 
-from bench.core.open_loop import Goodput, Load, OpenLoopBlock, Sweep
-from bench.core.reasoning import Reasoning
-
-
-class Stats(TypedDict):
-    """Distribution of one per-request metric over the successful requests of a level."""
-
-    n: int
-    mean: float | None
-    min: float | None
-    max: float | None
-    stdev: float | None
-    p50: float | None
-    p90: float | None
-    p95: float | None
-    p99: float | None
-
-
-class ChunkDivergence(TypedDict):
-    fraction: float | None
-    warning: bool
-
-
-class _ErrorSampleRequired(TypedDict):
-    message: str
-
-
-class ErrorSample(_ErrorSampleRequired, total=False):
-    http_status: int | None
-    body_head: str | None
-    prompt_name: str | None
-    retry_after: str  # the Retry-After header, when the server sent one
-
-
-class DominantError(TypedDict):
-    type: str
-    http_status: int | None
-    count: int
-
-
-class _ClientHealthRequired(TypedDict):
-    cpu_share: float
-    loop_lag_p99_ms: float | None
-    schedule_lag_p99_ms: float | None
-    client_bound: bool
-    reasons: list[str]
-
-
-class ClientHealth(_ClientHealthRequired, total=False):
-    limited_by: str | None
-    connections: dict[str, int]  # opened, reused, stale, retried
-    pinned: bool
-    cpus: list[int] | None
-    cpus_busy: float | None
-    host_cpus: int | None
-    host_cpu_busy: float | None
-    run_queue_wait_share: float | None
-    involuntary_switches: int | None
-    cpu_pressure_some: float | None
-    procs: int
-    procs_how: str | None
-    workers: list[ClientHealth]
-
-
-class PromptReuse(TypedDict):
-    requests: int
-    unique_prompts: int
-    repeats: int
-    unique_prefixes: bool
-    server_warmed: bool
-    warmed_by: str | None
-    may_hit_cache: bool
-
-
-class _WarmupRequired(TypedDict):
-    requests: int
-    successful: int
-    failed: int
-    wall_time_s: float
-    errors: dict[str, int]
-
-
-class Warmup(_WarmupRequired, total=False):
-    error_samples: dict[str, list[ErrorSample]]
-
-
-class _LevelRequired(TypedDict):
-    num_requests: int
-    successful: int
-    failed: int
-    partial: bool
-    stop_reason: str | None
-    wall_time_s: float
-    output_tokens_total: int
-    input_tokens_total: int | None
-    chunks_total: int
-    output_throughput_tps: float | None
-    request_throughput_rps: float | None
-    input_throughput_tps: float | None
-    total_token_throughput_tps: float | None
-    tokens_per_chunk: float | None
-    usage_available: bool
-    itl_per_chunk: bool
-    ttft_ms: Stats
-    itl_ms: Stats
-    e2el_ms: Stats
-    decode_tps: Stats
-    errors: dict[str, int]
-    error_samples: dict[str, list[ErrorSample]]
-    dominant_error: DominantError | None
-
-
-class Level(_LevelRequired, total=False):
-    """One level (bench.core.metrics.summarize_level): closed-loop `concurrency`, or open-loop `request_rate`."""
-
-    concurrency: int
-    request_rate: float | str
-    open_loop: OpenLoopBlock
-    queue_delay_ms: Stats
-    goodput: Goodput  # with --slo
-    content_encodings: dict[str, int]  # requests per Content-Encoding, when a server compressed anyway
-    ttfa_ms: Stats  # with `reasoning`, when a successful request reasoned (bench.core.reasoning)
-    reasoning: Reasoning
-    prompt_reuse: PromptReuse
-    # measured results only (an imported level lacks what the other tool never recorded)
-    started_at: float
-    chunk_divergence: ChunkDivergence
-    ttfb_ms: Stats
-    tpot_ms: Stats
-    schedule_lag_ms: Stats
-    served_models: list[str]
-    client: ClientHealth
-    warmup: Warmup
+from bench.core.level_run import Connections as Connections
+from bench.core.metrics.blocks import ChunkDivergence as ChunkDivergence
+from bench.core.metrics.blocks import ClientHealthBlock as ClientHealthBlock
+from bench.core.metrics.blocks import DominantError as DominantError
+from bench.core.metrics.blocks import Goodput as Goodput
+from bench.core.metrics.blocks import Level
+from bench.core.metrics.blocks import OpenLoopBlock as OpenLoopBlock
+from bench.core.metrics.blocks import PromptReuse as PromptReuse
+from bench.core.metrics.blocks import Warmup as Warmup
+from bench.core.metrics.reasoning import Reasoning as Reasoning
+from bench.core.metrics.statistics import Stats as Stats
+from bench.core.open_loop import Load, Sweep
+from bench.core.records import ErrorSample as ErrorSample
 
 
 class _ServerCommandRequired(TypedDict):
@@ -216,7 +103,7 @@ class VerdictBlock(_VerdictBlockRequired, total=False):
 
     retryable: bool
     suspicious: str
-    fix: Fix
+    fix: FixBlock
 
 
 class _FrameworkRequired(TypedDict):
@@ -250,11 +137,13 @@ class Model(_ModelRequired, total=False):
     served: ServedModels  # measured results only
 
 
-class _MachineRequired(TypedDict):
+class _MachineBlockRequired(TypedDict):
     slug: str
 
 
-class Machine(_MachineRequired, total=False):
+class MachineBlock(_MachineBlockRequired, total=False):
+    """The result's `machine` block (bench.host.machine.Machine.to_json)."""
+
     # measured results only, but gpu_probe_error
     host: str
     os: str
@@ -316,7 +205,7 @@ class Harness(_HarnessRequired, total=False):
     adapter: AdapterSource
 
 
-class Fix(TypedDict):
+class FixBlock(TypedDict):
     """bench.run.fixes.Fix as written: the failure an adapter edit answered."""
 
     from_verdict: str
@@ -335,7 +224,7 @@ class _ResultRequired(TypedDict):
     framework: Framework
     split: str
     model: Model
-    machine: Machine
+    machine: MachineBlock
     run_config: RunConfig
     started_at: str
     finished_at: str

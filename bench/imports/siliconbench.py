@@ -31,7 +31,7 @@ from bench.core.result_model import (
     ErrorSample,
     Framework,
     Level,
-    Machine,
+    MachineBlock,
     Model,
     Result,
     RunConfig,
@@ -294,9 +294,9 @@ def _run_config(data: dict[str, Any], raws: list[dict[str, Any]]) -> tuple[RunCo
     return config, notes
 
 
-def _machine(slug: str, recorded: dict[str, Any]) -> Machine:
+def _machine(slug: str, recorded: dict[str, Any]) -> MachineBlock:
     """--machine's slug, and what the file says of its machine (host, chip, os), nothing guessed."""
-    block: Machine = {"slug": slug}
+    block: MachineBlock = {"slug": slug}
     if isinstance(recorded.get("host"), str):
         block["host"] = recorded["host"]
     if isinstance(recorded.get("os"), str):

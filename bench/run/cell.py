@@ -20,7 +20,7 @@ from typing import cast
 import adapters
 from bench.base import clock
 from bench.core.result import cell_paths, write_result
-from bench.core.result_model import AdapterSource, Fix
+from bench.core.result_model import AdapterSource, FixBlock
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
 from bench.run.cell_result import (
@@ -96,7 +96,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     fix = verified_fix(previous_result(paths, result), result, clock.run_day())
     if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why
         verdict = fix.verdict_after(verdict)
-        result["verdict"] = {**verdict.to_json(), "fix": cast(Fix, fix.to_json())}
+        result["verdict"] = {**verdict.to_json(), "fix": cast(FixBlock, fix.to_json())}
     flagged = suspicious_change(paths, result)
     if flagged:  # an annotation: it never changes the verdict
         reading = gpu_reading(paths.result.parent, result)  # the GPU's side of the story, when sampled

@@ -19,7 +19,7 @@ from bench.base.paths import PROJECT_ROOT
 from bench.core.level_run import rate_json
 from bench.core.open_loop import Load, slo_json
 from bench.core.result import SCHEMA_VERSION, CellPaths
-from bench.core.result_model import Framework, Harness, Machine, ReportedVersion, Result, RunConfig
+from bench.core.result_model import Framework, Harness, MachineBlock, ReportedVersion, Result, RunConfig
 from bench.core.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.run.config import CellConfig, LoadPlan
@@ -47,7 +47,7 @@ def assemble(cfg: CellConfig, run: LevelsRun, *, machine: dict[str, Any], prompt
             "served": {"listed": list(run.listed) if run.listed is not None else None,
                        "responses": sorted(run.response_models)},
         },
-        "machine": cast(Machine, machine),
+        "machine": cast(MachineBlock, machine),
         "run_config": _run_config(cfg, run, prompt_set),
         "servers": run.servers,
         "started_at": started_at,

@@ -304,7 +304,7 @@ class LevelsRun:
     def _keep(self, run: LevelRun, sidecar: IO[str]) -> None:
         """A level's summary (with its goodput under --slo) into the result (one stopped in warm-up
         keeps its warm-up evidence) and its requests into the sidecar, each line keyed by its level."""
-        summary = cast(Level, summarize_level(run))
+        summary = summarize_level(run)
         if self.cfg.load is not None and self.cfg.load.slos:
             summary["goodput"] = goodput(run, self.cfg.load.slos)
         if run.records or run.warmup_records:
