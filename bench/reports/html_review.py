@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 
 from bench.core.level_run import level_key, level_label, rate_text, rate_value
-from bench.core.metrics.table import METRICS
+from bench.core.metrics import table as metric_table
 from bench.core.result_model import Level, NoResult, Result
 
 LOG_TAIL_LINES = 60
@@ -264,8 +264,8 @@ def _level_table(levels: Iterable[Level]) -> str:
     reasoning-only one, TTFA, where a level's model reasoned), each its p50."""
     levels = sorted(levels, key=level_key)
     open_loop = any("request_rate" in lv for lv in levels)
-    shown = [m for m in METRICS if m.review is not None and (m.when != "reasoning" or any(m.key in lv for lv in levels))
-             and (m.when != "open_loop" or open_loop)]
+    shown = [m for m in metric_table.METRICS if m.review is not None
+             and (m.when != "reasoning" or any(m.key in lv for lv in levels)) and (m.when != "open_loop" or open_loop)]
     head = ("request rate" if open_loop else "concurrency", "ok / failed", "output tok/s",
             *(f"{m.label} p50 ({m.unit})" for m in shown), "note")
     rows = []

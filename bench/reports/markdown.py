@@ -26,7 +26,8 @@ from typing import Any
 from bench.base.files import atomic_write
 from bench.core import imported
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
-from bench.core.metrics.table import METRICS, Metric
+from bench.core.metrics import table as metric_table
+from bench.core.metrics.table import Metric
 from bench.core.result_model import Level, Result
 from bench.reports import plots
 from bench.reports.comparison import Comparison
@@ -81,45 +82,64 @@ def metric_rows(metric: Metric) -> list[tuple[str, Callable[[Level], str]]]:
 
 def _shown(when: tuple[str, ...], *, after_throughput: bool = False) -> list[tuple[str, Callable[[Level], str]]]:
     """The REPORT.md rows of the metric table's rows whose `when` is in `when`, in the table's order."""
-    return [row for m in METRICS if m.when in when and m.report is not None
+    return [row for m in metric_table.METRICS if m.when in when and m.report is not None
             and m.report.after_throughput == after_throughput for row in metric_rows(m)]
 
 
 _EVERY_LEVEL = ("always", "measured")
-# Milliseconds and tok/s to 1 decimal, seconds to 2 (the result stores E2EL in ms); the metrics'
-# rows are the metric table's (bench.core.metrics.table), in its order.
-ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
-    ("Successful / Failed", _outcome),
-    *_shown(_EVERY_LEVEL),
-    ("Output throughput (tok/s)", _field("output_throughput_tps")),
-    ("Input throughput (tok/s)", _field("input_throughput_tps")),
-    ("Total throughput (tok/s)", _field("total_token_throughput_tps")),
-    ("Request throughput (req/s)", _field("request_throughput_rps", 2)),
-    *_shown(_EVERY_LEVEL, after_throughput=True),
-    ("Wall time (s)", _field("wall_time_s", 2)),
-    ("Tokens per chunk", _field("tokens_per_chunk", 2)),
-    ("Client CPU share", lambda lv: _num(lv["client"]["cpu_share"] if "client" in lv else None, 1, 100, "%")),
-)
-# Where a level of the table reasoned, after the rows of the metrics the table lists before the
-# reasoning ones (TTFT): a reasoning model's TTFT ends at its first reasoning delta, its TTFA at
-# the first answer delta (docs/metrics.md, Reasoning models).
-REASONING_ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
-    *_shown(("reasoning",)),
-    ("Reasoning tokens avg", _stat("reasoning", "tokens_mean")),
-    ("Reasoning / answer chunks", lambda lv: NULL if (block := lv.get("reasoning")) is None
-     else f"{block['chunks_total']} / {block['answer_chunks_total']}"),
-)
-_FIRST_REASONING = next(i for i, m in enumerate(METRICS) if m.when == "reasoning")
-_BEFORE_REASONING = {label for m in METRICS[:_FIRST_REASONING] for label, _ in metric_rows(m)}
-_AFTER_TTFT = max(i for i, (label, _) in enumerate(ROWS) if label in _BEFORE_REASONING) + 1
-# Open-loop levels only: how the arrivals went.
-OPEN_LOOP_ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
-    ("Offered rate (req/s)", _stat("open_loop", "offered_rate_rps", 2)),
-    ("Achieved rate (req/s)", _stat("open_loop", "achieved_rate_rps", 2)),
-    ("Queued / peak in flight", lambda lv: f"{lv['open_loop']['queued']} / {lv['open_loop']['peak_in_flight']}"
-     if "open_loop" in lv else NULL),
-    *_shown(("open_loop",)),
-)
+Row = tuple[str, Callable[[Level], str]]
+
+
+def level_rows() -> tuple[Row, ...]:
+    """Every level's rows; the metrics' are the metric table's (bench.core.metrics.table), in its
+    order. Milliseconds and tok/s to 1 decimal, seconds to 2 (the result stores E2EL in ms)."""
+    return (
+        ("Successful / Failed", _outcome),
+        *_shown(_EVERY_LEVEL),
+        ("Output throughput (tok/s)", _field("output_throughput_tps")),
+        ("Input throughput (tok/s)", _field("input_throughput_tps")),
+        ("Total throughput (tok/s)", _field("total_token_throughput_tps")),
+        ("Request throughput (req/s)", _field("request_throughput_rps", 2)),
+        *_shown(_EVERY_LEVEL, after_throughput=True),
+        ("Wall time (s)", _field("wall_time_s", 2)),
+        ("Tokens per chunk", _field("tokens_per_chunk", 2)),
+        ("Client CPU share", lambda lv: _num(lv["client"]["cpu_share"] if "client" in lv else None, 1, 100, "%")),
+    )
+
+
+def reasoning_rows() -> tuple[Row, ...]:
+    """Where a level of the table reasoned: the reasoning metrics' rows and the reasoning block's,
+    after the rows of the metrics the table lists before the reasoning ones (TTFT): a reasoning
+    model's TTFT ends at its first reasoning delta, its TTFA at the first answer delta
+    (docs/metrics.md, Reasoning models)."""
+    return (
+        *_shown(("reasoning",)),
+        ("Reasoning tokens avg", _stat("reasoning", "tokens_mean")),
+        ("Reasoning / answer chunks", lambda lv: NULL if (block := lv.get("reasoning")) is None
+         else f"{block['chunks_total']} / {block['answer_chunks_total']}"),
+    )
+
+
+def _reasoning_at(rows: tuple[Row, ...]) -> int:
+    """Where in `rows` the reasoning rows go: after the last row of a metric listed before the first reasoning one."""
+    metrics = metric_table.METRICS
+    first = next((i for i, m in enumerate(metrics) if m.when == "reasoning"), len(metrics))
+    before = {label for m in metrics[:first] for label, _ in metric_rows(m)}
+    return max((i for i, (label, _) in enumerate(rows) if label in before), default=0) + 1
+
+
+def open_loop_rows() -> tuple[Row, ...]:
+    """Open-loop levels only: how the arrivals went, and the open-loop metrics' rows."""
+    return (
+        ("Offered rate (req/s)", _stat("open_loop", "offered_rate_rps", 2)),
+        ("Achieved rate (req/s)", _stat("open_loop", "achieved_rate_rps", 2)),
+        ("Queued / peak in flight", lambda lv: f"{lv['open_loop']['queued']} / {lv['open_loop']['peak_in_flight']}"
+         if "open_loop" in lv else NULL),
+        *_shown(("open_loop",)),
+    )
+
+
+ROWS = level_rows()  # as the table stands at import; the sections ask for the rows again
 
 
 def _goodput(lv: Level) -> str:
@@ -131,15 +151,18 @@ def _goodput(lv: Level) -> str:
 
 
 # Levels judged against SLOs (--slo) only.
-GOODPUT_ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (("Goodput (req/s)", _goodput),)
-# The metric each row shows, as an imported result labels its methods (bench.core.imported).
-ROW_METRICS = {
-    "Successful / Failed": "failed",
-    **{label: f"{m.key}.{stat}" for m in METRICS if m.report is not None for label, stat in m.report.rows(m)},
-    "Output throughput (tok/s)": "output_throughput_tps", "Input throughput (tok/s)": "input_throughput_tps",
-    "Total throughput (tok/s)": "total_token_throughput_tps", "Request throughput (req/s)": "request_throughput_rps",
-    "Wall time (s)": "wall_time_s", "Tokens per chunk": "tokens_per_chunk",
-}
+GOODPUT_ROWS: tuple[Row, ...] = (("Goodput (req/s)", _goodput),)
+def row_metrics() -> dict[str, str]:
+    """The metric each row shows, as an imported result labels its methods (bench.core.imported)."""
+    return {
+        "Successful / Failed": "failed",
+        **{label: f"{m.key}.{stat}" for m in metric_table.METRICS if m.report is not None
+           for label, stat in m.report.rows(m)},
+        "Output throughput (tok/s)": "output_throughput_tps", "Input throughput (tok/s)": "input_throughput_tps",
+        "Total throughput (tok/s)": "total_token_throughput_tps",
+        "Request throughput (req/s)": "request_throughput_rps", "Wall time (s)": "wall_time_s",
+        "Tokens per chunk": "tokens_per_chunk",
+    }
 
 
 def _cell(text: Any) -> str:
@@ -158,7 +181,7 @@ def _value(result: Result, row: str, render: Callable[[Level], str], level: Leve
     """The row's value; an imported one its tool derived differently is marked `(<tool>)`."""
     text = render(level)
     source = imported.source(result)
-    if source is None or text == NULL or imported.comparable(result, ROW_METRICS.get(row, row)):
+    if source is None or text == NULL or imported.comparable(result, row_metrics().get(row, row)):
         return text
     return f"{text} ({source['label']})"
 
@@ -178,8 +201,11 @@ def _level_section(comparison: Comparison, level: LevelKey | int) -> list[str]:
     key = ("concurrency", level) if isinstance(level, int) else level
     by_fw = {fw: {level_key(lv): lv for lv in results[fw]["levels"]} for fw in frameworks}
     present = [by_fw[fw][key] for fw in frameworks if key in by_fw[fw]]
-    reasoning = REASONING_ROWS if any("ttfa_ms" in lv for lv in present) else ()
-    rows_shown = [*ROWS[:_AFTER_TTFT], *reasoning, *ROWS[_AFTER_TTFT:], *(OPEN_LOOP_ROWS if key[0] == "rate" else ()),
+    every = level_rows()
+    reasoned = any(m.when == "reasoning" and m.key in lv for m in metric_table.METRICS for lv in present)
+    at = _reasoning_at(every)
+    rows_shown = [*every[:at], *(reasoning_rows() if reasoned else ()), *every[at:],
+                  *(open_loop_rows() if key[0] == "rate" else ()),
                   *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ())]
     rows = [[label, *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
                       for fw in frameworks)]
