@@ -325,3 +325,24 @@ def test_a_level_of_compressed_streams_annotates_the_cell():
     v = classify(Evidence(levels=({**level(), "content_encodings": {"gzip": 100}},), identity=GOOD_ID))
     assert v.verdict is Verdict.OK and "compressed" in v.annotations
     assert "compressed" not in classify(Evidence(levels=(level(),), identity=GOOD_ID)).annotations
+
+
+# ------------------------------------------------------------------ verdict strings, stated once
+
+
+def test_the_schemas_verdict_enum_is_the_verdict_enum():
+    from bench.core.result import result_schema
+    assert set(result_schema()["$defs"]["verdict"]["properties"]["verdict"]["enum"]) == {v.value for v in Verdict}
+
+
+def test_every_verdict_has_one_look_and_the_reports_take_theirs_from_it():
+    from bench.core.verdicts import VERDICT_LOOKS
+    from bench.reports import html_review
+    assert set(VERDICT_LOOKS) == set(Verdict)
+    assert sorted(v.rank for v in Verdict) == list(range(len(Verdict)))
+    assert html_review.VERDICT_RANK == ("failed", "oom", "wrong-model", "all-failed", "capped", "degraded", "fixed",
+                                        "ok", "skipped")
+    assert set(html_review.VERDICT_COLOURS) == {v.value for v in Verdict}
+    assert {v for v in Verdict if v.tone == "failure"} == {v for v in Verdict if v.is_failure}  # failures are red
+    assert {v.value for v in Verdict if v.listed_as_failure} == {"failed", "all-failed", "wrong-model", "degraded",
+                                                                 "capped"}  # an OOM has its own journal section

@@ -44,6 +44,7 @@ import pytest
 from bench.core.level_run import level_key, level_label, rate_text, rate_value
 from bench.core.metrics import table as metric_table
 from bench.core.result_model import Level, NoResult, Result
+from bench.core.verdicts import Verdict
 
 LOG_TAIL_LINES = 60
 MISSING = "—"
@@ -59,8 +60,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("tpot_p50", "TPOT p50 (ms)", "median time per output token at that level"),
     ("failure_rate", "Failure rate", "failed / measured requests over all levels"),
 )
-# Worst first when sorted ascending.
-VERDICT_RANK = ("failed", "oom", "wrong-model", "all-failed", "capped", "degraded", "fixed", "ok", "skipped")
+# Worst first when sorted ascending (bench.core.verdicts.VERDICT_LOOKS).
+VERDICT_RANK = tuple(v.value for v in sorted(Verdict, key=lambda v: v.rank))
 
 
 # ------------------------------------------------------------------ row data (on the runner)
@@ -89,11 +90,10 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ the summary above the rows (on the controller)
 
-# A colour per verdict: failures red, capped and degraded amber (a degraded cell passes, but is
-# not the green of ok), fixed blue (ok, with a repair to review), ok green, skipped grey.
-VERDICT_COLOURS = {"failed": "#b42318", "oom": "#b42318", "wrong-model": "#b42318", "all-failed": "#b42318",
-                   "capped": "#b54708", "degraded": "#b54708", "fixed": "#175cd3", "ok": "#067647",
-                   "skipped": "#667085"}
+# A colour per verdict's tone (bench.core.verdicts.VERDICT_LOOKS): failures red, warnings (capped,
+# degraded) amber, fixed blue, ok green, skipped grey.
+TONE_COLOURS = {"failure": "#b42318", "warning": "#b54708", "fixed": "#175cd3", "ok": "#067647", "skipped": "#667085"}
+VERDICT_COLOURS = {v.value: TONE_COLOURS[v.tone] for v in Verdict}
 
 
 def verdict_css() -> str:
