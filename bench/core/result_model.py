@@ -18,7 +18,8 @@ here and in the schema's blocks, whose top-level `else` requires it without `imp
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, final
+from collections.abc import Mapping
+from typing import Any, TypedDict, TypeVar, cast, final
 
 from bench.core.level_run import Connections as Connections
 from bench.core.metrics.blocks import ChunkDivergence as ChunkDivergence
@@ -272,3 +273,20 @@ class IgnoredFile(TypedDict):
 @final  # no other keys: `"levels" in result` tells a Result from it
 class NoResult(TypedDict):
     """What a cell that wrote no result file (skipped, failed before a server) carries: `{}`."""
+
+
+Block = TypeVar("Block")
+
+
+def as_block(kind: type[Block], data: Mapping[str, Any]) -> Block:
+    """`data`, a block a lower layer built as a plain dict (bench.base and bench.host cannot import
+    these types: git.revision, Machine.to_json, CpuSet.to_json; nor do bench.setup's and
+    bench.run.server's to_json), as the TypedDict `kind`, once its keys are checked: `kind`'s
+    required keys, and no key `kind` does not name. The one narrowing of such a block on its way
+    into a result; the schema checks its values when the result is written."""
+    required: frozenset[str] = vars(kind)["__required_keys__"]  # a TypedDict's, set on every class
+    known = required | vars(kind)["__optional_keys__"]
+    if not required <= set(data) <= known:
+        raise TypeError(f"not a {kind.__name__} block: missing {sorted(required - set(data))}, "
+                        f"unknown {sorted(set(data) - known)}")
+    return cast(Block, data)  # checked just above

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from bench.core.metrics import BUNDLING_TOKENS_PER_CHUNK, DIVERGENCE_WARN_FRACTION
 from bench.core.result import SCHEMA_VERSION
@@ -313,7 +313,7 @@ def convert(source: Source, *, machine: str, results_name: str, profile: str, sp
     Its run id is the file's start time (UTC) and the first hex digits of its sha256, so the same
     file always converts to the same name."""
     data = source.data
-    raws = cast(list[dict[str, Any]], data["concurrency_results"])
+    raws: list[dict[str, Any]] = data["concurrency_results"]  # SiliconBench's own levels, read field by field
     levels = [convert_level(raw) for raw in raws]
     started = _utc(data["timestamp"])
     total = data.get("total_duration_s")

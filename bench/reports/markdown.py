@@ -19,7 +19,7 @@ where each came from and what is not comparable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +41,10 @@ def _num(value: float | None, digits: int, scale: float = 1.0, suffix: str = "")
     return NULL if value is None else f"{value * scale:.{digits}f}{suffix}"
 
 
-def _key(block: Mapping[str, object], key: str, stat: str | None = None) -> float | None:
-    """`block[key]` (or `block[key][stat]`) for a key ROWS names as data (a TypedDict is indexed by
-    literals only); None when absent (an imported level has no TPOT nor client block) or not a number."""
-    value = block.get(key)
-    if stat is not None:
-        value = value.get(stat) if isinstance(value, dict) else None
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _key(level: Level, key: str, stat: str | None = None) -> float | None:
+    """`level[key]` (or `level[key][stat]`) for a key ROWS names as data; None when absent (an
+    imported level has no TPOT nor client block)."""
+    return imported.metric_value(level, key if stat is None else f"{key}.{stat}")
 
 
 def _stat(block: str, stat: str, digits: int = 1, scale: float = 1.0) -> Callable[[Level], str]:

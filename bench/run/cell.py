@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import cast
 
 import adapters
 from bench.base import clock
 from bench.core.result import cell_paths, write_result
-from bench.core.result_model import AdapterSource, FixBlock
+from bench.core.result_model import AdapterSource, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
 from bench.run.cell_result import (
@@ -92,11 +91,11 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     verdict = _verdict(cfg, run)
     result = assemble(cfg, run, machine=machine.to_json(), prompt_set=prompt_set, verdict=verdict,
                       started_at=started_at, duration_s=time.monotonic() - t0)
-    result["harness"] = {**result["harness"], "adapter": cast(AdapterSource, adapters.source(cfg.framework))}
+    result["harness"] = {**result["harness"], "adapter": as_block(AdapterSource, adapters.source(cfg.framework))}
     fix = verified_fix(previous_result(paths, result), result, clock.run_day())
     if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why
         verdict = fix.verdict_after(verdict)
-        result["verdict"] = {**verdict.to_json(), "fix": cast(FixBlock, fix.to_json())}
+        result["verdict"] = {**verdict.to_json(), "fix": fix.to_json()}
     flagged = suspicious_change(paths, result)
     if flagged:  # an annotation: it never changes the verdict
         reading = gpu_reading(paths.result.parent, result)  # the GPU's side of the story, when sampled

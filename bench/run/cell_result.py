@@ -12,14 +12,23 @@ import json
 import statistics
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
 from bench.core.level_run import rate_json
 from bench.core.open_loop import Load, slo_json
 from bench.core.result import SCHEMA_VERSION, CellPaths
-from bench.core.result_model import Framework, Harness, MachineBlock, ReportedVersion, Result, RunConfig
+from bench.core.result_model import (
+    CpuAffinity,
+    Framework,
+    Harness,
+    MachineBlock,
+    ReportedVersion,
+    Result,
+    RunConfig,
+    as_block,
+)
 from bench.core.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.run.config import CellConfig, LoadPlan
@@ -35,7 +44,7 @@ def assemble(cfg: CellConfig, run: LevelsRun, *, machine: dict[str, Any], prompt
     result: Result = {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
-        "harness": cast(Harness, git.revision(PROJECT_ROOT)),
+        "harness": as_block(Harness, git.revision(PROJECT_ROOT)),
         "framework": _framework(adapter.name, run.platform_tag, run.install, run.reported_version),
         "split": cfg.split,
         "model": {
@@ -47,7 +56,7 @@ def assemble(cfg: CellConfig, run: LevelsRun, *, machine: dict[str, Any], prompt
             "served": {"listed": list(run.listed) if run.listed is not None else None,
                        "responses": sorted(run.response_models)},
         },
-        "machine": cast(MachineBlock, machine),
+        "machine": as_block(MachineBlock, machine),
         "run_config": _run_config(cfg, run, prompt_set),
         "servers": run.servers,
         "started_at": started_at,
@@ -83,7 +92,7 @@ def _run_config(cfg: CellConfig, run: LevelsRun, prompt_set: PromptSet) -> RunCo
         "levels_share_server": run.shared,
         "request_timeout_s": cfg.request_timeout_s,
         "request_extras": run.extra_body,
-        "cpu_affinity": cast(Any, cfg.cpus.to_json()),
+        "cpu_affinity": as_block(CpuAffinity, cfg.cpus.to_json()),
         "unique_prompts": cfg.unique_prompts,
         "keep_alive": cfg.keep_alive,
         "prompts": {"source": str(prompt_set.source), "format": prompt_set.format,

@@ -17,14 +17,14 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from functools import partial
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from bench.core.level_run import level_label, rate_json, rate_text
 from bench.core.metrics import summarize_level
 from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result import CellPaths
-from bench.core.result_model import Level, ReportedVersion, Server
+from bench.core.result_model import Level, ReportedVersion, Server, ServerCommand, ServerExit, ServerResources, as_block
 from bench.host.ports import free_port
 from bench.host.resources import ResourceSampler
 from bench.load import LevelConfig, LevelRun, OpenLoop
@@ -173,11 +173,11 @@ class LevelsRun:
             ended_alone = exit_info.returncode is not None and not exit_info.stopped_by_us
             if ended_alone and self.server_exit is None:  # between or after levels
                 self.server_exit = f"{server.exit_reason()} after {self._last_text()}"
-            server_info["exit"] = cast(Any, exit_info.to_json())
+            server_info["exit"] = as_block(ServerExit, exit_info.to_json())
             if isinstance(server, ServerProcess):
-                server_info["overhead"] = cast(Any, server.overhead())
+                server_info["overhead"] = server.overhead()
             if sampler is not None:  # the file name, not the path: results stay valid when moved or committed
-                server_info["resources"] = cast(Any, {**sampler.summary(), "path": sampler.path.name})
+                server_info["resources"] = as_block(ServerResources, {**sampler.summary(), "path": sampler.path.name})
             self.oom = self.oom or exit_info.oom
         return self.oom is None and self.capped is None and self.server_exit is None
 
@@ -207,7 +207,7 @@ class LevelsRun:
         command = replace(self.adapter.serve(ctx), cpus=self.cfg.cpus.server, secrets=(key.value,) if key else ())
         log_path = self.paths.server_log(label)
         server_info["port"] = port
-        server_info["command"] = cast(Any, command.to_json())
+        server_info["command"] = as_block(ServerCommand, command.to_json())
         server_info["log"] = str(log_path)
         return self.launch(command, replace(self.adapter, startup_timeout_s=self._ready_timeout()), self.cfg.host,
                            port, log_path, memory_limit_bytes=self.cfg.memory_limit_bytes,
