@@ -258,3 +258,13 @@ def test_what_a_measured_result_must_have_is_optional_in_the_types():
         node = measured[key].get("items", measured[key])
         assert set(node["required"]) <= typed.__optional_keys__, key
     assert set(result_schema()["else"]["required"]) <= model.Result.__optional_keys__
+
+
+def test_a_block_built_below_the_types_enters_a_result_only_with_its_keys():
+    block = {"file": "adapters/llamacpp.py", "sha256": "ab" * 32}
+    assert model.as_block(model.AdapterSource, block) is block
+    with pytest.raises(TypeError, match=r"missing \['sha256'\]"):
+        model.as_block(model.AdapterSource, {"file": "adapters/llamacpp.py"})
+    with pytest.raises(TypeError, match=r"unknown \['mtime'\]"):
+        model.as_block(model.AdapterSource, {**block, "mtime": 1.0})
+    assert model.as_block(model.Server, {"levels": [1]}) == {"levels": [1]}  # optional keys may be absent
