@@ -60,7 +60,7 @@ class NotSiliconBench(ValueError):
 
 
 @dataclass(frozen=True)
-class Source:
+class SiliconBenchFile:
     """A SiliconBench result file whose shape `read` checked."""
 
     path: Path
@@ -78,7 +78,7 @@ class Source:
         return split if isinstance(split, str) and split else None
 
 
-def read(path: Path) -> Source:
+def read(path: Path) -> SiliconBenchFile:
     """The file at `path`, checked; raises NotSiliconBench naming the first thing that is wrong."""
     raw = Path(path).read_bytes()
     try:
@@ -86,7 +86,7 @@ def read(path: Path) -> Source:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise NotSiliconBench(f"not JSON: {exc}") from exc
     check(data)
-    return Source(Path(path), hashlib.sha256(raw).hexdigest(), data)
+    return SiliconBenchFile(Path(path), hashlib.sha256(raw).hexdigest(), data)
 
 
 def _number(value: Any) -> bool:
@@ -149,7 +149,7 @@ def _check_level(where: str, level: Any) -> None:
                                   f"{', '.join(missing)}")
 
 
-def machine_mismatch(source: Source, slug: str) -> str | None:
+def machine_mismatch(source: SiliconBenchFile, slug: str) -> str | None:
     """Why the file's own machine block contradicts `slug` (--machine), or None. Only a recorded
     chip decides (slugged as cellbench slugs it); a file without one is taken at its word."""
     machine = source.data.get("machine") or {}
@@ -306,7 +306,7 @@ def _machine(slug: str, recorded: dict[str, Any]) -> MachineBlock:
     return block
 
 
-def convert(source: Source, *, machine: str, results_name: str, profile: str, split: str, model_format: str,
+def convert(source: SiliconBenchFile, *, machine: str, results_name: str, profile: str, split: str, model_format: str,
             imported_at: str) -> Result:
     """`source` as a cellbench result of `split` on `machine` (a slug), filed under `results_name`.
 

@@ -32,7 +32,7 @@ from bench.run.cell_result import (
 )
 from bench.run.config import CellConfig, CellOutcome, Launcher
 from bench.run.fixes import verified_fix
-from bench.run.levels import LevelsRun
+from bench.run.levels import CellRun
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
 from bench.setup.installs import Installation, InstallError, NotInstalled
@@ -80,7 +80,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         return CellOutcome(resumed_verdict(kept), kept.path, kept.data)
     prompt_set = _prompts(cfg)
 
-    run = LevelsRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
+    run = CellRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
     interrupted: KeyboardInterrupt | None = None
     try:
         run.execute()
@@ -110,7 +110,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     return outcome
 
 
-def _verdict(cfg: CellConfig, run: LevelsRun) -> CellVerdict:
+def _verdict(cfg: CellConfig, run: CellRun) -> CellVerdict:
     identity = Identity(run.model.served_id, run.listed, tuple(sorted(run.response_models)))
     evidence = Evidence(
         levels=tuple(run.summaries),

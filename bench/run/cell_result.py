@@ -32,12 +32,12 @@ from bench.core.result_model import (
 from bench.core.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.run.config import CellConfig, LoadPlan
-from bench.run.levels import LevelsRun, point_json
+from bench.run.levels import CellRun, point_json
 from bench.setup.installs import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
 
-def assemble(cfg: CellConfig, run: LevelsRun, *, machine: dict[str, Any], prompt_set: PromptSet,
+def assemble(cfg: CellConfig, run: CellRun, *, machine: dict[str, Any], prompt_set: PromptSet,
              verdict: CellVerdict, started_at: str, duration_s: float) -> Result:
     """The result of a cell whose levels `run` measured, with `verdict`."""
     adapter, model = run.adapter, run.model
@@ -84,7 +84,7 @@ def _framework(name: str, platform_tag: str, install: Installation, reported: Re
     return block
 
 
-def _run_config(cfg: CellConfig, run: LevelsRun, prompt_set: PromptSet) -> RunConfig:
+def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConfig:
     block: RunConfig = {
         "levels": ["sweep"] if run.search is not None else [point_json(p) for p in run.points()],
         "requests_per_level": cfg.requests,

@@ -59,7 +59,7 @@ def _file_label(points: list[Point]) -> str:
     return f"c{point}" if isinstance(point, int) else f"r{rate_text(point.rate)}"
 
 
-class LevelsRun:
+class CellRun:
     """The mutable part of a cell: servers started, levels measured, what the server said."""
 
     def __init__(self, cfg: CellConfig, adapter: Adapter, install: Installation, model: ModelRef,
