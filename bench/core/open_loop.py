@@ -40,7 +40,7 @@ class Load(_LoadRequired, total=False):
     max_concurrency: int | None
     seed: int
     slo: dict[str, float] | None
-    sweep: dict[str, Any] | None
+    sweep: dict[str, Any] | None  # {start_rps, tolerance, max_levels}; the schema leaves it open too
 
 
 class Sweep(TypedDict):

@@ -53,16 +53,16 @@ class _ServerExitRequired(TypedDict):
 
 
 class ServerExit(_ServerExitRequired, total=False):
-    oom: dict[str, Any]
+    oom: dict[str, Any]  # free-form: the OOM evidence of whichever source found it (bench.host.oom)
     oom_check_error: str
-    memory: dict[str, Any]
+    memory: dict[str, Any]  # free-form: the memory limit's own report (bench.host.memlimit)
 
 
 class ServerResources(TypedDict):
     path: str
     interval_s: float
     samples: int
-    peak: dict[str, Any]
+    peak: dict[str, Any]  # free-form: the peak of each sampled quantity, as the sampler has it
     gpu_source: str | None
     errors: list[str]
 
@@ -85,7 +85,7 @@ class Server(_ServerRequired, total=False):
     external: str
     retried_after: str
     start_error: str
-    oom: dict[str, Any]
+    oom: dict[str, Any]  # free-form, as ServerExit.oom
     ready_after_s: float | None
     reported_version: ReportedVersion | None
     exit: ServerExit
@@ -111,7 +111,7 @@ class _FrameworkRequired(TypedDict):
     name: str
     version: str
     install_source: str
-    install: dict[str, Any]
+    install: dict[str, Any]  # free-form: each install recipe records its own details
 
 
 class Framework(_FrameworkRequired, total=False):
@@ -182,7 +182,7 @@ class RunConfig(_RunConfigRequired, total=False):
     warmup: int
     levels_share_server: bool
     request_timeout_s: float
-    request_extras: dict[str, Any]
+    request_extras: dict[str, Any]  # free-form: the JSON body fields sent with every request
     prompts: Prompts
     cpu_affinity: CpuAffinity
     unique_prompts: bool
@@ -248,7 +248,7 @@ class Imported(TypedDict):
     sha256: str
     timestamp: str
     imported_at: str
-    source_machine: dict[str, Any] | None
+    source_machine: dict[str, Any] | None  # free-form: the other tool's own machine record
     methods: dict[str, MetricMethod]
     warnings: list[str]
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 import adapters
 from bench.base import clock
 from bench.core.result import cell_paths, write_result
-from bench.core.result_model import AdapterSource, as_block
+from bench.core.result_model import AdapterSource, MachineBlock, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
 from bench.run.cell_result import (
@@ -89,8 +89,8 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         run.capped = f"interrupted ({str(exc) or type(exc).__name__}) {run.where()}"
 
     verdict = _verdict(cfg, run)
-    result = assemble(cfg, run, machine=machine.to_json(), prompt_set=prompt_set, verdict=verdict,
-                      started_at=started_at, duration_s=time.monotonic() - t0)
+    result = assemble(cfg, run, machine=as_block(MachineBlock, machine.to_json()), prompt_set=prompt_set,
+                      verdict=verdict, started_at=started_at, duration_s=time.monotonic() - t0)
     result["harness"] = {**result["harness"], "adapter": as_block(AdapterSource, adapters.source(cfg.framework))}
     fix = verified_fix(previous_result(paths, result), result, clock.run_day())
     if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why

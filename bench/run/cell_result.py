@@ -12,7 +12,6 @@ import json
 import statistics
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
@@ -37,7 +36,7 @@ from bench.setup.installs import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
 
-def assemble(cfg: CellConfig, run: CellRun, *, machine: dict[str, Any], prompt_set: PromptSet,
+def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set: PromptSet,
              verdict: CellVerdict, started_at: str, duration_s: float) -> Result:
     """The result of a cell whose levels `run` measured, with `verdict`."""
     adapter, model = run.adapter, run.model
@@ -56,7 +55,7 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: dict[str, Any], prompt_s
             "served": {"listed": list(run.listed) if run.listed is not None else None,
                        "responses": sorted(run.response_models)},
         },
-        "machine": as_block(MachineBlock, machine),
+        "machine": machine,
         "run_config": _run_config(cfg, run, prompt_set),
         "servers": run.servers,
         "started_at": started_at,
