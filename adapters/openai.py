@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, get_args
 
 from bench.setup import profiles
 from bench.setup.adapter import (
@@ -104,9 +104,17 @@ def bind(profile: profiles.ModelProfile, endpoint: str | None = None, *, downloa
         source = f"{profile.source}: openai.command"
         details = {"command": list(section.command or ()), "env": dict(section.env)}
     install = Installation(NAME, UNKNOWN_VERSION, Path.cwd(), {}, source=source, details=details)
-    adapter = replace(ADAPTER, model_format=cast(ModelFormat, fmt), default_port=section.port,
+    adapter = replace(ADAPTER, model_format=_known(fmt), default_port=section.port,
                       ready_path=section.ready_path)
     return Bound(adapter, install, model)
+
+
+def _known(fmt: str) -> ModelFormat:
+    """A profile's format as the adapter holds it (bench.setup.profiles accepts only these)."""
+    for known in get_args(ModelFormat):
+        if fmt == known:
+            return known
+    raise NotConfigured(f"{NAME}: unknown model format {fmt!r}")
 
 
 def _format_and_id(profile: profiles.ModelProfile, section: profiles.OpenAIServer) -> tuple[str, str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result_model import Machine, Result
+from bench.core.result_model import MachineBlock, Result
 from bench.host.machine import detect
 from bench.reports import cleanup
 from tests.support.results import put, synthetic_result, variant
@@ -26,7 +26,7 @@ OLD, NEWER, NEWEST = "20260101T000000Z-aaaa", "20260201T000000Z-bbbb", "20260301
 
 @pytest.fixture(scope="module")
 def template() -> Result:
-    machine: Machine = detect().to_json()  # type: ignore[assignment]  # the machine's own record
+    machine: MachineBlock = detect().to_json()  # type: ignore[assignment]  # the machine's own record
     return synthetic_result(machine=machine)
 
 

@@ -298,7 +298,7 @@ def test_only_an_imported_result_may_lack_them_and_it_must_say_so(tmp_path):
 
 
 def test_the_measured_only_keys_are_the_typed_dicts_optional_ones():
-    typed = {"#": model.Result, "machine": model.Machine, "model": model.Model, "run_config": model.RunConfig,
+    typed = {"#": model.Result, "machine": model.MachineBlock, "model": model.Model, "run_config": model.RunConfig,
              "levels": model.Level}
     for where, block in [("#", _else()), *_else()["properties"].items()]:
         required = set(block.get("required") or block.get("items", {}).get("required", ()))

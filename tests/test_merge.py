@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from bench.cli.main import main as cellbench
-from bench.core.result_model import Machine
+from bench.core.result_model import MachineBlock
 from bench.reports import merge, merge_render
 from bench.reports.journal import CellEntry, Journal
 from tests.support.results import MACHINE, Spec, write_cell
@@ -34,7 +34,7 @@ FAILED_REASON = "server exited during start: <libcuda.so.1 | not found>"
 SKIP_REASON = "mlx_lm runs on darwin-arm64; this is linux-x86_64"
 
 
-def machine(slug: str) -> Machine:
+def machine(slug: str) -> MachineBlock:
     return {**MACHINE, "slug": slug, "host": f"{slug}-host"}
 
 

@@ -337,7 +337,7 @@ def test_summary_is_json_ready():
     assert not any(isinstance(v, float) and math.isnan(v) for v in s.values())
 
 
-# ------------------------------------------------------------------ reasoning models (bench.core.reasoning)
+# ------------------------------------------------------------------ reasoning models (bench.core.metrics.reasoning)
 
 
 def thinking(index: int, answer_from: int | None, reasoning_tokens: int | None, send: float = 0.0) -> RequestRecord:

@@ -10,16 +10,15 @@ records on a seeded schedule, summarized by bench.core.metrics and judged by ben
 from __future__ import annotations
 
 import json
-from typing import cast
 
 import pytest
 
 from bench.core.level_run import ClientHealth, LevelConfig, LevelRun, OpenLoop, level_label, rate_json
 from bench.core.metrics import summarize_level, wall_span
-from bench.core.open_loop import Goodput, Load, OpenLoopBlock, Sweep, goodput, parse_slos
+from bench.core.open_loop import Load, Sweep, goodput, parse_slos
 from bench.core.records import RequestRecord
 from bench.core.result import cell_paths, result_schema, validate, write_result
-from bench.core.result_model import Level, Result
+from bench.core.result_model import Goodput, Level, OpenLoopBlock, Result
 from bench.core.store import suspicious
 from bench.core.verdicts import Evidence, Identity, classify
 from bench.load.arrivals import arrival_offsets
@@ -55,7 +54,7 @@ def open_level(rate: float, *, slo: str | None = SLO, max_concurrency: int | Non
     assert span is not None
     run = LevelRun(cfg, records, [], span[0], span[1], 1_796_000_000.0, False, None, ClientHealth(0.1, 1.0, 0.5),
                    schedule=arrival_offsets(rate, 1.0, len(records), seed=0), peak_in_flight=3)
-    level = cast(Level, summarize_level(run))
+    level = summarize_level(run)
     if slo:
         level["goodput"] = goodput(run, parse_slos(slo))
     return level

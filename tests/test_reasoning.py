@@ -11,15 +11,16 @@ import contextlib
 import json
 import threading
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import get_type_hints
 
 import psutil
 import pytest
 
 from bench.core import metrics
-from bench.core.reasoning import Reasoning, reasoning_chunks
+from bench.core.metrics.reasoning import Reasoning, reasoning_chunks
 from bench.core.records import RequestRecord
 from bench.core.result import read_result, validate
+from bench.core.result_model import Level
 from bench.reports import html_review
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import ROWS, write_report
@@ -138,7 +139,7 @@ def thinking_record(index: int, *, send: float, answer_after: int | None, tokens
                          done_marker=True)
 
 
-def reasoning_level() -> dict[str, Any]:
+def reasoning_level() -> Level:
     return metrics.summarize_level(level([thinking_record(0, send=0.0, answer_after=3, tokens=3),
                                           thinking_record(1, send=1.0, answer_after=1, tokens=1)]))
 

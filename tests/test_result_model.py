@@ -116,12 +116,12 @@ def test_every_key_of_the_schema_has_a_description():
 TYPED_BLOCKS = {
     model.Result: "#", model.Harness: "#/properties/harness", model.Framework: "#/properties/framework",
     model.Model: "#/properties/model",
-    model.ServedModels: "#/properties/model/properties/served", model.Machine: "#/properties/machine",
+    model.ServedModels: "#/properties/model/properties/served", model.MachineBlock: "#/properties/machine",
     model.RunConfig: "#/properties/run_config", model.CpuAffinity: "#/properties/run_config/properties/cpu_affinity",
     model.Prompts: "#/properties/run_config/properties/prompts", model.Server: "#/$defs/server",
     model.ServerCommand: "#/$defs/server/properties/command", model.ServerExit: "#/$defs/server/properties/exit",
     model.ServerResources: "#/$defs/server/properties/resources", model.Level: "#/$defs/level",
-    model.Stats: "#/$defs/stats", model.ClientHealth: "#/$defs/client", model.PromptReuse: "#/$defs/prompt_reuse",
+    model.Stats: "#/$defs/stats", model.ClientHealthBlock: "#/$defs/client", model.PromptReuse: "#/$defs/prompt_reuse",
     model.Warmup: "#/$defs/warmup", model.ErrorSample: "#/$defs/error_sample",
     model.DominantError: "#/$defs/dominant_error", model.VerdictBlock: "#/$defs/verdict",
     model.ChunkDivergence: "#/$defs/level/properties/chunk_divergence",
@@ -171,3 +171,100 @@ def test_a_version_1_file_from_an_earlier_cellbench_feeds_the_reports(tmp_path):
     comparison = build_comparison(split_dir, machine="intelxeonprocessor")
     assert comparison["frameworks"] == ["llamacpp", "vllm"]
     assert comparison["results"]["llamacpp"] == json.loads(V1_FILE.read_text())
+
+
+# ------------------------------------------------------------------ every typed block, found by walking the types
+
+# Objects of the schema with named keys that the types leave a free-form dict, and why.
+FREE_FORM = {
+    "#/$defs/server/properties/overhead": "bench.run.server.ServerProcess.overhead's seconds, a dict of floats",
+}
+
+
+def _is_typed_dict(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__required_keys__")
+
+
+def _object_at(node: dict[str, Any], where: str) -> tuple[str, dict[str, Any]] | None:
+    """(pointer, object schema) a property at `where` holds: through $ref, a nullable oneOf, an
+    array's items, a map's values."""
+    if "$ref" in node:
+        return _object_at(_resolve(node), node["$ref"])
+    if "properties" in node:
+        return where, node
+    for part in ("items", "additionalProperties"):
+        if isinstance(node.get(part), dict):
+            return _object_at(node[part], f"{where}/{part}")
+    for i, branch in enumerate(node.get("oneOf", [])):
+        found = _object_at(branch, f"{where}/oneOf/{i}")
+        if found is not None:
+            return found
+    return None
+
+
+def _inner(tp: Any) -> list[Any]:
+    """The types a hint holds: X of `X | None`, `list[X]`, `dict[str, X]`."""
+    args = getattr(tp, "__args__", ())
+    return [a for arg in args for a in ([arg] if _is_typed_dict(arg) else _inner(arg))] if args else []
+
+
+def typed_blocks() -> list[tuple[type, str, dict[str, Any]]]:
+    """(TypedDict, schema pointer, object schema) of every block reachable from Result."""
+    out: list[tuple[type, str, dict[str, Any]]] = []
+    todo: list[tuple[type, str, dict[str, Any]]] = [(model.Result, "#", result_schema())]
+    seen: set[tuple[type, str]] = set()
+    while todo:
+        typed, where, block = todo.pop()
+        if (typed, where) in seen:
+            continue
+        seen.add((typed, where))
+        out.append((typed, where, block))
+        for key, hint in get_type_hints(typed).items():
+            sub = block["properties"].get(key)
+            if sub is None:
+                continue
+            inner = [hint] if _is_typed_dict(hint) else _inner(hint)
+            found = _object_at(sub, f"{where}/properties/{key}")
+            for tp in inner:
+                assert found is not None, f"{typed.__name__}.{key} is typed {tp.__name__}; no object in the schema"
+                todo.append((tp, *found))
+            if not inner and found is not None and found[1].get("properties"):
+                assert found[0] in FREE_FORM, f"{typed.__name__}.{key}: the schema names its keys, the type does not"
+    return out
+
+
+def test_every_typed_block_reachable_from_result_names_exactly_the_schemas_keys():
+    blocks = typed_blocks()
+    names = {typed.__name__ for typed, _, _ in blocks}
+    assert {"Level", "Stats", "ClientHealthBlock", "Connections", "OpenLoopBlock", "Goodput", "Reasoning", "Load",
+            "Sweep", "Imported", "MetricMethod", "FixBlock", "AdapterSource", "ReportedVersion", "ErrorSample",
+            "Warmup", "MachineBlock"} <= names
+    wrong = []
+    for typed, where, block in blocks:
+        keys, required = set(get_type_hints(typed)), set(block.get("required", ()))
+        if keys != set(block["properties"]):
+            wrong.append(f"{typed.__name__} at {where}: keys {sorted(keys ^ set(block['properties']))}")
+        if typed.__required_keys__ != required:
+            wrong.append(f"{typed.__name__} at {where}: required {sorted(typed.__required_keys__ ^ required)}")
+    assert wrong == []
+
+
+def test_what_a_measured_result_must_have_is_optional_in_the_types():
+    """The schema's `else` (a measured result) requires keys an imported result may lack: the
+    TypedDicts have them optional, so a reader of an imported result checks before reading."""
+    measured = result_schema()["else"]["properties"]
+    pairs = {"machine": model.MachineBlock, "model": model.Model, "run_config": model.RunConfig, "levels": model.Level}
+    for key, typed in pairs.items():
+        node = measured[key].get("items", measured[key])
+        assert set(node["required"]) <= typed.__optional_keys__, key
+    assert set(result_schema()["else"]["required"]) <= model.Result.__optional_keys__
+
+
+def test_a_block_built_below_the_types_enters_a_result_only_with_its_keys():
+    block = {"file": "adapters/llamacpp.py", "sha256": "ab" * 32}
+    assert model.as_block(model.AdapterSource, block) is block
+    with pytest.raises(TypeError, match=r"missing \['sha256'\]"):
+        model.as_block(model.AdapterSource, {"file": "adapters/llamacpp.py"})
+    with pytest.raises(TypeError, match=r"unknown \['mtime'\]"):
+        model.as_block(model.AdapterSource, {**block, "mtime": 1.0})
+    assert model.as_block(model.Server, {"levels": [1]}) == {"levels": [1]}  # optional keys may be absent

@@ -46,14 +46,14 @@ def test_a_budget_too_small_for_the_levels_ends_capped_and_keeps_the_finished_le
     budget runs out 2 s later, however fast or slow the host (a fast host once served all of c=1
     inside a 3 s budget, and the cell came out ok)."""
 
-    class StoppedBeforeC1(cell.LevelsRun):
+    class StoppedBeforeC1(cell.CellRun):
         def _run_level(self, server, point, sidecar):
             if point == 1:
                 os.killpg(server.proc.pid, signal.SIGSTOP)  # teardown's SIGKILL ends it stopped
                 self.deadline = time.perf_counter() + 2.0
             return super()._run_level(server, point, sidecar)
 
-    monkeypatch.setattr(cell, "LevelsRun", StoppedBeforeC1)
+    monkeypatch.setattr(cell, "CellRun", StoppedBeforeC1)
     cfg = _cfg(tmp_path, levels=(2, 1), requests=24, budget_s=3600.0, request_timeout_s=600)
     outcome = run_cell(cfg, server_launcher)
     assert outcome.verdict.verdict is Verdict.CAPPED, outcome.verdict.reason

@@ -7,6 +7,7 @@ import pytest
 from bench.core import metrics
 from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.records import ErrorType, RequestError, RequestRecord
+from bench.core.result_model import Level
 from bench.core.verdicts import Evidence, Identity, Verdict, classify, wilson_interval
 from bench.host.affinity import CpuUse
 
@@ -129,7 +130,7 @@ def test_a_pinned_client_starved_on_its_own_cpu_is_told_to_find_a_free_one():
 def test_each_cause_of_a_late_client_is_named_from_what_the_level_measured():
     """From ClientHealth values through bench.core.metrics to the reason: one part per cause, the
     client's own work first."""
-    def measured(concurrency: int, health: ClientHealth) -> dict:
+    def measured(concurrency: int, health: ClientHealth) -> Level:
         records = [RequestRecord(index=0, prompt_name="p", t_sched=0.0, t_send=0.0, t_first_token=0.1, t_end=0.2,
                                  chunk_times=[0.1, 0.2], finish_reason="stop", http_status=200, done_marker=True)]
         run = LevelRun(replace(CFG, concurrency=concurrency), records, [], 0.0, 0.2, 0.0, False, None, health)
@@ -324,3 +325,24 @@ def test_a_level_of_compressed_streams_annotates_the_cell():
     v = classify(Evidence(levels=({**level(), "content_encodings": {"gzip": 100}},), identity=GOOD_ID))
     assert v.verdict is Verdict.OK and "compressed" in v.annotations
     assert "compressed" not in classify(Evidence(levels=(level(),), identity=GOOD_ID)).annotations
+
+
+# ------------------------------------------------------------------ verdict strings, stated once
+
+
+def test_the_schemas_verdict_enum_is_the_verdict_enum():
+    from bench.core.result import result_schema
+    assert set(result_schema()["$defs"]["verdict"]["properties"]["verdict"]["enum"]) == {v.value for v in Verdict}
+
+
+def test_every_verdict_has_one_look_and_the_reports_take_theirs_from_it():
+    from bench.core.verdicts import VERDICT_LOOKS
+    from bench.reports import html_review
+    assert set(VERDICT_LOOKS) == set(Verdict)
+    assert sorted(v.rank for v in Verdict) == list(range(len(Verdict)))
+    assert html_review.VERDICT_RANK == ("failed", "oom", "wrong-model", "all-failed", "capped", "degraded", "fixed",
+                                        "ok", "skipped")
+    assert set(html_review.VERDICT_COLOURS) == {v.value for v in Verdict}
+    assert {v for v in Verdict if v.tone == "failure"} == {v for v in Verdict if v.is_failure}  # failures are red
+    assert {v.value for v in Verdict if v.listed_as_failure} == {"failed", "all-failed", "wrong-model", "degraded",
+                                                                 "capped"}  # an OOM has its own journal section

@@ -125,10 +125,10 @@ def test_a_week_with_a_broken_adapter_fixed_between_runs(checkout, tmp_path, lla
 
     # 3. A chat budget of 20 s caps the cell, and an engine edit made during the run is refused.
     code, summary, stderr = weekly(checkout, probe_dir, "--requests", "100000", "--cell-budget", "chat=20s",
-                                   edit="bench/core/metrics.py")
+                                   edit="bench/core/metrics/level.py")
     assert code != 0 and summary["not_ok"] == ["llamacpp/chat: capped"], summary
-    assert "edited during the run outside adapters/, not committed: bench/core/metrics.py" in stderr
-    assert "bench/core/metrics.py" not in _git(checkout, "log", "--name-only", "--format=", f"main..{branch}")
+    assert "edited during the run outside adapters/, not committed: bench/core/metrics/level.py" in stderr
+    assert "bench/core/metrics/level.py" not in _git(checkout, "log", "--name-only", "--format=", f"main..{branch}")
     journal = (scoped / f"journal_{today}.md").read_text()
     assert "| llamacpp | capped | cell budget of 20 s reached at c=1" in journal
     since = journal[journal.index("- Since the last pass:"):]  # the capped cell's entry under Failures

@@ -10,9 +10,8 @@ decides comparability once, where it knows the other tool.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import PurePath
-from typing import Any, cast
 
 from bench.core.level_run import LevelKey, key_label, level_key, levels_text
 from bench.core.result_model import Imported, Level, Result
@@ -80,11 +79,11 @@ def comparable(result: Result, metric: str) -> bool:
     return bool(method and method["comparable"])
 
 
-def metric_value(level: Level, metric: str) -> float | None:
-    """`level[metric]`, or `level[block][stat]` for `block.stat`; None when absent."""
-    data = cast(dict[str, Any], level)
+def metric_value(level: Mapping[str, object], metric: str) -> float | None:
+    """`level[metric]`, or `level[block][stat]` for `block.stat` (a metric named as data: a
+    TypedDict is indexed by literals only); None when absent or not a number."""
     block, _, stat = metric.partition(".")
-    value = data.get(block)
+    value = level.get(block)
     if stat:
         value = value.get(stat) if isinstance(value, dict) else None
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None

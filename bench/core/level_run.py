@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from bench.base.defaults import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_WARMUP
 from bench.core.records import RequestRecord
@@ -98,6 +98,15 @@ class LevelConfig:
         return self.open_loop.label if self.open_loop is not None else f"c={self.concurrency}"
 
 
+class Connections(TypedDict):
+    """A level's `client.connections` block (`ConnectionCounts.to_json`)."""
+
+    opened: int
+    reused: int
+    stale: int
+    retried: int
+
+
 @dataclass
 class ConnectionCounts:
     """What a level's connections did, its warm-up included (bench.load.http.connector)."""
@@ -107,7 +116,7 @@ class ConnectionCounts:
     stale: int = 0  # idle kept-alive connections found closed by the server, dropped before use
     retried: int = 0  # requests sent again: a reused connection ended before any response byte
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> Connections:
         return {"opened": self.opened, "reused": self.reused, "stale": self.stale, "retried": self.retried}
 
 

@@ -1,8 +1,9 @@
 """Open-loop levels in a result, and the SLOs a level (or a rate sweep) is judged by.
 
-The typed blocks an open-loop run adds to the result document (`bench.core.result_model` holds
-them): a level's `open_loop` block (`bench.core.metrics.open_loop_block` fills it), its `goodput`
-block (`goodput` here), the run_config's `load` block and the result's `sweep` block.
+The typed blocks an open-loop run adds to the result document: a level's `open_loop` block
+(`bench.core.metrics.open_loop_block` fills it) and its `goodput` block (`goodput` here), both
+typed with the level's blocks in bench.core.metrics.blocks; the run_config's `load` block and the
+result's `sweep` block, typed here.
 
 An SLO (`--slo ttft_p99=500ms,tpot_p99=50ms`) is a metric (ttft, tpot, itl, e2el), a percentile
 (p50, p90, p95, p99) and a limit: at least that share of the level's requests must be within the
@@ -19,35 +20,12 @@ from typing import Any, TypedDict
 
 from bench.core import metrics
 from bench.core.level_run import LevelRun
+from bench.core.metrics.blocks import Goodput
 from bench.core.records import RequestRecord
 
 SLO_METRICS = ("ttft", "tpot", "itl", "e2el")
 SLO_PERCENTILES = (50, 90, 95, 99)
 KEPT_PACE = 0.9  # an open-loop level whose achieved send rate is below this share of its offered rate fell behind
-
-
-class OpenLoopBlock(TypedDict):
-    """How an open-loop level's requests arrived (bench.core.metrics.open_loop_block)."""
-
-    arrivals: str
-    burstiness: float
-    max_concurrency: int | None
-    seed: int
-    offered_rate_rps: float | None
-    achieved_rate_rps: float | None
-    queued: int
-    peak_in_flight: int
-
-
-class Goodput(TypedDict):
-    """A level against the run's SLOs (`goodput`)."""
-
-    slo: dict[str, float]
-    good_requests: int
-    goodput_rps: float | None
-    attainment: dict[str, float | None]
-    slo_met: bool
-    missed: list[str]
 
 
 class _LoadRequired(TypedDict):
@@ -62,7 +40,7 @@ class Load(_LoadRequired, total=False):
     max_concurrency: int | None
     seed: int
     slo: dict[str, float] | None
-    sweep: dict[str, Any] | None
+    sweep: dict[str, Any] | None  # {start_rps, tolerance, max_levels}; the schema leaves it open too
 
 
 class Sweep(TypedDict):

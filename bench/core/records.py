@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypedDict
 
 SERVER_WORDS_CHARS = 300  # a server's error message is quoted up to this many characters
 
@@ -29,6 +29,23 @@ class ErrorType(str, Enum):
     CANCELLED = "cancelled"  # stopped by the cell's deadline or watchdog, not by the server
 
 
+class _ErrorSampleRequired(TypedDict):
+    message: str
+
+
+class ErrorSample(_ErrorSampleRequired, total=False):
+    """One of a level's error samples (the schema's $defs/error_sample)."""
+
+    http_status: int | None
+    body_head: str | None
+    prompt_name: str | None
+    retry_after: str  # the Retry-After header, when the server sent one
+
+
+class ContentEncodings(TypedDict, total=False):
+    content_encodings: dict[str, int]  # requests per Content-Encoding, when a server compressed anyway
+
+
 @dataclass
 class RequestError:
     type: ErrorType
@@ -37,9 +54,9 @@ class RequestError:
     body_head: str | None = None  # first 300 bytes of an HTTP error body
     retry_after: str | None = None  # a 429's (or 503's) Retry-After header, as the server wrote it
 
-    def sample(self, prompt_name: str) -> dict[str, Any]:
+    def sample(self, prompt_name: str) -> ErrorSample:
         """The error as a level's error sample (`retry_after` only when the server sent one)."""
-        out: dict[str, Any] = {"message": self.message, "http_status": self.http_status, "body_head": self.body_head,
+        out: ErrorSample = {"message": self.message, "http_status": self.http_status, "body_head": self.body_head,
                                "prompt_name": prompt_name}
         if self.retry_after is not None:
             out["retry_after"] = self.retry_after
@@ -121,7 +138,7 @@ class RequestRecord:
         return data
 
 
-def content_encodings(records: Iterable[RequestRecord]) -> dict[str, dict[str, int]]:
+def content_encodings(records: Iterable[RequestRecord]) -> ContentEncodings:
     """`{"content_encodings": {encoding: requests}}` when a server compressed a stream though asked
     not to (a level's summary carries it only then; the cell is annotated `compressed`), else {}."""
     counts = Counter(r.content_encoding for r in records if r.content_encoding is not None)

@@ -33,6 +33,7 @@ import jsonschema
 
 from bench.base import clock
 from bench.base.files import atomic_write
+from bench.core.metrics.table import schema_entries
 from bench.core.result_model import Result
 
 SCHEMA_VERSION = 1
@@ -73,8 +74,10 @@ def cell_paths(results_root: Path, model: str, machine: str, split: str, framewo
 
 @cache
 def result_schema() -> dict[str, Any]:
+    """The result schema: its file, with each level stats block of the metric table
+    (bench.core.metrics.table.schema_entries), so that a metric is declared in one place."""
     schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
-    return schema
+    return schema_entries(schema)
 
 
 @cache
@@ -130,4 +133,6 @@ def as_result(data: Any) -> Result:
         raise NotAResult(f"does not follow the result schema at {where}: {exc.message}") from exc
     except ValueError as exc:
         raise NotAResult(f"finished_at is not a timestamp: {exc}") from exc
+    # The one narrowing of a result read: the schema validation just above checked it, and
+    # tests/test_result_model.py checks the schema against the Result TypedDicts.
     return cast(Result, data)

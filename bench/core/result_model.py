@@ -1,151 +1,40 @@
 """The result document's types: one TypedDict per block of `schema/result.schema.json`.
 
+A level's blocks are typed where they are measured (bench.core.metrics.blocks, the stats keys in
+the metric table bench.core.metrics.table) and named here too, so that a reader imports every
+block of a result from this module. A block whose concept also has a runtime class is named
+`<Concept>Block` (`VerdictBlock`: bench.core.verdicts.CellVerdict, `MachineBlock`:
+bench.host.machine.Machine, `FixBlock`: bench.run.fixes.Fix, `ClientHealthBlock`,
+`OpenLoopBlock`); every other block is named as the schema names it.
+
 The schema is the authority: a result is validated when written (`bench.core.result.write_result`)
 and when read (`bench.core.store`). These TypedDicts type the same dict, never converted: the dict a
 cell assembles is the one written, and the one a report reads is the one validated. A key the schema
-does not require is in a `total=False` subclass (`Level` over `_LevelRequired`); a key a measured
+does not require is in a `total=False` subclass (`Server` over `_ServerRequired`); a key a measured
 result always has and an imported one (another benchmark's file, converted) may lack is optional
 here and in the schema's blocks, whose top-level `else` requires it without `imported`
-(tests/test_result_model.py, tests/test_import_siliconbench.py). Open-loop blocks: bench.core.open_loop.
+(tests/test_result_model.py, tests/test_import_siliconbench.py). The run's load and sweep blocks:
+bench.core.open_loop. `as_block` is the one way a plain dict a lower layer built becomes a block.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, final
+from collections.abc import Mapping
+from typing import Any, TypedDict, TypeVar, cast, final
 
-from bench.core.open_loop import Goodput, Load, OpenLoopBlock, Sweep
-from bench.core.reasoning import Reasoning
-
-
-class Stats(TypedDict):
-    """Distribution of one per-request metric over the successful requests of a level."""
-
-    n: int
-    mean: float | None
-    min: float | None
-    max: float | None
-    stdev: float | None
-    p50: float | None
-    p90: float | None
-    p95: float | None
-    p99: float | None
-
-
-class ChunkDivergence(TypedDict):
-    fraction: float | None
-    warning: bool
-
-
-class _ErrorSampleRequired(TypedDict):
-    message: str
-
-
-class ErrorSample(_ErrorSampleRequired, total=False):
-    http_status: int | None
-    body_head: str | None
-    prompt_name: str | None
-    retry_after: str  # the Retry-After header, when the server sent one
-
-
-class DominantError(TypedDict):
-    type: str
-    http_status: int | None
-    count: int
-
-
-class _ClientHealthRequired(TypedDict):
-    cpu_share: float
-    loop_lag_p99_ms: float | None
-    schedule_lag_p99_ms: float | None
-    client_bound: bool
-    reasons: list[str]
-
-
-class ClientHealth(_ClientHealthRequired, total=False):
-    limited_by: str | None
-    connections: dict[str, int]  # opened, reused, stale, retried
-    pinned: bool
-    cpus: list[int] | None
-    cpus_busy: float | None
-    host_cpus: int | None
-    host_cpu_busy: float | None
-    run_queue_wait_share: float | None
-    involuntary_switches: int | None
-    cpu_pressure_some: float | None
-    procs: int
-    procs_how: str | None
-    workers: list[ClientHealth]
-
-
-class PromptReuse(TypedDict):
-    requests: int
-    unique_prompts: int
-    repeats: int
-    unique_prefixes: bool
-    server_warmed: bool
-    warmed_by: str | None
-    may_hit_cache: bool
-
-
-class _WarmupRequired(TypedDict):
-    requests: int
-    successful: int
-    failed: int
-    wall_time_s: float
-    errors: dict[str, int]
-
-
-class Warmup(_WarmupRequired, total=False):
-    error_samples: dict[str, list[ErrorSample]]
-
-
-class _LevelRequired(TypedDict):
-    num_requests: int
-    successful: int
-    failed: int
-    partial: bool
-    stop_reason: str | None
-    wall_time_s: float
-    output_tokens_total: int
-    input_tokens_total: int | None
-    chunks_total: int
-    output_throughput_tps: float | None
-    request_throughput_rps: float | None
-    input_throughput_tps: float | None
-    total_token_throughput_tps: float | None
-    tokens_per_chunk: float | None
-    usage_available: bool
-    itl_per_chunk: bool
-    ttft_ms: Stats
-    itl_ms: Stats
-    e2el_ms: Stats
-    decode_tps: Stats
-    errors: dict[str, int]
-    error_samples: dict[str, list[ErrorSample]]
-    dominant_error: DominantError | None
-
-
-class Level(_LevelRequired, total=False):
-    """One level (bench.core.metrics.summarize_level): closed-loop `concurrency`, or open-loop `request_rate`."""
-
-    concurrency: int
-    request_rate: float | str
-    open_loop: OpenLoopBlock
-    queue_delay_ms: Stats
-    goodput: Goodput  # with --slo
-    content_encodings: dict[str, int]  # requests per Content-Encoding, when a server compressed anyway
-    ttfa_ms: Stats  # with `reasoning`, when a successful request reasoned (bench.core.reasoning)
-    reasoning: Reasoning
-    prompt_reuse: PromptReuse
-    # measured results only (an imported level lacks what the other tool never recorded)
-    started_at: float
-    chunk_divergence: ChunkDivergence
-    ttfb_ms: Stats
-    tpot_ms: Stats
-    schedule_lag_ms: Stats
-    served_models: list[str]
-    client: ClientHealth
-    warmup: Warmup
+from bench.core.level_run import Connections as Connections
+from bench.core.metrics.blocks import ChunkDivergence as ChunkDivergence
+from bench.core.metrics.blocks import ClientHealthBlock as ClientHealthBlock
+from bench.core.metrics.blocks import DominantError as DominantError
+from bench.core.metrics.blocks import Goodput as Goodput
+from bench.core.metrics.blocks import Level
+from bench.core.metrics.blocks import OpenLoopBlock as OpenLoopBlock
+from bench.core.metrics.blocks import PromptReuse as PromptReuse
+from bench.core.metrics.blocks import Warmup as Warmup
+from bench.core.metrics.reasoning import Reasoning as Reasoning
+from bench.core.metrics.statistics import Stats as Stats
+from bench.core.open_loop import Load, Sweep
+from bench.core.records import ErrorSample as ErrorSample
 
 
 class _ServerCommandRequired(TypedDict):
@@ -165,16 +54,16 @@ class _ServerExitRequired(TypedDict):
 
 
 class ServerExit(_ServerExitRequired, total=False):
-    oom: dict[str, Any]
+    oom: dict[str, Any]  # free-form: the OOM evidence of whichever source found it (bench.host.oom)
     oom_check_error: str
-    memory: dict[str, Any]
+    memory: dict[str, Any]  # free-form: the memory limit's own report (bench.host.memlimit)
 
 
 class ServerResources(TypedDict):
     path: str
     interval_s: float
     samples: int
-    peak: dict[str, Any]
+    peak: dict[str, Any]  # free-form: the peak of each sampled quantity, as the sampler has it
     gpu_source: str | None
     errors: list[str]
 
@@ -197,7 +86,7 @@ class Server(_ServerRequired, total=False):
     external: str
     retried_after: str
     start_error: str
-    oom: dict[str, Any]
+    oom: dict[str, Any]  # free-form, as ServerExit.oom
     ready_after_s: float | None
     reported_version: ReportedVersion | None
     exit: ServerExit
@@ -216,14 +105,14 @@ class VerdictBlock(_VerdictBlockRequired, total=False):
 
     retryable: bool
     suspicious: str
-    fix: Fix
+    fix: FixBlock
 
 
 class _FrameworkRequired(TypedDict):
     name: str
     version: str
     install_source: str
-    install: dict[str, Any]
+    install: dict[str, Any]  # free-form: each install recipe records its own details
 
 
 class Framework(_FrameworkRequired, total=False):
@@ -250,11 +139,13 @@ class Model(_ModelRequired, total=False):
     served: ServedModels  # measured results only
 
 
-class _MachineRequired(TypedDict):
+class _MachineBlockRequired(TypedDict):
     slug: str
 
 
-class Machine(_MachineRequired, total=False):
+class MachineBlock(_MachineBlockRequired, total=False):
+    """The result's `machine` block (bench.host.machine.Machine.to_json)."""
+
     # measured results only, but gpu_probe_error
     host: str
     os: str
@@ -292,7 +183,7 @@ class RunConfig(_RunConfigRequired, total=False):
     warmup: int
     levels_share_server: bool
     request_timeout_s: float
-    request_extras: dict[str, Any]
+    request_extras: dict[str, Any]  # free-form: the JSON body fields sent with every request
     prompts: Prompts
     cpu_affinity: CpuAffinity
     unique_prompts: bool
@@ -316,7 +207,7 @@ class Harness(_HarnessRequired, total=False):
     adapter: AdapterSource
 
 
-class Fix(TypedDict):
+class FixBlock(TypedDict):
     """bench.run.fixes.Fix as written: the failure an adapter edit answered."""
 
     from_verdict: str
@@ -335,7 +226,7 @@ class _ResultRequired(TypedDict):
     framework: Framework
     split: str
     model: Model
-    machine: Machine
+    machine: MachineBlock
     run_config: RunConfig
     started_at: str
     finished_at: str
@@ -358,7 +249,7 @@ class Imported(TypedDict):
     sha256: str
     timestamp: str
     imported_at: str
-    source_machine: dict[str, Any] | None
+    source_machine: dict[str, Any] | None  # free-form: the other tool's own machine record
     methods: dict[str, MetricMethod]
     warnings: list[str]
 
@@ -383,3 +274,20 @@ class IgnoredFile(TypedDict):
 @final  # no other keys: `"levels" in result` tells a Result from it
 class NoResult(TypedDict):
     """What a cell that wrote no result file (skipped, failed before a server) carries: `{}`."""
+
+
+Block = TypeVar("Block")
+
+
+def as_block(kind: type[Block], data: Mapping[str, Any]) -> Block:
+    """`data`, a block a lower layer built as a plain dict (bench.base and bench.host cannot import
+    these types: git.revision, Machine.to_json, CpuSet.to_json; nor do bench.setup's and
+    bench.run.server's to_json), as the TypedDict `kind`, once its keys are checked: `kind`'s
+    required keys, and no key `kind` does not name. The one narrowing of such a block on its way
+    into a result; the schema checks its values when the result is written."""
+    required: frozenset[str] = vars(kind)["__required_keys__"]  # a TypedDict's, set on every class
+    known = required | vars(kind)["__optional_keys__"]
+    if not required <= set(data) <= known:
+        raise TypeError(f"not a {kind.__name__} block: missing {sorted(required - set(data))}, "
+                        f"unknown {sorted(set(data) - known)}")
+    return cast(Block, data)  # checked just above

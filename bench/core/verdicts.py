@@ -38,6 +38,44 @@ class Verdict(str, Enum):
     def is_failure(self) -> bool:
         return self in (Verdict.FAILED, Verdict.OOM, Verdict.WRONG_MODEL, Verdict.ALL_FAILED)
 
+    @property
+    def rank(self) -> int:
+        """Worst first: the order a review sorts and counts verdicts in."""
+        return VERDICT_LOOKS[self].rank
+
+    @property
+    def tone(self) -> str:
+        """How a report colours it: "failure", "warning", "fixed", "ok" or "skipped"."""
+        return VERDICT_LOOKS[self].tone
+
+    @property
+    def listed_as_failure(self) -> bool:
+        """Whether the run's journal lists the cell under Failures (an OOM has a section of its own)."""
+        return VERDICT_LOOKS[self].listed_as_failure
+
+
+@dataclass(frozen=True)
+class VerdictLook:
+    rank: int
+    tone: str
+    listed_as_failure: bool
+
+
+# Every verdict's place in the reports, stated once: worst first; failures red, capped and
+# degraded amber (a degraded cell passes, but is not the green of ok), fixed blue (ok, with a
+# repair to review), ok green, skipped grey.
+VERDICT_LOOKS = {
+    Verdict.FAILED: VerdictLook(0, "failure", True),
+    Verdict.OOM: VerdictLook(1, "failure", False),
+    Verdict.WRONG_MODEL: VerdictLook(2, "failure", True),
+    Verdict.ALL_FAILED: VerdictLook(3, "failure", True),
+    Verdict.CAPPED: VerdictLook(4, "warning", True),
+    Verdict.DEGRADED: VerdictLook(5, "warning", True),
+    Verdict.FIXED: VerdictLook(6, "fixed", False),
+    Verdict.OK: VerdictLook(7, "ok", False),
+    Verdict.SKIPPED: VerdictLook(8, "skipped", False),
+}
+
 
 # An unattended run (weekly, nightly) is green only when every cell ended with one of these;
 # degraded and capped cells, fine for a pytest run, need a person's look there. A fixed cell

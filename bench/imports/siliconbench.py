@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from bench.core.metrics import BUNDLING_TOKENS_PER_CHUNK, DIVERGENCE_WARN_FRACTION
 from bench.core.result import SCHEMA_VERSION
@@ -31,7 +31,7 @@ from bench.core.result_model import (
     ErrorSample,
     Framework,
     Level,
-    Machine,
+    MachineBlock,
     Model,
     Result,
     RunConfig,
@@ -60,7 +60,7 @@ class NotSiliconBench(ValueError):
 
 
 @dataclass(frozen=True)
-class Source:
+class SiliconBenchFile:
     """A SiliconBench result file whose shape `read` checked."""
 
     path: Path
@@ -78,7 +78,7 @@ class Source:
         return split if isinstance(split, str) and split else None
 
 
-def read(path: Path) -> Source:
+def read(path: Path) -> SiliconBenchFile:
     """The file at `path`, checked; raises NotSiliconBench naming the first thing that is wrong."""
     raw = Path(path).read_bytes()
     try:
@@ -86,7 +86,7 @@ def read(path: Path) -> Source:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise NotSiliconBench(f"not JSON: {exc}") from exc
     check(data)
-    return Source(Path(path), hashlib.sha256(raw).hexdigest(), data)
+    return SiliconBenchFile(Path(path), hashlib.sha256(raw).hexdigest(), data)
 
 
 def _number(value: Any) -> bool:
@@ -149,7 +149,7 @@ def _check_level(where: str, level: Any) -> None:
                                   f"{', '.join(missing)}")
 
 
-def machine_mismatch(source: Source, slug: str) -> str | None:
+def machine_mismatch(source: SiliconBenchFile, slug: str) -> str | None:
     """Why the file's own machine block contradicts `slug` (--machine), or None. Only a recorded
     chip decides (slugged as cellbench slugs it); a file without one is taken at its word."""
     machine = source.data.get("machine") or {}
@@ -294,9 +294,9 @@ def _run_config(data: dict[str, Any], raws: list[dict[str, Any]]) -> tuple[RunCo
     return config, notes
 
 
-def _machine(slug: str, recorded: dict[str, Any]) -> Machine:
+def _machine(slug: str, recorded: dict[str, Any]) -> MachineBlock:
     """--machine's slug, and what the file says of its machine (host, chip, os), nothing guessed."""
-    block: Machine = {"slug": slug}
+    block: MachineBlock = {"slug": slug}
     if isinstance(recorded.get("host"), str):
         block["host"] = recorded["host"]
     if isinstance(recorded.get("os"), str):
@@ -306,14 +306,14 @@ def _machine(slug: str, recorded: dict[str, Any]) -> Machine:
     return block
 
 
-def convert(source: Source, *, machine: str, results_name: str, profile: str, split: str, model_format: str,
+def convert(source: SiliconBenchFile, *, machine: str, results_name: str, profile: str, split: str, model_format: str,
             imported_at: str) -> Result:
     """`source` as a cellbench result of `split` on `machine` (a slug), filed under `results_name`.
 
     Its run id is the file's start time (UTC) and the first hex digits of its sha256, so the same
     file always converts to the same name."""
     data = source.data
-    raws = cast(list[dict[str, Any]], data["concurrency_results"])
+    raws: list[dict[str, Any]] = data["concurrency_results"]  # SiliconBench's own levels, read field by field
     levels = [convert_level(raw) for raw in raws]
     started = _utc(data["timestamp"])
     total = data.get("total_duration_s")

@@ -63,7 +63,7 @@ def result_files(path: Path) -> Iterator[Path]:
             yield found
 
 
-def split_of(source: siliconbench.Source) -> str:
+def split_of(source: siliconbench.SiliconBenchFile) -> str:
     """The file's own run_config.split, else its folder's name (chat/ or agent/)."""
     if source.split:
         return source.split
@@ -74,7 +74,7 @@ def split_of(source: siliconbench.Source) -> str:
                                        f"is not one of {', '.join(SPLITS)}")
 
 
-def model_of(source: siliconbench.Source) -> str:
+def model_of(source: siliconbench.SiliconBenchFile) -> str:
     """The model's results name: `model_name` of SiliconBench's comparison.json beside the file
     (unless it names a machine folder, as its older collect_results.py did), else the folder above
     the split (and above a machine folder such as m5pro/) when that sits in a `results/` folder."""

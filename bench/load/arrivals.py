@@ -8,7 +8,7 @@ in flight waits, in arrival order, for one to end. Each record keeps the three t
 free by then, else the moment a request in flight released its connection) and `t_send`; TTFT
 starts at the send, and the wait is its queueing delay (bench.core.metrics.queue_delay).
 
-Everything else is the closed loop's (`bench.load.closed_loop.Level`): warm-up, the request
+Everything else is the closed loop's (`bench.load.closed_loop.ClosedLoopLevel`): warm-up, the request
 machinery, deadlines, the hang watchdog, server-gone detection, interrupts, progress.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from bench.core.level_run import LevelConfig, LevelRun
-from bench.load.closed_loop import Level
+from bench.load.closed_loop import ClosedLoopLevel
 from bench.load.interrupts import retrieve
 from bench.setup.prompts import Prompt
 
@@ -47,7 +47,7 @@ def arrival_offsets(rate: float, burstiness: float, n: int, seed: int) -> tuple[
     return (0.0, *(float(x) for x in np.cumsum(gaps)))
 
 
-class OpenLoopLevel(Level):
+class OpenLoopLevel(ClosedLoopLevel):
     """A level whose measured requests arrive on `cfg.open_loop`'s schedule."""
 
     def __init__(self, cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Sequence[Prompt]) -> None:

@@ -27,7 +27,7 @@ from bench.setup.prompts import Prompt
 _perf = time.perf_counter
 
 
-class Level:
+class ClosedLoopLevel:
     """The state of one level while it runs; `run` drives it, `interrupted_run` salvages it."""
 
     def __init__(self, cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Sequence[Prompt]) -> None:

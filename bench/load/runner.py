@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from bench.core.level_run import LevelConfig, LevelRun
 from bench.host import affinity
 from bench.load.arrivals import OpenLoopLevel
-from bench.load.closed_loop import Level
+from bench.load.closed_loop import ClosedLoopLevel
 from bench.load.interrupts import Interrupts
 from bench.setup.prompts import Prompt
 
@@ -44,7 +44,7 @@ def run_level(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Seque
         raise ValueError("no prompts for the measured requests")
     if cfg.warmup and not warmup_prompts:
         raise ValueError("no warm-up prompts")
-    level = Level(cfg, prompts, warmup_prompts) if ol is None else OpenLoopLevel(cfg, prompts, warmup_prompts)
+    level = ClosedLoopLevel(cfg, prompts, warmup_prompts) if ol is None else OpenLoopLevel(cfg, prompts, warmup_prompts)
     interrupts = Interrupts()
     try:
         with affinity.pinned(cfg.client_cpus), interrupts.unraisable(), _quiet_gc():

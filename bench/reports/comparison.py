@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from bench.base.clock import now_iso
 from bench.core import imported
 from bench.core.result import as_result, write_json_atomic
-from bench.core.result_model import IgnoredFile, Result, RunConfig
+from bench.core.result_model import IgnoredFile, Result, RunConfig, as_block
 from bench.core.store import COMPARISON_FILE, LoadedResult, Selection, load_results, select_latest, suspicious
 
 COMPARISON_VERSION = 1
@@ -149,4 +149,4 @@ def read_comparison(path: Path) -> Comparison:
     (validated against the result schema: raises bench.core.result.NotAResult otherwise)."""
     data = json.loads(Path(path).read_text())
     data["results"] = {fw: as_result(result) for fw, result in data["results"].items()}
-    return cast(Comparison, data)
+    return as_block(Comparison, data)

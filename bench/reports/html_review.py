@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,9 @@ from typing import Any
 import pytest
 
 from bench.core.level_run import level_key, level_label, rate_text, rate_value
+from bench.core.metrics import table as metric_table
 from bench.core.result_model import Level, NoResult, Result
+from bench.core.verdicts import Verdict
 
 LOG_TAIL_LINES = 60
 MISSING = "—"
@@ -58,8 +60,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("tpot_p50", "TPOT p50 (ms)", "median time per output token at that level"),
     ("failure_rate", "Failure rate", "failed / measured requests over all levels"),
 )
-# Worst first when sorted ascending.
-VERDICT_RANK = ("failed", "oom", "wrong-model", "all-failed", "capped", "degraded", "fixed", "ok", "skipped")
+# Worst first when sorted ascending (bench.core.verdicts.VERDICT_LOOKS).
+VERDICT_RANK = tuple(v.value for v in sorted(Verdict, key=lambda v: v.rank))
 
 
 # ------------------------------------------------------------------ row data (on the runner)
@@ -88,11 +90,10 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ the summary above the rows (on the controller)
 
-# A colour per verdict: failures red, capped and degraded amber (a degraded cell passes, but is
-# not the green of ok), fixed blue (ok, with a repair to review), ok green, skipped grey.
-VERDICT_COLOURS = {"failed": "#b42318", "oom": "#b42318", "wrong-model": "#b42318", "all-failed": "#b42318",
-                   "capped": "#b54708", "degraded": "#b54708", "fixed": "#175cd3", "ok": "#067647",
-                   "skipped": "#667085"}
+# A colour per verdict's tone (bench.core.verdicts.VERDICT_LOOKS): failures red, warnings (capped,
+# degraded) amber, fixed blue, ok green, skipped grey.
+TONE_COLOURS = {"failure": "#b42318", "warning": "#b54708", "fixed": "#175cd3", "ok": "#067647", "skipped": "#667085"}
+VERDICT_COLOURS = {v.value: TONE_COLOURS[v.tone] for v in Verdict}
 
 
 def verdict_css() -> str:
@@ -259,11 +260,14 @@ def server_log_tails(result: Result | NoResult, n: int = LOG_TAIL_LINES) -> list
 
 
 def _level_table(levels: Iterable[Level]) -> str:
+    """Every level's row; its metric columns are the metric table's with a `review` format (a
+    reasoning-only one, TTFA, where a level's model reasoned), each its p50."""
     levels = sorted(levels, key=level_key)
     open_loop = any("request_rate" in lv for lv in levels)
-    reasoned = any("ttfa_ms" in lv for lv in levels)  # a reasoning model: its answer's latency beside TTFT
-    head = ("request rate" if open_loop else "concurrency", "ok / failed", "output tok/s", "TTFT p50 (ms)",
-            *(("TTFA p50 (ms)",) if reasoned else ()), "TPOT p50 (ms)", "E2EL p50 (ms)", "note")
+    shown = [m for m in metric_table.METRICS if m.review is not None
+             and (m.when != "reasoning" or any(m.key in lv for lv in levels)) and (m.when != "open_loop" or open_loop)]
+    head = ("request rate" if open_loop else "concurrency", "ok / failed", "output tok/s",
+            *(f"{m.label} p50 ({m.unit})" for m in shown), "note")
     rows = []
     for lv in levels:
         note = lv["stop_reason"] if lv.get("partial") else (", ".join(lv.get("errors", {})) or "")
@@ -271,13 +275,17 @@ def _level_table(levels: Iterable[Level]) -> str:
             note = f"goodput {_fmt(goodput['goodput_rps'], '.2f')} req/s" + (f"; {note}" if note else "")
         cells = (level_label(lv) if open_loop else lv.get("concurrency"), f"{lv['successful']} / {lv['failed']}",
                  _fmt(lv["output_throughput_tps"], ".1f"),
-                 _fmt(lv["ttft_ms"]["p50"], ".1f"),
-                 *((_fmt(lv["ttfa_ms"]["p50"] if "ttfa_ms" in lv else None, ".1f"),) if reasoned else ()),
-                 _fmt(lv["tpot_ms"]["p50"], ".2f"),
-                 _fmt(lv["e2el_ms"]["p50"], ".1f"), note)
+                 *(_fmt(_p50(lv, m.key), m.review or "") for m in shown), note)
         rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
     return f'<table class="cellbench-levels">{header}{"".join(rows)}</table>'
+
+
+def _p50(level: Mapping[str, object], key: str) -> float | None:
+    """The p50 of the level's stats block `key`; None where the level has none (an imported level's TPOT)."""
+    block = level.get(key)
+    value = block.get("p50") if isinstance(block, dict) else None
+    return value if isinstance(value, (int, float)) else None
 
 
 def summary_html(data: dict[str, Any], result: Result | NoResult, tails: list[tuple[str, str, str]]) -> str:

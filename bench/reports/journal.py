@@ -223,7 +223,7 @@ def render(j: Journal) -> str:
         lines += [_cell_line(c) for c in sorted(j.cells.values(), key=lambda c: c.framework) if c.split == split]
         lines.append("")
     lines += _auto_fixes(j)
-    failing = ("failed", "all-failed", "wrong-model", "degraded", "capped")
+    failing = {v.value for v in Verdict if v.listed_as_failure}
     failures = [c for c in j.cells.values() if c.verdict in failing]
     lines += ["## Failures", ""]
     for failure in j.session_failures:

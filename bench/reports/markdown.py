@@ -1,11 +1,12 @@
 """REPORT.md for one split directory, rendered from its comparison.json alone.
 
-One table per level (metrics as rows, frameworks as columns) over the union of the levels every
+One table per level (metrics as rows, frameworks as columns; the per-request metrics' rows are
+those of the metric table, bench.core.metrics.table) over the union of the levels every
 framework measured, so a level only one framework ran still shows, with "—" for the others.
 Concurrency levels ("## Concurrency 8") and open-loop rate levels ("## Request rate 4 req/s", with
 their offered and achieved rates and queueing delay) are levels of different kinds and always get
 tables of their own; goodput rows appear where a level was judged against SLOs (--slo), TTFA and
-reasoning rows beside TTFT where a level's model reasoned (bench.core.reasoning), and an
+reasoning rows beside TTFT where a level's model reasoned (bench.core.metrics.reasoning), and an
 *SLO sweep* section gives each framework's highest rate meeting them. Above the tables: the run ids
 that won, each verdict with its reason; below them: methodology differences, suspicious changes,
 the files left out, and the plots.
@@ -20,12 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from bench.base.files import atomic_write
 from bench.core import imported
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
-from bench.core.result_model import Level, Result, Stats
+from bench.core.metrics import table as metric_table
+from bench.core.metrics.table import Metric
+from bench.core.result_model import Level, Result
 from bench.reports import plots
 from bench.reports.comparison import Comparison
 
@@ -38,14 +41,14 @@ def _num(value: float | None, digits: int, scale: float = 1.0, suffix: str = "")
     return NULL if value is None else f"{value * scale:.{digits}f}{suffix}"
 
 
-def _key(block: Level | Stats, key: str) -> Any:
-    """`block[key]` for a key ROWS names as data (a TypedDict is indexed by literals only); None
-    when absent (an imported level has no TPOT nor client block)."""
-    return cast(dict[str, Any], block).get(key)
+def _key(level: Level, key: str, stat: str | None = None) -> float | None:
+    """`level[key]` (or `level[key][stat]`) for a key ROWS names as data; None when absent (an
+    imported level has no TPOT nor client block)."""
+    return imported.metric_value(level, key if stat is None else f"{key}.{stat}")
 
 
 def _stat(block: str, stat: str, digits: int = 1, scale: float = 1.0) -> Callable[[Level], str]:
-    return lambda lv: _num((_key(lv, block) or {}).get(stat), digits, scale)
+    return lambda lv: _num(_key(lv, block, stat), digits, scale)
 
 
 def _field(key: str, digits: int = 1) -> Callable[[Level], str]:
@@ -57,56 +60,83 @@ def _outcome(lv: Level) -> str:
     return f"{text} (partial: {lv['stop_reason']})" if lv["partial"] else text
 
 
-def _itl(stat: str) -> Callable[[Level], str]:
-    """ITL of a bundling framework is per chunk, not per token: say so in the cell."""
+def _gaps(key: str, stat: str, digits: int, scale: float) -> Callable[[Level], str]:
+    """A per-gap metric (ITL) of a bundling framework is per chunk, not per token: say so in the cell."""
     def cell(lv: Level) -> str:
-        value = _num(_key(lv["itl_ms"], stat), 1)
+        value = _num(_key(lv, key, stat), digits, scale)
         return f"{value} (per chunk)" if lv["itl_per_chunk"] and value != NULL else value
     return cell
 
 
-# Milliseconds and tok/s to 1 decimal, seconds to 2 (the result stores E2EL in ms).
-ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
-    ("Successful / Failed", _outcome),
-    ("TTFT avg (ms)", _stat("ttft_ms", "mean")),
-    ("TTFT p50 (ms)", _stat("ttft_ms", "p50")),
-    ("TTFT p99 (ms)", _stat("ttft_ms", "p99")),
-    ("TPOT avg (ms)", _stat("tpot_ms", "mean")),
-    ("TPOT p50 (ms)", _stat("tpot_ms", "p50")),
-    ("ITL avg (ms)", _itl("mean")),
-    ("ITL p50 (ms)", _itl("p50")),
-    ("Decode rate p50 (tok/s)", _stat("decode_tps", "p50")),
-    ("Output throughput (tok/s)", _field("output_throughput_tps")),
-    ("Input throughput (tok/s)", _field("input_throughput_tps")),
-    ("Total throughput (tok/s)", _field("total_token_throughput_tps")),
-    ("Request throughput (req/s)", _field("request_throughput_rps", 2)),
-    ("Latency avg (s)", _stat("e2el_ms", "mean", 2, 1e-3)),
-    ("Latency p50 (s)", _stat("e2el_ms", "p50", 2, 1e-3)),
-    ("Latency p99 (s)", _stat("e2el_ms", "p99", 2, 1e-3)),
-    ("Wall time (s)", _field("wall_time_s", 2)),
-    ("Tokens per chunk", _field("tokens_per_chunk", 2)),
-    ("Client CPU share", lambda lv: _num(lv["client"]["cpu_share"] if "client" in lv else None, 1, 100, "%")),
-)
-# Beside TTFT where a level of the table reasoned: a reasoning model's TTFT ends at its first
-# reasoning delta, its TTFA at the first answer delta (docs/metrics.md, Reasoning models).
-REASONING_ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
-    ("TTFA avg (ms)", _stat("ttfa_ms", "mean")),
-    ("TTFA p50 (ms)", _stat("ttfa_ms", "p50")),
-    ("TTFA p99 (ms)", _stat("ttfa_ms", "p99")),
-    ("Reasoning tokens avg", _stat("reasoning", "tokens_mean")),
-    ("Reasoning / answer chunks", lambda lv: NULL if (block := lv.get("reasoning")) is None
-     else f"{block['chunks_total']} / {block['answer_chunks_total']}"),
-)
-_AFTER_TTFT = [label for label, _ in ROWS].index("TTFT p99 (ms)") + 1
-# Open-loop levels only: how the arrivals went.
-OPEN_LOOP_ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (
-    ("Offered rate (req/s)", _stat("open_loop", "offered_rate_rps", 2)),
-    ("Achieved rate (req/s)", _stat("open_loop", "achieved_rate_rps", 2)),
-    ("Queued / peak in flight", lambda lv: f"{lv['open_loop']['queued']} / {lv['open_loop']['peak_in_flight']}"
-     if "open_loop" in lv else NULL),
-    ("Queueing delay p50 (ms)", _stat("queue_delay_ms", "p50")),
-    ("Queueing delay p99 (ms)", _stat("queue_delay_ms", "p99")),
-)
+def metric_rows(metric: Metric) -> list[tuple[str, Callable[[Level], str]]]:
+    """A metric table row's REPORT.md rows (its `Shown`): "TTFT avg (ms)", "TTFT p50 (ms)", ..."""
+    shown = metric.report
+    if shown is None:
+        return []
+    render = _gaps if metric.per_gap else _stat
+    return [(label, render(metric.key, stat, shown.digits, shown.scale)) for label, stat in shown.rows(metric)]
+
+
+def _shown(when: tuple[str, ...], *, after_throughput: bool = False) -> list[tuple[str, Callable[[Level], str]]]:
+    """The REPORT.md rows of the metric table's rows whose `when` is in `when`, in the table's order."""
+    return [row for m in metric_table.METRICS if m.when in when and m.report is not None
+            and m.report.after_throughput == after_throughput for row in metric_rows(m)]
+
+
+_EVERY_LEVEL = ("always", "measured")
+Row = tuple[str, Callable[[Level], str]]
+
+
+def level_rows() -> tuple[Row, ...]:
+    """Every level's rows; the metrics' are the metric table's (bench.core.metrics.table), in its
+    order. Milliseconds and tok/s to 1 decimal, seconds to 2 (the result stores E2EL in ms)."""
+    return (
+        ("Successful / Failed", _outcome),
+        *_shown(_EVERY_LEVEL),
+        ("Output throughput (tok/s)", _field("output_throughput_tps")),
+        ("Input throughput (tok/s)", _field("input_throughput_tps")),
+        ("Total throughput (tok/s)", _field("total_token_throughput_tps")),
+        ("Request throughput (req/s)", _field("request_throughput_rps", 2)),
+        *_shown(_EVERY_LEVEL, after_throughput=True),
+        ("Wall time (s)", _field("wall_time_s", 2)),
+        ("Tokens per chunk", _field("tokens_per_chunk", 2)),
+        ("Client CPU share", lambda lv: _num(lv["client"]["cpu_share"] if "client" in lv else None, 1, 100, "%")),
+    )
+
+
+def reasoning_rows() -> tuple[Row, ...]:
+    """Where a level of the table reasoned: the reasoning metrics' rows and the reasoning block's,
+    after the rows of the metrics the table lists before the reasoning ones (TTFT): a reasoning
+    model's TTFT ends at its first reasoning delta, its TTFA at the first answer delta
+    (docs/metrics.md, Reasoning models)."""
+    return (
+        *_shown(("reasoning",)),
+        ("Reasoning tokens avg", _stat("reasoning", "tokens_mean")),
+        ("Reasoning / answer chunks", lambda lv: NULL if (block := lv.get("reasoning")) is None
+         else f"{block['chunks_total']} / {block['answer_chunks_total']}"),
+    )
+
+
+def _reasoning_at(rows: tuple[Row, ...]) -> int:
+    """Where in `rows` the reasoning rows go: after the last row of a metric listed before the first reasoning one."""
+    metrics = metric_table.METRICS
+    first = next((i for i, m in enumerate(metrics) if m.when == "reasoning"), len(metrics))
+    before = {label for m in metrics[:first] for label, _ in metric_rows(m)}
+    return max((i for i, (label, _) in enumerate(rows) if label in before), default=0) + 1
+
+
+def open_loop_rows() -> tuple[Row, ...]:
+    """Open-loop levels only: how the arrivals went, and the open-loop metrics' rows."""
+    return (
+        ("Offered rate (req/s)", _stat("open_loop", "offered_rate_rps", 2)),
+        ("Achieved rate (req/s)", _stat("open_loop", "achieved_rate_rps", 2)),
+        ("Queued / peak in flight", lambda lv: f"{lv['open_loop']['queued']} / {lv['open_loop']['peak_in_flight']}"
+         if "open_loop" in lv else NULL),
+        *_shown(("open_loop",)),
+    )
+
+
+ROWS = level_rows()  # as the table stands at import; the sections ask for the rows again
 
 
 def _goodput(lv: Level) -> str:
@@ -118,17 +148,18 @@ def _goodput(lv: Level) -> str:
 
 
 # Levels judged against SLOs (--slo) only.
-GOODPUT_ROWS: tuple[tuple[str, Callable[[Level], str]], ...] = (("Goodput (req/s)", _goodput),)
-# The metric each row shows, as an imported result labels its methods (bench.core.imported).
-ROW_METRICS = {
-    "Successful / Failed": "failed", "TTFT avg (ms)": "ttft_ms.mean", "TTFT p50 (ms)": "ttft_ms.p50",
-    "TTFT p99 (ms)": "ttft_ms.p99", "ITL avg (ms)": "itl_ms.mean", "ITL p50 (ms)": "itl_ms.p50",
-    "Decode rate p50 (tok/s)": "decode_tps.p50", "Output throughput (tok/s)": "output_throughput_tps",
-    "Input throughput (tok/s)": "input_throughput_tps", "Total throughput (tok/s)": "total_token_throughput_tps",
-    "Request throughput (req/s)": "request_throughput_rps", "Latency avg (s)": "e2el_ms.mean",
-    "Latency p50 (s)": "e2el_ms.p50", "Latency p99 (s)": "e2el_ms.p99", "Wall time (s)": "wall_time_s",
-    "Tokens per chunk": "tokens_per_chunk",
-}
+GOODPUT_ROWS: tuple[Row, ...] = (("Goodput (req/s)", _goodput),)
+def row_metrics() -> dict[str, str]:
+    """The metric each row shows, as an imported result labels its methods (bench.core.imported)."""
+    return {
+        "Successful / Failed": "failed",
+        **{label: f"{m.key}.{stat}" for m in metric_table.METRICS if m.report is not None
+           for label, stat in m.report.rows(m)},
+        "Output throughput (tok/s)": "output_throughput_tps", "Input throughput (tok/s)": "input_throughput_tps",
+        "Total throughput (tok/s)": "total_token_throughput_tps",
+        "Request throughput (req/s)": "request_throughput_rps", "Wall time (s)": "wall_time_s",
+        "Tokens per chunk": "tokens_per_chunk",
+    }
 
 
 def _cell(text: Any) -> str:
@@ -147,7 +178,7 @@ def _value(result: Result, row: str, render: Callable[[Level], str], level: Leve
     """The row's value; an imported one its tool derived differently is marked `(<tool>)`."""
     text = render(level)
     source = imported.source(result)
-    if source is None or text == NULL or imported.comparable(result, ROW_METRICS.get(row, row)):
+    if source is None or text == NULL or imported.comparable(result, row_metrics().get(row, row)):
         return text
     return f"{text} ({source['label']})"
 
@@ -167,8 +198,11 @@ def _level_section(comparison: Comparison, level: LevelKey | int) -> list[str]:
     key = ("concurrency", level) if isinstance(level, int) else level
     by_fw = {fw: {level_key(lv): lv for lv in results[fw]["levels"]} for fw in frameworks}
     present = [by_fw[fw][key] for fw in frameworks if key in by_fw[fw]]
-    reasoning = REASONING_ROWS if any("ttfa_ms" in lv for lv in present) else ()
-    rows_shown = [*ROWS[:_AFTER_TTFT], *reasoning, *ROWS[_AFTER_TTFT:], *(OPEN_LOOP_ROWS if key[0] == "rate" else ()),
+    every = level_rows()
+    reasoned = any(m.when == "reasoning" and m.key in lv for m in metric_table.METRICS for lv in present)
+    at = _reasoning_at(every)
+    rows_shown = [*every[:at], *(reasoning_rows() if reasoned else ()), *every[at:],
+                  *(open_loop_rows() if key[0] == "rate" else ()),
                   *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ())]
     rows = [[label, *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
                       for fw in frameworks)]

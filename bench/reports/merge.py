@@ -41,7 +41,7 @@ from bench.reports.merge_render import (
     MergedCell,
     MergedTable,
     Missing,
-    Source,
+    SourceFolder,
 )
 
 MERGED_JSON = "merged.json"
@@ -252,7 +252,7 @@ def collect(dirs: list[Path], expect: list[str]) -> Merged:
             by_key.setdefault((md.model, split), {})[md.machine] = md
     tables = [build_table(model, split, machines, by_key[model, split])
               for model, split in sorted(by_key, key=_split_order)]
-    sources: list[Source] = [{"dir": str(folder), "machines": sorted({md.machine for md in found})}
+    sources: list[SourceFolder] = [{"dir": str(folder), "machines": sorted({md.machine for md in found})}
                              for folder, found in per_folder]
     return {"schema_version": MERGED_VERSION, "generated_at": now_iso(), "sources": sources, "expected": expect,
             "machines": machines, "tables": tables,

@@ -67,7 +67,9 @@ class MergedTable(TypedDict):
     ignored: list[IgnoredEntry]  # result files the store's selection left out, with why
 
 
-class Source(TypedDict):
+class SourceFolder(TypedDict):
+    """A results folder a merge read, and the machines whose results it held."""
+
     dir: str
     machines: list[str]
 
@@ -93,7 +95,7 @@ class Merged(TypedDict):
 
     schema_version: int
     generated_at: str
-    sources: list[Source]
+    sources: list[SourceFolder]
     expected: list[str]  # --expect, in its order
     machines: list[str]  # every column: the expected machines, then the others found, sorted
     tables: list[MergedTable]

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import cast
 
 import adapters
 from bench.base import clock
 from bench.core.result import cell_paths, write_result
-from bench.core.result_model import AdapterSource, Fix
+from bench.core.result_model import AdapterSource, MachineBlock, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
 from bench.run.cell_result import (
@@ -33,7 +32,7 @@ from bench.run.cell_result import (
 )
 from bench.run.config import CellConfig, CellOutcome, Launcher
 from bench.run.fixes import verified_fix
-from bench.run.levels import LevelsRun
+from bench.run.levels import CellRun
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
 from bench.setup.installs import Installation, InstallError, NotInstalled
@@ -81,7 +80,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         return CellOutcome(resumed_verdict(kept), kept.path, kept.data)
     prompt_set = _prompts(cfg)
 
-    run = LevelsRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
+    run = CellRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
     interrupted: KeyboardInterrupt | None = None
     try:
         run.execute()
@@ -90,13 +89,13 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         run.capped = f"interrupted ({str(exc) or type(exc).__name__}) {run.where()}"
 
     verdict = _verdict(cfg, run)
-    result = assemble(cfg, run, machine=machine.to_json(), prompt_set=prompt_set, verdict=verdict,
-                      started_at=started_at, duration_s=time.monotonic() - t0)
-    result["harness"] = {**result["harness"], "adapter": cast(AdapterSource, adapters.source(cfg.framework))}
+    result = assemble(cfg, run, machine=as_block(MachineBlock, machine.to_json()), prompt_set=prompt_set,
+                      verdict=verdict, started_at=started_at, duration_s=time.monotonic() - t0)
+    result["harness"] = {**result["harness"], "adapter": as_block(AdapterSource, adapters.source(cfg.framework))}
     fix = verified_fix(previous_result(paths, result), result, clock.run_day())
     if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why
         verdict = fix.verdict_after(verdict)
-        result["verdict"] = {**verdict.to_json(), "fix": cast(Fix, fix.to_json())}
+        result["verdict"] = {**verdict.to_json(), "fix": fix.to_json()}
     flagged = suspicious_change(paths, result)
     if flagged:  # an annotation: it never changes the verdict
         reading = gpu_reading(paths.result.parent, result)  # the GPU's side of the story, when sampled
@@ -111,7 +110,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     return outcome
 
 
-def _verdict(cfg: CellConfig, run: LevelsRun) -> CellVerdict:
+def _verdict(cfg: CellConfig, run: CellRun) -> CellVerdict:
     identity = Identity(run.model.served_id, run.listed, tuple(sorted(run.response_models)))
     evidence = Evidence(
         levels=tuple(run.summaries),

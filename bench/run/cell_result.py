@@ -12,30 +12,38 @@ import json
 import statistics
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
 
 from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
 from bench.core.level_run import rate_json
 from bench.core.open_loop import Load, slo_json
 from bench.core.result import SCHEMA_VERSION, CellPaths
-from bench.core.result_model import Framework, Harness, Machine, ReportedVersion, Result, RunConfig
+from bench.core.result_model import (
+    CpuAffinity,
+    Framework,
+    Harness,
+    MachineBlock,
+    ReportedVersion,
+    Result,
+    RunConfig,
+    as_block,
+)
 from bench.core.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.run.config import CellConfig, LoadPlan
-from bench.run.levels import LevelsRun, point_json
+from bench.run.levels import CellRun, point_json
 from bench.setup.installs import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
 
-def assemble(cfg: CellConfig, run: LevelsRun, *, machine: dict[str, Any], prompt_set: PromptSet,
+def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set: PromptSet,
              verdict: CellVerdict, started_at: str, duration_s: float) -> Result:
     """The result of a cell whose levels `run` measured, with `verdict`."""
     adapter, model = run.adapter, run.model
     result: Result = {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
-        "harness": cast(Harness, git.revision(PROJECT_ROOT)),
+        "harness": as_block(Harness, git.revision(PROJECT_ROOT)),
         "framework": _framework(adapter.name, run.platform_tag, run.install, run.reported_version),
         "split": cfg.split,
         "model": {
@@ -47,7 +55,7 @@ def assemble(cfg: CellConfig, run: LevelsRun, *, machine: dict[str, Any], prompt
             "served": {"listed": list(run.listed) if run.listed is not None else None,
                        "responses": sorted(run.response_models)},
         },
-        "machine": cast(Machine, machine),
+        "machine": machine,
         "run_config": _run_config(cfg, run, prompt_set),
         "servers": run.servers,
         "started_at": started_at,
@@ -75,7 +83,7 @@ def _framework(name: str, platform_tag: str, install: Installation, reported: Re
     return block
 
 
-def _run_config(cfg: CellConfig, run: LevelsRun, prompt_set: PromptSet) -> RunConfig:
+def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConfig:
     block: RunConfig = {
         "levels": ["sweep"] if run.search is not None else [point_json(p) for p in run.points()],
         "requests_per_level": cfg.requests,
@@ -83,7 +91,7 @@ def _run_config(cfg: CellConfig, run: LevelsRun, prompt_set: PromptSet) -> RunCo
         "levels_share_server": run.shared,
         "request_timeout_s": cfg.request_timeout_s,
         "request_extras": run.extra_body,
-        "cpu_affinity": cast(Any, cfg.cpus.to_json()),
+        "cpu_affinity": as_block(CpuAffinity, cfg.cpus.to_json()),
         "unique_prompts": cfg.unique_prompts,
         "keep_alive": cfg.keep_alive,
         "prompts": {"source": str(prompt_set.source), "format": prompt_set.format,

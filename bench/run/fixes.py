@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from bench.core.result_model import Result
+from bench.core.result_model import FixBlock, Result
 from bench.core.store import LoadedResult
 from bench.core.verdicts import CellVerdict, Verdict
 
@@ -39,7 +39,7 @@ class Fix:
     sha256_before: str
     sha256_after: str
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> FixBlock:
         return {"from_verdict": self.verdict, "from_reason": self.reason, "from_result": self.result_file,
                 "from_run_id": self.run_id, "from_finished_at": self.finished_at, "adapter": self.adapter_file,
                 "sha256_before": self.sha256_before, "sha256_after": self.sha256_after}

@@ -17,14 +17,14 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from functools import partial
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from bench.core.level_run import level_label, rate_json, rate_text
 from bench.core.metrics import summarize_level
 from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result import CellPaths
-from bench.core.result_model import Level, ReportedVersion, Server
+from bench.core.result_model import Level, ReportedVersion, Server, ServerCommand, ServerExit, ServerResources, as_block
 from bench.host.ports import free_port
 from bench.host.resources import ResourceSampler
 from bench.load import LevelConfig, LevelRun, OpenLoop
@@ -59,7 +59,7 @@ def _file_label(points: list[Point]) -> str:
     return f"c{point}" if isinstance(point, int) else f"r{rate_text(point.rate)}"
 
 
-class LevelsRun:
+class CellRun:
     """The mutable part of a cell: servers started, levels measured, what the server said."""
 
     def __init__(self, cfg: CellConfig, adapter: Adapter, install: Installation, model: ModelRef,
@@ -173,11 +173,11 @@ class LevelsRun:
             ended_alone = exit_info.returncode is not None and not exit_info.stopped_by_us
             if ended_alone and self.server_exit is None:  # between or after levels
                 self.server_exit = f"{server.exit_reason()} after {self._last_text()}"
-            server_info["exit"] = cast(Any, exit_info.to_json())
+            server_info["exit"] = as_block(ServerExit, exit_info.to_json())
             if isinstance(server, ServerProcess):
-                server_info["overhead"] = cast(Any, server.overhead())
+                server_info["overhead"] = server.overhead()
             if sampler is not None:  # the file name, not the path: results stay valid when moved or committed
-                server_info["resources"] = cast(Any, {**sampler.summary(), "path": sampler.path.name})
+                server_info["resources"] = as_block(ServerResources, {**sampler.summary(), "path": sampler.path.name})
             self.oom = self.oom or exit_info.oom
         return self.oom is None and self.capped is None and self.server_exit is None
 
@@ -207,7 +207,7 @@ class LevelsRun:
         command = replace(self.adapter.serve(ctx), cpus=self.cfg.cpus.server, secrets=(key.value,) if key else ())
         log_path = self.paths.server_log(label)
         server_info["port"] = port
-        server_info["command"] = cast(Any, command.to_json())
+        server_info["command"] = as_block(ServerCommand, command.to_json())
         server_info["log"] = str(log_path)
         return self.launch(command, replace(self.adapter, startup_timeout_s=self._ready_timeout()), self.cfg.host,
                            port, log_path, memory_limit_bytes=self.cfg.memory_limit_bytes,
@@ -304,7 +304,7 @@ class LevelsRun:
     def _keep(self, run: LevelRun, sidecar: IO[str]) -> None:
         """A level's summary (with its goodput under --slo) into the result (one stopped in warm-up
         keeps its warm-up evidence) and its requests into the sidecar, each line keyed by its level."""
-        summary = cast(Level, summarize_level(run))
+        summary = summarize_level(run)
         if self.cfg.load is not None and self.cfg.load.slos:
             summary["goodput"] = goodput(run, self.cfg.load.slos)
         if run.records or run.warmup_records:

@@ -23,11 +23,11 @@ from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.metrics import summarize_level
 from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.core.result import SCHEMA_VERSION, cell_paths, validate, write_result
-from bench.core.result_model import Level, Machine, Result, Server
+from bench.core.result_model import Level, MachineBlock, Result, Server
 from bench.core.verdicts import Evidence, Identity, classify
 from bench.host.affinity import CpuUse
 
-MACHINE: Machine = {
+MACHINE: MachineBlock = {
     "slug": "intelxeonprocessor", "host": "vm", "os": "Linux 6.18.44", "cpu": "Intel(R) Xeon(R) Processor",
     "chip": None, "gpus": [], "cores": 2, "memory_gib": 23.6, "gpu_probe_error": None,
 }
@@ -108,7 +108,7 @@ def _level(spec: Spec, concurrency: int, started_at: float) -> Level:
     run = LevelRun(LevelConfig("http://127.0.0.1:8001", spec.model, concurrency, spec.requests, spec.warmup),
                    records, warmup, t_start, t_end, started_at, False, None,
                    ClientHealth(host.cpu_share, 1.4, 0.3, host=host))
-    return cast(Level, summarize_level(run))
+    return summarize_level(run)
 
 
 def _server(spec: Spec, levels: tuple[int, ...], log: str) -> Server:
@@ -124,7 +124,7 @@ def _log_name(spec: Spec, levels: tuple[int, ...]) -> str:
     return f"logs/{spec.framework}_{spec.run_id}_{label}.server.log"
 
 
-def synthetic_result(spec: Spec = Spec(), *, machine: Machine = MACHINE, **changes: Any) -> Result:
+def synthetic_result(spec: Spec = Spec(), *, machine: MachineBlock = MACHINE, **changes: Any) -> Result:
     """A schema-valid Result of `spec` (with `changes` applied to it) on `machine`."""
     if changes:
         spec = Spec(**{**spec.__dict__, **changes})
@@ -161,7 +161,7 @@ def synthetic_result(spec: Spec = Spec(), *, machine: Machine = MACHINE, **chang
     return result
 
 
-def write_cell(results_root: Path, spec: Spec = Spec(), *, machine: Machine = MACHINE, **changes: Any) -> Path:
+def write_cell(results_root: Path, spec: Spec = Spec(), *, machine: MachineBlock = MACHINE, **changes: Any) -> Path:
     """Write a synthetic cell as a cell writes one: the result (validated), its per-request
     sidecar and its server logs, under `<results_root>/<model>/<machine>/<split>/`; returns the
     result's path."""

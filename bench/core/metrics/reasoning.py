@@ -4,20 +4,17 @@ A reasoning model (Qwen3, DeepSeek-R1) streams its thinking as `delta.reasoning_
 (llama-server, SGLang, older vLLM) or `delta.reasoning` (newer vLLM), then its answer as
 `delta.content` or tool calls. TTFT ends at the first reasoning delta, as vLLM's own client
 measures it; TTFA, the time to the first answer delta, is defined beside it in
-`bench.core.metrics.ttfa`. Here: which requests reasoned, how many of their chunks were
-reasoning, the server's reasoning token counts, and the level block that holds them with TTFA's
-statistics, present only when a successful request of the level reasoned (docs/metrics.md,
-"Reasoning models").
-
-A package, not a module of bench/core, because that folder holds the ten modules
-tests/test_architecture.py allows.
+`bench.core.metrics.requests.ttfa` (its level statistics are the metric table's `ttfa_ms`).
+Here: which requests reasoned, how many of their chunks were reasoning, the server's reasoning
+token counts, and the level block that holds them, present (with `ttfa_ms`) only when a
+successful request of the level reasoned (docs/metrics.md, "Reasoning models").
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from bench.core.records import RequestRecord
 
@@ -31,6 +28,10 @@ class Reasoning(TypedDict):
     answer_chunks_total: int
     tokens_total: int | None
     tokens_mean: float | None
+
+
+class Reasoned(TypedDict, total=False):
+    reasoning: Reasoning  # with `ttfa_ms`, when a successful request reasoned
 
 
 def reasoning_chunks(r: RequestRecord) -> int:
@@ -59,9 +60,10 @@ def reasoning_tokens_total(ok: Sequence[RequestRecord]) -> int | None:
     return sum(c for c in counts if c is not None)
 
 
-def reasoning_summary(ok: Sequence[RequestRecord], ttfa_ms: dict[str, Any]) -> dict[str, Any]:
-    """{"ttfa_ms": ttfa_ms, "reasoning": Reasoning} for successful requests `ok` of which at least
-    one reasoned, else {} (a level of a model that does not reason is unchanged).
+def reasoning_summary(ok: Sequence[RequestRecord]) -> Reasoning | None:
+    """The level's `reasoning` block for successful requests `ok` of which at least one
+    reasoned, else None (a level of a model that does not reason is unchanged: no `reasoning`,
+    no `ttfa_ms`).
 
     requests = successful requests that reasoned; unanswered = successful requests whose answer
     never came (reasoning, then the finish: they have no TTFA and did not fail); chunks_total =
@@ -69,10 +71,10 @@ def reasoning_summary(ok: Sequence[RequestRecord], ttfa_ms: dict[str, Any]) -> d
     `reasoning_tokens_total`, tokens_mean = tokens_total / successful requests."""
     thinking = sum(1 for r in ok if reasoned(r))
     if not thinking:
-        return {}
+        return None
     chunks = sum(map(reasoning_chunks, ok))
     tokens = reasoning_tokens_total(ok)
-    block: Reasoning = {
+    return {
         "requests": thinking,
         "unanswered": sum(1 for r in ok if r.t_first_answer is None),
         "chunks_total": chunks,
@@ -80,4 +82,3 @@ def reasoning_summary(ok: Sequence[RequestRecord], ttfa_ms: dict[str, Any]) -> d
         "tokens_total": tokens,
         "tokens_mean": None if tokens is None else tokens / len(ok),
     }
-    return {"ttfa_ms": ttfa_ms, "reasoning": block}

@@ -1,0 +1,147 @@
+"""A level of the result document, typed: `Level` and the blocks in it, as the schema's `level`
+($defs/level of bench/core/schema/result.schema.json) and its sub-blocks define them.
+
+Produced where measured (bench.core.metrics.level.summarize_level, bench.core.metrics.client,
+bench.core.open_loop.goodput) and read by the verdict and the reports, never converted. A key
+the schema does not require is in a `total=False` class; a key every measured level has and an
+imported one (another benchmark's file) may lack is optional here and required by the schema's
+top-level `else`. The stats blocks' keys are the metric table's (bench.core.metrics.table).
+A block whose concept also has a runtime class is named `<Concept>Block` (`ClientHealthBlock` for
+bench.core.level_run.ClientHealth, `OpenLoopBlock` for bench.core.level_run.OpenLoop).
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from bench.core.level_run import Connections
+from bench.core.metrics.reasoning import Reasoned
+from bench.core.metrics.table import OptionalStats, RequiredStats
+from bench.core.records import ContentEncodings, ErrorSample
+
+
+class ChunkDivergence(TypedDict):
+    fraction: float | None
+    warning: bool
+
+
+class DominantError(TypedDict):
+    type: str
+    http_status: int | None
+    count: int
+
+
+class _ClientHealthRequired(TypedDict):
+    cpu_share: float
+    loop_lag_p99_ms: float | None
+    schedule_lag_p99_ms: float | None
+    client_bound: bool
+    reasons: list[str]
+
+
+class ClientHealthBlock(_ClientHealthRequired, total=False):
+    """A level's `client` block (bench.core.metrics.client.client_health)."""
+
+    limited_by: str | None
+    connections: Connections
+    pinned: bool
+    cpus: list[int] | None
+    cpus_busy: float | None
+    host_cpus: int | None
+    host_cpu_busy: float | None
+    run_queue_wait_share: float | None
+    involuntary_switches: int | None
+    cpu_pressure_some: float | None
+    procs: int
+    procs_how: str | None
+    workers: list[ClientHealthBlock]
+
+
+class PromptReuse(TypedDict):
+    requests: int
+    unique_prompts: int
+    repeats: int
+    unique_prefixes: bool
+    server_warmed: bool
+    warmed_by: str | None
+    may_hit_cache: bool
+
+
+class _WarmupRequired(TypedDict):
+    requests: int
+    successful: int
+    failed: int
+    wall_time_s: float
+    errors: dict[str, int]
+
+
+class Warmup(_WarmupRequired, total=False):
+    error_samples: dict[str, list[ErrorSample]]
+
+
+class OpenLoopBlock(TypedDict):
+    """How an open-loop level's requests arrived (bench.core.metrics.level.open_loop_block)."""
+
+    arrivals: str
+    burstiness: float
+    max_concurrency: int | None
+    seed: int
+    offered_rate_rps: float | None
+    achieved_rate_rps: float | None
+    queued: int
+    peak_in_flight: int
+
+
+class Goodput(TypedDict):
+    """A level against the run's SLOs (bench.core.open_loop.goodput)."""
+
+    slo: dict[str, float]
+    good_requests: int
+    goodput_rps: float | None
+    attainment: dict[str, float | None]
+    slo_met: bool
+    missed: list[str]
+
+
+class LevelIdentity(TypedDict, total=False):
+    """What a level was: closed-loop `concurrency`, or open-loop `request_rate` with `open_loop`."""
+
+    concurrency: int
+    request_rate: float | str
+    open_loop: OpenLoopBlock
+
+
+class _LevelRequired(RequiredStats):
+    num_requests: int
+    successful: int
+    failed: int
+    partial: bool
+    stop_reason: str | None
+    wall_time_s: float
+    output_tokens_total: int
+    input_tokens_total: int | None
+    chunks_total: int
+    output_throughput_tps: float | None
+    request_throughput_rps: float | None
+    input_throughput_tps: float | None
+    total_token_throughput_tps: float | None
+    tokens_per_chunk: float | None
+    usage_available: bool
+    itl_per_chunk: bool
+    errors: dict[str, int]
+    error_samples: dict[str, list[ErrorSample]]
+    dominant_error: DominantError | None
+
+
+class Level(_LevelRequired, LevelIdentity, OptionalStats, ContentEncodings, Reasoned, total=False):
+    """One level (bench.core.metrics.level.summarize_level): closed-loop `concurrency`, or open-loop
+    `request_rate`; its stats blocks are the metric table's (RequiredStats, OptionalStats)."""
+
+    goodput: Goodput  # with --slo
+    prompt_reuse: PromptReuse
+    # measured results only (an imported level lacks what the other tool never recorded)
+    started_at: float
+    chunk_divergence: ChunkDivergence
+    served_models: list[str]
+    client: ClientHealthBlock
+    warmup: Warmup

@@ -1,0 +1,54 @@
+"""The statistics a level reports of each per-request metric.
+
+mean, min, max, population stdev (ddof=0, numpy's default) and percentiles by linear
+interpolation (numpy's default; p99 of 1..100 is 99.01, never nearest-rank).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TypedDict
+
+import numpy as np
+
+PERCENTILES = (50, 90, 95, 99)
+
+
+class Stats(TypedDict):
+    """Distribution of one per-request metric over the requests of a level (`stats_block`)."""
+
+    n: int
+    mean: float | None
+    min: float | None
+    max: float | None
+    stdev: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """q-th percentile by linear interpolation (numpy default); None for no values."""
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def stats_block(values: Iterable[float | None], scale: float = 1.0) -> Stats:
+    """{n, mean, min, max, stdev, p50, p90, p95, p99} of the non-None values times `scale`.
+
+    stdev is the population standard deviation (ddof=0). All values None when n == 0."""
+    arr = np.array([v for v in values if v is not None], dtype=float) * scale
+    if arr.size == 0:
+        return {"n": 0, "mean": None, "min": None, "max": None, "stdev": None,
+                "p50": None, "p90": None, "p95": None, "p99": None}
+    p50, p90, p95, p99 = (float(v) for v in np.percentile(arr, PERCENTILES))
+    return {"n": int(arr.size), "mean": float(arr.mean()), "min": float(arr.min()), "max": float(arr.max()),
+            "stdev": float(arr.std()), "p50": p50, "p90": p90, "p95": p95, "p99": p99}
+
+
+def arrival_rate(times: Sequence[float]) -> float | None:
+    """(n - 1) / (last - first) of n >= 2 arrival times in any order; None otherwise or for a zero span."""
+    if len(times) < 2:
+        return None
+    span = max(times) - min(times)
+    return (len(times) - 1) / span if span > 0 else None
