@@ -11,7 +11,7 @@ an interrupted cell with `enforce`, html.py reads `cell_outcome`.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -67,7 +67,7 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 
 def cell_record(item: pytest.Item, outcome: CellOutcome) -> CellRecord:
     """What the journal, the HTML report and the terminal learn about the cell."""
-    framework = cast(dict[str, Any], outcome.result).get("framework")
+    framework = outcome.result["framework"] if "levels" in outcome.result else None  # NoResult: {}
     cell_id = cell_id_of(item)
     where: dict[str, Any] = {}
     if cell_id is not None:  # a benchmark cell, not a plugin test's stand-in: it goes in the journal
@@ -90,15 +90,17 @@ def _evidence(cell_result: Result | NoResult) -> dict[str, Any]:
     """What the journal shows: the dominant error and the server logs of a failure, why the cell
     is suspicious (bench.run.cell compared it with the cell's previous result), and the failure a
     `fixed` cell's adapter edit answered."""
-    result = cast(dict[str, Any], cell_result)  # {} when the cell wrote no result
+    if "levels" not in cell_result:  # NoResult: the cell wrote no result, so there is nothing to show
+        return {"server_logs": []}
+    result = cell_result
     evidence: dict[str, Any] = {"server_logs": [s["log"] for s in result.get("servers", []) if s.get("log")]}
-    dominant = dominant_error(tuple(result.get("levels", ())))
+    dominant = dominant_error(tuple(result["levels"]))
     if dominant:
         evidence["dominant_error"] = dominant
-    suspicious = result.get("verdict", {}).get("suspicious")
+    suspicious = result["verdict"].get("suspicious")
     if suspicious:
         evidence["suspicious"] = suspicious
-    fix = result.get("verdict", {}).get("fix")
+    fix = result["verdict"].get("fix")
     if fix:  # the journal's Auto-Fixes section
         evidence["fix"] = {**fix, "run_id": result["run_id"]}
     return evidence
