@@ -41,11 +41,11 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
-# tests/test_html_report.py renders the HTML report in headless Chromium (Debian's `chromium`).
+# tests/reports/test_html_report.py renders the HTML report in headless Chromium (Debian's `chromium`).
 # Installed here only when no Chromium is found; `apt-get update` only if the install fails
 # without it. Without root (or apt) this prints what to install and goes on: that test then
 # fails with the same message, it is never skipped.
-CHROMIUM_HINT := tests/test_html_report.py needs Chromium: apt-get install -y --no-install-recommends chromium (as root), or set CHROMIUM=/path/to/chromium
+CHROMIUM_HINT := tests/reports/test_html_report.py needs Chromium: apt-get install -y --no-install-recommends chromium (as root), or set CHROMIUM=/path/to/chromium
 chromium:
 	@if [ -n "$$CHROMIUM" ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
 	  :; \

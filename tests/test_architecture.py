@@ -156,3 +156,19 @@ def test_installing_cellbench_cannot_overwrite_another_fixtures_package():
                if path.name != "__pycache__"}
     assert "__init__" not in shipped, "fixtures/__init__.py would overwrite testing-cabal's on install"
     assert shipped & TESTING_CABAL_FIXTURES == set()
+
+
+# tests/ folders that hold no package's tests: whole cells end to end, and shared code and files.
+TEST_FOLDERS_BEYOND_PACKAGES = {"cells", "support", "data"}
+
+
+def test_the_tests_mirror_the_packages():
+    """tests/<package>/ holds the tests of bench/<package>/ (or adapters/; the plugins' folder those
+    of fixtures/ too); only the checks of the whole project stay in tests/ itself (tests/README.md)."""
+    packages = {p.name for p in (ROOT / "bench").iterdir() if (p / "__init__.py").is_file()} | {"adapters"}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders - packages - TEST_FOLDERS_BEYOND_PACKAGES == set(), "a tests/ folder named after no package"
+    loose = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert loose == ["test_architecture.py", "test_docs.py", "test_workflows.py"], "a test file outside its package"
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert len(names) == len(set(names)), "two test files of one name: pytest imports tests/ files by basename"

@@ -134,5 +134,5 @@ def as_result(data: Any) -> Result:
     except ValueError as exc:
         raise NotAResult(f"finished_at is not a timestamp: {exc}") from exc
     # The one narrowing of a result read: the schema validation just above checked it, and
-    # tests/test_result_model.py checks the schema against the Result TypedDicts.
+    # tests/core/test_result_model.py checks the schema against the Result TypedDicts.
     return cast(Result, data)

@@ -13,7 +13,7 @@ cell assembles is the one written, and the one a report reads is the one validat
 does not require is in a `total=False` subclass (`Server` over `_ServerRequired`); a key a measured
 result always has and an imported one (another benchmark's file, converted) may lack is optional
 here and in the schema's blocks, whose top-level `else` requires it without `imported`
-(tests/test_result_model.py, tests/test_import_siliconbench.py). The run's load and sweep blocks:
+(tests/core/test_result_model.py, tests/imports/test_import_siliconbench.py). The run's load and sweep blocks:
 bench.core.open_loop. `as_block` is the one way a plain dict a lower layer built becomes a block.
 """
 

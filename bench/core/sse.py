@@ -13,7 +13,7 @@ Three layers, each usable alone:
   verdict (`t_first_token`, `t_first_answer`, chunk times, `t_end`, `truncated` /
   `empty_output` / `invalid_sse` / `stream_error_event`).
 
-The per-event path is measured (tests/test_sse_benchmark.py); keep it to a few byte checks, one
+The per-event path is measured (tests/core/test_sse_benchmark.py); keep it to a few byte checks, one
 JSON parse and a few dict look-ups. A read that is exactly one `data: ` event (the common case: a
 server flushes each token) skips the decoder's line splitting (`ChatStream.feed`), the payload is
 read into a tuple, not a `Chunk` (`_read`), and the JSON parser is orjson when installed

@@ -109,7 +109,7 @@ def ttft_errors(run: ClientRun, log: ServerLog) -> list[float]:
     against the server's own. What is left is the client's send path and its stamp of the first
     chunk, the loopback's tens of microseconds both ways, and the server's own wait to accept
     and read the request while it writes other streams' chunks (its lateness in reading, which
-    the server cannot stamp itself: `tests/test_client_timing.py` separates the client's part)."""
+    the server cannot stamp itself: `tests/load/test_client_timing.py` separates the client's part)."""
     out: list[float] = []
     for text, ttft, _ in run.timings:
         times = log.get(stream_of(text) or "")

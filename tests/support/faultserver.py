@@ -2,7 +2,7 @@
 
     python -m tests.support.faultserver --port 8012 --mode cut_before_finish [--served-id tiny]
 
-The fault matrix (tests/test_faults.py) runs real cells against it, started by a model profile's
+The fault matrix (tests/run/test_faults.py) runs real cells against it, started by a model profile's
 `openai.command` or named by `--endpoint`. Standard library only, on asyncio streams, so every
 byte on the wire is this module's choice: a stream cut between two events, headers sent one byte
 at a time, a 50 MB event. Each connection carries one request (`Connection: close`); streamed
@@ -68,7 +68,7 @@ MODES: dict[str, str] = {
                  "usage.completion_tokens_details.reasoning_tokens counts the reasoning",
 }
 
-# Modes the fault matrix (tests/test_faults.py) does not run: tests/test_api_keys.py asserts them,
+# Modes the fault matrix (tests/run/test_faults.py) does not run: tests/run/test_api_keys.py asserts them,
 # with the key and without it.
 KEY_MODES: dict[str, str] = {
     "ready_401": "401 on every path unless the request has `Authorization: Bearer <--api-key>` (no --api-key: "

@@ -10,7 +10,7 @@ take their metric rows and columns from it.
 
 Adding a metric: a per-request function (in bench.core.metrics.requests, or here), one `Metric`
 row in METRICS, its key in `RequiredStats` or `OptionalStats` (so mypy knows it), and its formula
-in docs/metrics.md. tests/test_metric_table.py checks the table, these TypedDicts and the schema
+in docs/metrics.md. tests/core/test_metric_table.py checks the table, these TypedDicts and the schema
 agree.
 """
 
@@ -155,7 +155,7 @@ def level_stats(ok: Sequence[RequestRecord], sent: Sequence[RequestRecord], *, o
             blocks[m.key] = m.summarize(ok if m.over == "successful" else sent)
         if i == last_reasoning and reasoning is not None:
             blocks["reasoning"] = reasoning
-    # The keys are METRICS' keys (and `reasoning`), which tests/test_metric_table.py checks
+    # The keys are METRICS' keys (and `reasoning`), which tests/core/test_metric_table.py checks
     # against LevelStats: the one place a level's dict is typed by a check, not by mypy.
     return cast(LevelStats, blocks)
 

@@ -6,7 +6,7 @@ waits until every worker is ready, and gives them one start time. That start tim
 deadline and every timestamp in the records are `time.perf_counter()` values, which compare
 across processes: on Linux perf_counter is `clock_gettime(CLOCK_MONOTONIC)` (see
 `time.get_clock_info("perf_counter")`), one clock for the whole system since boot, and on macOS
-it is `mach_absolute_time()`, system-wide too; `tests/test_client_procs.py` checks that a
+it is `mach_absolute_time()`, system-wide too; `tests/load/test_client_procs.py` checks that a
 child's reading falls between two of the parent's.
 
 While the workers run, the parent answers their "is the server gone?" (it owns the server

@@ -1,6 +1,6 @@
 """docs/options.md, written from the option declarations: `python -m bench.plugins.opts.reference`.
 
-tests/test_option_reference.py fails when docs/options.md is not what this writes, and when the
+tests/plugins/test_option_reference.py fails when docs/options.md is not what this writes, and when the
 flags and defaults of a real `pytest --help` are not the ones it lists.
 """
 

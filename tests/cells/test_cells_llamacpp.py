@@ -233,7 +233,7 @@ def test_pytest_timeout_still_stops_the_server(tmp_path, no_leaked_servers):
     assert "Timeout (>4.0s) from pytest-timeout" in proc.stdout
 
 
-SILICONBENCH = Path(__file__).parent / "data" / "siliconbench"  # small files in SiliconBench's format
+SILICONBENCH = Path(__file__).parents[1] / "data" / "siliconbench"  # small files in SiliconBench's format
 
 
 @pytest.mark.parametrize("split", ["chat", "agent"])

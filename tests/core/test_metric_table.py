@@ -23,10 +23,10 @@ from bench.core.result import result_schema, validate
 from bench.reports import html_review
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import write_report
+from tests.reports.test_report import table as report_table
 from tests.support.results import synthetic_result, write_cell
-from tests.test_report import table as report_table
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 STATS_KEYS = set(get_type_hints(table.LevelStats)) - {"reasoning"}
 
 

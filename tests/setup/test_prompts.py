@@ -15,7 +15,7 @@ from bench.base.paths import PROJECT_ROOT
 from bench.setup.prompts import Prompt, PromptFileError, assert_no_shared_prefix, load_prompts, load_split
 
 PROMPTS_DIR = PROJECT_ROOT / "prompts"
-SILICONBENCH = Path(__file__).parent / "data" / "siliconbench"  # small files in SiliconBench's format
+SILICONBENCH = Path(__file__).parents[1] / "data" / "siliconbench"  # small files in SiliconBench's format
 # SiliconBench's chat split: 100 prompts numbered in this order, by (bucket, max_tokens) and count.
 SILICONBENCH_CHAT_MIX = (("short", 64, 10), ("short", 256, 10), ("medium", 64, 10), ("medium", 256, 10),
                          ("long", 64, 15), ("long", 256, 15), ("vlong", 64, 15), ("vlong", 256, 15))

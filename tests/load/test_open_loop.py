@@ -3,7 +3,7 @@ dispatcher against real servers on 127.0.0.1 (sends on the schedule, the --max-c
 never exceeded, the queueing delay recorded apart from TTFT), the SLOs and goodput, the rate
 sweep's search, and the options that ask for all of it.
 
-The servers: the scripted SSE server of tests/test_loadgen.py (it counts what it has in flight)
+The servers: the scripted SSE server of tests/load/test_loadgen.py (it counts what it has in flight)
 and the paced zero-work server of bench/perf/client_overhead.py, a separate process.
 """
 
@@ -27,8 +27,8 @@ from bench.perf.client_overhead import paced_server
 from bench.run.config import LoadPlan, load_plan
 from bench.run.sweep import RateSweep, SweepPlan
 from bench.setup.prompts import Prompt
-from tests.test_loadgen import ScriptServer, prompts
-from tests.test_options import STAND_IN_CELL, usage_error
+from tests.load.test_loadgen import ScriptServer, prompts
+from tests.plugins.test_options import STAND_IN_CELL, usage_error
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -155,7 +155,7 @@ class Project:
             "default_venv_python": ["/nonexistent/venv/bin/python", str(self.venv_python)],
             "omni_ci_home": str(self.tmp / "ci-home"),
             "auto_env": {"DEMO_FLAG": "on"},
-            # No default_server_profile (tests/test_eval_config.py loads one): a row whose model
+            # No default_server_profile (tests/eval/test_eval_config.py loads one): a row whose model
             # no profile claims then runs its own `server` template, as that runner does.
             "server_profile_by_hf_model_id": {"tiny": "llama", "demo/omni": "omni_router"},
             "server_profiles": {

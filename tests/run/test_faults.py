@@ -9,7 +9,7 @@ the schema, the journal's entry for the cell, and that no process of the case is
 
 The sessions are independent (each has its own results directory and cellbench cache, hence its
 own host lock), so the selected cases run JOBS at a time in the background, in collection order,
-and each test waits for its own. `pytest tests/test_faults.py` (or `pytest tests -k fault`) runs
+and each test waits for its own. `pytest tests/run/test_faults.py` (or `pytest tests -k fault`) runs
 the matrix; `-k "fault and exit_mid_level"` one mode in both forms.
 """
 
@@ -238,7 +238,7 @@ FAULTS: dict[str, Fault] = {
     "big_body": Fault("all-failed", ALL_FAILED.format("invalid_sse"),
                       check=samples_say("invalid_sse", "SSE event over 16 MiB")),
     "trickle_headers": Fault("ok", r"^8/8 requests ok", requests=4, check=answered()),
-    "reasoning": Fault("ok", OK, check=answered()),  # its TTFA and reasoning tokens: tests/test_reasoning.py
+    "reasoning": Fault("ok", OK, check=answered()),  # its TTFA and reasoning tokens: tests/core/test_reasoning.py
     "gzip_stream": Fault("ok", OK, annotations=("compressed",), check=decoded),
     "br_stream": Fault("all-failed", ALL_FAILED.format("invalid_sse"), check=samples_are(
         "invalid_sse", "the server compressed the stream (Content-Encoding: br), which cellbench does not decode")),

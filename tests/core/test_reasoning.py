@@ -24,9 +24,11 @@ from bench.core.result_model import Level
 from bench.reports import html_review
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import ROWS, write_report
-from tests.support.faultserver import DEFAULT_TOKENS, REASONING_TOKENS
-from tests.support.results import cell_dir, put, variant, write_cell
-from tests.test_faults import (
+from tests.core.test_metrics import level
+from tests.core.test_result_model import _at
+from tests.core.test_sse import DONE, ROLE, chunk, content, drive, event
+from tests.reports.test_report import table
+from tests.run.test_faults import (
     FORMS,
     LEVELS,
     REQUESTS,
@@ -39,10 +41,8 @@ from tests.test_faults import (
     run_case,
     tagged_processes,
 )
-from tests.test_metrics import level
-from tests.test_report import table
-from tests.test_result_model import _at
-from tests.test_sse import DONE, ROLE, chunk, content, drive, event
+from tests.support.faultserver import DEFAULT_TOKENS, REASONING_TOKENS
+from tests.support.results import cell_dir, put, variant, write_cell
 
 THINKING_KEYS = ("reasoning_content", "reasoning")  # llama-server, SGLang, older vLLM; newer vLLM
 

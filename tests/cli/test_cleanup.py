@@ -94,7 +94,7 @@ def test_dry_run_deletes_nothing(split_dir):
 
 
 def test_an_imported_result_is_a_baseline_and_is_never_deleted(split_dir, tmp_path):
-    from tests.test_import_siliconbench import convert_file, newer_file, write_sb
+    from tests.imports.test_import_siliconbench import convert_file, newer_file, write_sb
 
     older = newer_file(timestamp="2025-09-03T19:59:07")  # older than every measured result here
     source = write_sb(tmp_path / "sb" / "chat", "llamacpp_20250903_195907.json", older)

@@ -57,7 +57,7 @@ def test_shipped_profiles_load() -> None:
     assert (qwen.formats["hf"].repo, qwen.formats["hf"].served_id) == ("Qwen/Qwen3-0.6B", "Qwen3-0.6B")
     assert qwen.formats["mlx"].served_id == "Qwen3-0.6B-bf16"
     assert (qwen.formats["ollama"].tag, qwen.formats["ollama"].served_id) == ("qwen3:0.6b-fp16", "qwen3:0.6b-fp16")
-    assert qwen.source == Path(__file__).resolve().parent.parent / "models" / "qwen3-0.6b.yaml"
+    assert qwen.source == Path(__file__).resolve().parents[2] / "models" / "qwen3-0.6b.yaml"
 
 
 def test_a_profile_loads_by_path(tmp_path: Path) -> None:

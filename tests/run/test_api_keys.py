@@ -2,7 +2,7 @@
 
 Each session here is a real `pytest` run in a subprocess, as a user runs cellbench: against the
 suite's fault server in its `ready_401` mode (401 on every path without the right key), started
-from a profile's `openai.command` or named by `--endpoint` (tests/test_faults.py's helpers), and
+from a profile's `openai.command` or named by `--endpoint` (tests/run/test_faults.py's helpers), and
 against the real llama-server given a key in LLAMA_API_KEY (its /health stays open without a key, so
 its cells fail at the requests, not at readiness). Each checks the verdict and reason a user reads,
 and that the key appears in no file the session wrote (results, request log, journal, REPORT.md,
@@ -31,8 +31,8 @@ from bench.core.result import new_run_id, validate
 from bench.core.verdicts import Evidence, Verdict, classify
 from bench.run.cell import CellConfig, run_cell
 from bench.setup import profiles
+from tests.run.test_faults import Case, Fault, check_journal, check_nothing_left, endpoint_server, session_argv
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S, assert_ok_unless_client_limited
-from tests.test_faults import Case, Fault, check_journal, check_nothing_left, endpoint_server, session_argv
 
 WANTS_KEY = "it wants an API key; pass --api-key KEY or set OPENAI_API_KEY"
 INVALID = ('(HTTP 401 Unauthorized: {"error": {"message": "Invalid API Key", "type": "authentication_error", '
@@ -215,8 +215,8 @@ def test_the_key_goes_with_the_requests_of_every_client_process(tmp_path, monkey
     from bench.host.ports import free_port
     from bench.load import LevelConfig
     from bench.load.procs import ProcPlan, run_level_procs
+    from tests.run.test_server import fault_server
     from tests.support.procs_driver import prompts
-    from tests.test_server import fault_server
 
     monkeypatch.setenv("CELLBENCH_CACHE", str(tmp_path / "cache"))
     key = profiles.ApiKey(new_key(), "--api-key")

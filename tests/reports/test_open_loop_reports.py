@@ -25,7 +25,7 @@ from bench.load.arrivals import arrival_offsets
 from bench.reports import html_review, plots
 from bench.reports.comparison import build_comparison
 from bench.reports.markdown import write_report
-from tests import test_result_model
+from tests.core import test_result_model
 from tests.support.results import MACHINE, synthetic_result, write_cell
 
 SLO = "ttft_p99=300ms,tpot_p99=20ms"

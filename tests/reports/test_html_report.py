@@ -2,7 +2,7 @@
 
 pytest-html 4 builds its rows with JavaScript from a JSON blob, so the raw file does not hold
 them; `chromium --dump-dom` gives the DOM after the scripts ran. Plugin-level sessions use stand-in
-cells (real cell ids, outcomes from results written by hand: tests/test_plugin.py); one session
+cells (real cell ids, outcomes from results written by hand: tests/plugins/test_plugin.py); one session
 runs the real llamacpp chat cell. Chromium comes from the system (`make test` installs Debian's
 `chromium` when it is missing); without it these tests fail with what to install.
 """
@@ -28,11 +28,11 @@ import pytest
 from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
 from bench.reports import html_review
-from test_plugin import cell_dir, hand_result, stand_in_cells
+from tests.plugins.test_plugin import cell_dir, hand_result, stand_in_cells
 from tests.support.busy import assert_ok_unless_client_limited
 
-CHROMIUM_HINT = ("tests/test_html_report.py needs Chromium: apt-get install -y --no-install-recommends chromium "
-                 "(as root), or set CHROMIUM=/path/to/chromium")
+CHROMIUM_HINT = ("tests/reports/test_html_report.py needs Chromium: "
+                 "apt-get install -y --no-install-recommends chromium (as root), or set CHROMIUM=/path/to/chromium")
 XSS = "<script>alert(1)</script>"
 
 

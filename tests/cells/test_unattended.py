@@ -26,7 +26,7 @@ from bench.core.verdicts import Verdict
 from bench.run import cell
 from bench.run.cell import CellConfig, run_cell
 from bench.setup import profiles
-from test_cells_llamacpp import llama_servers, no_leaked_servers  # noqa: F401  (a fixture)
+from tests.cells.test_cells_llamacpp import llama_servers, no_leaked_servers  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.integration
 

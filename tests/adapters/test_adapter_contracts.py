@@ -254,7 +254,7 @@ def test_every_capability_changes_the_request():
     assert llamacpp.request_extras() == {"stream_options": {"include_usage": True}}
     quiet = dataclasses.replace(llamacpp, capabilities=Capabilities(include_usage=False))
     assert quiet.request_extras() == {}
-    # ignore_eos: the cell's request body carries it only where declared (tests/test_cells_python_servers.py).
+    # ignore_eos: the cell's request body carries it only where declared (tests/cells/test_cells_python_servers.py).
 
 
 def test_cuda_and_metal_builds_of_llamacpp_are_their_own_cache_entries():

@@ -39,7 +39,7 @@ from bench.load.procs.split import split
 from bench.perf.client_overhead import MODEL, paced_server
 from tests.support.procs_driver import failing_level, prompts
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def workers_of(pid: int | None = None) -> list[psutil.Process]:

@@ -188,9 +188,9 @@ def test_every_request_option_reaches_an_endpoint_cell_as_a_started_one(tmp_path
     """--ignore-eos, --unique-prompts and --tools-param shape the body the server receives in both
     forms alike (the fault server logs every body it got): --ignore-eos once reached only started
     servers of frameworks known to take it."""
+    from tests.run.test_api_keys import OwnCase, run_session
+    from tests.run.test_faults import Fault
     from tests.support.faultserver import MODES
-    from tests.test_api_keys import OwnCase, run_session
-    from tests.test_faults import Fault
 
     assert "ok" in MODES
     options = ("-m", "chat or agent", "--ignore-eos", "--unique-prompts", "--tools-param")

@@ -19,7 +19,7 @@ from bench.core.verdicts import CellVerdict, Verdict
 from bench.reports.comparison import build_comparison
 from tests.support.results import synthetic_result, write_cell
 
-V1_FILE = Path(__file__).parent / "data" / "result_v1_llamacpp.json"  # written by cellbench before the model
+V1_FILE = Path(__file__).parents[1] / "data" / "result_v1_llamacpp.json"  # written by cellbench before the model
 
 
 def _resolve(schema: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ first chunk names the stream, which ties a record to its log. Against those mome
 A busy host makes any client late, so the test is marked `perf`, which `make test`,
 `make test-fast` and CI leave out; it fails printing what it measured:
 
-    .venv/bin/python -m pytest tests/test_client_timing.py -m perf -p no:cacheprovider -s
+    .venv/bin/python -m pytest tests/load/test_client_timing.py -m perf -p no:cacheprovider -s
 """
 
 from __future__ import annotations

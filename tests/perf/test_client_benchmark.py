@@ -5,8 +5,8 @@ The timer is this process's CPU time (`time.process_time`: every thread of the c
 the server's), so a busy host slows the round but hardly changes the figure. It fails on nothing
 about speed: pytest-benchmark keeps the figures, and comparing them against a saved run is opt-in:
 
-    pytest tests/test_client_benchmark.py -p no:cacheprovider --benchmark-autosave         # a baseline
-    pytest tests/test_client_benchmark.py -p no:cacheprovider --benchmark-compare \\
+    pytest tests/perf/test_client_benchmark.py -p no:cacheprovider --benchmark-autosave         # a baseline
+    pytest tests/perf/test_client_benchmark.py -p no:cacheprovider --benchmark-compare \\
         --benchmark-compare-fail=median:15%                                                  # against it
 
 `extra_info.us_per_chunk_median` is the round's CPU over its chunks, the level's fixed cost (its

@@ -9,7 +9,7 @@ free cores, two processes must deliver at least 1.8 times one's rate (issue 16).
 is depends on how idle the host is, so the test is marked `perf`, which CI deselects; it fails
 printing both rates, and skips on a host with fewer than 3 CPUs.
 
-    .venv/bin/python -m pytest tests/test_client_procs_perf.py -m perf -p no:cacheprovider -s
+    .venv/bin/python -m pytest tests/perf/test_client_procs_perf.py -m perf -p no:cacheprovider -s
 """
 
 from __future__ import annotations
