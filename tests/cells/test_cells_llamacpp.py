@@ -131,7 +131,7 @@ def test_share_server_runs_every_level_on_one_server(tmp_path, no_leaked_servers
 
 def test_keep_alive_reuses_or_retries_and_loses_no_request(tmp_path, no_leaked_servers):
     """--keep-alive against llama-server, which closes a connection after a streamed response on
-    its own terms (README: keep-alive): a request never fails for it. An idle connection found
+    its own terms (docs/client-performance.md, keep-alive): a request never fails for it. An idle connection found
     closed is dropped (stale); one closed as the request went out is retried on a fresh one, and
     the request's record says so."""
     proc = run_pytest("-m", "chat", "-k", "llamacpp", "--keep-alive", "--requests", "6", "--concurrency", "2",

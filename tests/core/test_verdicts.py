@@ -281,7 +281,7 @@ def test_an_ok_cell_with_a_level_that_produced_nothing_still_explains_itself():
 @pytest.mark.parametrize(("failed", "n", "below_threshold"), [(0, 16, True), (0, 15, False), (4, 40, False),
                                                                (10, 100, True), (30, 300, True)])
 def test_the_readmes_sample_sizes(failed, n, below_threshold):
-    """README, "Small samples say so": how many requests a decision at 20% needs."""
+    """docs/running-cells.md, "Small samples say so": how many requests a decision at 20% needs."""
     assert (wilson_interval(failed, n)[1] < 0.2) is below_threshold
 
 

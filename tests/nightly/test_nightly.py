@@ -178,7 +178,7 @@ def _workspace(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def night(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The plan and linux-cpu machine jobs of a manual run (llama.cpp, 2 requests per level), and
-    two more machines run by hand as the README's fan-out says."""
+    two more machines run by hand as docs/nightly.md's fan-out says."""
     root = tmp_path_factory.mktemp("nightly")
     ws, store = _workspace(root), root / "artifact-store"
     store.mkdir()

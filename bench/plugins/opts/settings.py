@@ -142,8 +142,8 @@ class Settings:
         "from a cache another one filled: cold numbers", action="store_true",
         brief="a nonce opens every request: nothing served from a cache")
     keep_alive: bool = option(
-        "--keep-alive", "reuse connections across a level's requests while the server keeps them open (README: "
-        "keep-alive)", action="store_true", note=": one connection per request",
+        "--keep-alive", "reuse connections across a level's requests while the server keeps them open "
+        "(docs/client-performance.md)", action="store_true", note=": one connection per request",
         brief="reuse connections across a level's requests",
         also=(Option("--no-keep-alive", "one connection per request", action="store_false", dest="keep_alive",
                      shown="default"),))
