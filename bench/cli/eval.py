@@ -29,7 +29,11 @@ from bench.eval.row import row_edit
 from bench.eval.source import hardware_tag, source_prefix
 from bench.eval.tables import RowEdit, plan_edit
 from bench.host.machine import detect
+from bench.plugins.opts.eval_settings import EvalSettings
+from bench.plugins.opts.spec import declared
 from bench.setup.profiles import PROFILES_DIR
+
+EVAL_OPTIONS = {name: options[0] for name, options in declared(EvalSettings)}
 
 
 def _load(args: argparse.Namespace) -> EvalConfig:
@@ -90,8 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--config", type=Path, default=None, help="an eval config file (eval.yaml or config.yaml)")
         p.add_argument("--eval-root", type=Path, default=None,
                        help="where `file` paths are [the config's git top level]")
-        p.add_argument("--benchmarks", default="all", help="rows of these benchmark files only [all]")
-        p.add_argument("--exclude-ids", default="", help="skip rows whose id contains any of these substrings")
+        for name in ("benchmarks", "exclude_ids"):  # the row filters `pytest -m eval` takes, as it takes them
+            row_filter = EVAL_OPTIONS[name]
+            p.add_argument(row_filter.flag, default=row_filter.default, metavar=row_filter.metavar,
+                           help=f"{row_filter.help} [{row_filter.default or 'none'}]")
     pre = sub.choices["precheck"]
     pre.add_argument("--venv-python", default=None, help="the clients' Python [$EVAL_VENV_PYTHON, default_venv_python]")
     pre.add_argument("--gpu-pool", default=None, help="GPUs rows may use, e.g. 0,1 [all]")

@@ -17,6 +17,7 @@ from enum import Enum
 from http import HTTPStatus
 from typing import Any
 
+from bench.base.defaults import DEFAULT_DEGRADED_FRACTION
 from bench.core.level_run import level_label, levels_text
 from bench.core.metrics import STARVED_RUN_QUEUE_WAIT
 from bench.core.result_model import DominantError, Level, VerdictBlock
@@ -301,7 +302,7 @@ def _late(levels: list[Level]) -> str:
 _CLIENT_REASONS = {"client": _saturated, "host": _starved, "unknown": _late}
 
 
-def classify(ev: Evidence, *, degraded_fraction: float = 0.2) -> CellVerdict:
+def classify(ev: Evidence, *, degraded_fraction: float = DEFAULT_DEGRADED_FRACTION) -> CellVerdict:
     notes = annotations_for(ev.levels)
     if ev.skipped:
         return CellVerdict(Verdict.SKIPPED, ev.skipped)

@@ -17,8 +17,9 @@ from typing import Any
 import yaml
 
 import adapters
-from bench.base.defaults import SPLITS
+from bench.base.defaults import DEFAULT_MODEL, SPLITS
 from bench.base.paths import PROJECT_ROOT
+from bench.run.config import DEFAULT_CELL_BUDGET_S
 
 MACHINES_FILE = PROJECT_ROOT / "machines.yaml"
 PLATFORMS = ("darwin-arm64", "linux-x86_64", "linux-x86_64+cuda", "linux-aarch64", "linux-aarch64+cuda")
@@ -26,8 +27,9 @@ PLATFORMS = ("darwin-arm64", "linux-x86_64", "linux-x86_64+cuda", "linux-aarch64
 MAX_JOB_MINUTES = 5 * 24 * 60
 _DURATION_UNITS = {"s": 1 / 60, "m": 1.0, "h": 60.0}
 _DEFAULTS: dict[str, Any] = {
-    "model": "tiny", "splits": list(SPLITS), "requests": None, "frameworks": None,
-    "cell_budget": {"chat": "45m", "agent": "90m"}, "setup_minutes": 60, "eval": False, "eval_minutes": 240,
+    "model": DEFAULT_MODEL, "splits": list(SPLITS), "requests": None, "frameworks": None,
+    "cell_budget": {split: f"{seconds / 60:g}m" for split, seconds in DEFAULT_CELL_BUDGET_S.items()},
+    "setup_minutes": 60, "eval": False, "eval_minutes": 240,
     "pytest_args": [],
 }
 _MACHINE_ONLY = {"name", "labels", "platform"}
