@@ -67,7 +67,7 @@ def test_the_schema_has_each_row_as_a_stats_block_required_as_its_when_says():
 
 def test_a_level_has_the_rows_present_for_its_kind():
     closed = synthetic_result()["levels"][0]
-    every_level = {m.key for m in table.METRICS if m.when in ("always", "measured")}
+    every_level = {m.key for m in table.METRICS if m.when in ("always", "measured", "added")}
     assert {k for k in closed if k in table.BY_KEY} == every_level
     ordered = [k for k in closed if k in table.BY_KEY]
     assert ordered == [m.key for m in table.METRICS if m.key in closed]  # in the table's order
@@ -79,7 +79,7 @@ def thinking_time(r: RequestRecord) -> float | None:
 
 
 EXTRA = table.Metric("thinking_ms", thinking_time, "Thinking", "ms", description="Thinking time, ms.",
-                     report=table.Shown(("p50",)), review=".1f")
+                     when="added", report=table.Shown(("p50",)), review=".1f")
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def extra_metric(monkeypatch) -> Iterator[table.Metric]:
     result_module._validator.cache_clear()
 
 
-def test_a_metric_added_to_the_table_reaches_the_level_the_schema_and_the_reports(extra_metric, tmp_path):
+def test_a_metric_added_to_the_table_reaches_the_level_the_schema_and_the_reports(extra_metric, monkeypatch, tmp_path):
     result = synthetic_result()
     level = result["levels"][0]
     assert "thinking_ms" in level and level["thinking_ms"]["n"] == level["successful"]
@@ -103,10 +103,17 @@ def test_a_metric_added_to_the_table_reaches_the_level_the_schema_and_the_report
     bad["levels"][0]["thinking_ms"] = {"n": 1}
     with pytest.raises(jsonschema.ValidationError):
         validate(bad)
-    measured = json.loads(json.dumps(result))
-    del measured["levels"][0]["thinking_ms"]
-    with pytest.raises(jsonschema.ValidationError, match="thinking_ms"):
-        validate(measured)  # a measured result's levels must have it ("measured")
+    earlier = json.loads(json.dumps(result))
+    del earlier["levels"][0]["thinking_ms"]
+    validate(earlier)  # a result written before the row was added stays valid ("added")
+    with monkeypatch.context() as m:  # as "measured", the schema would refuse every earlier result
+        m.setattr(table, "METRICS", (*table.METRICS[:-1], replace(EXTRA, when="measured")))
+        result_module.result_schema.cache_clear()
+        result_module._validator.cache_clear()
+        with pytest.raises(jsonschema.ValidationError, match="thinking_ms"):
+            validate(earlier)
+    result_module.result_schema.cache_clear()
+    result_module._validator.cache_clear()
 
     path = write_cell(tmp_path / "results")
     report = write_report(path.parent, read_comparison(write_comparison(path.parent, machine="intelxeonprocessor")))

@@ -25,11 +25,12 @@ from bench.core.metrics.reasoning import Reasoned, Reasoning
 from bench.core.metrics.statistics import Stats, stats_block
 from bench.core.records import RequestRecord
 
-When = Literal["always", "measured", "reasoning", "open_loop"]
+When = Literal["always", "measured", "added", "reasoning", "open_loop"]
 """When a level has the metric: "always" (every result, imported ones too), "measured" (every
-result cellbench measured; another benchmark's imported one may lack it), "reasoning" (only where
-a successful request reasoned, beside the level's `reasoning` block), "open_loop" (every
-open-loop level, no closed-loop one)."""
+result cellbench measured; another benchmark's imported one may lack it), "added" (every level
+measured since the row was added: results written before it lack it, so the schema requires it
+nowhere and they stay readable), "reasoning" (only where a successful request reasoned, beside the
+level's `reasoning` block), "open_loop" (every open-loop level, no closed-loop one)."""
 
 
 @dataclass(frozen=True)
