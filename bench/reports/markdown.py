@@ -83,7 +83,7 @@ def _shown(when: tuple[str, ...], *, after_throughput: bool = False) -> list[tup
             and m.report.after_throughput == after_throughput for row in metric_rows(m)]
 
 
-_EVERY_LEVEL = ("always", "measured", "added")  # "added": earlier results show it as missing
+_EVERY_LEVEL = ("always", "measured", "added")  # "added": an earlier result shows no value
 Row = tuple[str, Callable[[Level], str]]
 
 
