@@ -133,7 +133,9 @@ def test_percentiles_are_numpy_linear_interpolation():
 def test_stats_block_scale_skips_none_and_empty_is_none():
     assert metrics.stats_block([0.001, None, 0.003], 1000.0)["mean"] == pytest.approx(2.0)
     empty = metrics.stats_block([])
-    assert empty["n"] == 0 and all(empty[k] is None for k in empty if k != "n")
+    assert empty["n"] == 0 and all(empty[k] is None for k in empty if k not in ("n", "ci95"))
+    # no value bounds a percentile either: each interval's ends are null, beside the n it needs
+    assert all(i["low"] is None and i["high"] is None and i["needs_n"] > 0 for i in empty["ci95"].values())
 
 
 # ------------------------------------------------------------------ per level

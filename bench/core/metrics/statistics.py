@@ -1,7 +1,8 @@
 """The statistics a level reports of each per-request metric.
 
 mean, min, max, population stdev (ddof=0, numpy's default) and percentiles by linear
-interpolation (numpy's default; p99 of 1..100 is 99.01, never nearest-rank).
+interpolation (numpy's default; p99 of 1..100 is 99.01, never nearest-rank), and beside them each
+percentile's distribution-free 95% interval (bench.core.metrics.intervals).
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from typing import TypedDict
 
 import numpy as np
 
+from bench.core.metrics.intervals import Intervals, intervals
+
 PERCENTILES = (50, 90, 95, 99)
 
 
-class Stats(TypedDict):
-    """Distribution of one per-request metric over the requests of a level (`stats_block`)."""
+class _StatsRequired(TypedDict):
 
     n: int
     mean: float | None
@@ -28,22 +30,29 @@ class Stats(TypedDict):
     p99: float | None
 
 
+class Stats(_StatsRequired, total=False):
+    """Distribution of one per-request metric over the requests of a level (`stats_block`)."""
+
+    ci95: Intervals  # every block cellbench writes has it; results written before it lack it
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """q-th percentile by linear interpolation (numpy default); None for no values."""
     return float(np.percentile(values, q)) if len(values) else None
 
 
 def stats_block(values: Iterable[float | None], scale: float = 1.0) -> Stats:
-    """{n, mean, min, max, stdev, p50, p90, p95, p99} of the non-None values times `scale`.
+    """{n, mean, min, max, stdev, p50, p90, p95, p99, ci95} of the non-None values times `scale`.
 
-    stdev is the population standard deviation (ddof=0). All values None when n == 0."""
+    stdev is the population standard deviation (ddof=0). All values None when n == 0; ci95 (each
+    percentile's 95% interval, `intervals`) then says the n each percentile needs."""
     arr = np.array([v for v in values if v is not None], dtype=float) * scale
     if arr.size == 0:
         return {"n": 0, "mean": None, "min": None, "max": None, "stdev": None,
-                "p50": None, "p90": None, "p95": None, "p99": None}
+                "p50": None, "p90": None, "p95": None, "p99": None, "ci95": intervals(arr)}
     p50, p90, p95, p99 = (float(v) for v in np.percentile(arr, PERCENTILES))
     return {"n": int(arr.size), "mean": float(arr.mean()), "min": float(arr.min()), "max": float(arr.max()),
-            "stdev": float(arr.std()), "p50": p50, "p90": p90, "p95": p95, "p99": p99}
+            "stdev": float(arr.std()), "p50": p50, "p90": p90, "p95": p95, "p99": p99, "ci95": intervals(arr)}
 
 
 def arrival_rate(times: Sequence[float]) -> float | None:

@@ -1,0 +1,132 @@
+"""How sure a percentile is: distribution-free 95% confidence intervals from order statistics.
+
+Of n independent draws from any continuous distribution, the number B that fall at or below its
+true p-quantile is Binomial(n, p). The sorted sample's l-th value is at or below the quantile when
+B >= l, and its u-th value is above it when B < u, so [x_(l), x_(u)] covers the quantile with
+probability P(l <= B < u), whatever the distribution: no normal approximation, no bootstrap.
+
+The ranks (`ranks`) are equal-tailed where the sample allows it: l the highest rank whose lower
+tail P(B < l) is at most 2.5%, u the lowest whose upper tail P(B >= u) is. Where no rank within
+1..n leaves a tail that small (p90 of 32: P(B = 32) = 0.9^32 = 3.4%), the extreme rank (1 or n)
+takes that tail and the other side gets the rest of the 5%. Where even ranks 1 and n cover less
+than 95% ((1-p)^n + p^n > 5%), the sample cannot bound the percentile: `needs_n` is the
+smallest n that could. Pure numpy: the binomial probabilities are summed from the pmf in log space,
+so an n of millions (a level's ITL gaps) stays exact to rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypedDict
+
+import numpy as np
+
+CONFIDENCE = 0.95
+MISS = 1.0 - CONFIDENCE  # the two tails together
+TAIL = MISS / 2  # each tail, equal-tailed
+
+
+class _IntervalEnds(TypedDict):
+    low: float | None
+    high: float | None
+
+
+class Interval(_IntervalEnds, total=False):
+    """One percentile's interval: both ends, or both None and the n it would need (`needs_n`)."""
+
+    needs_n: int
+
+
+class Intervals(TypedDict):
+    """The 95% interval of each percentile of a Stats block."""
+
+    p50: Interval
+    p90: Interval
+    p95: Interval
+    p99: Interval
+
+
+def binomial_tails(n: int, p: float) -> tuple[np.ndarray, np.ndarray]:
+    """(below, at_least), each of n + 2 entries: below[k] = P(B < k) and at_least[k] = P(B >= k)
+    for B ~ Binomial(n, p), 0 < p < 1, k = 0..n+1. The pmf is exp(log C(n, k) + k log p +
+    (n - k) log(1 - p)), log C(n, k) a running sum of log((n - j + 1) / j); each tail is summed
+    from its own end, so a small tail is not the difference of two numbers near 1."""
+    j = np.arange(1, n + 1, dtype=float)
+    log_choose = np.concatenate(([0.0], np.cumsum(np.log(n - j + 1) - np.log(j))))
+    k = np.arange(n + 1, dtype=float)
+    pmf = np.exp(log_choose + k * np.log(p) + (n - k) * np.log1p(-p))
+    below = np.concatenate(([0.0], np.cumsum(pmf)))
+    at_least = np.concatenate((np.cumsum(pmf[::-1])[::-1], [0.0]))
+    return np.minimum(below, 1.0), np.minimum(at_least, 1.0)
+
+
+def ranks(n: int, q: float) -> tuple[int, int] | None:
+    """1-based ranks (l, u), l < u, of the sorted sample of n whose [x_(l), x_(u)] covers the true
+    q-th percentile (0 < q < 100) with probability P(l <= B < u) >= 95%, B ~ Binomial(n, q/100);
+    each tail at most 2.5% where a rank within 1..n allows it (module docstring). None when no
+    ranks within 1..n cover 95%."""
+    if n < 1:
+        return None
+    below, at_least = binomial_tails(n, q / 100)
+    low, high = _highest(below, TAIL, n), _lowest(at_least, TAIL, n)
+    if low is not None and high is not None:
+        return low, high
+    if high is not None:  # no lower rank leaves 2.5% below it: rank 1 takes its tail, the upper side the rest
+        high = _lowest(at_least, MISS - below[1], n)
+        return (1, high) if high is not None and high > 1 else None
+    if low is not None:  # the mirror image: rank n takes its tail
+        low = _highest(below, MISS - at_least[n], n)
+        return (low, n) if low is not None and low < n else None
+    return (1, n) if n > 1 and below[1] + at_least[n] <= MISS else None
+
+
+def _highest(below: np.ndarray, limit: float, n: int) -> int | None:
+    """The highest rank l in 1..n with P(B < l) = below[l] <= limit (below ascends); None if none."""
+    rank = min(int(np.searchsorted(below, limit, side="right")) - 1, n)
+    return rank if rank >= 1 else None
+
+
+def _lowest(at_least: np.ndarray, limit: float, n: int) -> int | None:
+    """The lowest rank u in 1..n with P(B >= u) = at_least[u] <= limit (at_least descends); None if none."""
+    rank = max(int(np.searchsorted(-at_least, -limit, side="left")), 1)
+    return rank if rank <= n else None
+
+
+def needs_n(q: float, *, equal_tails: bool = False) -> int:
+    """The smallest n whose sample can bound the q-th percentile at 95% (`ranks` is not None from
+    there on): ranks 1 and n miss (1 - p)^n + p^n, which must be at most 5%. With `equal_tails`,
+    the smallest n where each of the two may be at most 2.5% (p99: 0.99^n <= 0.025)."""
+    p, n = q / 100, 1
+    while (max((1 - p) ** n, p ** n) > TAIL) if equal_tails else ((1 - p) ** n + p ** n > MISS):
+        n += 1
+    return n
+
+
+def interval(ordered: np.ndarray, q: float) -> Interval:
+    """The 95% interval of the q-th percentile of the ascending values `ordered`."""
+    found = ranks(int(ordered.size), q)
+    if found is None:
+        return {"low": None, "high": None, "needs_n": needs_n(q)}
+    low, high = found
+    return {"low": float(ordered[low - 1]), "high": float(ordered[high - 1])}
+
+
+def intervals(values: Sequence[float] | np.ndarray) -> Intervals:
+    """Each percentile's 95% interval (p50, p90, p95, p99) of `values`, in any order."""
+    ordered = np.sort(np.asarray(values, dtype=float))
+    return {"p50": interval(ordered, 50), "p90": interval(ordered, 90), "p95": interval(ordered, 95),
+            "p99": interval(ordered, 99)}
+
+
+def bound_text(block: object, stat: str, digits: int, scale: float = 1.0) -> str:
+    """What a report puts after a percentile's value: " [low, high]" (times `scale`, to `digits`
+    decimals), " (n<N)" where its n could not bound it, "" where the block has no interval (a
+    result written before them, an imported one) or `stat` is not a percentile."""
+    ci95 = block.get("ci95") if isinstance(block, dict) else None
+    found = ci95.get(stat) if isinstance(ci95, dict) else None
+    if not isinstance(found, dict):
+        return ""
+    low, high = found.get("low"), found.get("high")
+    if low is None or high is None:
+        return f" (n<{found['needs_n']})" if "needs_n" in found else ""
+    return f" [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
