@@ -43,6 +43,7 @@ import pytest
 
 from bench.core.level_run import level_key, level_label, rate_text, rate_value
 from bench.core.metrics import table as metric_table
+from bench.core.metrics.intervals import bound_text
 from bench.core.result_model import Level, NoResult, Result
 from bench.core.verdicts import Verdict
 
@@ -275,10 +276,17 @@ def _level_table(levels: Iterable[Level]) -> str:
             note = f"goodput {_fmt(goodput['goodput_rps'], '.2f')} req/s" + (f"; {note}" if note else "")
         cells = (level_label(lv) if open_loop else lv.get("concurrency"), f"{lv['successful']} / {lv['failed']}",
                  _fmt(lv["output_throughput_tps"], ".1f"),
-                 *(_fmt(_p50(lv, m.key), m.review or "") for m in shown), note)
+                 *(_p50_cell(lv, m.key, m.review or "") for m in shown), note)
         rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
     return f'<table class="cellbench-levels">{header}{"".join(rows)}</table>'
+
+
+def _p50_cell(level: Mapping[str, object], key: str, spec: str) -> str:
+    """The p50 in `spec` with its 95% interval ("812.4 [790.1, 851.0]", "(n<6)" below 6 values),
+    as REPORT.md shows it; the bare p50 where the level has no interval (an earlier result)."""
+    value = _p50(level, key)
+    return _fmt(value, spec) + ("" if value is None else bound_text(level.get(key), "p50", spec))
 
 
 def _p50(level: Mapping[str, object], key: str) -> float | None:

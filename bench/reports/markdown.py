@@ -27,6 +27,7 @@ from bench.base.files import atomic_write
 from bench.core import imported
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
 from bench.core.metrics import table as metric_table
+from bench.core.metrics.intervals import bound_text, has_intervals
 from bench.core.metrics.table import Metric
 from bench.core.result_model import Level, Result
 from bench.reports import plots
@@ -48,7 +49,11 @@ def _key(level: Level, key: str, stat: str | None = None) -> float | None:
 
 
 def _stat(block: str, stat: str, digits: int = 1, scale: float = 1.0) -> Callable[[Level], str]:
-    return lambda lv: _num(_key(lv, block, stat), digits, scale)
+    """The block's `stat`; a percentile with its 95% interval where the block has one (INTERVALS_NOTE)."""
+    def cell(lv: Level) -> str:
+        value = _num(_key(lv, block, stat), digits, scale)
+        return value if value == NULL else value + bound_text(lv.get(block), stat, f".{digits}f", scale)
+    return cell
 
 
 def _field(key: str, digits: int = 1) -> Callable[[Level], str]:
@@ -63,9 +68,14 @@ def _outcome(lv: Level) -> str:
 def _gaps(key: str, stat: str, digits: int, scale: float) -> Callable[[Level], str]:
     """A per-gap metric (ITL) of a bundling framework is per chunk, not per token: say so in the cell."""
     def cell(lv: Level) -> str:
-        value = _num(_key(lv, key, stat), digits, scale)
+        value = _stat(key, stat, digits, scale)(lv)
         return f"{value} (per chunk)" if lv["itl_per_chunk"] and value != NULL else value
     return cell
+
+
+INTERVALS_NOTE = ("A percentile's [low, high] is its distribution-free 95% confidence interval, two of the level's "
+                  "own values; (n<N) marks one that the level's n values are too few to bound: that takes N or "
+                  "more (docs/metrics.md, How sure a percentile is).")
 
 
 def metric_rows(metric: Metric) -> list[tuple[str, Callable[[Level], str]]]:
@@ -338,6 +348,7 @@ def render_report(comparison: Comparison, plot_files: list[Path]) -> str:
         body = ["No result of this machine in this directory.", ""]
     else:
         body = [line for level in plots.all_levels(comparison) for line in _level_section(comparison, level)]
+        body += [INTERVALS_NOTE, ""] if any(has_intervals(r["levels"]) for r in comparison["results"].values()) else []
         body += _sweep_section(comparison)
     notes = [
         *_bullets("Methodology warnings", comparison["methodology_warnings"],

@@ -98,6 +98,7 @@ def test_a_metric_added_to_the_table_reaches_the_level_the_schema_and_the_report
     result = synthetic_result()
     level = result["levels"][0]
     assert "thinking_ms" in level and level["thinking_ms"]["n"] == level["successful"]
+    assert set(level["thinking_ms"]["ci95"]) == {"p50", "p90", "p95", "p99"}  # its intervals came with the row
     validate(result)  # the schema took the row too
     bad = json.loads(json.dumps(result))
     bad["levels"][0]["thinking_ms"] = {"n": 1}
@@ -118,7 +119,8 @@ def test_a_metric_added_to_the_table_reaches_the_level_the_schema_and_the_report
     path = write_cell(tmp_path / "results")
     report = write_report(path.parent, read_comparison(write_comparison(path.parent, machine="intelxeonprocessor")))
     rows = report_table(report.read_text(), "Concurrency 1")
-    assert rows["Thinking p50 (ms)"] == [f"{level['thinking_ms']['p50']:.1f}"]
+    p50, ci = level["thinking_ms"]["p50"], level["thinking_ms"]["ci95"]["p50"]  # with its interval, as every p50
+    assert rows["Thinking p50 (ms)"] == [f"{p50:.1f} [{ci['low']:.1f}, {ci['high']:.1f}]"]
     html = html_review._level_table(result["levels"])
     assert "<th>Thinking p50 (ms)</th>" in html
 

@@ -4,6 +4,7 @@ level's summary, each defined once, with its formula.
 - `requests`: the per-request functions (TTFT, TPOT, ITL, ...), a formula each;
 - `table`: the per-request distribution metrics a level reports, one declarative row each;
 - `statistics`: a Stats block (mean, min, max, stdev, percentiles) and rates of arrivals;
+- `intervals`: each percentile's distribution-free 95% interval, the block's `ci95`;
 - `level`: `summarize_level`, a level's `Level` block, and the blocks beside the stats;
 - `client`: the load generator's health over a level; `reasoning`: a reasoning model's thinking;
 - `blocks`: the TypedDicts of a level of the result document.

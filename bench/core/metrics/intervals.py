@@ -16,7 +16,7 @@ so an n of millions (a level's ITL gaps) stays exact to rounding.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypedDict
 
 import numpy as np
@@ -118,9 +118,9 @@ def intervals(values: Sequence[float] | np.ndarray) -> Intervals:
             "p99": interval(ordered, 99)}
 
 
-def bound_text(block: object, stat: str, digits: int, scale: float = 1.0) -> str:
-    """What a report puts after a percentile's value: " [low, high]" (times `scale`, to `digits`
-    decimals), " (n<N)" where its n could not bound it, "" where the block has no interval (a
+def bound_text(block: object, stat: str, spec: str, scale: float = 1.0) -> str:
+    """What a report puts after a percentile's value: " [low, high]" (times `scale`, in the format
+    `spec`: ".1f"), " (n<N)" where its n could not bound it, "" where the block has no interval (a
     result written before them, an imported one) or `stat` is not a percentile."""
     ci95 = block.get("ci95") if isinstance(block, dict) else None
     found = ci95.get(stat) if isinstance(ci95, dict) else None
@@ -129,4 +129,9 @@ def bound_text(block: object, stat: str, digits: int, scale: float = 1.0) -> str
     low, high = found.get("low"), found.get("high")
     if low is None or high is None:
         return f" (n<{found['needs_n']})" if "needs_n" in found else ""
-    return f" [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
+    return f" [{format(low * scale, spec)}, {format(high * scale, spec)}]"
+
+
+def has_intervals(levels: Iterable[Mapping[str, object]]) -> bool:
+    """Whether a stats block of `levels` has intervals (a result written before them has none)."""
+    return any(isinstance(block, dict) and "ci95" in block for lv in levels for block in lv.values())
