@@ -11,7 +11,8 @@ tail P(B < l) is at most 2.5%, u the lowest whose upper tail P(B >= u) is. Where
 takes that tail and the other side gets the rest of the 5%. Where even ranks 1 and n cover less
 than 95% ((1-p)^n + p^n > 5%), the sample cannot bound the percentile: `needs_n` is the
 smallest n that could. Pure numpy: the binomial probabilities are summed from the pmf in log space,
-so an n of millions (a level's ITL gaps) stays exact to rounding.
+within 1e-11 (relative) at n = 5,000 and 1e-7 at a million (a long level's ITL gaps), far
+finer than the 2.5% the tails are held to; a million values take about a fifth of a second.
 """
 
 from __future__ import annotations
