@@ -62,5 +62,5 @@ def test_the_html_row_explains_the_annotation_and_the_summary_lists_the_audits()
     data = {"verdict": "ok", "reason": "fine", "annotations": [SHORT_OUTPUT], "evidence": {"audits": lines}}
     verdict_cell = html_review.row_cells(data)[0]
     assert 'title="c=4: output length stopped short: 1 of 2 successful requests stopped short' in verdict_cell
-    summary = html_review.summary_html(data, {}, [])  # type: ignore[arg-type]  # NoResult
+    summary = html_review.summary_html(data, {}, [])  # a cell without a result
     assert "<p>audits:</p><ul><li>c=4: token accounting diverges: 2 of 2" in summary
