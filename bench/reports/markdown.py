@@ -327,8 +327,8 @@ def _audits_section(comparison: Comparison) -> list[str]:
     (bench.core.metrics.audits); an annotation of the cell, never its verdict."""
     results = comparison["results"]
     lines = [f"{fw}: {line}" for fw in comparison["frameworks"] for line in audit_lines(results[fw]["levels"])]
-    return _bullets("Audits", lines, "None: in every level audited, usage matched the chunks and every request ran "
-                    "to its max_tokens.")
+    return _bullets("Audits", lines, "None: every level audited passed token accounting (5% of its requests or "
+                    "fewer off their chunk count) and ran every request to its max_tokens.")
 
 
 def _caption(plot: Path, levels: list[LevelKey]) -> str:

@@ -44,7 +44,7 @@ def test_report_md_says_none_when_every_audited_level_passed(tmp_path):
         lv["audits"]["output_length"] = output_length([_rec(0, 8, 8)], ignore_eos=True)
     path.write_text(json.dumps(result))
     report = render_report(build_comparison(path.parent, machine=result["machine"]["slug"]), [])
-    assert "## Audits\n\nNone: in every level audited, usage matched the chunks" in report
+    assert "## Audits\n\nNone: every level audited passed token accounting" in report
 
 
 def test_the_journal_lists_each_cells_audit_lines(tmp_path):
