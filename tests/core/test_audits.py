@@ -142,6 +142,7 @@ def test_an_earlier_level_without_audits_annotates_nothing():
 def test_the_reports_lines_name_each_fired_level_and_group_what_was_not_audited():
     short = metrics.summarize_level(level([rec(0), rec(1, chunks=2, usage=2, finish="stop")], cfg=EOS))
     plain = [metrics.summarize_level(level([rec(0)], cfg=replace(CFG, concurrency=c))) for c in (4, 8)]
-    lines = audits.audit_lines([short, *plain])
+    failed = metrics.summarize_level(level([rec(0, failed=True)], cfg=replace(CFG, concurrency=16)))
+    lines = audits.audit_lines([short, *plain, failed])  # c=16 had no success: nothing audited there
     assert lines == [f"c=2: output length stopped short: {short['audits']['output_length']['note']}",
                      f"c=4, 8: output length not applicable: {audits.NOT_SENT}"]

@@ -22,6 +22,7 @@ def _rec(i: int, tokens: int, chunks: int, max_tokens: int = 8) -> RequestRecord
 
 SHORT = output_length([_rec(0, 8, 8), _rec(1, 2, 2)], ignore_eos=True)
 BUNDLED = token_accounting([_rec(0, 8, 2), _rec(1, 8, 2)])
+FIRED_LEVEL = {"concurrency": 4, "successful": 2, "audits": {"token_accounting": BUNDLED, "output_length": SHORT}}
 
 
 def test_report_md_has_a_line_per_framework_and_level_where_an_audit_fired(tmp_path):
@@ -48,7 +49,7 @@ def test_report_md_says_none_when_every_audited_level_passed(tmp_path):
 
 
 def test_the_journal_lists_each_cells_audit_lines(tmp_path):
-    lines = audit_lines([{"concurrency": 4, "audits": {"token_accounting": BUNDLED, "output_length": SHORT}}])
+    lines = audit_lines([FIRED_LEVEL])
     j = Journal.open(tmp_path, model="tiny", machine="m", day="2026-12-01")
     j.record(CellEntry("openai", "chat", "ok", "18/18 requests ok", "r.json", [TOKEN_ACCOUNTING, SHORT_OUTPUT],
                        {"audits": lines}))
@@ -58,7 +59,7 @@ def test_the_journal_lists_each_cells_audit_lines(tmp_path):
 
 
 def test_the_html_row_explains_the_annotation_and_the_summary_lists_the_audits():
-    lines = audit_lines([{"concurrency": 4, "audits": {"token_accounting": BUNDLED, "output_length": SHORT}}])
+    lines = audit_lines([FIRED_LEVEL])
     data = {"verdict": "ok", "reason": "fine", "annotations": [SHORT_OUTPUT], "evidence": {"audits": lines}}
     verdict_cell = html_review.row_cells(data)[0]
     assert 'title="c=4: output length stopped short: 1 of 2 successful requests stopped short' in verdict_cell

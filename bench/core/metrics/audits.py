@@ -150,10 +150,13 @@ _FIRED = ("diverges", "stopped short")
 
 def audit_lines(levels: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per level whose audit fired ("c=4: output length stopped short: 3 of 9 ..."), and
-    one per audit that could not be made, with the levels it could not be made at."""
+    one per audit that could not be made, with the levels it could not be made at; a level without
+    a successful request has nothing audited (its failures are the verdict's business)."""
     lines: list[str] = []
     unmade: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for lv in levels:
+        if not lv.get("successful"):
+            continue
         for name, block in (lv.get("audits") or {}).items():
             if block["outcome"] in _FIRED:
                 lines.append(f"{level_label(lv)}: {_TITLES[name]} {block['outcome']}: {block['note']}")
