@@ -86,6 +86,7 @@ class RequestRecord:
     # usage.completion_tokens_details.reasoning_tokens (vLLM, SGLang, OpenAI); None when not reported
     usage_reasoning_tokens: int | None = None
     finish_reason: str | None = None
+    max_tokens: int | None = None  # the max_tokens its body asked for; None where not recorded
     served_model: str | None = None  # the `model` field of the response chunks
     http_status: int | None = None
     done_marker: bool = False  # `data: [DONE]` arrived
@@ -127,6 +128,8 @@ class RequestRecord:
             del data["t_admitted"]
         if not self.reused_connection and self.retried is None:  # a request on a connection of its own
             del data["reused_connection"], data["retried"]
+        if self.max_tokens is None:  # a record that never knew its max_tokens: its line is as it always was
+            del data["max_tokens"]
         if self.content_encoding is None:  # an uncompressed stream: its line is as it always was
             del data["content_encoding"]
         if self.error is not None:

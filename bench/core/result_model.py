@@ -23,6 +23,9 @@ from collections.abc import Mapping
 from typing import Any, TypedDict, TypeVar, cast, final
 
 from bench.core.level_run import Connections as Connections
+from bench.core.metrics.audits import Audits as Audits
+from bench.core.metrics.audits import OutputLength as OutputLength
+from bench.core.metrics.audits import TokenAccounting as TokenAccounting
 from bench.core.metrics.blocks import ChunkDivergence as ChunkDivergence
 from bench.core.metrics.blocks import ClientHealthBlock as ClientHealthBlock
 from bench.core.metrics.blocks import DominantError as DominantError

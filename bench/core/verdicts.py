@@ -20,6 +20,7 @@ from typing import Any
 from bench.base.defaults import DEFAULT_DEGRADED_FRACTION
 from bench.core.level_run import level_label, levels_text
 from bench.core.metrics import STARVED_RUN_QUEUE_WAIT
+from bench.core.metrics.audits import fired
 from bench.core.result_model import DominantError, Level, VerdictBlock
 from bench.host.oom import describe_oom
 
@@ -209,7 +210,8 @@ def annotations_for(levels: Sequence[Level]) -> tuple[str, ...]:
     """Notes on how to read the numbers; they never change the verdict. `chunk-bundling`: ITL is
     per chunk, not per token. `prompt-reuse`: a level repeated a prompt or ran on a server an
     earlier level (or someone else) warmed, so caches may have served part of it. `compressed`:
-    the server compressed streams though asked not to; their times are the compressed bytes'."""
+    the server compressed streams though asked not to; their times are the compressed bytes'.
+    `token-accounting`, `short-output`: a level's audit fired (bench.core.metrics.audits)."""
     notes = []
     if any(lv.get("itl_per_chunk") for lv in levels):
         notes.append("chunk-bundling")
@@ -217,7 +219,7 @@ def annotations_for(levels: Sequence[Level]) -> tuple[str, ...]:
         notes.append("prompt-reuse")
     if any(lv.get("content_encodings") for lv in levels):
         notes.append("compressed")
-    return tuple(notes)
+    return (*notes, *fired(levels))
 
 
 def _client(level: Level) -> Mapping[str, Any]:

@@ -25,6 +25,12 @@ def build_body(cfg: LevelConfig, prompt: Prompt, nonce: str = "") -> dict[str, A
     return body
 
 
+def asked_max_tokens(cfg: LevelConfig, prompt: Prompt) -> int | None:
+    """The max_tokens `build_body` sends for `prompt` (the extra body's, where it sets one)."""
+    value = cfg.extra_body.get("max_tokens", prompt.max_tokens)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def with_nonce(messages: Sequence[dict], nonce: str) -> list[dict]:
     """`messages` with `nonce` at the very start of the first message's text (a text part put
     first where the content is a list of parts), the other messages as they are."""

@@ -17,7 +17,7 @@ from typing import Any
 from bench.core import metrics
 from bench.core.level_run import LevelConfig, LevelRun
 from bench.core.records import RequestRecord
-from bench.load.bodies import encode_bodies
+from bench.load.bodies import asked_max_tokens, encode_bodies
 from bench.load.health import PhaseSamples, measured_health, unmeasured_health
 from bench.load.interrupts import retrieve
 from bench.load.request import DEADLINE, SERVER_GONE, STALL, TIMEOUT, ChatClient, Flight
@@ -156,7 +156,7 @@ class ClosedLoopLevel:
     async def _request(self, index: int, prompt: Prompt, body: bytes, *, warmup: bool, t_sched: float,
                        t_admitted: float | None = None) -> Flight:
         flight = Flight(RequestRecord(index=index, prompt_name=prompt.name, warmup=warmup, t_sched=t_sched,
-                                      t_admitted=t_admitted))
+                                      t_admitted=t_admitted, max_tokens=asked_max_tokens(self.cfg, prompt)))
         task = asyncio.ensure_future(self.client.exchange(flight, body))
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.cfg.request_timeout_s, self._cancel, task, TIMEOUT)

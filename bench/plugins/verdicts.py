@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bench.core.metrics import audit_lines
 from bench.core.result_model import NoResult, Result
 from bench.core.verdicts import Verdict, dominant_error
 from bench.host.machine import detect
@@ -88,8 +89,8 @@ def cell_record(item: pytest.Item, outcome: CellOutcome) -> CellRecord:
 
 def _evidence(cell_result: Result | NoResult) -> dict[str, Any]:
     """What the journal shows: the dominant error and the server logs of a failure, why the cell
-    is suspicious (bench.run.cell compared it with the cell's previous result), and the failure a
-    `fixed` cell's adapter edit answered."""
+    is suspicious (bench.run.cell compared it with the cell's previous result), the failure a
+    `fixed` cell's adapter edit answered, and the lines of its levels' audits (bench.core.metrics.audits)."""
     if "levels" not in cell_result:  # NoResult: the cell wrote no result, so there is nothing to show
         return {"server_logs": []}
     result = cell_result
@@ -100,6 +101,8 @@ def _evidence(cell_result: Result | NoResult) -> dict[str, Any]:
     suspicious = result["verdict"].get("suspicious")
     if suspicious:
         evidence["suspicious"] = suspicious
+    if audits := audit_lines(result["levels"]):
+        evidence["audits"] = audits
     fix = result["verdict"].get("fix")
     if fix:  # the journal's Auto-Fixes section
         evidence["fix"] = {**fix, "run_id": result["run_id"]}

@@ -16,7 +16,7 @@ decided here is (1) the cells of each row, (2) the extras shown when a row is ex
 - pytest-html sorts a column by comparing the cell's inner HTML as a string (its app.js). Each
   of our cells therefore starts with `<span data-sort="KEY">`: a zero-padded number (so 9.5 sorts
   below 12.0) or a severity rank for verdicts (failures first), missing values lowest.
-- Extras per cell: a summary (verdict, reason, annotations, the per-level table, with TTFA p50
+- Extras per cell: a summary (verdict, reason, annotations, the levels' audit lines, the per-level table, with TTFA p50
   beside TTFT p50 where a level's model reasoned, and the tail of every server log), the cell
   plot (PNG), the result JSON and each server log tail as text.
   Server output is untrusted: everything from it is HTML-escaped here, because pytest-html
@@ -43,6 +43,7 @@ import pytest
 
 from bench.core.level_run import level_key, level_label, rate_text, rate_value
 from bench.core.metrics import table as metric_table
+from bench.core.metrics.audits import SHORT_OUTPUT, TOKEN_ACCOUNTING
 from bench.core.metrics.intervals import bound_text
 from bench.core.result_model import Level, NoResult, Result
 from bench.core.verdicts import Verdict
@@ -222,9 +223,15 @@ def row_cells(data: dict[str, Any] | None) -> list[str]:
     ]
 
 
+AUDIT_NOTES = {TOKEN_ACCOUNTING: "token accounting diverges", SHORT_OUTPUT: "output length stopped short"}
+
+
 def _annotation_note(data: dict[str, Any], note: str) -> str:
     if note == "suspicious":
         return data.get("evidence", {}).get("suspicious") or note
+    if note in AUDIT_NOTES:  # the lines of the audit that fired (bench.core.metrics.audits.audit_lines)
+        lines = data.get("evidence", {}).get("audits", ())
+        return "; ".join(line for line in lines if AUDIT_NOTES[note] in line) or note
     if note == "resumed":  # --skip-existing kept an earlier result: the row shows its numbers
         return f"kept from an earlier session: {data.get('result_path') or 'its result file'}"
     return note
@@ -305,6 +312,8 @@ def summary_html(data: dict[str, Any], result: Result | NoResult, tails: list[tu
     others = [a for a in data.get("annotations", ()) if a != "suspicious"]
     if others:
         parts.append(f"<p>annotations: {escape(', '.join(others))}</p>")
+    if audits := data.get("evidence", {}).get("audits"):
+        parts.append("<p>audits:</p><ul>" + "".join(f"<li>{escape(line)}</li>" for line in audits) + "</ul>")
     if data.get("result_path"):
         parts.append(f"<p>result: <code>{escape(data['result_path'])}</code></p>")
     if "levels" in result and result["levels"]:

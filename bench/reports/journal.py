@@ -248,6 +248,9 @@ def render(j: Journal) -> str:
         lines += ["None.", ""]
     ooms = [c for c in j.cells.values() if c.verdict == "oom"]
     lines += ["## OOM Cells", ""] + ([f"- {c.framework} / {c.split}: {c.reason}" for c in ooms] or ["None."]) + [""]
+    audited = [f"- {c.framework} / {c.split}: {line}" for c in sorted(j.cells.values(), key=lambda c: c.key)
+               for line in c.evidence.get("audits", ())]  # bench.core.metrics.audits.audit_lines of the cell
+    lines += ["## Audits", "", *(audited or ["None."]), ""]
     suspicious = [c for c in j.cells.values() if "suspicious" in c.evidence]
     lines += ["## Suspicious Results", ""]
     lines += [f"- {c.framework} / {c.split}: {c.evidence['suspicious']}" for c in suspicious] or ["None."]

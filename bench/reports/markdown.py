@@ -8,8 +8,8 @@ their offered and achieved rates and queueing delay) are levels of different kin
 tables of their own; goodput rows appear where a level was judged against SLOs (--slo), TTFA and
 reasoning rows beside TTFT where a level's model reasoned (bench.core.metrics.reasoning), and an
 *SLO sweep* section gives each framework's highest rate meeting them. Above the tables: the run ids
-that won, each verdict with its reason; below them: methodology differences, suspicious changes,
-the files left out, and the plots.
+that won, each verdict with its reason; below them: methodology differences, the levels' audits
+(token accounting, output length), suspicious changes, the files left out, and the plots.
 
 A result imported from another benchmark's file has its column headed `<framework>, imported
 (<tool>)`, and each of its values that the tool derived differently from cellbench (its
@@ -26,6 +26,7 @@ from typing import Any
 from bench.base.files import atomic_write
 from bench.core import imported
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
+from bench.core.metrics import audit_lines
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.intervals import bound_text, has_intervals
 from bench.core.metrics.table import Metric
@@ -331,6 +332,15 @@ def _bullets(title: str, items: list[str], none: str) -> list[str]:
     return [f"## {title}", "", *([f"- {_cell(i)}" for i in items] or [none]), ""]
 
 
+def _audits_section(comparison: Comparison) -> list[str]:
+    """A line per framework and level whose audit fired, and per audit a framework could not make
+    (bench.core.metrics.audits); an annotation of the cell, never its verdict."""
+    results = comparison["results"]
+    lines = [f"{fw}: {line}" for fw in comparison["frameworks"] for line in audit_lines(results[fw]["levels"])]
+    return _bullets("Audits", lines, "None: every level audited passed token accounting (5% of its requests or "
+                    "fewer off their chunk count) and ran every request to its max_tokens.")
+
+
 def _caption(plot: Path, levels: list[LevelKey]) -> str:
     if plot.name == plots.THROUGHPUT_PNG:
         return "Output throughput against concurrency"
@@ -353,6 +363,7 @@ def render_report(comparison: Comparison, plot_files: list[Path]) -> str:
     notes = [
         *_bullets("Methodology warnings", comparison["methodology_warnings"],
                   "None: every framework ran with the same levels, requests, warm-up, server sharing and prompts."),
+        *_audits_section(comparison),
         *_bullets("Suspicious results", [f"{fw}: {why}" for fw, why in sorted(comparison["suspicious"].items())],
                   "None: no output throughput changed 10x or more against the previous run of its cell."),
         *_bullets("Ignored files", [f"{i['file']}: {i['reason']}" for i in comparison["ignored"]], "None."),

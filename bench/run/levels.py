@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from bench.core.level_run import level_label, rate_json, rate_text
 from bench.core.metrics import summarize_level
+from bench.core.metrics.audits import NOT_SENT
 from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result import CellPaths
@@ -95,6 +96,13 @@ class CellRun:
                                                                                  and accepts):
             body["ignore_eos"] = True
         return body
+
+    def _not_sent(self) -> str:
+        """Why the requests go without ignore_eos, as the output length audit says it."""
+        if not (self.cfg.ignore_eos or self.cfg.profile.ignore_eos):
+            return NOT_SENT
+        return (f"ignore_eos not sent: the {self.adapter.name} adapter does not declare that its server honours it, "
+                "so each request ends where the model stops and output lengths differ by design")
 
     def points(self) -> list[Point]:
         """The levels asked for, in order (a sweep's are chosen as it goes: `_swept`)."""
@@ -304,7 +312,7 @@ class CellRun:
     def _keep(self, run: LevelRun, sidecar: IO[str]) -> None:
         """A level's summary (with its goodput under --slo) into the result (one stopped in warm-up
         keeps its warm-up evidence) and its requests into the sidecar, each line keyed by its level."""
-        summary = summarize_level(run)
+        summary = summarize_level(run, not_sent=self._not_sent())
         if self.cfg.load is not None and self.cfg.load.slos:
             summary["goodput"] = goodput(run, self.cfg.load.slos)
         if run.records or run.warmup_records:

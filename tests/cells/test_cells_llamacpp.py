@@ -100,6 +100,16 @@ def test_chat_cell_ok_and_tokens_equal_server_usage(tmp_path, no_leaked_servers)
         assert all(r["tokens_source"] == "usage" for r in measured)
         assert level["output_tokens_total"] == sum(r["usage_completion_tokens"] for r in measured)
         assert level["input_tokens_total"] == sum(r["usage_prompt_tokens"] for r in measured)
+        # the tiny profile asks for ignore_eos and llama-server honours it: every request ran to the
+        # max_tokens it asked for (each record says which), by the server's own count
+        length = level["audits"]["output_length"]
+        assert (length["outcome"], length["requests"], length["tokens_source"]) == ("honoured", 20, "usage"), length
+        assert all(r["usage_completion_tokens"] == r["max_tokens"] for r in measured)
+        # usage against chunks, whatever the outcome: the random tiny model emits byte tokens that are
+        # pieces of UTF-8 characters, which llama-server can send together in one chunk (fewer chunks)
+        accounting = level["audits"]["token_accounting"]
+        assert accounting["requests"] == 20 and accounting["usage_tokens"] == level["output_tokens_total"]
+        assert accounting["chunks"] == level["chunks_total"], accounting
     # the session's reports, rebuilt from the result files at its end
     comparison = json.loads((path.parent / "comparison.json").read_text())
     assert comparison["provenance"]["llamacpp"]["run_id"] == result["run_id"]

@@ -124,7 +124,9 @@ TYPED_BLOCKS = {
     model.Stats: "#/$defs/stats", model.ClientHealthBlock: "#/$defs/client", model.PromptReuse: "#/$defs/prompt_reuse",
     model.Warmup: "#/$defs/warmup", model.ErrorSample: "#/$defs/error_sample",
     model.DominantError: "#/$defs/dominant_error", model.VerdictBlock: "#/$defs/verdict",
-    model.ChunkDivergence: "#/$defs/level/properties/chunk_divergence",
+    model.ChunkDivergence: "#/$defs/level/properties/chunk_divergence", model.Audits: "#/$defs/level/properties/audits",
+    model.TokenAccounting: "#/$defs/level/properties/audits/properties/token_accounting",
+    model.OutputLength: "#/$defs/level/properties/audits/properties/output_length",
 }
 
 

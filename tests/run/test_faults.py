@@ -41,7 +41,7 @@ from bench.core.records import ErrorType
 from bench.core.result import validate
 from bench.reports.journal import JOURNAL_DAY_ENV
 from tests.support.busy import client_limited
-from tests.support.faultserver import DEFAULT_TOKENS, EXIT_CODE, MODES, OTHER_ID, RETRY_AFTER_S
+from tests.support.faultserver import DEFAULT_TOKENS, EXIT_CODE, MODES, OTHER_ID, RETRY_AFTER_S, SHORT_TOKENS
 
 pytestmark = pytest.mark.integration
 
@@ -114,6 +114,8 @@ class Fault:
     ready_timeout_s: float = 60.0
     annotations: tuple[str, ...] = ()  # among the verdict's annotations
     check: Callable[[Case, dict], None] | None = None
+    sampling: str = "{temperature: 1.0}"  # the profile's sampling, sent with every request
+    session_args: tuple[str, ...] = ()  # more options for the session ({dir}: the case's directory)
 
 
 def answered(tokens_per_chunk: float = 1.0) -> Callable[[Case, dict], None]:
@@ -126,8 +128,29 @@ def answered(tokens_per_chunk: float = 1.0) -> Callable[[Case, dict], None]:
             assert lv["successful"] == lv["num_requests"] == case.fault.requests, lv["error_samples"]
             assert lv["usage_available"] and lv["output_tokens_total"] == case.fault.requests * DEFAULT_TOKENS
             assert lv["tokens_per_chunk"] == tokens_per_chunk
+            accounting = lv["audits"]["token_accounting"]  # usage against chunks: 4 tokens a chunk diverges
+            assert accounting["outcome"] == ("pass" if tokens_per_chunk == 1.0 else "diverges"), accounting
+            assert lv["audits"]["output_length"]["outcome"] == "not applicable"  # no ignore_eos in the profile
 
     return check
+
+
+def stopped_short(case: Case, result: dict) -> None:
+    """ignore_eos was sent, and every third chat request stopped after SHORT_TOKENS tokens: 3 of each
+    level's 9 (the warm-ups are requests 1 and, on a shared server, 11). The result, REPORT.md, the
+    journal and the HTML report say so; the verdict stays ok."""
+    assert result["run_config"]["request_extras"]["ignore_eos"] is True
+    for lv in result["levels"]:
+        audit = lv["audits"]["output_length"]
+        assert (audit["outcome"], audit["short"], audit["requests"]) == ("stopped short", 3, REQUESTS), audit
+        assert audit["short_min_tokens"] == SHORT_TOKENS and audit["short_finish_reasons"] == {"stop": 3}
+        assert lv["audits"]["token_accounting"]["outcome"] == "pass"
+    line = f"c=1: output length stopped short: 3 of {REQUESTS} successful requests stopped short of max_tokens"
+    (report,) = case.results.glob(f"{RESULTS_NAME}/*/chat/REPORT.md")
+    assert f"- openai: {line}" in report.read_text()
+    (journal,) = case.results.glob(f"{RESULTS_NAME}/*/journal_{case.day}.md")
+    assert f"- openai / chat: {line}" in journal.read_text()
+    assert line in (case.directory / "report.html").read_text()
 
 
 def samples_say(kind: str, text: str) -> Callable[[Case, dict], None]:
@@ -224,7 +247,11 @@ FAULTS: dict[str, Fault] = {
     "cut_before_finish": Fault("all-failed", ALL_FAILED.format("truncated"),
                                check=samples_say("truncated", "3 output chunks")),
     "tool_calls_only": Fault("ok", OK, check=answered()),
-    "multi_token_chunks": Fault("ok", OK, annotations=("chunk-bundling",), check=answered(tokens_per_chunk=4.0)),
+    "multi_token_chunks": Fault("ok", OK, annotations=("chunk-bundling", "token-accounting"),
+                                check=answered(tokens_per_chunk=4.0)),
+    "short_output": Fault("ok", OK, annotations=("short-output",), server_args=("--tokens", "256"),
+                          sampling="{temperature: 1.0, ignore_eos: true}", check=stopped_short,
+                          session_args=("--html={dir}/report.html", "--self-contained-html")),
     "no_done": Fault("ok", OK, check=answered()),
     "keepalive_comments": Fault("ok", OK, check=answered()),
     "slow_ready": Fault("ok", OK, check=ready_late),
@@ -270,7 +297,7 @@ def expected(mode: str, form: str) -> Fault:
 def write_profile(case: Case) -> Path:
     """A profile serving `tiny`; in the command form, its server is the fault server in this mode."""
     lines = [f"name: fault-{case.mode}", f"results_name: {RESULTS_NAME}", "builtin: tiny",
-             "sampling: {temperature: 1.0}", f"formats: {{gguf: {{served_id: {SERVED_ID}}}}}"]
+             f"sampling: {case.fault.sampling}", f"formats: {{gguf: {{served_id: {SERVED_ID}}}}}"]
     if case.form == "command":
         argv = [sys.executable, "-m", "tests.support.faultserver", "--port", "{port}", "--mode",
                 "ok" if case.mode == HELD else case.mode, "--tag", case.tag, *case.fault.server_args]
@@ -356,7 +383,8 @@ def session_argv(case: Case) -> list[str]:
             f"--model={write_profile(case)}", f"--results-dir={case.results}",
             "--concurrency", ",".join(map(str, LEVELS)), "--requests", str(fault.requests), "--warmup", "1",
             "--hang-minutes", f"chat={fault.hang_minutes:g}", "--request-timeout", "20",
-            "--ready-timeout", f"{fault.ready_timeout_s:g}", "--progress-interval", "0", *target]
+            "--ready-timeout", f"{fault.ready_timeout_s:g}", "--progress-interval", "0", *target,
+            *(arg.replace("{dir}", str(case.directory)) for arg in fault.session_args)]
 
 
 def run_case(case: Case, sessions: dict[str, subprocess.Popen], lock: threading.Lock) -> Case:

@@ -35,6 +35,7 @@ EXIT_CODE = 3  # exit_mid_level's exit status
 DEFAULT_TOKENS = 8  # tokens per answer, unless max_tokens asks for fewer
 BIG_EVENT_BYTES = 50 * 2**20
 TRICKLE_S = 0.005  # between two bytes of trickle_headers' status line and headers
+SHORT_TOKENS = 2  # short_output's early answers
 REASONING_TOKENS = 5  # the reasoning mode's thinking: reasoning deltas (a token each) before the answer
 _WRITE_PIECE = 2**20  # a big event goes out in pieces, so the server never buffers all of it twice
 
@@ -64,6 +65,8 @@ MODES: dict[str, str] = {
     "error_in_stream": "a role chunk, then llama-server's over-context error as an `error:` line, then the end",
     "http400_openai_error": "every chat request answers llama-server b11434's over-context 400, byte for byte",
     "http429_retry_after": "every chat request answers 429 with Retry-After: 2 and an OpenAI error body",
+    "short_output": "answers of max_tokens tokens (up to --tokens), except every --fail-every-th chat request, "
+                    f"which stops after {SHORT_TOKENS} tokens with finish_reason stop: ignore_eos not honoured",
     "reasoning": f"a thinking model: {REASONING_TOKENS} reasoning_content deltas, then the answer's content deltas; "
                  "usage.completion_tokens_details.reasoning_tokens counts the reasoning",
 }
@@ -85,7 +88,7 @@ class Options:
     tokens: int = DEFAULT_TOKENS  # the most tokens an answer has (max_tokens can ask for fewer)
     after: int = 14  # exit_mid_level / silence_level: requests answered first (14: the second level
     #                  of a server shared by `--concurrency 1,2 --requests 9 --warmup 1`)
-    fail_every: int = 3  # fail_share: chat requests number N, 2N, 3N, ... answer 500
+    fail_every: int = 3  # fail_share: chat requests number N, 2N, 3N, ... answer 500 (short_output: stop early)
     ready_after_s: float = 3.0  # slow_ready: 503 until then
     api_key: str | None = None  # ready_401: the key a request must carry
     log_bodies: bool = False  # log every chat request's body too (what the client sent)
@@ -316,7 +319,7 @@ class FaultServer:
         except (ValueError, KeyError, TypeError) as exc:
             await send_json(writer, 400, error_body(f"bad request body: {exc}", "invalid_request_error", 400))
             return
-        completion = self.completion(body, messages)
+        completion = self.completion(body, messages, number)
         silent = mode == "silence_warmup" or (mode == "silence_level" and number > self.opts.after)
         if not body.get("stream"):
             await send_json(writer, 200, self.whole(completion))
@@ -333,9 +336,11 @@ class FaultServer:
             log(f"exiting with code {EXIT_CODE} after chat request #{number}")
             os._exit(EXIT_CODE)
 
-    def completion(self, body: dict, messages: Sequence[Any]) -> Completion:
+    def completion(self, body: dict, messages: Sequence[Any], number: int = 0) -> Completion:
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or self.opts.tokens
         n_tokens = max(1, min(int(max_tokens), self.opts.tokens))
+        if self.opts.mode == "short_output" and number % self.opts.fail_every == 0:
+            n_tokens = min(n_tokens, SHORT_TOKENS)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         model = OTHER_ID if self.opts.mode == "responses_wrong" else str(body.get("model") or self.opts.served_id)
         finish = "tool_calls" if self.opts.mode == "tool_calls_only" else (
@@ -455,7 +460,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--tokens", type=int, default=Options.tokens, help="tokens per answer at most [8]")
     parser.add_argument("--after", "--exit-after", type=int, default=Options.after,
                         help="exit_mid_level, silence_level: chat requests answered normally first [14]")
-    parser.add_argument("--fail-every", type=int, default=Options.fail_every, help="fail_share's period [3]")
+    parser.add_argument("--fail-every", type=int, default=Options.fail_every,
+                        help="fail_share's and short_output's period [3]")
     parser.add_argument("--ready-after", type=float, default=Options.ready_after_s, help="slow_ready's seconds [3]")
     parser.add_argument("--tag", default=None, help="ignored: lets a test find this process by its command line")
     parser.add_argument("--api-key", default=None, help="ready_401: the key requests must carry [none]")

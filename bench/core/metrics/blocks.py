@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from bench.core.level_run import Connections
+from bench.core.metrics.audits import Audits
 from bench.core.metrics.reasoning import Reasoned
 from bench.core.metrics.table import OptionalStats, RequiredStats
 from bench.core.records import ContentEncodings, ErrorSample
@@ -142,6 +143,7 @@ class Level(_LevelRequired, LevelIdentity, OptionalStats, ContentEncodings, Reas
     # measured results only (an imported level lacks what the other tool never recorded)
     started_at: float
     chunk_divergence: ChunkDivergence
+    audits: Audits  # measured by a cellbench that audits (an earlier result's levels have none)
     served_models: list[str]
     client: ClientHealthBlock
     warmup: Warmup

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from bench.core.level_run import LevelRun, rate_json
+from bench.core.metrics.audits import DIVERGENCE_WARN_FRACTION, NOT_SENT, compared, diverges, level_audits
 from bench.core.metrics.blocks import (
     ChunkDivergence,
     DominantError,
@@ -28,8 +29,6 @@ from bench.core.metrics.statistics import arrival_rate
 from bench.core.metrics.table import level_stats
 from bench.core.records import ErrorSample, RequestRecord, content_encodings
 
-DIVERGENCE_BAND = (0.95, 1.05)  # completion_tokens / chunks outside it: the request diverges
-DIVERGENCE_WARN_FRACTION = 0.05
 BUNDLING_TOKENS_PER_CHUNK = 1.05  # above: a chunk carries several tokens, ITL is per chunk
 ERROR_SAMPLES_PER_TYPE = 5
 
@@ -109,13 +108,10 @@ def chunk_divergence(ok: Sequence[RequestRecord]) -> ChunkDivergence:
     """fraction = share of successful requests with usage whose completion_tokens / chunks lies
     outside [0.95, 1.05]; warning = fraction > 0.05. Per-chunk ITL is then not comparable across
     frameworks; TTFT, TPOT and throughput are (they use token counts). None without usage."""
-    low, high = DIVERGENCE_BAND
-    ratios = [
-        r.usage_completion_tokens / r.n_chunks for r in ok if r.usage_completion_tokens is not None and r.n_chunks
-    ]
-    if not ratios:
+    with_usage = compared(ok)  # bench.core.metrics.audits: the token accounting audit's requests
+    if not with_usage:
         return {"fraction": None, "warning": False}
-    fraction = sum(1 for x in ratios if not low <= x <= high) / len(ratios)
+    fraction = sum(1 for r in with_usage if diverges(r)) / len(with_usage)
     return {"fraction": fraction, "warning": fraction > DIVERGENCE_WARN_FRACTION}
 
 
@@ -184,13 +180,14 @@ def warmup_summary(records: Sequence[RequestRecord]) -> Warmup:
 
 
 def summarize_level(
-    run: LevelRun, *, client_cpu_limit: float = 0.8, schedule_lag_limit_ms: float = 50.0
+    run: LevelRun, *, client_cpu_limit: float = 0.8, schedule_lag_limit_ms: float = 50.0, not_sent: str = NOT_SENT
 ) -> Level:
     """One level as the result holds it: counts, throughputs, the metric table's stats blocks,
     errors, client health, prompt reuse, warm-up (and a reasoning model's `reasoning`).
 
     wall = run.t_end - run.t_start (first t_send .. last t_end of the measured requests);
-    output/request/input/total throughput = Σ (successful) / wall, None when unknown.
+    output/request/input/total throughput = Σ (successful) / wall, None when unknown. `not_sent`:
+    why the requests went without ignore_eos, for the output length audit (bench.core.metrics.audits).
     """
     records = run.records
     ok = [r for r in records if r.ok]
@@ -219,6 +216,7 @@ def summarize_level(
         "usage_available": usage_available(ok),
         "itl_per_chunk": per_chunk is not None and per_chunk > BUNDLING_TOKENS_PER_CHUNK,
         "chunk_divergence": chunk_divergence(ok),
+        "audits": level_audits(ok, run.config.extra_body, not_sent=not_sent),
         **stats,  # the metric table's, in its order (with a reasoning model's `reasoning`)
         "errors": error_counts(records),
         "error_samples": error_samples(records),

@@ -1,0 +1,166 @@
+"""A level's audits (docs/metrics.md, Audits): checks that the numbers mean what they say, each an
+outcome with its figures in the level's `audits` block, and an annotation of the cell when it fires
+(bench.core.verdicts.annotations_for); an audit never changes a verdict.
+
+- `token_accounting`: the server's usage.completion_tokens against the chunks it streamed;
+- `output_length`: with ignore_eos sent, every successful request ran to its max_tokens.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, TypedDict
+
+from bench.core.level_run import level_label, levels_text
+from bench.core.records import RequestRecord
+
+DIVERGENCE_BAND = (0.95, 1.05)  # completion_tokens / chunks outside it: the request diverges
+DIVERGENCE_WARN_FRACTION = 0.05  # above this share of diverging requests, token accounting diverges
+TOKEN_ACCOUNTING = "token-accounting"  # the annotations of a fired audit
+SHORT_OUTPUT = "short-output"
+NOT_SENT = ("ignore_eos not sent: neither --ignore-eos nor the profile's ignore_eos asked for it, so each "
+            "request ends where the model stops and output lengths differ by design")
+
+
+class TokenAccounting(TypedDict):
+    """usage.completion_tokens against chunks over a level's successful requests (`token_accounting`)."""
+
+    outcome: Literal["pass", "diverges", "no usage"]
+    requests: int
+    diverging: int
+    fraction: float | None
+    usage_tokens: int | None
+    chunks: int
+    note: str | None
+
+
+class OutputLength(TypedDict):
+    """With ignore_eos sent, whether every successful request ran to its max_tokens (`output_length`)."""
+
+    outcome: Literal["honoured", "stopped short", "not applicable"]
+    ignore_eos: bool
+    requests: int
+    short: int
+    max_tokens_min: int | None
+    max_tokens_max: int | None
+    short_min_tokens: int | None
+    short_median_tokens: float | None
+    short_finish_reasons: dict[str, int]
+    tokens_source: str | None
+    note: str | None
+
+
+class Audits(TypedDict):
+    """A level's `audits` block (`level_audits`)."""
+
+    token_accounting: TokenAccounting
+    output_length: OutputLength
+
+
+def compared(ok: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """The successful requests with usage.completion_tokens and at least one output chunk."""
+    return [r for r in ok if r.usage_completion_tokens is not None and r.n_chunks]
+
+
+def diverges(r: RequestRecord) -> bool:
+    """completion_tokens / chunks of a compared request lies outside DIVERGENCE_BAND."""
+    low, high = DIVERGENCE_BAND
+    return not low <= (r.usage_completion_tokens or 0) / r.n_chunks <= high
+
+
+def token_accounting(ok: Sequence[RequestRecord]) -> TokenAccounting:
+    """outcome = "no usage" when no successful request reported usage.completion_tokens (with a
+    chunk), else "diverges" when more than 5% of those that did diverge, else "pass"; usage_tokens
+    and chunks are their sums over the compared requests."""
+    with_usage = compared(ok)
+    if not with_usage:
+        return {"outcome": "no usage", "requests": 0, "diverging": 0, "fraction": None, "usage_tokens": None,
+                "chunks": 0, "note": "no successful request reported usage.completion_tokens: output tokens are "
+                                     "chunk counts, and TPOT and throughput count chunks too"}
+    n, bad = len(with_usage), sum(1 for r in with_usage if diverges(r))
+    tokens, chunks = sum(r.usage_completion_tokens or 0 for r in with_usage), sum(r.n_chunks for r in with_usage)
+    fraction = bad / n
+    fired = fraction > DIVERGENCE_WARN_FRACTION
+    note = (f"{bad} of {n} successful requests ({fraction:.0%}) report usage.completion_tokens outside "
+            f"{DIVERGENCE_BAND[0]}-{DIVERGENCE_BAND[1]}x their chunks ({tokens} tokens in {chunks} chunks): "
+            "per-request ITL is per chunk and not comparable across frameworks; TTFT, TPOT and throughput "
+            "are (TPOT and throughput count usage tokens)") if fired else None
+    return {"outcome": "diverges" if fired else "pass", "requests": n, "diverging": bad, "fraction": fraction,
+            "usage_tokens": tokens, "chunks": chunks, "note": note}
+
+
+def _not_applicable(ignore_eos: bool, checked: int, why: str) -> OutputLength:
+    return {"outcome": "not applicable", "ignore_eos": ignore_eos, "requests": checked, "short": 0,
+            "max_tokens_min": None, "max_tokens_max": None, "short_min_tokens": None, "short_median_tokens": None,
+            "short_finish_reasons": {}, "tokens_source": None, "note": why}
+
+
+def output_length(ok: Sequence[RequestRecord], *, ignore_eos: bool, not_sent: str = NOT_SENT) -> OutputLength:
+    """With ignore_eos sent, a successful request is short when its output tokens (usage where
+    reported, else chunks) are fewer than the max_tokens its body asked for; outcome "stopped
+    short" with any, "honoured" with none, "not applicable" (and why) without ignore_eos, without
+    a recorded max_tokens or without a successful request."""
+    if not ignore_eos:
+        return _not_applicable(False, 0, not_sent)
+    checked = [r for r in ok if r.max_tokens is not None]
+    if not checked:
+        why = "no successful request" if not ok else "no successful request recorded the max_tokens it asked for"
+        return _not_applicable(True, 0, why)
+    short = [r for r in checked if r.output_tokens < (r.max_tokens or 0)]
+    asked = [r.max_tokens or 0 for r in checked]
+    sources = {r.tokens_source for r in checked}
+    block: OutputLength = {
+        "outcome": "stopped short" if short else "honoured", "ignore_eos": True, "requests": len(checked),
+        "short": len(short), "max_tokens_min": min(asked), "max_tokens_max": max(asked),
+        "short_min_tokens": min((r.output_tokens for r in short), default=None),
+        "short_median_tokens": float(statistics.median(r.output_tokens for r in short)) if short else None,
+        "short_finish_reasons": dict(Counter(str(r.finish_reason) for r in short)),
+        "tokens_source": sources.pop() if len(sources) == 1 else "mixed", "note": None}
+    if short:
+        wanted = f"{min(asked)}" if min(asked) == max(asked) else f"{min(asked)}-{max(asked)}"
+        finishes = ", ".join(f"{k} x{v}" for k, v in block["short_finish_reasons"].items())
+        block["note"] = (f"{len(short)} of {len(checked)} successful requests stopped short of max_tokens ({wanted}) "
+                         f"though ignore_eos was sent: fewest {block['short_min_tokens']} output tokens, median "
+                         f"{block['short_median_tokens']:g} (by {block['tokens_source']}; finish_reason {finishes})")
+    return block
+
+
+def level_audits(ok: Sequence[RequestRecord], extra_body: Mapping[str, Any], *, not_sent: str = NOT_SENT) -> Audits:
+    """Both audits of a level's successful requests; ignore_eos counts as sent when the requests'
+    extra body carried it true."""
+    return {"token_accounting": token_accounting(ok),
+            "output_length": output_length(ok, ignore_eos=bool(extra_body.get("ignore_eos")), not_sent=not_sent)}
+
+
+# ------------------------------------------------------------------ what the cell and the reports say
+
+
+def fired(levels: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The annotations of the audits that fired in some level: token-accounting, short-output."""
+    outcomes = {(name, block["outcome"]) for lv in levels for name, block in (lv.get("audits") or {}).items()}
+    return tuple(note for note, key in ((TOKEN_ACCOUNTING, ("token_accounting", "diverges")),
+                                        (SHORT_OUTPUT, ("output_length", "stopped short"))) if key in outcomes)
+
+
+_TITLES = {"token_accounting": "token accounting", "output_length": "output length"}
+_FIRED = ("diverges", "stopped short")
+
+
+def audit_lines(levels: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per level whose audit fired ("c=4: output length stopped short: 3 of 9 ..."), and
+    one per audit that could not be made, with the levels it could not be made at; a level without
+    a successful request has nothing audited (its failures are the verdict's business)."""
+    lines: list[str] = []
+    unmade: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for lv in levels:
+        if not lv.get("successful"):
+            continue
+        for name, block in (lv.get("audits") or {}).items():
+            if block["outcome"] in _FIRED:
+                lines.append(f"{level_label(lv)}: {_TITLES[name]} {block['outcome']}: {block['note']}")
+            elif block["outcome"] in ("no usage", "not applicable"):
+                unmade.setdefault((name, block["outcome"], block["note"]), []).append(lv)
+    lines += [f"{levels_text(at)}: {_TITLES[name]} {outcome}: {note}" for (name, outcome, note), at in unmade.items()]
+    return lines
