@@ -12,6 +12,7 @@ original file (bench.core.imported), so no reader takes its numbers for cellbenc
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -79,18 +80,26 @@ def _config_value(run_config: RunConfig, dotted: str) -> Any:
     return value
 
 
+def setting_differences(run_configs: Mapping[str, RunConfig]) -> dict[str, dict[str, str]]:
+    """{key: {framework: its value, as JSON}} for each of METHODOLOGY_KEYS whose value differs
+    across `run_configs` (framework -> its result's run_config), in METHODOLOGY_KEYS' order."""
+    differing = {}
+    for key in METHODOLOGY_KEYS:
+        values = {fw: json.dumps(_config_value(config, key), sort_keys=True)
+                  for fw, config in sorted(run_configs.items())}
+        if len(set(values.values())) > 1:
+            differing[key] = values
+    return differing
+
+
 def methodology_differences(selection: Selection) -> list[str]:
     """The run_config keys that differ across the chosen results, one line each.
 
     Numbers measured differently (another level set, a shared server warming the prefix cache,
     other prompts) are not comparable, and a table alone would not show it."""
-    chosen = sorted(selection.chosen.items())
-    lines = []
-    for key in METHODOLOGY_KEYS:
-        values = {fw: json.dumps(_config_value(r.data["run_config"], key), sort_keys=True) for fw, r in chosen}
-        if len(set(values.values())) > 1:
-            lines.append(f"{key}: " + ", ".join(f"{fw}={v}" for fw, v in values.items()))
-    return lines
+    configs = {fw: r.data["run_config"] for fw, r in selection.chosen.items()}
+    return [f"{key}: " + ", ".join(f"{fw}={v}" for fw, v in values.items())
+            for key, values in setting_differences(configs).items()]
 
 
 def _provenance(result: LoadedResult) -> Provenance:

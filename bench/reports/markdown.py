@@ -32,7 +32,7 @@ from bench.core.metrics.intervals import bound_text, has_intervals
 from bench.core.metrics.table import Metric
 from bench.core.result_model import Level, Result
 from bench.reports import plots
-from bench.reports.comparison import Comparison
+from bench.reports.comparison import Comparison, setting_differences
 
 REPORT_FILE = "REPORT.md"
 MISSING_LEVEL = "—"
@@ -204,6 +204,9 @@ def section_title(level: LevelKey) -> str:
     return f"Concurrency {level[1]}" if level[0] == "concurrency" else f"Request rate {key_label(level, full=True)}"
 
 
+UNLIKE_ROW = "Differing settings"
+
+
 def _level_section(comparison: Comparison, level: LevelKey | int) -> list[str]:
     frameworks, results = comparison["frameworks"], comparison["results"]
     key = ("concurrency", level) if isinstance(level, int) else level
@@ -218,8 +221,14 @@ def _level_section(comparison: Comparison, level: LevelKey | int) -> list[str]:
     rows = [[label, *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
                       for fw in frameworks)]
             for label, render in rows_shown]
+    unlike = setting_differences({fw: results[fw]["run_config"] for fw in frameworks if key in by_fw[fw]})
+    if unlike:  # said where the numbers are, not only in the warnings below (docs/results.md, Like with like)
+        rows.insert(0, [UNLIKE_ROW, *("; ".join(f"{k}={v[fw]}" for k, v in unlike.items()) if fw in next(
+            iter(unlike.values())) else MISSING_LEVEL for fw in frameworks)])
     header = ["Metric", *(_column(comparison, fw) for fw in frameworks)]
-    return [f"## {section_title(key)}", "", *_table(header, rows, "---:"), ""]
+    note = [f"Not like with like: these columns ran with different {', '.join(unlike)}; a difference between them "
+            "may be the settings', not the frameworks'.", ""] if unlike else []
+    return [f"## {section_title(key)}", "", *_table(header, rows, "---:"), "", *note]
 
 
 def _sweep_section(comparison: Comparison) -> list[str]:

@@ -100,10 +100,39 @@ def test_one_section_per_level_with_every_row(built):
     for level in (1, 2, 4):
         rows = table(report, f"Concurrency {level}")
         assert rows.pop("header") == ["Metric", "llamacpp", "vllm"]
-        assert list(rows) == [label for label, _ in ROWS]
+        # vllm ran other levels on one shared server: the table says so above its numbers (not at c=4,
+        # where only vllm has a column)
+        unlike = [markdown.UNLIKE_ROW] if level < 4 else []
+        assert list(rows) == [*unlike, *(label for label, _ in ROWS)]
         assert all(len(cells) == 2 for cells in rows.values())
     c4 = table(report, "Concurrency 4")
     assert c4.pop("header")[1] == "llamacpp" and {cells[0] for cells in c4.values()} == {"—"}
+
+
+def test_columns_measured_differently_say_how_where_the_numbers_are(built):
+    _, _, report = built
+    c1 = table(report, "Concurrency 1")
+    assert c1[markdown.UNLIKE_ROW] == ["levels=[1, 2]; levels_share_server=false",
+                                       "levels=[1, 2, 4]; levels_share_server=true"]
+    section = report.split("## Concurrency 1\n", 1)[1].split("\n## ", 1)[0]
+    assert ("Not like with like: these columns ran with different levels, levels_share_server; a difference "
+            "between them may be the settings', not the frameworks'.") in section
+    assert "Not like with like" not in report.split("## Concurrency 4\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_columns_measured_alike_carry_no_settings_row(tmp_path, real):
+    _, template = real
+    d = cell_dir(tmp_path / "results", template)
+    put(d, variant(template, run_id="20300101T000000Z-aaaa"))
+    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-bbbb"))
+    report = write_report(d, read_comparison(write_comparison(d, machine=template["machine"]["slug"]))).read_text()
+    assert markdown.UNLIKE_ROW not in report and "Not like with like" not in report
+    with_eos = variant(template, framework="vllm", run_id="20300101T000000Z-cccc")
+    with_eos["run_config"]["request_extras"] = {"ignore_eos": True}
+    put(d, with_eos)
+    report = write_report(d, read_comparison(write_comparison(d, machine=template["machine"]["slug"]))).read_text()
+    row = table(report, "Concurrency 1")[markdown.UNLIKE_ROW]
+    assert row[1] == 'request_extras={"ignore_eos": true}' and row[0].startswith("request_extras=")
 
 
 def test_numbers_are_formatted_consistently(built, real):
