@@ -30,6 +30,18 @@ def test_actionlint_passes(workflow: Path):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_actionlint_catches_a_broken_workflow(tmp_path: Path):
+    """The lint is real: an input the nightly workflow does not declare fails it."""
+    nightly = PROJECT_ROOT / ".github" / "workflows" / "nightly.yml"
+    broken = tmp_path / ".github" / "workflows" / "nightly.yml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text(nightly.read_text().replace("${{ inputs.frameworks }}", "${{ inputs.framework_list }}"))
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    done = subprocess.run([str(Path(sys.executable).parent / "actionlint"), "-no-color", str(broken)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "framework_list" in done.stdout
+
+
 def run_steps(job: dict) -> list[str]:
     return [step["run"].strip() for step in job["steps"] if "run" in step]
 
