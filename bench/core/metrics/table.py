@@ -65,6 +65,8 @@ class Metric:
     per_gap: bool = False
     report: Shown | None = None  # REPORT.md's rows; None: not in REPORT.md
     review: str | None = None  # the HTML review's level table: its p50, in this format; None: not there
+    higher_is_better: bool = False  # a rate (decode tok/s); a latency is better lower. Comparisons' direction
+    compared: bool = False  # judged by comparisons (bench.core.metrics.change): a server figure, not the client's
 
     def values(self, records: Iterable[RequestRecord]) -> list[float | None]:
         """The per-request (or per-gap) values over `records`, unscaled."""
@@ -84,7 +86,7 @@ class Metric:
 METRICS: tuple[Metric, ...] = (
     Metric("ttft_ms", per_request.ttft, "TTFT", "ms", when="always",
            description="Time to first token (first output chunk: content, reasoning or a tool call), ms.",
-           report=Shown(("mean", "p50", "p99")), review=".1f"),
+           report=Shown(("mean", "p50", "p99")), review=".1f", compared=True),
     Metric("ttfa_ms", per_request.ttfa, "TTFA", "ms", when="reasoning",
            description="Time to first answer (first content or tool-call chunk, after any reasoning), ms, over the "
                        "successful requests whose answer came; only in a level where a successful request reasoned "
@@ -92,15 +94,17 @@ METRICS: tuple[Metric, ...] = (
            report=Shown(("mean", "p50", "p99")), review=".1f"),
     Metric("ttfb_ms", per_request.ttfb, "TTFB", "ms", description="Time to first byte of the response, ms."),
     Metric("tpot_ms", per_request.tpot, "TPOT", "ms", description="Time per output token after the first, ms.",
-           report=Shown(("mean", "p50")), review=".2f"),
+           report=Shown(("mean", "p50")), review=".2f", compared=True),
     Metric("itl_ms", per_request.itl, "ITL", "ms", when="always", per_gap=True,
-           description="Gaps between consecutive content chunks, ms (per chunk).", report=Shown(("mean", "p50"))),
+           description="Gaps between consecutive content chunks, ms (per chunk).", report=Shown(("mean", "p50")),
+           compared=True),
     Metric("e2el_ms", per_request.e2el, "E2EL", "ms", when="always",
            description="End-to-end latency of a request, ms.",
            report=Shown(("mean", "p50", "p99"), label="Latency", unit="s", scale=1e-3, digits=2,
-                        after_throughput=True), review=".1f"),
+                        after_throughput=True), review=".1f", compared=True),
     Metric("decode_tps", per_request.decode_rate, "Decode rate", "tok/s", scale=1.0, when="always",
-           description="Per-request decode rate after the first token, tokens/s.", report=Shown(("p50",))),
+           description="Per-request decode rate after the first token, tokens/s.", report=Shown(("p50",)),
+           higher_is_better=True, compared=True),
     Metric("schedule_lag_ms", per_request.schedule_lag, "Schedule lag", "ms",
            description="t_send - t_sched per request (open loop: t_send - t_admitted): how late the client sent "
                        "it, ms."),

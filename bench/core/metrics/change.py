@@ -1,0 +1,195 @@
+"""Is a difference real? One figure of one level on two sides (two runs, two frameworks, two
+machines), judged by the 95% interval of the ratio new / old.
+
+Each side is an `Estimate`: the figure as its level shows it and the standard error of its log,
+from the best evidence the level has (docs/metrics.md, "Comparing two runs"):
+
+- K >= 2 rounds: the rounds' own spread (bench.core.metrics.uncertainty.median_log_se), K - 1
+  degrees of freedom. It holds run-to-run noise.
+- one round: the level's within-run interval (a percentile's order-statistic `ci95`, a rate's
+  `throughput_ci95` from time windows), read as +-1.96 standard errors of the log. It cannot see
+  run-to-run noise, and says so.
+- either, with a noise floor of the machine (`Spread`: one run's log standard deviation between
+  identical runs, bench.core.noise): the floor's se for K rounds, where it is larger than the
+  level's own, with the floor's runs - 1 degrees of freedom.
+
+The change is d = log(new) - log(old) with se = sqrt(se_old^2 + se_new^2) and Welch-Satterthwaite
+degrees of freedom; its interval is exp(d -/+ t * se) - 1. Outside zero on the worse side it is a
+`regression`, on the better side an `improvement`; across zero, `no detectable change`, with
+`detectable` = exp(t * se) - 1, the smallest change that would have left zero outside the
+interval. A side without an interval, or with a percentile its requests cannot bound, is
+`cannot tell`, with why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bench.core.metrics.table import METRICS
+from bench.core.metrics.uncertainty import MEDIAN_VARIANCE, median_log_se, t_quantile
+
+Decision = Literal["regression", "improvement", "no detectable change", "cannot tell"]
+Z95 = 1.959964  # a within-run interval read as +-Z95 standard errors
+PERCENTILES = ("p50", "p99")  # of each compared metric: the typical request and the tail
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure comparisons judge: a level's rate, or a percentile of a stats block."""
+
+    key: str  # "output_throughput_tps", or "ttft_ms.p50"
+    label: str  # "output tok/s", "TTFT p50 (ms)"
+    higher_is_better: bool
+
+    @property
+    def block(self) -> str:
+        return self.key.split(".")[0]
+
+    @property
+    def stat(self) -> str | None:
+        return self.key.split(".")[1] if "." in self.key else None
+
+
+RATES = (Figure("output_throughput_tps", "output tok/s", True), Figure("request_throughput_rps", "req/s", True))
+FIGURES: tuple[Figure, ...] = RATES + tuple(
+    Figure(f"{m.key}.{p}", f"{m.label} {p} ({m.unit})", m.higher_is_better)
+    for m in METRICS if m.compared for p in PERCENTILES)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A noise floor's spread of one figure at one level: the standard deviation of its log
+    between `runs` identical runs of one round each, measured at `measured_at` (UTC)."""
+
+    log_sd: float
+    runs: int
+    measured_at: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float | None  # as the level shows it; None: the level lacks the figure
+    log_se: float | None  # None: no standard error (`why`)
+    df: float
+    basis: str  # "3 rounds", "within-run", "noise floor of 2026-12-01 (5 runs)"
+    why: str | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    figure: Figure
+    old: float | None
+    new: float | None
+    decision: Decision
+    change: float | None = None  # new / old - 1
+    low: float | None = None  # the 95% interval of `change`
+    high: float | None = None
+    detectable: float | None = None  # the smallest |change| this data could have told from noise
+    basis: str = ""
+    why: str | None = None
+
+    def text(self) -> str:
+        """"-31.2% [-38.0%, -24.0%]: regression" or "+2.1% [-9.5%, +15.1%]: no detectable change
+        (could detect 12.4%)" or "cannot tell: ..."."""
+        if self.change is None or self.low is None or self.high is None:
+            return f"cannot tell: {self.why}"
+        head = f"{self.change:+.1%} [{self.low:+.1%}, {self.high:+.1%}]: {self.decision}"
+        if self.decision == "no detectable change" and self.detectable is not None:
+            head += f" (could detect {self.detectable:.1%})"
+        return head
+
+    def to_json(self) -> dict[str, Any]:
+        return {"figure": self.figure.key, "label": self.figure.label, "old": self.old, "new": self.new,
+                "decision": self.decision, "change": self.change, "low": self.low, "high": self.high,
+                "detectable": self.detectable, "basis": self.basis, "why": self.why}
+
+
+def value(level: Mapping[str, Any], figure: Figure) -> float | None:
+    found = level.get(figure.block)
+    if figure.stat is not None:
+        found = found.get(figure.stat) if isinstance(found, Mapping) else None
+    return float(found) if isinstance(found, (int, float)) and not isinstance(found, bool) else None
+
+
+def _interval(level: Mapping[str, Any], figure: Figure) -> Mapping[str, Any] | None:
+    if figure.stat is None:
+        found = (level.get("throughput_ci95") or {}).get(figure.key)
+    else:
+        found = ((level.get(figure.block) or {}).get("ci95") or {}).get(figure.stat)
+    return found if isinstance(found, Mapping) else None
+
+
+def estimate(level: Mapping[str, Any], figure: Figure, floor: Spread | None = None) -> Estimate:
+    """The figure of `level` and its log standard error (module docstring)."""
+    shown = value(level, figure)
+    if shown is None:
+        return Estimate(None, None, math.inf, "", "the level does not have it")
+    if shown <= 0:
+        return Estimate(shown, None, math.inf, "", "it is zero: no ratio to take")
+    bound = _interval(level, figure)
+    if bound is not None and bound.get("low") is None and "needs_n" in bound:
+        return Estimate(shown, None, math.inf, "", f"{figure.stat} needs at least {bound['needs_n']} requests "
+                                                    "for a 95% bound")
+    rounds = [r for r in level.get("rounds") or () if isinstance(r, Mapping)]
+    k = max(len(rounds), 1)
+    if k >= 2:
+        values = [value(r, figure) for r in rounds]
+        if any(v is None or v <= 0 for v in values):
+            return Estimate(shown, None, math.inf, "", "a round lacks it")
+        own = Estimate(shown, median_log_se([v for v in values if v is not None]), k - 1, f"{k} rounds")
+    elif bound is None or bound.get("low") is None or bound.get("high") is None:
+        return Estimate(shown, None, math.inf, "", "no interval in this result (written before intervals)")
+    else:
+        low, high = float(bound["low"]), float(bound["high"])
+        se = (math.log(high) - math.log(low)) / (2 * Z95) if low > 0 else (high - low) / (2 * Z95 * shown)
+        own = Estimate(shown, se, math.inf, "within-run")
+    if floor is None or own.log_se is None:
+        return own
+    factor = 1.0 if k <= 2 else MEDIAN_VARIANCE
+    floored = floor.log_sd * math.sqrt(factor / k)
+    if floored <= own.log_se:
+        return own
+    return Estimate(shown, floored, max(floor.runs - 1, 1), f"noise floor of {floor.measured_at} ({floor.runs} runs)")
+
+
+def judge(figure: Figure, old: Estimate, new: Estimate) -> Change:
+    """new against old (module docstring)."""
+    for side, e in (("old", old), ("new", new)):
+        if e.value is None or e.log_se is None:
+            return Change(figure, old.value, new.value, "cannot tell", why=f"{side}: {e.why}")
+    assert old.value is not None and new.value is not None and old.log_se is not None and new.log_se is not None
+    d = math.log(new.value / old.value)
+    se = math.hypot(old.log_se, new.log_se)
+    half = t_quantile(_welch_df([(old.log_se, old.df), (new.log_se, new.df)])) * se
+    low, high = math.expm1(d - half), math.expm1(d + half)
+    decision: Decision = "no detectable change"
+    if low > 0 or high < 0:
+        better = (low > 0) == figure.higher_is_better
+        decision = "improvement" if better else "regression"
+    basis = old.basis if old.basis == new.basis else f"old: {old.basis}; new: {new.basis}"
+    return Change(figure, old.value, new.value, decision, math.expm1(d), low, high, math.expm1(half), basis)
+
+
+def _welch_df(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of variances se^2 with their own df."""
+    total = sum(se * se for se, _ in parts)
+    terms = sum((se * se) ** 2 / df for se, df in parts if not math.isinf(df))
+    if total == 0:
+        return math.inf
+    return total * total / terms if terms > 0 else math.inf
+
+
+def compare_levels(old: Mapping[str, Any], new: Mapping[str, Any], *,
+                   old_floor: Mapping[str, Spread] | None = None,
+                   new_floor: Mapping[str, Spread] | None = None) -> list[Change]:
+    """Every figure either level has, judged new against old; a floor maps figure keys to spreads."""
+    out = []
+    for figure in FIGURES:
+        if value(old, figure) is None and value(new, figure) is None:
+            continue
+        out.append(judge(figure, estimate(old, figure, (old_floor or {}).get(figure.key)),
+                         estimate(new, figure, (new_floor or {}).get(figure.key))))
+    return out
