@@ -153,6 +153,7 @@ def has_intervals(levels: Iterable[Mapping[str, object]]) -> bool:
     """Whether a stats block of `levels` has intervals (a result written before them has none)."""
     return any(isinstance(block, dict) and "ci95" in block for lv in levels for block in lv.values())
 
+LARGE_DF = 1e6  # t(0.975, 1e6) - z(0.975) < 3e-6
 MEDIAN_VARIANCE = math.pi / 2  # var(median) / var(mean) of a large normal sample
 MIN_WINDOWS = 4  # fewer windows than this give no interval: t(0.975, 2) = 4.3 is all guess
 
@@ -161,7 +162,7 @@ def t_quantile(df: float, confidence: float = CONFIDENCE) -> float:
     """The two-sided `confidence` quantile of Student's t with `df` degrees of freedom (1.96 for
     df = inf at 95%; 12.706 at df = 1, 2.262 at df = 9). df may be fractional (Welch's)."""
     tail = (1 + confidence) / 2
-    if math.isinf(df):
+    if df > LARGE_DF:  # within 1e-6 of the normal's, and the grid below would be too coarse
         return _normal_quantile(tail)
     if df <= 0:
         raise ValueError(f"degrees of freedom must be positive, not {df}")
