@@ -37,7 +37,7 @@ def test_rounds_interval_needs_two_positive_values() -> None:
     assert rounds_interval([120.0, None]) is None
     assert rounds_interval([120.0, 0.0]) is None
     same = rounds_interval([50.0, 50.0, 50.0])
-    assert same is not None and (same["low"], same["high"]) == (pytest.approx(50.0), pytest.approx(50.0))
+    assert same is not None and same["low"] == pytest.approx(50.0) and same["high"] == pytest.approx(50.0)
 
 
 def test_window_rates_put_each_event_in_its_window_and_sum_to_the_whole() -> None:
