@@ -22,6 +22,7 @@ before intervals has none, and its figures are "cannot tell: no interval in this
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from html import escape
 from pathlib import Path
 from typing import Any, cast
 
@@ -68,6 +69,12 @@ def interval_notes(comparison: Comparison) -> list[str]:
     levels = [lv for r in comparison["results"].values() for lv in r["levels"]]
     return ([INTERVALS_NOTE, ""] if has_intervals(levels) else []) + \
         ([RATES_NOTE, ""] if any("throughput_ci95" in lv for lv in levels) else [])
+
+
+def rate_interval(level: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    """The level's `throughput_ci95` of the rate `key` ({"low", "high"}); None where it has none."""
+    found = (level.get("throughput_ci95") or {}).get(key)
+    return found if isinstance(found, Mapping) else None
 
 
 def interval_basis(level: Mapping[str, Any]) -> str:
@@ -247,3 +254,39 @@ def differing_cells(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, list
             if v not in common:
                 marked.setdefault(cell, []).append(key)
     return marked
+
+
+# ------------------------------------------------------------------ the HTML review
+
+
+def previous_badge(data: Mapping[str, Any]) -> str:
+    """The verdict cell's badge of a row (a cell's record, `CellRecord.to_json()`) whose result has a
+    previous one: "2 regressions vs previous", the decisions and each regression in its tooltip; ""
+    without one."""
+    found = against_previous(data.get("result_path"))
+    if found is None:
+        return ""
+    n = found["counts"]["regression"]
+    tip = "; ".join([previous_line(found), *found["regressions"]])
+    return (f' <span class="cellbench-annotation cellbench-previous" title="{escape(tip)}">'
+            f"{n} regression{'' if n == 1 else 's'} vs previous</span>")
+
+
+def previous_html(data: Mapping[str, Any]) -> str:
+    """The expanded row's paragraph on the previous run: its decisions, each regression a list item."""
+    found = against_previous(data.get("result_path"))
+    if found is None:
+        return ""
+    items = "".join(f"<li>{escape(line)}</li>" for line in found["regressions"])
+    return f"<p>{escape(previous_line(found))}</p>" + (f"<ul>{items}</ul>" if items else "")
+
+
+def unlike_marks(cells: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Summary-table cell name ("llamacpp chat") -> " (not comparable: ...)" for each cell whose
+    request settings differ from the others of its split (`row["settings"]`, comparison.settings_of)."""
+    by_split: dict[str, dict[str, Any]] = {}
+    for c in cells:
+        if (settings := (c.get("row") or {}).get("settings")) is not None:
+            by_split.setdefault(str(c.get("split")), {})[f"{c.get('framework')} {c.get('split')}"] = settings
+    return {name: f" (not comparable: other {', '.join(keys)} than the rest of its split)"
+            for group in by_split.values() for name, keys in differing_cells(group).items()}
