@@ -108,6 +108,14 @@ def _estimate(result: Result, level: Mapping[str, Any], figure: Figure, floor: F
     return change.estimate(level, figure, (floor or {}).get(figure.key))
 
 
+def _judge(figure: Figure, old: Estimate, new: Estimate) -> Change:
+    """change.judge, and "cannot tell" where its arithmetic fails (a report is never lost to it)."""
+    try:
+        return change.judge(figure, old, new)
+    except (OverflowError, ValueError, ZeroDivisionError) as exc:
+        return Change(figure, old.value, new.value, "cannot tell", why=f"its interval could not be computed ({exc})")
+
+
 def _named(why: str | None, old: str, new: str) -> str:
     """judge()'s "old: ..." / "new: ..." with the sides' names."""
     text = why or "no reason given"
@@ -164,7 +172,7 @@ def level_decisions(comparison: Comparison, key: LevelKey, floor: Floor | None =
         lines.append(head + (f"; no value: {', '.join(missing)}" if missing else ""))
         for better, worse in zip(valued, valued[1:], strict=False):
             unlike = setting_differences({fw: results[fw]["run_config"] for fw in (better, worse)})
-            judged = change.judge(figure, est[worse], est[better])
+            judged = _judge(figure, est[worse], est[better])
             both = all(est[fw].why == est[worse].why and est[fw].log_se is None for fw in (better, worse))
             lines.append(f"  - {_pair_line(figure, better, worse, judged, list(unlike), both)}")
     return lines, bases
@@ -203,7 +211,7 @@ def compare_results(old: Result, new: Result, floor: Floor | None = None) -> lis
         for figure in change.FIGURES:
             if change.value(before, figure) is None and change.value(lv, figure) is None:
                 continue
-            judged = change.judge(figure, _estimate(old, before, figure, floor), _estimate(new, lv, figure, floor))
+            judged = _judge(figure, _estimate(old, before, figure, floor), _estimate(new, lv, figure, floor))
             out.append((level_label(lv), judged))
     return out
 
