@@ -289,12 +289,24 @@ def previous_html(data: Mapping[str, Any]) -> str:
     return f"<p>{escape(previous_line(found))}</p>" + (f"<ul>{items}</ul>" if items else "")
 
 
-def unlike_marks(cells: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Summary-table cell name ("llamacpp chat") -> " (not comparable: ...)" for each cell whose
-    request settings differ from the others of its split (`row["settings"]`, comparison.settings_of)."""
+def unlike_marks(cells: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, Any], str]:
+    """(framework, split) -> " (not comparable: ...)" for each summary-table cell whose request
+    settings differ from the others of its split (`row["settings"]`, comparison.settings_of)."""
     by_split: dict[str, dict[str, Any]] = {}
     for c in cells:
         if (settings := (c.get("row") or {}).get("settings")) is not None:
-            by_split.setdefault(str(c.get("split")), {})[f"{c.get('framework')} {c.get('split')}"] = settings
-    return {name: f" (not comparable: other {', '.join(keys)} than the rest of its split)"
-            for group in by_split.values() for name, keys in differing_cells(group).items()}
+            by_split.setdefault(str(c.get("split")), {})[str(c.get("framework"))] = settings
+    return {(fw, split): f" (not comparable: other {', '.join(keys)} than the rest of its split)"
+            for split, group in by_split.items() for fw, keys in differing_cells(group).items()}
+
+
+def row_interval(row: Mapping[str, Any]) -> str:
+    """" [low, high]" after a row's output tok/s (`row_data`'s `output_tps_ci95`), "" without one."""
+    return bound_text({"ci95": {"tps": row["output_tps_ci95"]}}, "tps", ".1f") if "output_tps_ci95" in row else ""
+
+
+def row_basis_badge(row: Mapping[str, Any]) -> str:
+    """A badge after that interval naming what it rests on ("within-run only"), the whole of it in its tooltip."""
+    basis = row.get("interval_basis")
+    return "" if not basis else (f' <span class="cellbench-annotation" title="{escape(basis)}">'
+                                 f'{escape(basis.split(":")[0].split(";")[0])}</span>')

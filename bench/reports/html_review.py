@@ -127,7 +127,8 @@ def session_summary_html(cells: list[dict[str, Any]]) -> str:
         levels = sorted({k for c in measured for k in c["row"][by]}, key=rate_value)
         heads = "".join(f"<th>{escape(head.format(level))}</th>" for level in levels)
         body = "".join(
-            f'<tr><td>{escape(str(c.get("framework")))} {escape(str(c.get("split")))}{escape(_unlike(unlike, c))}</td>'
+            f'<tr><td>{escape(str(c.get("framework")))} {escape(str(c.get("split")))}'
+            f'{escape(unlike.get((c.get("framework"), c.get("split")), ""))}</td>'
             f'<td class="cellbench-verdict-{escape(c["verdict"])}">{escape(c["verdict"])}</td>'
             + "".join(f"<td>{_fmt(c['row'][by].get(level), '.1f')}</td>" for level in levels) + "</tr>"
             for c in sorted(measured, key=lambda c: (str(c.get("split")), str(c.get("framework")))))
@@ -139,10 +140,6 @@ def session_summary_html(cells: list[dict[str, Any]]) -> str:
     return (f'<div class="cellbench-summary">{verdict_css()}<h2>cellbench</h2>'
             f"<p>Verdicts (untick to hide those rows): {filters}</p>{tables[0]}{plots[0]}{tables[1]}{plots[1]}"
             f"{skipped_line}{FILTER_SCRIPT}</div>")
-
-
-def _unlike(marks: Mapping[str, str], cell: Mapping[str, Any]) -> str:
-    return marks.get(f"{cell.get('framework')} {cell.get('split')}", "")
 
 
 def _throughput_plots(measured: list[dict[str, Any]], by: str = "tps_by_level") -> str:
@@ -225,10 +222,8 @@ def row_cells(data: dict[str, Any] | None) -> list[str]:
     return [
         _td("verdict", f"{rank}-{verdict}", verdict, badges),
         level_cell,
-        _td("output_tps", number_key(row.get("output_tps")), _fmt(row.get("output_tps"), ".1f") + (bound_text(
-            {"ci95": {"tps": row["output_tps_ci95"]}}, "tps", ".1f") if "output_tps_ci95" in row else ""),
-            f' <span class="cellbench-annotation" title="{escape(row["interval_basis"])}">interval</span>'
-            if "interval_basis" in row else ""),
+        _td("output_tps", number_key(row.get("output_tps")), _fmt(row.get("output_tps"), ".1f")
+            + between.row_interval(row), between.row_basis_badge(row)),
         _td("ttft_p50", number_key(row.get("ttft_p50_ms")), _fmt(row.get("ttft_p50_ms"), ".1f")),
         _td("tpot_p50", number_key(row.get("tpot_p50_ms")), _fmt(row.get("tpot_p50_ms"), ".2f")),
         _td("failure_rate", number_key(row.get("failure_rate")),
