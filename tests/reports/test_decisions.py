@@ -22,7 +22,8 @@ from bench.reports.comparison import Comparison, build_comparison
 from bench.reports.journal import CellEntry, Journal
 from bench.reports.markdown import render_report
 from tests.core.test_intervals import without_intervals
-from tests.support.results import Spec, put, variant, write_cell
+from tests.plugins.test_plugin import cell_dir, stand_in_cells
+from tests.support.results import Spec, put, synthetic_result, variant, write_cell
 
 MACHINE = "intelxeonprocessor"
 TPS = change.FIGURES[0]  # output tok/s
@@ -252,3 +253,20 @@ def test_rounds_that_agree_exactly_still_render(two):
             extra["rounds"] = [dict(copy.deepcopy(lv), round=k) for k in range(3)]
 
     assert "### Concurrency 1" in section(report_of(d, shape), "Between frameworks")
+
+
+def test_a_session_journals_and_shows_its_regression_against_the_previous_run(pytester: pytest.Pytester):
+    """A real pytest session of one stand-in cell, its previous result already on disk: the
+    journal's comparison section and the HTML row's badge name the regression."""
+    split_dir = cell_dir(pytester.path / "results")
+    put(split_dir, synthetic_result(Spec(requests=40, run_id="20261129T100000Z-aaaa")))
+    stand_in_cells(pytester.path, {"llamacpp-chat": synthetic_result(
+        Spec(requests=40, run_id="20261130T100000Z-bbbb", speed=0.6))})
+    proc = pytester.runpytest("-k", "llamacpp-chat", "--results-dir", "results", "--html", "report.html",
+                              "--self-contained-html")
+    proc.assert_outcomes(passed=1)
+    (journal,) = split_dir.parent.glob("journal_*.md")
+    block = section(journal.read_text(), "Compared With The Previous Run")
+    assert "- llamacpp / chat against run 20261129T100000Z-aaaa: " in block and "\n  - c=1: TTFT p50 (ms): +" in block
+    html = (pytester.path / "report.html").read_text()
+    assert re.search(r"[1-9]\d* regressions vs previous", html)
