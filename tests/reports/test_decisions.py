@@ -260,8 +260,8 @@ def test_a_session_journals_and_shows_its_regression_against_the_previous_run(py
     journal's comparison section and the HTML row's badge name the regression."""
     split_dir = cell_dir(pytester.path / "results")
     put(split_dir, synthetic_result(Spec(requests=40, run_id="20261129T100000Z-aaaa")))
-    stand_in_cells(pytester.path, {"llamacpp-chat": synthetic_result(
-        Spec(requests=40, run_id="20261130T100000Z-bbbb", speed=0.6))})
+    slower = synthetic_result(Spec(requests=40, run_id="20261130T100000Z-bbbb", speed=0.6))
+    stand_in_cells(pytester.path, {"llamacpp-chat": cast(dict, slower)})
     proc = pytester.runpytest("-k", "llamacpp-chat", "--results-dir", "results", "--html", "report.html",
                               "--self-contained-html")
     proc.assert_outcomes(passed=1)
