@@ -13,6 +13,9 @@ module words them where the reports show them:
   (comparison.setting_differences) is marked not like with like.
 - A cell against its previous run (`against_previous`, for the journal and the HTML review): per
   level both runs have, every figure judged, the regressions listed with `Change.text()`.
+- The HTML review's pieces of these: a row's rate interval and what it rests on, its badge of
+  regressions against the previous run, and the summary's marks on cells whose request settings
+  differ from the rest of their split (`unlike_marks`).
 
 A noise floor (`Mapping[str, Spread]`: figure key -> spread, bench.core.noise) is optional; one
 machine's, so both sides of a comparison on that machine take the same floor. A result written
@@ -42,6 +45,7 @@ INTERVALS_NOTE = ("A percentile's [low, high] is its distribution-free 95% confi
                   "more (docs/metrics.md, How sure a percentile is).")
 WITHIN_RUN = "within-run only: a second run on this host can differ by more"
 NO_INTERVAL = "no interval in this result (written before intervals)"
+NEITHER = "neither has an interval (written before intervals)"
 SHOWN = ("output_throughput_tps", "ttft_ms.p50")  # the figures of *Between frameworks*
 FIGURES = {f.key: f for f in change.FIGURES}
 PREVIOUS = "vs_previous"  # the journal entry's evidence key: `against_previous` of the cell
@@ -128,7 +132,7 @@ def _named(why: str | None, old: str, new: str) -> str:
 def basis_words(bases: Iterable[str]) -> str:
     """The bases of a section's estimates ("within-run", "3 rounds", "noise floor of ...") in words."""
     words = {"within-run": "within-run intervals only (one round: a second run on this host can differ by more)"}
-    found = sorted({b for b in bases if b})
+    found = sorted({part.removeprefix("old: ").removeprefix("new: ") for b in bases for part in b.split("; ") if part})
     shown = [words.get(b, f"the machine's {b}" if b.startswith("noise floor") else f"medians of {b}, intervals "
                        "across rounds" if b.endswith("rounds") else b) for b in found]
     return "; ".join(shown) or "none: no figure here has an interval"
@@ -140,8 +144,7 @@ def basis_words(bases: Iterable[str]) -> str:
 def _pair_line(figure: Figure, better: str, worse: str, c: Change, unlike: Sequence[str], both_lack: bool) -> str:
     if c.decision == "cannot tell" or c.change is None or c.low is None or c.high is None:
         why = _named(c.why, worse, better)
-        line = f"{better} and {worse}: cannot tell: " + (f"neither has an interval ({NO_INTERVAL.split(' (')[1]}"
-                                                         if why.endswith(NO_INTERVAL) and both_lack else why)
+        line = f"{better} and {worse}: cannot tell: " + (NEITHER if why.endswith(NO_INTERVAL) and both_lack else why)
     elif c.decision == "improvement":
         sign = 1 if figure.higher_is_better else -1
         low, high = sorted((sign * c.low, sign * c.high))

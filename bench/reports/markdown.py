@@ -8,8 +8,9 @@ their offered and achieved rates and queueing delay) are levels of different kin
 tables of their own; goodput rows appear where a level was judged against SLOs (--slo), TTFA and
 reasoning rows beside TTFT where a level's model reasoned (bench.core.metrics.reasoning), and an
 *SLO sweep* section gives each framework's highest rate meeting them. Above the tables: the run ids
-that won, each verdict with its reason; below them: methodology differences, the levels' audits
-(token accounting, output length), suspicious changes, the files left out, and the plots.
+that won, each verdict with its reason; under each, what its intervals rest on; below them, *Between
+frameworks* (bench.reports.between), methodology differences, the levels' audits (token accounting,
+output length), suspicious changes, the files left out, and the plots.
 
 A result imported from another benchmark's file has its column headed `<framework>, imported
 (<tool>)`, and each of its values that the tool derived differently from cellbench (its

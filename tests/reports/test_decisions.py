@@ -270,3 +270,11 @@ def test_a_session_journals_and_shows_its_regression_against_the_previous_run(py
     assert "- llamacpp / chat against run 20261129T100000Z-aaaa: " in block and "\n  - c=1: TTFT p50 (ms): +" in block
     html = (pytester.path / "report.html").read_text()
     assert re.search(r"[1-9]\d* regressions vs previous", html)
+
+
+def test_each_basis_of_a_comparison_is_named_once():
+    from bench.reports.between import basis_words
+
+    words = basis_words(["old: within-run; new: 3 rounds", "within-run", "", "noise floor of 2026-12-01 (5 runs)"])
+    assert words == ("medians of 3 rounds, intervals across rounds; the machine's noise floor of 2026-12-01 (5 runs); "
+                     "within-run intervals only (one round: a second run on this host can differ by more)")
