@@ -67,14 +67,8 @@ def report_of(split_dir: Path, shape=None) -> str:
 
 
 def test_overlapping_intervals_are_no_detectable_difference_and_never_faster(two):
-    d, template = two
-    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-bbbb", scale=1.05))
-
-    def shape(c: Comparison) -> None:
-        for fw in ("llamacpp", "vllm"):
-            with_rate_intervals(c, fw, 0.10)
-
-    report = report_of(d, shape)
+    template = two[1]
+    report = render_report(vllm_beside(two, 1.05, 0.10), [])
     rows = [line for line in section(report, "Concurrency 1").splitlines() if line.startswith("| Output throughput")]
     level = template["levels"][0]
     tps = level["output_throughput_tps"]
@@ -87,12 +81,19 @@ def test_overlapping_intervals_are_no_detectable_difference_and_never_faster(two
     assert f"Intervals: {WITHIN_RUN}." in section(report, "Concurrency 1")
 
 
-def test_clearly_separated_figures_say_which_is_faster_and_by_how_much(two):
+def vllm_beside(two: tuple[Path, Result], scale: float, spread: float) -> Comparison:
+    """The comparison of the llamacpp cell and a vllm copy of it `scale` times as fast, both rates
+    with intervals of +-`spread`."""
     d, template = two
-    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-bbbb", scale=2.0))
+    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-bbbb", scale=scale))
     comparison = build_comparison(d, machine=MACHINE)
     for fw in ("llamacpp", "vllm"):
-        with_rate_intervals(comparison, fw, 0.05)
+        with_rate_intervals(comparison, fw, spread)
+    return comparison
+
+
+def test_clearly_separated_figures_say_which_is_faster_and_by_how_much(two):
+    comparison = vllm_beside(two, 2.0, 0.05)
     report = render_report(comparison, [])
     old, new = (comparison["results"][fw]["levels"][0] for fw in ("llamacpp", "vllm"))
     judged = change.judge(TPS, change.estimate(old, TPS), change.estimate(new, TPS))
@@ -146,11 +147,7 @@ def test_rounds_are_named_as_the_basis_of_the_intervals(two):
 
 
 def test_a_floor_is_named_with_its_date(two):
-    d, template = two
-    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-bbbb", scale=1.2))
-    comparison = build_comparison(d, machine=MACHINE)
-    for fw in ("llamacpp", "vllm"):
-        with_rate_intervals(comparison, fw, 0.01)
+    comparison = vllm_beside(two, 1.2, 0.01)
     floor = {TPS.key: change.Spread(log_sd=0.3, runs=5, measured_at="2026-11-28")}
     between = section(render_report(comparison, [], floor), "Between frameworks")
     assert "the machine's noise floor of 2026-11-28 (5 runs)" in between
