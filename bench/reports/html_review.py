@@ -290,7 +290,7 @@ def _level_table(levels: Iterable[Level]) -> str:
         if (goodput := lv.get("goodput")) is not None:
             note = f"goodput {_fmt(goodput['goodput_rps'], '.2f')} req/s" + (f"; {note}" if note else "")
         cells = (level_label(lv) if open_loop else lv.get("concurrency"), f"{lv['successful']} / {lv['failed']}",
-                 _fmt(lv["output_throughput_tps"], ".1f"),
+                 between.rate_cell(lv, "output_throughput_tps", 1).replace("N/A", MISSING),
                  *(_p50_cell(lv, m.key, m.review or "") for m in shown), note)
         rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"

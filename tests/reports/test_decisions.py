@@ -225,6 +225,7 @@ def test_the_html_row_shows_the_throughput_interval_and_what_it_rests_on(two):
     cell = html_review.row_cells({"verdict": "ok", "reason": "", "annotations": [],
                                   "row": html_review.row_data(result)})[2]
     assert f"{tps:.1f} [{tps * 0.9:.1f}, {tps * 1.1:.1f}]" in cell and f'title="{WITHIN_RUN}"' in cell
+    assert f"<td>{tps:.1f} [{tps * 0.9:.1f}, {tps * 1.1:.1f}]</td>" in html_review._level_table(result["levels"])
     assert "[" not in html_review.row_cells({"verdict": "ok", "reason": "", "annotations": [],
                                              "row": html_review.row_data(template)})[2]
 
