@@ -28,6 +28,7 @@ import pytest
 from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
 from bench.reports import html_review
+from bench.reports.comparison import settings_of
 from tests.plugins.test_plugin import cell_dir, hand_result, stand_in_cells
 from tests.support.busy import assert_ok_unless_client_limited
 
@@ -120,6 +121,7 @@ def test_row_numbers_are_the_highest_level_and_the_failure_rate_is_over_all_leve
         "level": 8, "output_tps": 321.0, "ttft_p50_ms": top["ttft_ms"]["p50"], "tpot_p50_ms": top["tpot_ms"]["p50"],
         "failure_rate": 3 / 12,
         "tps_by_level": {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in result["levels"]},
+        "settings": settings_of(result["run_config"]),  # for the summary's not-comparable marks
     }
     assert html_review.row_data({})["level"] is None  # a skipped cell: no numbers
 
