@@ -17,7 +17,7 @@ module words them where the reports show them:
   regressions against the previous run, and the summary's marks on cells whose request settings
   differ from the rest of their split (`unlike_marks`).
 
-A noise floor (`Mapping[str, Spread]`: figure key -> spread, bench.core.noise) is optional; one
+A noise floor (`Mapping[str, FloorSpread]`: figure key -> spread, bench.core.noise) is optional; one
 machine's, so both sides of a comparison on that machine take the same floor. A result written
 before intervals has none, and its figures are "cannot tell: no interval in this result".
 """
@@ -32,14 +32,14 @@ from typing import Any, cast
 from bench.core import imported
 from bench.core.level_run import LevelKey, level_key, level_label
 from bench.core.metrics import change
-from bench.core.metrics.change import Change, Estimate, Figure, Spread
+from bench.core.metrics.change import Change, Estimate, Figure, FloorSpread
 from bench.core.metrics.intervals import bound_text, has_intervals
 from bench.core.result import NotAResult, read_result
 from bench.core.result_model import Result, RunConfig
 from bench.core.store import LoadedResult, previous_of
 from bench.reports.comparison import Comparison, setting_differences
 
-Floor = Mapping[str, Spread]
+Floor = Mapping[str, FloorSpread]
 INTERVALS_NOTE = ("A percentile's [low, high] is its distribution-free 95% confidence interval, two of the level's "
                   "own values; (n<N) marks one that the level's n values are too few to bound: that takes N or "
                   "more (docs/metrics.md, How sure a percentile is).")
@@ -272,10 +272,10 @@ def differing_cells(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, list
 
 def previous_badge(data: Mapping[str, Any]) -> str:
     """The verdict cell's badge of a row (a cell's record, `CellRecord.to_json()`) whose result has a
-    previous one: "2 regressions vs previous", the decisions and each regression in its tooltip; ""
-    without one."""
+    previous one and a regression against it: "2 regressions vs previous", the decisions and each
+    regression in its tooltip; "" otherwise (the expanded row has every decision)."""
     found = against_previous(data.get("result_path"))
-    if found is None:
+    if found is None or not found["counts"]["regression"]:
         return ""
     n = found["counts"]["regression"]
     tip = "; ".join([previous_line(found), *found["regressions"]])

@@ -148,7 +148,7 @@ def test_rounds_are_named_as_the_basis_of_the_intervals(two):
 
 def test_a_floor_is_named_with_its_date(two):
     comparison = vllm_beside(two, 1.2, 0.01)
-    floor = {TPS.key: change.Spread(log_sd=0.3, runs=5, measured_at="2026-11-28")}
+    floor = {TPS.key: change.FloorSpread(log_sd=0.3, runs=5, measured_at="2026-11-28")}
     between = section(render_report(comparison, [], floor), "Between frameworks")
     assert "the machine's noise floor of 2026-11-28 (5 runs)" in between
     assert "- vllm and llamacpp: no detectable difference" in between  # 20% is inside a 30% floor
