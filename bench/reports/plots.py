@@ -80,7 +80,7 @@ def unlike(run_configs: Mapping[str, RunConfig]) -> Unlike:
         marks.update(dict.fromkeys(names, mark))
         parts.append(f"{mark} {', '.join(names)}: " + "; ".join(f"{k}={v}" for k, v in zip(differing, values,
                                                                                             strict=True)))
-    return Unlike(marks, f"Not like with like: {', '.join(differing)} differ. " + " ".join(parts))
+    return Unlike(marks, f"Not like with like: {', '.join(differing)} differ. " + " · ".join(parts))
 
 
 def marked(name: str, found: Unlike, shown: str | None = None) -> str:

@@ -68,5 +68,5 @@ def test_runs_alike_get_no_marks_and_the_same_settings_share_a_mark():
     found = plots.unlike({"a": base, "b": dict(base), "c": {**base, "unique_prompts": True}})
     assert found.marks == {"a": "†", "b": "†", "c": "‡"}
     assert found.note == ('Not like with like: unique_prompts differ. † a, b: unique_prompts="missing" '
-                          "‡ c: unique_prompts=true")
+                          "· ‡ c: unique_prompts=true")
     assert plots.marked("c", found, "c, imported (SiliconBench)") == "c, imported (SiliconBench) ‡"
