@@ -30,7 +30,7 @@ from bench.host.ports import free_port
 from bench.host.resources import ResourceSampler
 from bench.load import LevelConfig, LevelRun, OpenLoop
 from bench.load.procs import plan_level, run_level_procs
-from bench.run import cache_audit
+from bench.run.audits import cache as cache_audit
 from bench.run.config import CellConfig, Launcher
 from bench.run.probes import Endpoint, list_models, reported_version
 from bench.run.server import ServerProcess, ServerStartError

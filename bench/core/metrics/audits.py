@@ -5,7 +5,7 @@ outcome with its figures in the level's `audits` block, and an annotation of the
 - `token_accounting`: the server's usage.completion_tokens against the chunks it streamed;
 - `output_length`: with ignore_eos sent, every successful request ran to its max_tokens;
 - `cache` (--cache-audit, the cell's last level only): N prompts sent again after their first
-  time, their TTFT against the first (`cache_audit`; bench.run.cache_audit sends them).
+  time, their TTFT against the first (`cache_audit`; bench.run.audits.cache sends them).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class _AuditsRequired(TypedDict):
 
 
 class Audits(_AuditsRequired, total=False):
-    """A level's `audits` block (`level_audits`; `cache` added by bench.run.cache_audit to the last level)."""
+    """A level's `audits` block (`level_audits`; `cache` added by bench.run.audits.cache to the last level)."""
 
     cache: CacheAudit
 

@@ -12,7 +12,7 @@ to neither the level's figures nor the requests sidecar: the block keeps each TT
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from bench.core.level_run import LevelConfig
@@ -23,11 +23,11 @@ from bench.load import run_level
 from bench.run.config import CellConfig
 from bench.setup.prompts import Prompt
 
-SWEEP_APART = ("not run: a rate sweep on a fresh server per level knows its last level only once that level's "
-               "server has stopped (--share-server lets the audit run)")
+SWEEP_APART = ("a rate sweep on a fresh server per level knows its last level only once that level's server has "
+               "stopped (--share-server lets the audit run)")
 
 
-class Served(Protocol):
+class AuditedServer(Protocol):
     """The server the last level ran on (bench.run.server.ServerProcess, bench.run.probes.Endpoint)."""
 
     @property
@@ -36,7 +36,7 @@ class Served(Protocol):
     def exit_reason(self) -> str | None: ...
 
 
-class Cell(Protocol):
+class AuditedCell(Protocol):
     """What the audit reads of the cell (bench.run.levels.CellRun)."""
 
     cfg: CellConfig
@@ -51,7 +51,7 @@ class Cell(Protocol):
     def points(self) -> list[Any]: ...
 
 
-def after_group(cell: Cell, server: Served, model_id: str, prompts: Sequence[Prompt], *, last_point: Any,
+def after_group(cell: AuditedCell, server: AuditedServer, model_id: str, prompts: Sequence[Prompt], *, last_point: Any,
                 sweep: bool) -> None:
     """With --cache-audit, the audit into the cell's last level's `audits`, once the group of levels
     on `server` is done: run when that group held the cell's last level, `not run` (and why) when
@@ -62,16 +62,18 @@ def after_group(cell: Cell, server: Served, model_id: str, prompts: Sequence[Pro
     if stopped:
         block = cache_not_run(f"the cell stopped before its last level ended: {stopped}")
     elif sweep and not cell.shared:
-        block = cache_not_run(SWEEP_APART.removeprefix("not run: "))
+        block = cache_not_run(SWEEP_APART)
     elif not sweep and not cell.shared and last_point != cell.points()[-1]:
         return  # a later level, on a server of its own, is the cell's last
     else:
         block = audit(cell.cfg, server, model_id, prompts, cell.extra_body, cell.deadline)
+    for earlier in cell.summaries[:-1]:  # a sweep's earlier level, when it was the last one so far
+        earlier.get("audits", {}).pop("cache", None)
     cell.summaries[-1]["audits"]["cache"] = block
 
 
-def audit(cfg: CellConfig, server: Served, model_id: str, prompts: Sequence[Prompt], extra_body: Mapping[str, Any],
-          deadline: float | None, n: int = CACHE_PROMPTS) -> CacheAudit:
+def audit(cfg: CellConfig, server: AuditedServer, model_id: str, prompts: Sequence[Prompt],
+          extra_body: Mapping[str, Any], deadline: float | None, n: int = CACHE_PROMPTS) -> CacheAudit:
     """Send the n nonce-opened prompts twice, in order, and decide on their TTFTs."""
     if not prompts:
         return cache_not_run("the cell has no prompts to repeat", n)
@@ -90,10 +92,9 @@ def audit(cfg: CellConfig, server: Served, model_id: str, prompts: Sequence[Prom
     return cache_audit(first, repeat)
 
 
-def _ttfts(level: LevelConfig, prompts: Sequence[Prompt], n: int,
-           runner: Callable[..., Any] = run_level) -> list[float | None] | str:
+def _ttfts(level: LevelConfig, prompts: Sequence[Prompt], n: int) -> list[float | None] | str:
     """Each request's TTFT by its index (None where it failed), or why the pass stopped."""
-    done = runner(level, prompts, ())
+    done = run_level(level, prompts, ())
     if done.stop_reason is not None:
         return str(done.stop_reason)
     by_index = {r.index: ttft(r) if r.ok else None for r in done.records}
