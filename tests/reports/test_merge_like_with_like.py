@@ -48,7 +48,12 @@ def test_cells_with_different_settings_are_marked_in_the_table_the_note_and_the_
 
 def _figures(merged: merge_render.Merged, monkeypatch) -> list[Figure]:
     drawn: list[Figure] = []
-    monkeypatch.setattr(plots, "_png", lambda fig: drawn.append(fig) or b"")
+
+    def keep(fig: Figure) -> bytes:
+        drawn.append(fig)
+        return b""
+
+    monkeypatch.setattr(plots, "_png", keep)
     merge_render.plot_images(merged)
     return drawn
 
