@@ -24,7 +24,9 @@ from typing import Any, TypedDict, TypeVar, cast, final
 
 from bench.core.level_run import Connections as Connections
 from bench.core.metrics.audits import Audits as Audits
+from bench.core.metrics.audits import CacheAudit as CacheAudit
 from bench.core.metrics.audits import OutputLength as OutputLength
+from bench.core.metrics.audits import RatioInterval as RatioInterval
 from bench.core.metrics.audits import TokenAccounting as TokenAccounting
 from bench.core.metrics.blocks import ChunkDivergence as ChunkDivergence
 from bench.core.metrics.blocks import ClientHealthBlock as ClientHealthBlock

@@ -43,7 +43,7 @@ import pytest
 
 from bench.core.level_run import level_key, level_label, rate_text, rate_value
 from bench.core.metrics import table as metric_table
-from bench.core.metrics.audits import SHORT_OUTPUT, TOKEN_ACCOUNTING
+from bench.core.metrics.audits import CACHED, SHORT_OUTPUT, TOKEN_ACCOUNTING
 from bench.core.metrics.intervals import bound_text
 from bench.core.result_model import Level, NoResult, Result
 from bench.core.verdicts import Verdict
@@ -231,7 +231,8 @@ def row_cells(data: dict[str, Any] | None) -> list[str]:
     ]
 
 
-AUDIT_NOTES = {TOKEN_ACCOUNTING: "token accounting diverges", SHORT_OUTPUT: "output length stopped short"}
+AUDIT_NOTES = {TOKEN_ACCOUNTING: "token accounting diverges", SHORT_OUTPUT: "output length stopped short",
+               CACHED: "cache audit cached"}
 
 
 def _annotation_note(data: dict[str, Any], note: str) -> str:

@@ -209,6 +209,7 @@ class CellConfig:
     cpus: Placement = Placement()  # --client-cpus / --server-cpus, resolved for this host
     client_procs: ProcsChoice = ProcsChoice()  # --client-procs: a count, or auto with the CPUs free for it
     unique_prompts: bool = False  # a nonce opens every request's first message: nothing to cache
+    cache_audit: bool = False  # --cache-audit: after the last level, repeated prompts against first ones
     keep_alive: bool = False  # --keep-alive: connections reused across requests (default: one per request)
     load: LoadPlan | None = None  # open-loop levels (then `levels` only sizes the servers), or --slo
     api_key: profiles.ApiKey | None = None  # sent to every server; given to those whose command takes it

@@ -30,6 +30,7 @@ from bench.host.ports import free_port
 from bench.host.resources import ResourceSampler
 from bench.load import LevelConfig, LevelRun, OpenLoop
 from bench.load.procs import plan_level, run_level_procs
+from bench.run.audits import cache as cache_audit
 from bench.run.config import CellConfig, Launcher
 from bench.run.probes import Endpoint, list_models, reported_version
 from bench.run.server import ServerProcess, ServerStartError
@@ -176,6 +177,8 @@ class CellRun:
                         server_info["levels"].append(point_json(point))
                     if not self._run_level(server, point, sidecar):
                         break
+                cache_audit.after_group(self, server, self.model.served_id, self.prompt_set.prompts,
+                                        last_point=self.last_level, sweep=self.search is not None)
         finally:
             exit_info = server.stop()
             ended_alone = exit_info.returncode is not None and not exit_info.stopped_by_us

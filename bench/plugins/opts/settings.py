@@ -141,6 +141,11 @@ class Settings:
         "--unique-prompts", "open every request's first message with its own nonce, so no request can be served "
         "from a cache another one filled: cold numbers", action="store_true",
         brief="a nonce opens every request: nothing served from a cache")
+    cache_audit: bool = option(
+        "--cache-audit", "after a cell's last level, on its server, send 8 prompts with fresh nonces and then the "
+        "same 8 again at concurrency 1, and annotate the cell `cached` when the repeats' TTFT is at least a "
+        "tenth lower, by the upper end of its 95 percent interval (docs/metrics.md, Audits)", action="store_true",
+        brief="an audit round: repeated prompts against their first TTFT")
     keep_alive: bool = option(
         "--keep-alive", "reuse connections across a level's requests while the server keeps them open "
         "(docs/client-performance.md)", action="store_true", note=": one connection per request",
