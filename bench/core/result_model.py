@@ -33,6 +33,8 @@ from bench.core.metrics.blocks import Goodput as Goodput
 from bench.core.metrics.blocks import Level
 from bench.core.metrics.blocks import OpenLoopBlock as OpenLoopBlock
 from bench.core.metrics.blocks import PromptReuse as PromptReuse
+from bench.core.metrics.blocks import ThroughputIntervals as ThroughputIntervals
+from bench.core.metrics.blocks import Uncertainty as Uncertainty
 from bench.core.metrics.blocks import Warmup as Warmup
 from bench.core.metrics.reasoning import Reasoning as Reasoning
 from bench.core.metrics.statistics import Stats as Stats

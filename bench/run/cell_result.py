@@ -61,7 +61,7 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
         "started_at": started_at,
         "finished_at": clock.now_iso(),
         "duration_s": round(duration_s, 3),
-        "levels": run.summaries,
+        "levels": run.levels(),
         "verdict": verdict.to_json(),
         "requests_file": run.paths.requests.name,
     }
