@@ -5,7 +5,7 @@ A level is closed-loop (a concurrency) or open-loop (an `OpenLoop` schedule at a
 Levels run on a fresh server each, or all on one (--share-server, --endpoint). With --rounds K
 they run round-major (c=1, c=8, c=16, then all again), so a slow drift of the host spreads over
 every level instead of landing on one, each (level, round) on its own server unless shared; the
-result's levels combine each level's rounds (bench.core.metrics.rounds). The cell stops
+result's levels combine each level's rounds (bench.core.rounds). The cell stops
 early, keeping everything measured so far, when a server fails to start, is killed for memory
 or ends on its own, when the cell's budget is spent, or when the load generator's hang watchdog
 ends a level (both `capped`). A port found held while starting is retried once.
@@ -25,7 +25,7 @@ from typing import IO, Any
 from bench.core.level_run import level_label, rate_json, rate_text
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
-from bench.core.metrics.rounds import combined_levels
+from bench.core.rounds import combined_levels
 from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result import CellPaths
@@ -141,7 +141,7 @@ class CellRun:
         return [(point, k) for k in range(1, self.rounds + 1) for point in self.points()]
 
     def levels(self) -> list[Level]:
-        """The result's levels: each level's rounds combined (bench.core.metrics.rounds), or with
+        """The result's levels: each level's rounds combined (bench.core.rounds), or with
         one round the summaries as measured."""
         return combined_levels(self.summaries, asked=self.rounds)
 
