@@ -25,11 +25,11 @@ from typing import IO, Any
 from bench.core.level_run import level_label, rate_json, rate_text
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
-from bench.core.rounds import combined_levels
 from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result import CellPaths
 from bench.core.result_model import Level, ReportedVersion, Server, ServerCommand, ServerExit, ServerResources, as_block
+from bench.core.rounds import combined_levels
 from bench.host.ports import free_port
 from bench.host.resources import ResourceSampler
 from bench.load import LevelConfig, LevelRun, OpenLoop
