@@ -92,7 +92,6 @@ class CellRun:
         self.retried: str | None = None
         self.server_exit: str | None = None  # the server ended without being asked: where and when
         self.last_level: Step | None = None
-        self.rounds = cfg.rounds
         self.reported_version: ReportedVersion | None = None
         budget_from = cfg.budget_from if cfg.budget_from is not None else time.perf_counter()
         self.deadline = None if cfg.budget_s is None else budget_from + cfg.budget_s
@@ -100,6 +99,7 @@ class CellRun:
         self.shared = cfg.share_server or cfg.endpoint is not None  # an endpoint is one server throughout
         plan = cfg.load
         self.search = RateSweep(plan.sweep, plan.slos) if plan is not None and plan.sweep is not None else None
+        self.rounds = 1 if self.search is not None else cfg.rounds  # a sweep's levels are never repeated
 
     def _extra_body(self) -> dict[str, Any]:
         body = dict(self.cfg.profile.sampling)
