@@ -194,6 +194,7 @@ class RunConfig(_RunConfigRequired, total=False):
     unique_prompts: bool
     keep_alive: bool
     load: Load  # open loop, or --slo; absent: closed loop
+    rounds: int  # --rounds K >= 2; absent: one round
 
 
 class _HarnessRequired(TypedDict):

@@ -99,6 +99,8 @@ def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConf
     }
     if cfg.load is not None:
         block["load"] = _load(cfg.load)
+    if run.rounds > 1:  # absent with one round, as in every result written before rounds
+        block["rounds"] = run.rounds
     return block
 
 

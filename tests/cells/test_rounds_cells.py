@@ -32,6 +32,7 @@ def _run(tmp_path, *extra: str) -> tuple[dict, list[dict]]:
 
 
 def _check_rounds(result: dict, records: list[dict]) -> None:
+    assert result["run_config"]["rounds"] == 2
     assert [lv["concurrency"] for lv in result["levels"]] == [1, 2], "one combined level per level"
     for level in result["levels"]:
         rounds = level["rounds"]
