@@ -8,6 +8,7 @@ import statistics
 
 import pytest
 
+from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.metrics import summarize_level
 from bench.core.metrics.uncertainty import rounds_interval
 from bench.core.result import validate
@@ -127,14 +128,12 @@ def test_every_field_of_a_measured_level_has_a_rule():
 # ------------------------------------------------------------------ one round: time windows within the level
 
 
-def _run(requests: int):
-    from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
-
-    records, _ = level_records(Spec(requests=requests), 1)
+def _run(requests: int, concurrency: int = 1) -> LevelRun:
+    records, _ = level_records(Spec(requests=requests), concurrency)
     t_start = min(r.t_send for r in records if r.t_send is not None)
     t_end = max(r.t_end for r in records if r.t_end is not None)
-    return LevelRun(LevelConfig("http://127.0.0.1:1", "tiny", 1, requests, 0), records, [], t_start, t_end, 0.0,
-                    False, None, ClientHealth(0.1, 1.0, 0.1))
+    return LevelRun(LevelConfig("http://127.0.0.1:1", "tiny", concurrency, requests, 0), records, [], t_start, t_end,
+                    0.0, False, None, ClientHealth(0.1, 1.0, 0.1))
 
 
 @pytest.mark.parametrize("requests, windows", [(8, 4), (32, 8), (100, 8)])
@@ -152,3 +151,11 @@ def test_a_level_too_short_for_windows_says_how_many_requests_would_do():
     level = summarize_level(_run(6))
     assert level["uncertainty"] == {"basis": "within-run", "rounds": 1, "windows": None}
     assert level["throughput_ci95"]["request_throughput_rps"] == {"low": None, "high": None, "needs_n": 8}
+
+
+def test_a_closed_loop_window_holds_a_wave_of_its_slots():
+    """16 slots end about together: 32 requests are two waves, too few for four windows of one each."""
+    level = summarize_level(_run(32, concurrency=16))
+    assert level["uncertainty"]["windows"] is None
+    assert level["throughput_ci95"]["request_throughput_rps"] == {"low": None, "high": None, "needs_n": 64}
+    assert summarize_level(_run(100, concurrency=16))["uncertainty"]["windows"] == 6

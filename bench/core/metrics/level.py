@@ -121,15 +121,20 @@ def chunk_divergence(ok: Sequence[RequestRecord]) -> ChunkDivergence:
     return {"fraction": fraction, "warning": fraction > DIVERGENCE_WARN_FRACTION}
 
 
-def within_run(ok: Sequence[RequestRecord], start: float, end: float) -> tuple[ThroughputIntervals, Uncertainty]:
+def within_run(ok: Sequence[RequestRecord], start: float, end: float,
+               concurrency: int = 0) -> tuple[ThroughputIntervals, Uncertainty]:
     """A level's throughput_ci95 from W time windows of [start, end] (windows_interval, batch means):
-    W = WINDOWS, or fewer so that each holds REQUESTS_PER_WINDOW successful requests on average;
-    below MIN_WINDOWS no interval (null, with the `needs_n` successful requests that would give
-    one). Output tokens count where their chunk arrived (a request's tokens spread evenly over its
+    W = WINDOWS, or fewer so that each holds on average REQUESTS_PER_WINDOW successful requests, or
+    at a closed-loop `concurrency` above that one wave of them (slots started together, asking for
+    as many tokens, end together: a window shorter than a wave sees all or none of it); below
+    MIN_WINDOWS no interval (null, with the `needs_n` successful requests that would give one).
+    Output tokens count where their chunk arrived (a request's tokens spread evenly over its
     chunks, so usage counts stay exact; one without chunks at its t_end), a request where it ended."""
-    w = min(WINDOWS, len(ok) // REQUESTS_PER_WINDOW)
+    per_window = max(REQUESTS_PER_WINDOW, concurrency)
+    w = min(WINDOWS, len(ok) // per_window)
     if w < MIN_WINDOWS or not end > start:
-        return ({"output_throughput_tps": _unbounded(), "request_throughput_rps": _unbounded()},
+        unbounded: Interval = {"low": None, "high": None, "needs_n": MIN_WINDOWS * per_window}
+        return ({"output_throughput_tps": unbounded, "request_throughput_rps": unbounded.copy()},
                 {"basis": "within-run", "rounds": 1, "windows": None})
     ends = [r.t_end if r.t_end is not None else end for r in ok]
     times: list[float] = []
@@ -142,11 +147,6 @@ def within_run(ok: Sequence[RequestRecord], start: float, end: float) -> tuple[T
     req = windows_interval(window_rates(ends, [1.0] * len(ends), start, end, w)) or {"low": None, "high": None}
     return {"output_throughput_tps": out, "request_throughput_rps": req}, {"basis": "within-run", "rounds": 1,
                                                                            "windows": w}
-
-
-def _unbounded() -> Interval:
-    """No interval: too few successful requests for MIN_WINDOWS windows; `needs_n` says how many would do."""
-    return {"low": None, "high": None, "needs_n": MIN_WINDOWS * REQUESTS_PER_WINDOW}
 
 
 def error_counts(records: Iterable[RequestRecord]) -> dict[str, int]:
@@ -231,7 +231,7 @@ def summarize_level(
     in_total = input_tokens_total(ok)
     per_chunk = tokens_per_chunk(ok)
     stats = level_stats(ok, records, open_loop=run.config.open_loop is not None, reasoning=reasoning_summary(ok))
-    throughput_ci95, uncertainty = within_run(ok, run.t_start, run.t_end)
+    throughput_ci95, uncertainty = within_run(ok, run.t_start, run.t_end, run.config.concurrency)
     return {
         **level_identity(run),
         "num_requests": len(records),
