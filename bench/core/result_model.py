@@ -35,6 +35,8 @@ from bench.core.metrics.blocks import Goodput as Goodput
 from bench.core.metrics.blocks import Level
 from bench.core.metrics.blocks import OpenLoopBlock as OpenLoopBlock
 from bench.core.metrics.blocks import PromptReuse as PromptReuse
+from bench.core.metrics.blocks import ThroughputIntervals as ThroughputIntervals
+from bench.core.metrics.blocks import Uncertainty as Uncertainty
 from bench.core.metrics.blocks import Warmup as Warmup
 from bench.core.metrics.reasoning import Reasoning as Reasoning
 from bench.core.metrics.statistics import Stats as Stats
@@ -194,6 +196,7 @@ class RunConfig(_RunConfigRequired, total=False):
     unique_prompts: bool
     keep_alive: bool
     load: Load  # open loop, or --slo; absent: closed loop
+    rounds: int  # --rounds K >= 2; absent: one round
 
 
 class _HarnessRequired(TypedDict):
