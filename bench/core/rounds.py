@@ -4,7 +4,7 @@ Each round is a complete `Level` (bench.core.metrics.level.summarize_level) with
 (1-based). `combine_rounds` builds the combined level field by field from RULES, a table that
 says how each field of the rounds becomes one: counts are summed, throughputs and the stats
 blocks' centres are the median across rounds (with the interval of that median from
-bench.core.metrics.uncertainty.rounds_interval), and the evidence blocks a verdict or a reader
+bench.core.metrics.intervals.rounds_interval), and the evidence blocks a verdict or a reader
 judges by (client health, audits, chunk divergence, goodput) are the worst round's, so a fault in
 any round shows. docs/metrics.md "Rounds" says the same for readers.
 """
@@ -17,11 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from bench.core.metrics.blocks import Level, ThroughputIntervals, Uncertainty
-from bench.core.metrics.intervals import Interval, needs_n
+from bench.core.metrics.intervals import Interval, needs_n, rounds_interval
 from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE
 from bench.core.metrics.statistics import PERCENTILES, Stats
 from bench.core.metrics.table import METRICS
-from bench.core.metrics.uncertainty import rounds_interval
 
 Rule = Callable[[list[Any]], Any]
 """Combines one field's values, one per round that has the field, into the combined level's."""

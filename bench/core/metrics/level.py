@@ -25,12 +25,11 @@ from bench.core.metrics.blocks import (
     Warmup,
 )
 from bench.core.metrics.client import client_health
-from bench.core.metrics.intervals import Interval
+from bench.core.metrics.intervals import MIN_WINDOWS, Interval, window_rates, windows_interval
 from bench.core.metrics.reasoning import reasoning_summary
 from bench.core.metrics.requests import queue_delay
 from bench.core.metrics.statistics import arrival_rate
 from bench.core.metrics.table import level_stats
-from bench.core.metrics.uncertainty import MIN_WINDOWS, window_rates, windows_interval
 from bench.core.records import ErrorSample, RequestRecord, content_encodings
 
 BUNDLING_TOKENS_PER_CHUNK = 1.05  # above: a chunk carries several tokens, ITL is per chunk
