@@ -88,15 +88,15 @@ def stats(values: list[Stats]) -> Stats:
 def percentile_interval(values: list[float | None], q: float, pooled: int) -> Interval:
     """The q-th percentile's interval over rounds whose values are `values` and whose n sum to `pooled`:
     null with `needs_n` while the pooled n could not bound it even as one sample; else the 95%
-    interval of the median of the rounds' values (rounds_interval, on the log scale); where that
-    scale cannot take them (a round's value zero, or missing in a round without values), the
-    rounds' range, min to max of the values they have."""
+    interval of the median of the rounds' values (rounds_interval, on the log scale); null without
+    needs_n where that scale cannot take them (a round's value zero, or missing in a round without
+    values): no interval is better than one that is not 95%."""
     least = needs_n(q)
     known = [v for v in values if v is not None]
     if pooled < least or not known:
         return {"low": None, "high": None, "needs_n": least}
     found = rounds_interval(known)
-    return found if found is not None else {"low": min(known), "high": max(known)}
+    return found if found is not None else {"low": None, "high": None}
 
 
 def _known(pick: Callable[[list[float]], float], values: list[float | None]) -> float | None:

@@ -137,8 +137,9 @@ def test_every_stats_block_of_a_level_carries_its_intervals_and_validates():
 
 
 @pytest.mark.parametrize("interval", [{"low": None, "high": 1.0}, {"low": 1.0, "high": 2.0, "needs_n": 6},
-                                      {"low": 1.0, "high": None}, {"low": None, "high": None}, {"low": 1.0}])
+                                      {"low": 1.0, "high": None}, {"low": 1.0}])
 def test_the_schema_refuses_a_half_interval(interval):
+    """Both ends or neither ({"low": null, "high": null}: rounds whose values the log scale cannot take)."""
     result = synthetic_result()
     result["levels"][0]["ttft_ms"]["ci95"]["p50"] = interval
     with pytest.raises(jsonschema.ValidationError):

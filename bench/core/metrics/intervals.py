@@ -137,15 +137,16 @@ def intervals(values: Sequence[float] | np.ndarray) -> Intervals:
 
 def bound_text(block: object, stat: str, spec: str, scale: float = 1.0) -> str:
     """What a report puts after a percentile's value: " [low, high]" (times `scale`, in the format
-    `spec`: ".1f"), " (n<N)" where its n could not bound it, "" where the block has no interval (a
-    result written before them, an imported one) or `stat` is not a percentile."""
+    `spec`: ".1f"), " (n<N)" where its n could not bound it, " (no interval)" where rounds could not
+    (a round's value zero), "" where the block has no interval (a result written before them, an
+    imported one) or `stat` is not a percentile."""
     ci95 = block.get("ci95") if isinstance(block, dict) else None
     found = ci95.get(stat) if isinstance(ci95, dict) else None
     if not isinstance(found, dict):
         return ""
     low, high = found.get("low"), found.get("high")
     if low is None or high is None:
-        return f" (n<{found['needs_n']})" if "needs_n" in found else ""
+        return f" (n<{found['needs_n']})" if "needs_n" in found else " (no interval)"
     return f" [{format(low * scale, spec)}, {format(high * scale, spec)}]"
 
 
