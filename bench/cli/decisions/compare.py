@@ -151,7 +151,7 @@ def judge_pair(old: Side, new: Side) -> Pair:
 
 
 @dataclass
-class Comparison:
+class RunComparison:
     pairs: list[Pair]
     only_old: list[LoadedResult]
     only_new: list[LoadedResult]
@@ -169,13 +169,13 @@ class Comparison:
         return Counter(c.basis for _, _, c in self.changes() if c.decision != "cannot tell")
 
 
-def compare(old: Sequence[LoadedResult], new: Sequence[LoadedResult]) -> Comparison:
+def compare(old: Sequence[LoadedResult], new: Sequence[LoadedResult]) -> RunComparison:
     """Pair the cells of two sides and judge every level both have (module docstring)."""
     if len(old) == 1 and len(new) == 1:
-        return Comparison([judge_pair(with_floor(old[0]), with_floor(new[0]))], [], [])
+        return RunComparison([judge_pair(with_floor(old[0]), with_floor(new[0]))], [], [])
     before, after = {cell_of(r): r for r in old}, {cell_of(r): r for r in new}
     pairs = [judge_pair(with_floor(before[c]), with_floor(after[c])) for c in sorted(after) if c in before]
-    return Comparison(pairs, [before[c] for c in sorted(before) if c not in after],
+    return RunComparison(pairs, [before[c] for c in sorted(before) if c not in after],
                       [after[c] for c in sorted(after) if c not in before])
 
 
@@ -183,7 +183,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 or word.endswith("change") or word == "cannot tell" else f"{n} {word}s"
 
 
-def summary(comparison: Comparison) -> str:
+def summary(comparison: RunComparison) -> str:
     n = comparison.counts()
     line = ", ".join(_plural(n[d], d) for d in ORDER)
     bases = comparison.bases()
@@ -195,7 +195,7 @@ def _line(pair: Pair, label: str, c: Change) -> str:
     return f"  {cell_text(pair.cell)} {label:<8} {c.figure.label:<22} {values}{c.text()}"
 
 
-def render(comparison: Comparison, *, every: bool = False) -> list[str]:
+def render(comparison: RunComparison, *, every: bool = False) -> list[str]:
     """The printed comparison: regressions, improvements, no detectable change, then cannot tell
     (grouped by why, one line per cell and reason unless `every`), notes, and the summary."""
     out = [f"comparing {pair.title()}" for pair in comparison.pairs]
@@ -223,7 +223,7 @@ def render(comparison: Comparison, *, every: bool = False) -> list[str]:
     return [*out, "", summary(comparison)]
 
 
-def to_json(comparison: Comparison) -> dict[str, Any]:
+def to_json(comparison: RunComparison) -> dict[str, Any]:
     def cell(r: LoadedResult) -> dict[str, str]:
         return dict(zip(("model", "machine", "split", "framework"), cell_of(r), strict=True))
 

@@ -47,7 +47,7 @@ SHOWN = ("output_throughput_tps", "request_throughput_rps", "ttft_ms.p50", "ttft
 
 
 @dataclass(frozen=True)
-class Measured:
+class FloorRun:
     """A floor measured by a pytest session, or why there is none."""
 
     floor: noise.Floor | None
@@ -63,7 +63,7 @@ def runs_root(results: Path, model: str, machine: str) -> Path:
 
 
 def measure_floor(framework: str, *, runs: int, split: str, model: str, results: Path,
-                  pytest_args: list[str], log: Path | None = None) -> Measured:
+                  pytest_args: list[str], log: Path | None = None) -> FloorRun:
     """Run the cell with --rounds `runs`, then measure and store its floor."""
     profile = load_profile(model)
     machine = detect().slug
@@ -85,16 +85,16 @@ def measure_floor(framework: str, *, runs: int, split: str, model: str, results:
     seconds = time.monotonic() - started
     found = sorted(where.glob(f"*/*/{split}/{framework}_{run_id}.json"))
     if not found:
-        return Measured(None, None, done.returncode or 1, seconds,
+        return FloorRun(None, None, done.returncode or 1, seconds,
                         f"pytest exited {done.returncode} and wrote no {framework}/{split} result under {where}")
     try:
         result = read_result(found[0])
         floor = noise.measure(result, source=str(found[0]))
     except (NotAResult, noise.FloorError) as exc:
         hint = "" if cells_take_rounds() else "; this cellbench's cells have no --rounds option yet, so each ran once"
-        return Measured(None, None, 1, seconds, f"{exc}{hint}")
+        return FloorRun(None, None, 1, seconds, f"{exc}{hint}")
     target = noise.floor_path(results, floor.model, floor.machine, floor.split, floor.framework)
-    return Measured(floor, noise.write(floor, target), done.returncode, seconds)
+    return FloorRun(floor, noise.write(floor, target), done.returncode, seconds)
 
 
 def describe(floor: noise.Floor) -> list[str]:
