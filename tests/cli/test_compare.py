@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -17,6 +18,7 @@ from bench.base.paths import PROJECT_ROOT
 from bench.cli.main import main as cellbench
 from bench.core import noise
 from bench.core.result import read_result, write_result
+from bench.core.result_model import Result
 from tests.support.results import MACHINE, Spec, write_cell
 
 OLD_ID, NEW_ID = "20261130T100000Z-aaaa", "20261201T100000Z-bbbb"
@@ -24,20 +26,21 @@ NEW_AT = "2026-12-01T10:00:30+00:00"
 CELL = f"tiny/{MACHINE['slug']}/chat/llamacpp"
 
 
-def copy_as(path: Path, run_id: str, finished_at: str = NEW_AT, **level_changes: float) -> Path:
+def copy_as(path: Path, run_id: str, level_changes: dict[str, float] | None = None) -> Path:
     """`path`'s result again under another run id: the same numbers, so nothing changed, except
     each level's figures in `level_changes` ("ttft_ms.p50": factor) multiplied by their factor."""
-    result = copy.deepcopy(read_result(path))
+    result: dict[str, Any] = copy.deepcopy(dict(read_result(path)))
+    finished_at = NEW_AT
     result["run_id"], result["finished_at"] = run_id, finished_at
     result["requests_file"] = f"llamacpp_{run_id}.requests.jsonl"
     for level in result["levels"]:
-        for key, factor in level_changes.items():
+        for key, factor in (level_changes or {}).items():
             block, stat = key.split(".")
             level[block][stat] *= factor
             for end in ("low", "high"):
                 level[block]["ci95"][stat][end] *= factor
     target = path.with_name(f"llamacpp_{run_id}.json")
-    write_result(target, result)
+    write_result(target, cast(Result, result))
     return target
 
 
@@ -96,7 +99,7 @@ def test_run_ids_and_folders_pair_cells_and_list_what_one_side_lacks(tmp_path: P
 
 def test_json_gives_every_change_with_its_cell_and_level(tmp_path: Path, capsys):
     old = write_cell(tmp_path, Spec(run_id=OLD_ID, requests=40))
-    new = copy_as(old, NEW_ID, **{"ttft_ms.p50": 1.5})
+    new = copy_as(old, NEW_ID, {"ttft_ms.p50": 1.5})
     code, out, _ = run(str(old), str(new), "--json", capsys=capsys)
     assert code == 1
     data = json.loads(out)
@@ -110,7 +113,7 @@ def test_json_gives_every_change_with_its_cell_and_level(tmp_path: Path, capsys)
 
 def test_each_sides_noise_floor_is_used_and_a_floor_that_ran_otherwise_is_named(tmp_path: Path, capsys):
     old = write_cell(tmp_path, Spec(run_id=OLD_ID, requests=40))
-    new = copy_as(old, NEW_ID, **{"ttft_ms.p50": 1.5})
+    new = copy_as(old, NEW_ID, {"ttft_ms.p50": 1.5})
     code, out, _ = run(str(old), str(new), capsys=capsys)
     assert code == 1 and "TTFT p50" in out.split("regression (")[1].split("\n\n")[0], "+50% within one run"
     floor = noise.Floor(model="tiny", machine=MACHINE["slug"], split="chat", framework="llamacpp",
@@ -156,7 +159,7 @@ def test_two_cells_with_nothing_in_common_are_a_usage_error(tmp_path: Path, caps
 
 def test_the_installed_command_runs_it(tmp_path: Path):
     old = write_cell(tmp_path, Spec(run_id=OLD_ID, requests=40))
-    new = copy_as(old, NEW_ID, **{"ttft_ms.p50": 2.0})
+    new = copy_as(old, NEW_ID, {"ttft_ms.p50": 2.0})
     done = subprocess.run([sys.executable, "-m", "bench.cli", "compare", str(old), str(new)], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 1, done.stderr
