@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.cli.decisions.noise import cells_take_rounds, describe
+from bench.cli.decisions.noise import cells_take_rounds, describe, floor_due
 from bench.cli.main import main as cellbench
 from bench.core import noise
 from bench.host.machine import detect
@@ -78,3 +79,35 @@ def test_help_names_the_pytest_arguments():
     done = subprocess.run([sys.executable, "-m", "bench.cli", "noise", "--help"], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "cellbench noise llamacpp -- --requests 32" in " ".join(done.stdout.split())
+
+
+def test_a_floor_is_due_when_missing_broken_or_of_another_version(tmp_path: Path):
+    floor = noise.measure(with_rounds(dict(synthetic_result(requests=12))))
+    args = (tmp_path, "tiny", floor.machine, "chat", "llamacpp")
+    assert floor_due(*args, "1.0.0") == "no floor yet"
+    path = noise.write(floor, noise.floor_path(*args))
+    assert floor_due(*args, "1.0.0") is None, "the installed version measured it: kept"
+    assert floor_due(*args, None) is None, "nothing installed to compare with: kept"
+    assert floor_due(*args, "1.1.0") == "its floor was measured on llamacpp 1.0.0, 1.1.0 is installed"
+    path.write_text("[]")
+    broken = floor_due(*args, "1.0.0")
+    assert broken is not None and broken.startswith("its floor file is broken (")
+
+
+@pytest.mark.integration
+def test_weekly_noise_runs_measure_before_the_splits_apart_from_the_cells_results(tmp_path: Path, llama_server):
+    cmd = [sys.executable, "-m", "bench.cli", "weekly", "--no-branch", "--no-update", "--noise-runs", "2",
+           "--frameworks", "llamacpp", "--splits", "chat", "--results-dir", str(tmp_path), "--", *CELL_ARGS]
+    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    machine = detect().slug
+    (journal,) = (tmp_path / "tiny" / machine).glob("journal_*.md")
+    (note,) = [ln for ln in journal.read_text().splitlines() if "Noise floor llamacpp/chat" in ln]
+    if cells_take_rounds():
+        assert "measured, 2 runs in " in note and "because no floor yet" in note
+        assert noise.load(tmp_path, "tiny", machine, "chat", "llamacpp") is not None
+    else:
+        assert "none measured" in note and "no --rounds option yet" in note
+    (cell,) = (tmp_path / "tiny" / machine / "chat").glob("llamacpp_*.json")
+    assert json.loads(cell.read_text())["run_config"]["requests_per_level"] == 4, "the split's own cell"

@@ -97,6 +97,50 @@ def measure_floor(framework: str, *, runs: int, split: str, model: str, results:
     return FloorRun(floor, noise.write(floor, target), done.returncode, seconds)
 
 
+def installed_version(framework: str, *, pinned: bool = False) -> str | None:
+    """The version of `framework` its cells would run now (as `cellbench doctor` says), or None."""
+    from bench.cli.main import doctor_report
+
+    return doctor_report(adapters.get(framework), pinned).get("version")
+
+
+def floor_due(results: Path, model: str, machine: str, split: str, framework: str, version: str | None) -> str | None:
+    """Why the cell's floor must be measured (none yet, a broken file, another framework version
+    than the installed one), or None when the stored one stands (docs/weekly.md)."""
+    try:
+        floor = noise.load(results, model, machine, split, framework)
+    except noise.FloorError as exc:
+        return f"its floor file is broken ({exc})"
+    if floor is None:
+        return "no floor yet"
+    measured_on = floor.settings.get("framework_version")
+    if version is not None and measured_on != version:
+        return f"its floor was measured on {framework} {measured_on}, {version} is installed"
+    return None
+
+
+def refresh_floors(frameworks: list[str], splits: list[str], *, runs: int, model: str, results: Path,
+                   pytest_args: list[str], log: Path, pinned: bool = False) -> list[str]:
+    """Measure each (framework, split) floor that is due, before a weekly run's splits; one journal
+    note per cell (measured, kept, or why none was measured). A failure here never stops the run."""
+    profile = load_profile(model)
+    machine = detect().slug
+    notes = []
+    for framework in frameworks:
+        version = installed_version(framework, pinned=pinned)
+        for split in splits:
+            why = floor_due(results, profile.results_name, machine, split, framework, version)
+            if why is None:
+                notes.append(f"Noise floor {framework}/{split}: kept (framework {version})")
+                continue
+            done = measure_floor(framework, runs=runs, split=split, model=model, results=results,
+                                 pytest_args=[*pytest_args, *([] if not pinned else ["--pinned"])], log=log)
+            took = _duration(done.seconds)
+            notes.append(f"Noise floor {framework}/{split}: measured, {runs} runs in {took}, because {why}: {done.path}"
+                         if done.path else f"Noise floor {framework}/{split}: none measured ({took}): {done.problem}")
+    return notes
+
+
 def describe(floor: noise.Floor) -> list[str]:
     """Per level, the spread of the figures people read first, as a percentage (exp(sd) - 1)."""
     labels = {f.key: f.label for f in FIGURES}
