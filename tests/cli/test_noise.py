@@ -15,7 +15,7 @@ from bench.cli.decisions.noise import cells_take_rounds, describe, floor_due
 from bench.cli.main import main as cellbench
 from bench.core import noise
 from bench.host.machine import detect
-from tests.core.test_noise import with_rounds
+from tests.core.test_noise_floor import with_rounds
 from tests.support.results import synthetic_result
 
 CELL_ARGS = ["--concurrency", "1", "--requests", "4", "--warmup", "0", "--port", "0"]

@@ -163,15 +163,21 @@ class RunComparison:
         return Counter(c.decision for _, _, c in self.changes())
 
     def regressions(self) -> list[tuple[Pair, str, Change]]:
-        return [t for t in self.changes() if t[2].decision == "regression"]
+        return regressed(self)
 
     def bases(self) -> Counter[str]:
         return Counter(c.basis for _, _, c in self.changes() if c.decision != "cannot tell")
 
 
-def compare(old: Sequence[LoadedResult], new: Sequence[LoadedResult]) -> RunComparison:
-    """Pair the cells of two sides and judge every level both have (module docstring)."""
-    if len(old) == 1 and len(new) == 1:
+def regressed(comparison: RunComparison) -> list[tuple[Pair, str, Change]]:
+    """Every (pair, level label, change) judged a regression."""
+    return [t for t in comparison.changes() if t[2].decision == "regression"]
+
+
+def compare(old: Sequence[LoadedResult], new: Sequence[LoadedResult], *, pair_single: bool = True) -> RunComparison:
+    """Pair the cells of two sides and judge every level both have (module docstring); with
+    `pair_single`, one result on each side pair whatever their cells."""
+    if pair_single and len(old) == 1 and len(new) == 1:
         return RunComparison([judge_pair(with_floor(old[0]), with_floor(new[0]))], [], [])
     before, after = {cell_of(r): r for r in old}, {cell_of(r): r for r in new}
     pairs = [judge_pair(with_floor(before[c]), with_floor(after[c])) for c in sorted(after) if c in before]
