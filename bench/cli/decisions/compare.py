@@ -196,9 +196,10 @@ def summary(comparison: RunComparison) -> str:
     return line + (f"; basis: {', '.join(f'{b} ({k})' for b, k in bases.most_common())}" if bases else "")
 
 
-def _line(pair: Pair, label: str, c: Change) -> str:
+def _line(pair: Pair, label: str, c: Change, *, cell: bool = True) -> str:
     values = f"{c.old:.4g} -> {c.new:.4g}  " if c.old is not None and c.new is not None else ""
-    return f"  {cell_text(pair.cell)} {label:<8} {c.figure.label:<22} {values}{c.text()}"
+    where = f"{cell_text(pair.cell)} " if cell else ""
+    return f"  {where}{label:<6} {c.figure.label:<24} {values}{c.text()}"
 
 
 def render(comparison: RunComparison, *, every: bool = False) -> list[str]:
@@ -206,18 +207,19 @@ def render(comparison: RunComparison, *, every: bool = False) -> list[str]:
     (grouped by why, one line per cell and reason unless `every`), notes, and the summary."""
     out = [f"comparing {pair.title()}" for pair in comparison.pairs]
     changes = comparison.changes()
+    several = len(comparison.pairs) > 1  # else every line is of the one cell the first line names
     for decision in ORDER[:3]:
         chosen = [t for t in changes if t[2].decision == decision]
         if chosen:
-            out += ["", f"{decision} ({len(chosen)}):", *(_line(*t) for t in chosen)]
+            out += ["", f"{decision} ({len(chosen)}):", *(_line(*t, cell=several) for t in chosen)]
     unclear = [t for t in changes if t[2].decision == "cannot tell"]
     if unclear:
         out += ["", f"cannot tell ({len(unclear)}):"]
         if every:
-            out += [_line(*t) for t in unclear]
+            out += [_line(*t, cell=several) for t in unclear]
         else:
             why = Counter((cell_text(p.cell), c.why) for p, _, c in unclear)
-            out += [f"  {cell} ({k} figures): {reason}" for (cell, reason), k in why.items()]
+            out += [f"  {cell} ({k} figure{'' if k == 1 else 's'}): {reason}" for (cell, reason), k in why.items()]
     notes = [f"{cell_text(p.cell)}: {side_name}: {s.floor_note}" for p in comparison.pairs
              for side_name, s in (("old", p.old), ("new", p.new)) if s.floor_note]
     notes += [f"{cell_text(p.cell)}: level {label} only in old" for p in comparison.pairs for label in p.only_old]
