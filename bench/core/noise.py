@@ -59,6 +59,8 @@ def settings_of(result: Mapping[str, Any]) -> dict[str, Any]:
     config = result.get("run_config") or {}
     out: dict[str, Any] = {"framework_version": (result.get("framework") or {}).get("version")}
     out.update({key: _dotted(config, key) for key in SETTING_KEYS})
+    if isinstance(out["prompts.source"], str):  # the file, not the checkout it was read from
+        out["prompts.source"] = Path(out["prompts.source"]).name
     procs = sorted({(lv.get("client") or {}).get("procs") or 1 for lv in result.get("levels") or ()})
     out["client_procs"] = procs or [1]
     return out

@@ -59,6 +59,7 @@ def test_the_floor_is_each_figures_log_spread_across_the_rounds(result):
     assert floor.levels["c=2"]["ttft_ms.p50"] == pytest.approx(expected)
     assert floor.levels["c=1"]["tpot_ms.p50"] == pytest.approx(0.0), "identical in every round"
     assert floor.settings["requests_per_level"] == 12 and floor.settings["framework_version"] == "1.0.0"
+    assert floor.settings["prompts.source"] == "chat.json", "the prompts file, not the checkout it lies in"
     spread = floor.spreads("c=1")["output_throughput_tps"]
     assert spread == Spread(spread.log_sd, 3, "2026-11-30") and spread.log_sd == pytest.approx(expected)
     assert floor.spreads("c=16") == {}

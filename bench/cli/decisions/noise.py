@@ -15,6 +15,7 @@ left no result, 1 when its result has no rounds to measure, 2 for a usage error.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -147,7 +148,7 @@ def describe(floor: noise.Floor) -> list[str]:
     lines = [f"noise floor of {floor.framework}/{floor.split} on {floor.machine} ({floor.model}), "
              f"{floor.runs} runs, measured {floor.measured_at}, framework {floor.settings.get('framework_version')}"]
     for level, spread in floor.levels.items():
-        shown = [f"{labels[k]} {spread[k] * 100:.1f}%" for k in SHOWN if k in spread]
+        shown = [f"{labels[k]} {math.expm1(spread[k]):.1%}" for k in SHOWN if k in spread]
         lines.append(f"  {level}: " + (", ".join(shown) if shown else "no figure every run has"))
     return lines
 
