@@ -145,6 +145,14 @@ def test_each_sides_noise_floor_is_used_and_a_floor_that_ran_otherwise_is_named(
             "requests_per_level: floor 100, this 40") in out
 
 
+def test_a_result_file_kept_outside_a_results_tree_is_compared_without_a_floor(tmp_path: Path, capsys):
+    old = write_cell(tmp_path / "r", Spec(run_id=OLD_ID, requests=40))
+    kept = tmp_path / "kept.json"
+    kept.write_text(copy_as(old, NEW_ID).read_text())
+    code, out, _ = run(str(old), str(kept), capsys=capsys)
+    assert code == 0 and "noise floor" not in out and "no detectable change (" in out
+
+
 def test_a_side_that_names_nothing_is_one_line_and_exit_2(tmp_path: Path, capsys):
     old = write_cell(tmp_path / "r", Spec(run_id=OLD_ID))
     broken = tmp_path / "broken.json"

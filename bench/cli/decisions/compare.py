@@ -50,9 +50,13 @@ def cell_text(cell: Cell) -> str:
     return "/".join(cell)
 
 
-def root_of(r: LoadedResult) -> Path:
-    """The results root a result lies in: <root>/<model>/<machine>/<split>/<file>."""
-    return r.path.resolve().parents[3]
+def root_of(r: LoadedResult) -> Path | None:
+    """The results root a result lies in (<root>/<model>/<machine>/<split>/<file>), or None for a
+    file kept elsewhere (it has no machine's noise floor beside it)."""
+    up = r.path.resolve().parents
+    if len(up) < 4 or (up[2].name, up[1].name, up[0].name) != (r.model, r.machine, r.split):
+        return None
+    return up[3]
 
 
 def _latest(results: Iterable[LoadedResult]) -> list[LoadedResult]:
@@ -104,8 +108,11 @@ class Side:
 
 
 def with_floor(r: LoadedResult) -> Side:
+    root = root_of(r)
+    if root is None:
+        return Side(r)
     try:
-        floor = noise.load(root_of(r), r.model, r.machine, r.split, r.framework)
+        floor = noise.load(root, r.model, r.machine, r.split, r.framework)
     except noise.FloorError as exc:
         return Side(r, None, f"noise floor not used: {exc}")
     if floor is None:
