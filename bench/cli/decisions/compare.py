@@ -263,7 +263,9 @@ def to_json(comparison: RunComparison) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="cellbench compare", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="cellbench compare", description=__doc__.splitlines()[0],
+                                     epilog="Exit 0: compared, no regression; 1: at least one regression; "
+                                            "2: nothing to compare (docs/comparisons.md).")
     parser.add_argument("old", help="a result file, a run id or a results folder")
     parser.add_argument("new", help="a result file, a run id or a results folder")
     parser.add_argument("--results-dir", type=Path, default=None,
