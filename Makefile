@@ -11,8 +11,11 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 ARGS   ?=
 # `make bench` measures 32 requests per level, a first comparison in about 11 minutes on a 2-core
-# CPU machine; BENCH_REQUESTS=100 is the SiliconBench-sized run (about 27 minutes there).
+# CPU machine; BENCH_REQUESTS=100 is the SiliconBench-sized run (about 27 minutes there). One round
+# keeps it under 15 minutes (its intervals are then within-run only); BENCH_ROUNDS=3 repeats every
+# level three times for intervals that hold run-to-run noise, in about three times as long.
 BENCH_REQUESTS ?= 32
+BENCH_ROUNDS ?= 1
 
 .PHONY: setup bench test test-fast lint chromium
 setup: $(STAMP)
@@ -26,7 +29,7 @@ $(STAMP): pyproject.toml
 
 bench: setup
 	$(PY) -m bench.cli install
-	$(PY) -m pytest -m chat --requests $(BENCH_REQUESTS) --html=results/report.html --self-contained-html $(ARGS)
+	$(PY) -m pytest -m chat --requests $(BENCH_REQUESTS) --rounds $(BENCH_ROUNDS) --html=results/report.html --self-contained-html $(ARGS)
 
 test: setup chromium lint
 	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm

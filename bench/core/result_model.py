@@ -24,7 +24,9 @@ from typing import Any, TypedDict, TypeVar, cast, final
 
 from bench.core.level_run import Connections as Connections
 from bench.core.metrics.audits import Audits as Audits
+from bench.core.metrics.audits import CacheAudit as CacheAudit
 from bench.core.metrics.audits import OutputLength as OutputLength
+from bench.core.metrics.audits import RatioInterval as RatioInterval
 from bench.core.metrics.audits import TokenAccounting as TokenAccounting
 from bench.core.metrics.blocks import ChunkDivergence as ChunkDivergence
 from bench.core.metrics.blocks import ClientHealthBlock as ClientHealthBlock
@@ -33,6 +35,8 @@ from bench.core.metrics.blocks import Goodput as Goodput
 from bench.core.metrics.blocks import Level
 from bench.core.metrics.blocks import OpenLoopBlock as OpenLoopBlock
 from bench.core.metrics.blocks import PromptReuse as PromptReuse
+from bench.core.metrics.blocks import ThroughputIntervals as ThroughputIntervals
+from bench.core.metrics.blocks import Uncertainty as Uncertainty
 from bench.core.metrics.blocks import Warmup as Warmup
 from bench.core.metrics.reasoning import Reasoning as Reasoning
 from bench.core.metrics.statistics import Stats as Stats
@@ -192,6 +196,7 @@ class RunConfig(_RunConfigRequired, total=False):
     unique_prompts: bool
     keep_alive: bool
     load: Load  # open loop, or --slo; absent: closed loop
+    rounds: int  # --rounds K >= 2; absent: one round
 
 
 class _HarnessRequired(TypedDict):

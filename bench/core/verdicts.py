@@ -211,7 +211,8 @@ def annotations_for(levels: Sequence[Level]) -> tuple[str, ...]:
     per chunk, not per token. `prompt-reuse`: a level repeated a prompt or ran on a server an
     earlier level (or someone else) warmed, so caches may have served part of it. `compressed`:
     the server compressed streams though asked not to; their times are the compressed bytes'.
-    `token-accounting`, `short-output`: a level's audit fired (bench.core.metrics.audits)."""
+    `token-accounting`, `short-output`: a level's audit fired; `cached`: --cache-audit's repeated
+    prompts were answered at least 10% faster than their first time (bench.core.metrics.audits)."""
     notes = []
     if any(lv.get("itl_per_chunk") for lv in levels):
         notes.append("chunk-bundling")

@@ -1,10 +1,12 @@
 """machines.yaml: the self-hosted runners of the nightly job, and the job matrix made from it.
 
 Each machine names its runner labels and platform and may override the defaults (model, splits,
-requests, frameworks, cell budgets, eval rows, extra pytest arguments). `matrix` resolves one
-night: the inputs of a manual run (`workflow_dispatch`) over the file's values, the frameworks
+requests, rounds, frameworks, cell budgets, eval rows, extra pytest arguments). `matrix` resolves
+one night: the inputs of a manual run (`workflow_dispatch`) over the file's values, the frameworks
 that run on each machine's platform, and a job timeout from the cell budgets, so that a job is
-stopped only after every cell has had its budget.
+stopped only after every cell has had its budget. A machine's `rounds` (--rounds: every level
+measured that many times) multiplies its cells' budgets, since each round is a whole run of the
+cell's levels.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ _DEFAULTS: dict[str, Any] = {
     "model": DEFAULT_MODEL, "splits": list(SPLITS), "requests": None, "frameworks": None,
     "cell_budget": {split: f"{seconds / 60:g}m" for split, seconds in DEFAULT_CELL_BUDGET_S.items()},
     "setup_minutes": 60, "eval": False, "eval_minutes": 240,
-    "pytest_args": [],
+    "pytest_args": [], "rounds": 1,
 }
 _MACHINE_ONLY = {"name", "labels", "platform"}
 
@@ -55,6 +57,11 @@ class NightlyMachine:
     eval: bool
     eval_minutes: float
     pytest_args: tuple[str, ...] = field(default=())
+    rounds: int = 1  # --rounds; each cell's budget is cell_budget_minutes x rounds
+
+    def cell_minutes(self, split: str) -> float:
+        """A cell's budget: the split's, once per round."""
+        return self.cell_budget_minutes[split] * self.rounds
 
     def runnable_frameworks(self) -> list[str]:
         """The frameworks whose adapters run on this machine's platform (and that it lists, if it does)."""
@@ -101,11 +108,13 @@ def _machine(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> Nig
         raise MachinesError(f"{where}: cell_budget has no duration for {', '.join(set(splits) - set(budgets))}")
     if v["requests"] is not None and (not isinstance(v["requests"], int) or v["requests"] < 1):
         raise MachinesError(f"{where}: requests is a count of 1 or more, got {v['requests']!r}")
+    if not isinstance(v["rounds"], int) or isinstance(v["rounds"], bool) or v["rounds"] < 1:
+        raise MachinesError(f"{where}: rounds is a count of 1 or more, got {v['rounds']!r}")
     return NightlyMachine(name=name, labels=tuple(labels), platform=v["platform"], model=str(v["model"]), splits=splits,
                    requests=v["requests"], frameworks=frameworks, cell_budget_minutes=budgets,
                    setup_minutes=_minutes(v["setup_minutes"], f"{where}.setup_minutes"), eval=bool(v["eval"]),
                    eval_minutes=_minutes(v["eval_minutes"], f"{where}.eval_minutes"),
-                   pytest_args=tuple(str(a) for a in v["pytest_args"]))
+                   pytest_args=tuple(str(a) for a in v["pytest_args"]), rounds=v["rounds"])
 
 
 def load_machines(path: Path = MACHINES_FILE) -> list[NightlyMachine]:
@@ -149,9 +158,9 @@ def _items(text: str) -> list[str]:
 def job_minutes(machine: NightlyMachine, splits: tuple[str, ...], cells: int, with_eval: bool) -> int:
     """The job's timeout: set-up, then every cell of every split at its full budget, then the eval rows.
 
-    timeout = setup_minutes + sum over splits of (cells x cell_budget[split]) + (eval_minutes if eval),
-    capped at GitHub's 5 days for a self-hosted job."""
-    minutes = machine.setup_minutes + sum(cells * machine.cell_budget_minutes[s] for s in splits)
+    timeout = setup_minutes + sum over splits of (cells x cell_budget[split] x rounds) + (eval_minutes if
+    eval), capped at GitHub's 5 days for a self-hosted job."""
+    minutes = machine.setup_minutes + sum(cells * machine.cell_minutes(s) for s in splits)
     return int(min(MAX_JOB_MINUTES, round(minutes + (machine.eval_minutes if with_eval else 0))))
 
 
@@ -166,9 +175,9 @@ def matrix_entry(machine: NightlyMachine, inputs: Inputs) -> dict[str, Any] | No
         raise MachinesError(f"splits are {', '.join(SPLITS)}, got {inputs.splits!r}")
     requests = int(inputs.requests) if inputs.requests.strip() else machine.requests
     with_eval = machine.eval if inputs.eval is None else (inputs.eval and machine.eval)
-    budget = ",".join(f"{s}={machine.cell_budget_minutes[s]:g}m" for s in splits)
+    budget = ",".join(f"{s}={machine.cell_minutes(s):g}m" for s in splits)
     pytest_args = ["--cell-budget", budget, *(["--requests", str(requests)] if requests else []),
-                   *machine.pytest_args]
+                   *(["--rounds", str(machine.rounds)] if machine.rounds > 1 else []), *machine.pytest_args]
     return {
         "name": machine.name,
         "labels": list(machine.labels),

@@ -8,7 +8,7 @@ as the row finishes, on the controller (under xdist too): under a lock per file,
 only after the new file still parses and only the intended lines changed, so a run killed at
 row 9 keeps rows 1-8. The run's `run-state.json` records every row, round and edit outcome.
 
-The options (`--eval-config`, `--rounds`, `--smoke`, ... and the shared `--model`,
+The options (`--eval-config`, `--smoke`, ... and the shared `--model`, `--rounds`,
 `--results-dir`, `--port`, `--install`, `--host-lock-timeout`) are declared in
 bench/plugins/opts and read as `settings(config).eval.<field>` and `settings(config).<field>`.
 Each row's run reaches the controller's `EvalRecorder` as a CellRecord of kind `eval`, through
@@ -165,7 +165,7 @@ def _row_context(config: pytest.Config, gpus: tuple[int, ...]) -> RowContext:
         auto_env=loaded.auto_env,
         python=_client_python(config).path,
         hardware=source_of(config)[0],
-        rounds=s.eval.rounds,
+        rounds=s.rounds,
         smoke=s.eval.smoke,
         table_from=s.eval.table_from,
         port=0 if s.port is None else s.port,
@@ -185,8 +185,8 @@ def eval_run_dir(config: pytest.Config) -> Path:
 
 
 def rounds_averaged(config: pytest.Config) -> int:
-    rows = settings(config).eval
-    return rows.rounds if rows.table_from == "mean" else 1
+    s = settings(config)
+    return s.rounds if s.eval.table_from == "mean" else 1
 
 
 class EvalRecorder:
@@ -216,7 +216,7 @@ class EvalRecorder:
             rows = settings(self.config).eval
             self.state = RunState(eval_run_dir(self.config), {
                 "model": loaded.name, "config": str(loaded.source), "hardware": self.hardware,
-                "source_prefix": self.prefix, "rounds": rows.rounds, "smoke": rows.smoke,
+                "source_prefix": self.prefix, "rounds": settings(self.config).rounds, "smoke": rows.smoke,
                 "table_from": rows.table_from, "table_update": self._updates_tables(),
                 "retry_failed_from": str(rows.retry_failed_from or "") or None,
             })

@@ -92,6 +92,20 @@ def setting_differences(run_configs: Mapping[str, RunConfig]) -> dict[str, dict[
     return differing
 
 
+def settings_of(run_config: RunConfig) -> dict[str, Any]:
+    """The part of `run_config` that METHODOLOGY_KEYS name, nested as there (an absent key as the
+    value it reads as): `setting_differences` of these says what it says of the whole run_configs,
+    and they are small enough to travel with an HTML row (bench.reports.html_review)."""
+    kept: dict[str, Any] = {}
+    for dotted in METHODOLOGY_KEYS:
+        *parents, last = dotted.split(".")
+        into = kept
+        for part in parents:
+            into = into.setdefault(part, {})
+        into[last] = _config_value(run_config, dotted)
+    return kept
+
+
 def methodology_differences(selection: Selection) -> list[str]:
     """The run_config keys that differ across the chosen results, one line each.
 

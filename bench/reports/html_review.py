@@ -43,10 +43,12 @@ import pytest
 
 from bench.core.level_run import level_key, level_label, rate_text, rate_value
 from bench.core.metrics import table as metric_table
-from bench.core.metrics.audits import SHORT_OUTPUT, TOKEN_ACCOUNTING
+from bench.core.metrics.audits import CACHED, SHORT_OUTPUT, TOKEN_ACCOUNTING
 from bench.core.metrics.intervals import bound_text
 from bench.core.result_model import Level, NoResult, Result
 from bench.core.verdicts import Verdict
+from bench.reports import between
+from bench.reports.comparison import settings_of
 
 LOG_TAIL_LINES = 60
 MISSING = "—"
@@ -80,10 +82,14 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
     if top is not None:
         row.update(level=top.get("concurrency"), output_tps=top["output_throughput_tps"],
                    ttft_p50_ms=top["ttft_ms"]["p50"], tpot_p50_ms=top["tpot_ms"]["p50"])
+        if (ci := between.rate_interval(top, "output_throughput_tps")) is not None:
+            row.update(output_tps_ci95=ci, interval_basis=between.interval_basis(top))
         if "request_rate" in top:  # an open-loop cell: its Level cell names the rate
             row.update(rate=rate_text(top["request_rate"]), level_label=level_label(top))
     # Every level's output tok/s, for the summary's framework x concurrency table and, apart, its
     # framework x request rate table (JSON keys: strings).
+    if "run_config" in result:  # what the summary compares across a split's cells (not like with like)
+        row["settings"] = settings_of(result["run_config"])
     row["tps_by_level"] = {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels if "concurrency" in lv}
     if by_rate := {rate_text(lv["request_rate"]): lv["output_throughput_tps"] for lv in levels if "request_rate" in lv}:
         row["tps_by_rate"] = by_rate
@@ -115,13 +121,14 @@ def session_summary_html(cells: list[dict[str, Any]]) -> str:
     filters = " ".join(
         f'<label class="cellbench-verdict-{v}"><input type="checkbox" class="cellbench-filter" data-verdict="{v}" '
         f"checked> {n} {escape(v)}</label>" for v, n in counts.items() if n)
-    tables, plots = [], []
+    tables, plots, unlike = [], [], between.unlike_marks(cells)
     for by, head, what in (("tps_by_level", "c={}", "concurrency level"), ("tps_by_rate", "{} req/s", "request rate")):
         measured = [c for c in cells if (c.get("row") or {}).get(by)]
         levels = sorted({k for c in measured for k in c["row"][by]}, key=rate_value)
         heads = "".join(f"<th>{escape(head.format(level))}</th>" for level in levels)
         body = "".join(
-            f'<tr><td>{escape(str(c.get("framework")))} {escape(str(c.get("split")))}</td>'
+            f'<tr><td>{escape(str(c.get("framework")))} {escape(str(c.get("split")))}'
+            f'{escape(unlike.get((c.get("framework"), c.get("split")), ""))}</td>'
             f'<td class="cellbench-verdict-{escape(c["verdict"])}">{escape(c["verdict"])}</td>'
             + "".join(f"<td>{_fmt(c['row'][by].get(level), '.1f')}</td>" for level in levels) + "</tr>"
             for c in sorted(measured, key=lambda c: (str(c.get("split")), str(c.get("framework")))))
@@ -205,7 +212,7 @@ def row_cells(data: dict[str, Any] | None) -> list[str]:
     badges = "".join(
         f' <span class="cellbench-annotation" title="{escape(_annotation_note(data, note))}">{escape(note)}</span>'
         for note in data.get("annotations", ())
-    )
+    ) + between.previous_badge(data)
     row = data.get("row") or {}
     level = row.get("level")
     if row.get("rate") is not None:  # an open-loop cell: "r" keeps rates apart from concurrency levels when sorted
@@ -215,7 +222,8 @@ def row_cells(data: dict[str, Any] | None) -> list[str]:
     return [
         _td("verdict", f"{rank}-{verdict}", verdict, badges),
         level_cell,
-        _td("output_tps", number_key(row.get("output_tps")), _fmt(row.get("output_tps"), ".1f")),
+        _td("output_tps", number_key(row.get("output_tps")), _fmt(row.get("output_tps"), ".1f")
+            + between.row_interval(row), between.row_basis_badge(row)),
         _td("ttft_p50", number_key(row.get("ttft_p50_ms")), _fmt(row.get("ttft_p50_ms"), ".1f")),
         _td("tpot_p50", number_key(row.get("tpot_p50_ms")), _fmt(row.get("tpot_p50_ms"), ".2f")),
         _td("failure_rate", number_key(row.get("failure_rate")),
@@ -223,7 +231,8 @@ def row_cells(data: dict[str, Any] | None) -> list[str]:
     ]
 
 
-AUDIT_NOTES = {TOKEN_ACCOUNTING: "token accounting diverges", SHORT_OUTPUT: "output length stopped short"}
+AUDIT_NOTES = {TOKEN_ACCOUNTING: "token accounting diverges", SHORT_OUTPUT: "output length stopped short",
+               CACHED: "cache audit cached"}
 
 
 def _annotation_note(data: dict[str, Any], note: str) -> str:
@@ -282,7 +291,7 @@ def _level_table(levels: Iterable[Level]) -> str:
         if (goodput := lv.get("goodput")) is not None:
             note = f"goodput {_fmt(goodput['goodput_rps'], '.2f')} req/s" + (f"; {note}" if note else "")
         cells = (level_label(lv) if open_loop else lv.get("concurrency"), f"{lv['successful']} / {lv['failed']}",
-                 _fmt(lv["output_throughput_tps"], ".1f"),
+                 between.rate_cell(lv, "output_throughput_tps", 1).replace("N/A", MISSING),
                  *(_p50_cell(lv, m.key, m.review or "") for m in shown), note)
         rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
@@ -315,7 +324,7 @@ def summary_html(data: dict[str, Any], result: Result | NoResult, tails: list[tu
     if audits := data.get("evidence", {}).get("audits"):
         parts.append("<p>audits:</p><ul>" + "".join(f"<li>{escape(line)}</li>" for line in audits) + "</ul>")
     if data.get("result_path"):
-        parts.append(f"<p>result: <code>{escape(data['result_path'])}</code></p>")
+        parts.append(f"<p>result: <code>{escape(data['result_path'])}</code></p>{between.previous_html(data)}")
     if "levels" in result and result["levels"]:
         parts.append(_level_table(result["levels"]))
     for label, path, text in tails:

@@ -17,6 +17,7 @@ from pathlib import Path
 from bench.base.clock import RUN_DAY_ENV, now_iso, run_day
 from bench.base.files import atomic_write
 from bench.core.verdicts import Verdict
+from bench.reports import between
 
 JOURNAL_VERSION = 1
 IMPORTED_COMPARISON = "imported_comparison"  # evidence key: bench.core.imported.comparison_line of the cell
@@ -106,6 +107,7 @@ class Journal:
             old = prev.cells.get(entry.key)
             if old is not None and old.verdict == Verdict.SKIPPED.value and old.reason == entry.reason:
                 entry.carried_from = old.carried_from or prev.day
+        _compare_with_previous(entry)
         self.cells[entry.key] = entry
         if entry.verdict == Verdict.FIXED.value:
             self.fixes[entry.key] = entry
@@ -133,6 +135,28 @@ class Journal:
         }
         atomic_write(self.state_path, json.dumps(state, indent=1) + "\n")
         atomic_write(self.md_path, render(self))
+
+
+def _compare_with_previous(entry: CellEntry, floor: between.Floor | None = None) -> None:
+    """The cell's result against the previous result of its cell, judged figure by figure
+    (bench.reports.between.against_previous), kept in its evidence: the journal's JSON twin holds
+    it, and the page is rendered from that alone."""
+    if between.PREVIOUS not in entry.evidence and entry.result_path:
+        found = between.against_previous(entry.result_path, floor)
+        if found is not None:
+            entry.evidence[between.PREVIOUS] = found
+
+
+def _previous_run_section(cells: list[CellEntry]) -> list[str]:
+    """Each cell against its previous run: the counts of the decisions, the regressions one line each."""
+    lines = ["## Compared With The Previous Run", ""]
+    for c in sorted(cells, key=lambda c: c.key):
+        found = c.evidence.get(between.PREVIOUS)
+        if found:
+            lines.append(f"- {c.framework} / {c.split} {between.previous_line(found)}")
+            lines += [f"  - {line}" for line in found["regressions"]]
+    return ["", *lines, "", "Decisions from the 95% interval of each figure's ratio (docs/results.md)."] \
+        if len(lines) > 2 else []  # no cell has a previous result: no section, as for imported ones
 
 
 def _status(cells, *, interrupted: bool, sessions_failed: bool = False) -> str:
@@ -254,6 +278,7 @@ def render(j: Journal) -> str:
     suspicious = [c for c in j.cells.values() if "suspicious" in c.evidence]
     lines += ["## Suspicious Results", ""]
     lines += [f"- {c.framework} / {c.split}: {c.evidence['suspicious']}" for c in suspicious] or ["None."]
+    lines += _previous_run_section(list(j.cells.values()))
     # a cell whose previous result was imported from another benchmark: always compared, labelled
     compared = [c.evidence[IMPORTED_COMPARISON] for c in sorted(j.cells.values(), key=lambda c: c.key)
                 if IMPORTED_COMPARISON in c.evidence]

@@ -8,8 +8,9 @@ their offered and achieved rates and queueing delay) are levels of different kin
 tables of their own; goodput rows appear where a level was judged against SLOs (--slo), TTFA and
 reasoning rows beside TTFT where a level's model reasoned (bench.core.metrics.reasoning), and an
 *SLO sweep* section gives each framework's highest rate meeting them. Above the tables: the run ids
-that won, each verdict with its reason; below them: methodology differences, the levels' audits
-(token accounting, output length), suspicious changes, the files left out, and the plots.
+that won, each verdict with its reason; under each, what its intervals rest on; below them, *Between
+frameworks* (bench.reports.between), methodology differences, the levels' audits (token accounting,
+output length), suspicious changes, the files left out, and the plots.
 
 A result imported from another benchmark's file has its column headed `<framework>, imported
 (<tool>)`, and each of its values that the tool derived differently from cellbench (its
@@ -28,10 +29,11 @@ from bench.core import imported
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
 from bench.core.metrics import audit_lines
 from bench.core.metrics import table as metric_table
-from bench.core.metrics.intervals import bound_text, has_intervals
+from bench.core.metrics.intervals import bound_text
 from bench.core.metrics.table import Metric
 from bench.core.result_model import Level, Result
-from bench.reports import plots
+from bench.reports import between, plots
+from bench.reports.between import INTERVALS_NOTE  # noqa: F401  (tests import it from here)
 from bench.reports.comparison import Comparison, setting_differences
 
 REPORT_FILE = "REPORT.md"
@@ -74,11 +76,6 @@ def _gaps(key: str, stat: str, digits: int, scale: float) -> Callable[[Level], s
     return cell
 
 
-INTERVALS_NOTE = ("A percentile's [low, high] is its distribution-free 95% confidence interval, two of the level's "
-                  "own values; (n<N) marks one that the level's n values are too few to bound: that takes N or "
-                  "more (docs/metrics.md, How sure a percentile is).")
-
-
 def metric_rows(metric: Metric) -> list[tuple[str, Callable[[Level], str]]]:
     """A metric table row's REPORT.md rows (its `Shown`): "TTFT avg (ms)", "TTFT p50 (ms)", ..."""
     shown = metric.report
@@ -104,10 +101,10 @@ def level_rows() -> tuple[Row, ...]:
     return (
         ("Successful / Failed", _outcome),
         *_shown(_EVERY_LEVEL),
-        ("Output throughput (tok/s)", _field("output_throughput_tps")),
+        ("Output throughput (tok/s)", lambda lv: between.rate_cell(lv, "output_throughput_tps", 1)),
         ("Input throughput (tok/s)", _field("input_throughput_tps")),
         ("Total throughput (tok/s)", _field("total_token_throughput_tps")),
-        ("Request throughput (req/s)", _field("request_throughput_rps", 2)),
+        ("Request throughput (req/s)", lambda lv: between.rate_cell(lv, "request_throughput_rps", 2)),
         *_shown(_EVERY_LEVEL, after_throughput=True),
         ("Wall time (s)", _field("wall_time_s", 2)),
         ("Tokens per chunk", _field("tokens_per_chunk", 2)),
@@ -228,7 +225,8 @@ def _level_section(comparison: Comparison, level: LevelKey | int) -> list[str]:
     header = ["Metric", *(_column(comparison, fw) for fw in frameworks)]
     note = [f"Not like with like: these columns ran with different {', '.join(unlike)}; a difference between them "
             "may be the settings', not the frameworks'.", ""] if unlike else []
-    return [f"## {section_title(key)}", "", *_table(header, rows, "---:"), "", *note]
+    shown = between.interval_line({fw: by_fw[fw][key] for fw in frameworks if key in by_fw[fw]})
+    return [f"## {section_title(key)}", "", *_table(header, rows, "---:"), "", *note, *shown]
 
 
 def _sweep_section(comparison: Comparison) -> list[str]:
@@ -361,13 +359,15 @@ def _caption(plot: Path, levels: list[LevelKey]) -> str:
     return f"TTFT and TPOT at {section_title(level).lower() if level else plot.stem}"
 
 
-def render_report(comparison: Comparison, plot_files: list[Path]) -> str:
-    """The markdown text; `plot_files` are embedded by name, relative to the report."""
+def render_report(comparison: Comparison, plot_files: list[Path], floor: between.Floor | None = None) -> str:
+    """The markdown text; `plot_files` are embedded by name, relative to the report; `floor`: this
+    machine's noise floor, for *Between frameworks* (bench.reports.between)."""
     if not comparison["frameworks"]:
         body = ["No result of this machine in this directory.", ""]
     else:
         body = [line for level in plots.all_levels(comparison) for line in _level_section(comparison, level)]
-        body += [INTERVALS_NOTE, ""] if any(has_intervals(r["levels"]) for r in comparison["results"].values()) else []
+        body += between.interval_notes(comparison)
+        body += between.between_section(comparison, plots.all_levels(comparison), floor, section_title)
         body += _sweep_section(comparison)
     notes = [
         *_bullets("Methodology warnings", comparison["methodology_warnings"],
@@ -384,10 +384,10 @@ def render_report(comparison: Comparison, plot_files: list[Path]) -> str:
     return "\n".join([*_header(comparison), *body, *notes, *figures])
 
 
-def write_report(split_dir: Path, comparison: Comparison) -> Path:
+def write_report(split_dir: Path, comparison: Comparison, floor: between.Floor | None = None) -> Path:
     """Write the plots and `<split_dir>/REPORT.md` (atomically: a reader never sees half a report)."""
     split_dir = Path(split_dir)
     plot_files = plots.write_plots(comparison, split_dir)
     path = split_dir / REPORT_FILE
-    atomic_write(path, render_report(comparison, plot_files))
+    atomic_write(path, render_report(comparison, plot_files, floor))
     return path

@@ -158,13 +158,15 @@ def result_cell(result: Result, file: str) -> MergedCell:
             "output_tps": _tps(result), "run_id": result["run_id"],
             "harness_commit": harness["commit"] if harness else None,
             "harness_dirty": harness["dirty"] if harness else None,
-            "framework_version": result["framework"]["version"], "file": file, "imported": imported.label(result)}
+            "framework_version": result["framework"]["version"], "file": file, "imported": imported.label(result),
+            "run_config": result.get("run_config")}
 
 
 def note_cell(source: str, verdict: str, reason: str, file: str | None = None) -> MergedCell:
     """A cell without a result: a journal entry, a framework not run, or a machine that sent nothing."""
     return {"source": source, "verdict": verdict, "reason": reason, "output_tps": {}, "run_id": None,
-            "harness_commit": None, "harness_dirty": None, "framework_version": None, "file": file, "imported": None}
+            "harness_commit": None, "harness_dirty": None, "framework_version": None, "file": file, "imported": None,
+            "run_config": None}
 
 
 def _relative(path: Path, md: MachineDir) -> str:

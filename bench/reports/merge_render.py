@@ -10,6 +10,9 @@ A cell's numbers are always those of one machine's own result: a table has a col
 machine, and a machine that sent nothing for a model and split keeps its column, marked
 `no result from <machine>` in every row, so a gap is never mistaken for a machine that was
 not expected.
+
+Like with like (docs/results.md): cells ("<framework> on <machine>") whose request settings differ
+get a Differing settings row, their settings' mark (bench.reports.plots.unlike), a note, marked plots.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from pathlib import Path
 from typing import TypedDict
 
 from bench.base.files import atomic_write
+from bench.core.result_model import RunConfig
 from bench.core.verdicts import GREEN_VERDICTS
 from bench.reports import markdown, plots
+from bench.reports.comparison import setting_differences
 
 MERGED_MD = "MERGED.md"
 INDEX_HTML = "index.html"
@@ -47,6 +52,7 @@ class MergedCell(TypedDict):
     framework_version: str | None
     file: str | None  # the file read (result or journal), relative to the folder it came from
     imported: str | None  # `imported (SiliconBench)`: a result converted from another benchmark's file
+    run_config: RunConfig | None  # the result's: its Differing settings against the table's other cells
 
 
 class IgnoredEntry(TypedDict):
@@ -143,6 +149,27 @@ def _provenance_rows(table: MergedTable) -> list[list[str]]:
     return rows
 
 
+def _configs(table: MergedTable) -> dict[str, RunConfig]:
+    """Each cell's run_config by "<framework> on <machine>", for the cells with a result."""
+    return {f"{fw} on {m}": config for fw in table["frameworks"] for m in table["machines"]
+            if (config := table["cells"][fw][m].get("run_config")) is not None}
+
+
+def _unlike_row(table: MergedTable) -> list[str] | None:
+    """The Differing settings row: per machine, each of its cells' values of the differing keys."""
+    differing = setting_differences(_configs(table))
+    if not differing:
+        return None
+    column = {m: " · ".join(f"{fw}: " + "; ".join(f"{k}={v[name]}" for k, v in differing.items())
+                            for fw in table["frameworks"] if (name := f"{fw} on {m}") in next(iter(differing.values())))
+              for m in table["machines"]}
+    return [markdown.UNLIKE_ROW, *(column[m] or markdown.MISSING_LEVEL for m in table["machines"])]
+
+
+def _marked_text(table: MergedTable, found: plots.Unlike, fw: str, machine: str) -> str:
+    return plots.marked(f"{fw} on {machine}", found, cell_text(table["cells"][fw][machine]))
+
+
 # ------------------------------------------------------------------ plots
 
 
@@ -167,15 +194,20 @@ def by_machine_png(table: MergedTable) -> bytes | None:
     fig = plots._figure(max(6.0, 2 + 0.5 * len(frameworks) * len(machines)), 4.5)
     ax = fig.add_subplot()
     width = 0.8 / len(machines)
+    found = plots.unlike(_configs(table))
     for k, machine in enumerate(machines):
         xs = [i + (k - (len(machines) - 1) / 2) * width for i, fw in enumerate(frameworks) if (fw, machine) in peaks]
-        ax.bar(xs, [peaks[fw, machine] for fw in frameworks if (fw, machine) in peaks], width, label=machine,
-               color=_color(table["machines"], machine))
+        bars = ax.bar(xs, [peaks[fw, machine] for fw in frameworks if (fw, machine) in peaks], width, label=machine,
+                      color=_color(table["machines"], machine))
+        if found.marks:  # each bar's settings mark on top of it
+            ax.bar_label(bars, [found.marks.get(f"{fw} on {machine}", "") for fw in frameworks
+                                if (fw, machine) in peaks])
     ax.set_xticks(range(len(frameworks)), frameworks)
     ax.set_ylabel("peak output throughput (tok/s)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="best", title="machine")
     ax.set_title(f"Peak output throughput by machine — {_title(table)}", fontsize=10)
+    plots.note_unlike(fig, found)
     return plots._png(fig)
 
 
@@ -188,12 +220,13 @@ def vs_concurrency_png(table: MergedTable) -> bytes | None:
     series = {m: by_fw for m, by_fw in series.items() if by_fw}
     if not series:
         return None
+    found = plots.unlike(_configs(table))
     fig = plots._figure(4.2 * len(series) + 1, 4.2)
     axes = fig.subplots(1, len(series), sharey=True, squeeze=False)[0]
     for ax, (machine, by_fw) in zip(axes, series.items(), strict=True):
         for fw, points in by_fw.items():
-            ax.plot([c for c, _ in points], [t for _, t in points], marker="o", label=fw,
-                    color=_color(table["frameworks"], fw))
+            ax.plot([c for c, _ in points], [t for _, t in points], marker="o",
+                    label=plots.marked(f"{fw} on {machine}", found, fw), color=_color(table["frameworks"], fw))
         plots._log2_axis(ax, sorted({c for pts in by_fw.values() for c, _ in pts}))
         ax.grid(True, alpha=0.3)
         ax.set_title(machine, fontsize=10)
@@ -201,6 +234,7 @@ def vs_concurrency_png(table: MergedTable) -> bytes | None:
     axes[0].set_ylim(bottom=0)  # after every panel is drawn: the shared axis then spans all machines
     axes[0].set_ylabel("output throughput (tok/s)")
     fig.suptitle(f"Output throughput against concurrency — {_title(table)}", fontsize=10)
+    plots.note_unlike(fig, found)
     return plots._png(fig)
 
 
@@ -244,17 +278,24 @@ def _md_header(merged: Merged) -> list[str]:
 
 
 def _md_table(table: MergedTable, images: dict[str, bytes]) -> list[str]:
-    rows = [[fw, *(cell_text(table["cells"][fw][m]) for m in table["machines"])] for fw in table["frameworks"]]
+    found = plots.unlike(_configs(table))
+    rows = [[fw, *(_marked_text(table, found, fw, m) for m in table["machines"])] for fw in table["frameworks"]]
+    unlike = _unlike_row(table)
     provenance = ["Machine", "Framework", "Run id", "Harness commit", "Framework version", "File"]
     return [
         f"## {table['model']} — {table['split']}", "",
-        *markdown._table(["Framework", *table["machines"]], rows), "",
+        *markdown._table(["Framework", *table["machines"]], [unlike, *rows] if unlike else rows), "",
+        *([markdown._cell(unlike_note(found)), ""] if found.note else []),
         f"### Provenance — {table['model']} {table['split']}", "",
         *markdown._table(provenance, _provenance_rows(table)), "",
         *[f"Ignored on {i['machine']}: {markdown._cell(i['file'])}: {markdown._cell(i['reason'])}\n"
           for i in table["ignored"]],
         *[f"![{name}]({PLOTS_DIR}/{name})\n" for name in _plots_of(table, images)],
     ]
+
+
+def unlike_note(found: plots.Unlike) -> str:
+    return f"{found.note} Cells with different marks may differ by their settings, not by framework or machine."
 
 
 def render_markdown(merged: Merged, images: dict[str, bytes]) -> str:
@@ -297,8 +338,11 @@ def _css(cell: MergedCell) -> str:
 
 def _html_section(table: MergedTable, images: dict[str, bytes]) -> str:
     cells = table["cells"]
-    rows = [[("", fw), *((_css(cells[fw][m]), cell_text(cells[fw][m])) for m in table["machines"])]
+    found = plots.unlike(_configs(table))
+    rows = [[("", fw), *((_css(cells[fw][m]), _marked_text(table, found, fw, m)) for m in table["machines"])]
             for fw in table["frameworks"]]
+    if unlike := _unlike_row(table):
+        rows.insert(0, [("", text) for text in unlike])
     provenance = [[("", text) for text in row] for row in _provenance_rows(table)]
     figures = "".join(f'<img alt="{escape(name)}" src="{_data_url(images[name])}">'
                       for name in _plots_of(table, images))
@@ -306,6 +350,7 @@ def _html_section(table: MergedTable, images: dict[str, bytes]) -> str:
                       for i in table["ignored"])
     return (f"<h2>{escape(table['model'])} — {escape(table['split'])}</h2>"
             + _html_table(["Framework", *table["machines"]], rows)
+            + (f"<p>{escape(unlike_note(found))}</p>" if found.note else "")
             + "<h3>Provenance</h3>"
             + _html_table(["Machine", "Framework", "Run id", "Harness commit", "Framework version", "File"], provenance)
             + (f"<ul>{ignored}</ul>" if ignored else "") + figures)

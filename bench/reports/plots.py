@@ -7,6 +7,11 @@ size and dpi (no tight bounding box), so the same data gives images of the same 
 Concurrency levels and open-loop rate levels are never drawn on one axis: throughput against
 concurrency is `throughput.png`, against request rate `throughput_rate.png` (a rate of inf, all at
 once, has no place on that axis and is in the report's tables only).
+
+Like with like (docs/results.md): a figure that puts frameworks side by side whose runs' request
+settings differ (bench.reports.comparison.setting_differences, over the frameworks that figure
+draws) marks each framework's label with the mark of its settings (†, ‡, ...: the same mark, the
+same settings) and names the differing settings under the figure (`unlike`, `note_unlike`).
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-from collections.abc import Callable, Iterator, Mapping
+import textwrap
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cbook import boxplot_stats
@@ -27,8 +33,8 @@ from bench.base.files import atomic_write
 from bench.core import imported, metrics
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
 from bench.core.records import RequestRecord
-from bench.core.result_model import Level, Result, Stats
-from bench.reports.comparison import Comparison
+from bench.core.result_model import Level, Result, RunConfig, Stats
+from bench.reports.comparison import Comparison, setting_differences
 
 PLOTS_DIR = "plots"
 DPI = 100
@@ -46,6 +52,52 @@ def latency_png(level: LevelKey | int) -> str:
         return f"latency_c{key[1]}.png"
     shape = (f"_b{key[2]:g}" if key[2] != 1.0 else "") + (f"_m{key[3]}" if key[3] else "")
     return f"latency_r{rate_text(key[1])}{shape}.png"
+
+MARKS = ("†", "‡", "§", "¶", "‖", "#")  # then [7], [8], ...; never "*", which marks a summary box
+
+
+@dataclasses.dataclass(frozen=True)
+class Unlike:
+    """How the runs a figure puts side by side differ: each name's mark, and the figure's note."""
+
+    marks: dict[str, str]  # name -> its mark; empty when every run had the same settings
+    note: str | None
+
+
+def unlike(run_configs: Mapping[str, RunConfig]) -> Unlike:
+    """The marks and note of the runs `run_configs` names (a name -> its result's run_config):
+    names with the same values of the differing settings share a mark."""
+    differing = setting_differences(run_configs)
+    if not differing:
+        return Unlike({}, None)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for name in sorted(run_configs):
+        groups.setdefault(tuple(values[name] for values in differing.values()), []).append(name)
+    marks: dict[str, str] = {}
+    parts = []
+    for i, (values, names) in enumerate(groups.items()):
+        mark = MARKS[i] if i < len(MARKS) else f"[{i + 1}]"
+        marks.update(dict.fromkeys(names, mark))
+        parts.append(f"{mark} {', '.join(names)}: " + "; ".join(f"{k}={v}" for k, v in zip(differing, values,
+                                                                                            strict=True)))
+    return Unlike(marks, f"Not like with like: {', '.join(differing)} differ. " + " · ".join(parts))
+
+
+def marked(name: str, found: Unlike, shown: str | None = None) -> str:
+    """`shown` (default: the name) with the name's mark after it, if it has one."""
+    mark = found.marks.get(name)
+    return f"{shown or name} {mark}" if mark else shown or name
+
+
+def note_unlike(fig: Figure, found: Unlike) -> None:
+    """The note under the whole figure, wrapped to its width; nothing when the runs were alike."""
+    if found.note:
+        fig.supxlabel(textwrap.fill(found.note, int(fig.get_figwidth() * 17)), fontsize=7)
+
+
+def _run_configs(comparison: Comparison, frameworks: Iterable[str]) -> dict[str, RunConfig]:
+    return {fw: comparison["results"][fw].get("run_config") or cast(RunConfig, {}) for fw in frameworks}
+
 
 def _figure(width_in: float, height_in: float) -> Figure:
     fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
@@ -132,28 +184,33 @@ def throughput_vs_concurrency(comparison: Comparison, split_dir: Path) -> Path |
     """Output tok/s against concurrency, one line per framework (but one with open-loop levels
     only); writes plots/throughput.png. None when only open-loop levels were measured."""
     keys = {fw: _levels(comparison["results"][fw]) for fw in comparison["frameworks"]}
-    series = {_legend(fw, comparison["results"][fw]): {key[1]: _tps_point(lv) for key, lv in by.items()
-                                                       if key[0] == "concurrency"}
-              for fw, by in keys.items() if not by or any(key[0] == "concurrency" for key in by)}
+    drawn = [fw for fw, by in keys.items() if not by or any(key[0] == "concurrency" for key in by)]
+    found = unlike(_run_configs(comparison, drawn))
+    series = {marked(fw, found, _legend(fw, comparison["results"][fw])): {
+        key[1]: _tps_point(lv) for key, lv in keys[fw].items() if key[0] == "concurrency"} for fw in drawn}
     if not any(series.values()) and any(key[0] == "rate" for by in keys.values() for key in by):
         return None
     fig = throughput_figure(series, _title(comparison, "Output throughput"))
+    note_unlike(fig, found)
     return _save(fig, Path(split_dir) / PLOTS_DIR / THROUGHPUT_PNG)
 
 
 def throughput_vs_rate(comparison: Comparison, split_dir: Path) -> Path | None:
     """Output tok/s against the open-loop request rate, one line per framework and schedule
     (burstiness, cap); writes plots/throughput_rate.png. None without a finite rate level."""
+    rated = {fw: {key: lv for key, lv in _levels(comparison["results"][fw]).items()
+                  if key[0] == "rate" and key[1] != float("inf")} for fw in comparison["frameworks"]}
+    found = unlike(_run_configs(comparison, [fw for fw, by in rated.items() if by]))
     series: dict[str, dict[float, float | None]] = {}
-    for fw in comparison["frameworks"]:
-        for key, lv in _levels(comparison["results"][fw]).items():
-            if key[0] == "rate" and key[1] != float("inf"):
-                shape = key_label(key, full=True).partition(", ")[2]
-                label = _legend(fw, comparison["results"][fw]) + (f" ({shape})" if shape else "")
-                series.setdefault(label, {})[key[1]] = _tps_point(lv)
+    for fw, by in rated.items():
+        for key, lv in by.items():
+            shape = key_label(key, full=True).partition(", ")[2]
+            label = _legend(fw, comparison["results"][fw]) + (f" ({shape})" if shape else "")
+            series.setdefault(marked(fw, found, label), {})[key[1]] = _tps_point(lv)
     if not series:
         return None
     fig = throughput_figure(series, _title(comparison, "Output throughput against request rate"), RATE_AXIS)
+    note_unlike(fig, found)
     return _save(fig, Path(split_dir) / PLOTS_DIR / THROUGHPUT_RATE_PNG)
 
 
@@ -214,10 +271,12 @@ def latency_distributions(comparison: Comparison, level: LevelKey | int, split_d
         for fw, result in comparison["results"].items()
         if level in _levels(result)
     }
+    found = unlike(_run_configs(comparison, present))  # the frameworks at this level only
     fig = _figure(9, 4.5)
     for ax, key, name in zip(fig.subplots(1, 2), ("ttft_ms", "tpot_ms"), ("TTFT (ms)", "TPOT (ms)"), strict=True):
         boxes = [b for fw, (samples, lv) in sorted(present.items())
-                 if (b := _box(fw, samples, lv["ttft_ms"] if key == "ttft_ms" else lv.get("tpot_ms"), key))]
+                 if (b := _box(marked(fw, found), samples, lv["ttft_ms"] if key == "ttft_ms" else lv.get("tpot_ms"),
+                               key))]
         if boxes:
             ax.bxp(boxes, showfliers=True)
         else:
@@ -228,6 +287,7 @@ def latency_distributions(comparison: Comparison, level: LevelKey | int, split_d
         ax.grid(True, axis="y", alpha=0.3)
     at = f"concurrency {level[1]}" if level[0] == "concurrency" else f"request rate {key_label(level, full=True)}"
     fig.suptitle(_title(comparison, f"Latency at {at}"), fontsize=10)
+    note_unlike(fig, found)
     return _save(fig, split_dir / PLOTS_DIR / latency_png(level))
 
 
@@ -282,13 +342,14 @@ def resources_over_time(comparison: Comparison, split_dir: Path) -> Path | None:
     series = {fw: s for fw, s in series.items() if s}
     if not series:
         return None
+    found = unlike(_run_configs(comparison, series))
     fig = _figure(7, 5.5)
     rss_ax, cpu_ax = fig.subplots(2, 1, sharex=True)
     for fw, samples in series.items():
         t0 = samples[0]["wall"]
         t = [s["wall"] - t0 for s in samples]
-        rss_ax.plot(t, [(s.get("tree") or {}).get("rss_bytes", 0) / 2**30 for s in samples], label=fw)
-        cpu_ax.plot(t, [(s.get("tree") or {}).get("cpu_percent", 0) for s in samples], label=fw)
+        rss_ax.plot(t, [(s.get("tree") or {}).get("rss_bytes", 0) / 2**30 for s in samples], label=marked(fw, found))
+        cpu_ax.plot(t, [(s.get("tree") or {}).get("cpu_percent", 0) for s in samples], label=marked(fw, found))
     rss_ax.set_ylabel("server RSS (GiB)")
     cpu_ax.set_ylabel("server CPU (%)")
     cpu_ax.set_xlabel("seconds since the cell's first server started")
@@ -297,6 +358,7 @@ def resources_over_time(comparison: Comparison, split_dir: Path) -> Path | None:
         ax.grid(True, alpha=0.3)
     rss_ax.legend(loc="best")
     rss_ax.set_title(_title(comparison, "Server resources"), fontsize=10)
+    note_unlike(fig, found)
     return _save(fig, Path(split_dir) / PLOTS_DIR / RESOURCES_PNG)
 
 

@@ -113,7 +113,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
 def _verdict(cfg: CellConfig, run: CellRun) -> CellVerdict:
     identity = Identity(run.model.served_id, run.listed, tuple(sorted(run.response_models)))
     evidence = Evidence(
-        levels=tuple(run.summaries),
+        levels=tuple(run.levels()),  # with rounds, the combined levels: a failure in any round counts
         identity=identity if run.summaries else None,
         start_failure=run.start_failure,
         server_exit=run.server_exit,

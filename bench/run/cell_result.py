@@ -61,7 +61,7 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
         "started_at": started_at,
         "finished_at": clock.now_iso(),
         "duration_s": round(duration_s, 3),
-        "levels": run.summaries,
+        "levels": run.levels(),
         "verdict": verdict.to_json(),
         "requests_file": run.paths.requests.name,
     }
@@ -99,6 +99,8 @@ def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConf
     }
     if cfg.load is not None:
         block["load"] = _load(cfg.load)
+    if run.rounds > 1:  # absent with one round, as in every result written before rounds
+        block["rounds"] = run.rounds
     return block
 
 

@@ -49,15 +49,18 @@ class LoadPlan:
 
 
 LOAD_OPTIONS = ("request_rate", "concurrency", "burstiness", "max_concurrency", "arrival_seed", "slo",
-                "sweep_levels", "sweep_tolerance")  # load_plan's arguments, as the options' dests name them
+                "sweep_levels", "sweep_tolerance", "rounds")  # load_plan's arguments, as the options' dests name them
 
 
 def load_plan(request_rate: str | None, *, concurrency: str | None = None, burstiness: float | None = None,
               max_concurrency: int | None = None, arrival_seed: int | None = None, slo: str | None = None,
-              sweep_levels: int | None = None, sweep_tolerance: float | None = None) -> LoadPlan | None:
+              sweep_levels: int | None = None, sweep_tolerance: float | None = None,
+              rounds: int | None = None) -> LoadPlan | None:
     """The options of open-loop levels (--request-rate R[,R2..] | sweep[:START], --burstiness,
     --max-concurrency, --arrival-seed, --sweep-levels, --sweep-tolerance) and --slo as a LoadPlan;
-    None when none is given (closed-loop levels, as always). ValueError says what is wrong."""
+    None when none is given (closed-loop levels, as always). ValueError says what is wrong, and
+    --rounds with a sweep is wrong: a sweep chooses each rate from the level before, so a second
+    round would not repeat the first one's levels."""
     rates, seed = request_rate, arrival_seed
     if rates is not None and concurrency is not None:
         raise ValueError("--concurrency and --request-rate name two kinds of level: give one")
@@ -79,6 +82,10 @@ def load_plan(request_rate: str | None, *, concurrency: str | None = None, burst
     if text == "sweep" or text.startswith("sweep:"):
         if not slos:
             raise ValueError("--request-rate sweep looks for the highest rate meeting an SLO: give --slo too")
+        if rounds is not None and rounds > 1:
+            raise ValueError(f"--rounds {rounds} cannot repeat --request-rate sweep: a sweep chooses each rate from "
+                             "the level before, so its rounds would not measure the same levels; give the rates "
+                             "(--request-rate R1,R2,..) to repeat them")
         if text == "sweep:inf":
             raise ValueError("--request-rate sweep:START takes a rate more than 0, not inf")
         start = _rates(text.removeprefix("sweep").removeprefix(":") or f"{SweepPlan.start:g}")
@@ -209,9 +216,11 @@ class CellConfig:
     cpus: Placement = Placement()  # --client-cpus / --server-cpus, resolved for this host
     client_procs: ProcsChoice = ProcsChoice()  # --client-procs: a count, or auto with the CPUs free for it
     unique_prompts: bool = False  # a nonce opens every request's first message: nothing to cache
+    cache_audit: bool = False  # --cache-audit: after the last level, repeated prompts against first ones
     keep_alive: bool = False  # --keep-alive: connections reused across requests (default: one per request)
     load: LoadPlan | None = None  # open-loop levels (then `levels` only sizes the servers), or --slo
     api_key: profiles.ApiKey | None = None  # sent to every server; given to those whose command takes it
+    rounds: int = 1  # --rounds: every level measured this many times, round after round (bench.run.levels)
 
 
 @dataclass

@@ -2,7 +2,10 @@
 
 A level is closed-loop (a concurrency) or open-loop (an `OpenLoop` schedule at a request rate,
 `CellConfig.load`); `--request-rate sweep` chooses its rates one level at a time (bench.run.sweep).
-Levels run on a fresh server each, or all on one (--share-server, --endpoint). The cell stops
+Levels run on a fresh server each, or all on one (--share-server, --endpoint). With --rounds K
+they run round-major (c=1, c=8, c=16, then all again), so a slow drift of the host spreads over
+every level instead of landing on one, each (level, round) on its own server unless shared; the
+result's levels combine each level's rounds (bench.core.rounds). The cell stops
 early, keeping everything measured so far, when a server fails to start, is killed for memory
 or ends on its own, when the cell's budget is spent, or when the load generator's hang watchdog
 ends a level (both `capped`). A port found held while starting is retried once.
@@ -26,10 +29,12 @@ from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result import CellPaths
 from bench.core.result_model import Level, ReportedVersion, Server, ServerCommand, ServerExit, ServerResources, as_block
+from bench.core.rounds import combined_levels
 from bench.host.ports import free_port
 from bench.host.resources import ResourceSampler
 from bench.load import LevelConfig, LevelRun, OpenLoop
 from bench.load.procs import plan_level, run_level_procs
+from bench.run.audits import cache as cache_audit
 from bench.run.config import CellConfig, Launcher
 from bench.run.probes import Endpoint, list_models, reported_version
 from bench.run.server import ServerProcess, ServerStartError
@@ -40,6 +45,8 @@ from bench.setup.prompts import PromptSet
 
 Point = int | OpenLoop
 """A level to run: a closed-loop concurrency, or an open-loop schedule."""
+Step = tuple[Point, int]
+"""A level and its round (1-based; 1 without --rounds)."""
 
 
 def point_text(point: Point) -> str:
@@ -52,12 +59,20 @@ def point_json(point: Point) -> int | str:
     return point if isinstance(point, int) else point.label
 
 
-def _file_label(points: list[Point]) -> str:
-    """The label of a server's log and resource files: "shared", "c8" or "r4"."""
-    if len(points) != 1:
+def step_text(step: Step, rounds: int) -> str:
+    """"c=8", or with rounds "c=8 round 2 of 3", as messages name a level."""
+    point, k = step
+    return point_text(point) if rounds < 2 else f"{point_text(point)} round {k} of {rounds}"
+
+
+def _file_label(steps: list[Step], rounds: int) -> str:
+    """The label of a server's log and resource files: "shared", "c8" or "r4", and with rounds
+    the round's ("c8.r2"), so no round's files overwrite another's."""
+    if len(steps) != 1:
         return "shared"
-    point = points[0]
-    return f"c{point}" if isinstance(point, int) else f"r{rate_text(point.rate)}"
+    point, k = steps[0]
+    label = f"c{point}" if isinstance(point, int) else f"r{rate_text(point.rate)}"
+    return label if rounds < 2 else f"{label}.r{k}"
 
 
 class CellRun:
@@ -77,7 +92,7 @@ class CellRun:
         self.capped: str | None = None
         self.retried: str | None = None
         self.server_exit: str | None = None  # the server ended without being asked: where and when
-        self.last_level: Point | None = None
+        self.last_level: Step | None = None
         self.reported_version: ReportedVersion | None = None
         budget_from = cfg.budget_from if cfg.budget_from is not None else time.perf_counter()
         self.deadline = None if cfg.budget_s is None else budget_from + cfg.budget_s
@@ -85,6 +100,7 @@ class CellRun:
         self.shared = cfg.share_server or cfg.endpoint is not None  # an endpoint is one server throughout
         plan = cfg.load
         self.search = RateSweep(plan.sweep, plan.slos) if plan is not None and plan.sweep is not None else None
+        self.rounds = 1 if self.search is not None else cfg.rounds  # a sweep's levels are never repeated
 
     def _extra_body(self) -> dict[str, Any]:
         body = dict(self.cfg.profile.sampling)
@@ -116,15 +132,24 @@ class CellRun:
         assert plan is not None, "open-loop levels come from a load plan"
         return OpenLoop(rate, plan.burstiness, plan.max_concurrency, plan.seed)
 
-    def _swept(self) -> Iterator[Point]:
+    def _swept(self) -> Iterator[Step]:
         assert self.search is not None
         while (rate := self.search.next_rate()) is not None:
-            yield self._open_loop(rate)
+            yield self._open_loop(rate), 1
+
+    def steps(self) -> list[Step]:
+        """Every (level, round) to measure, round-major: all the levels of round 1, then of round 2, ..."""
+        return [(point, k) for k in range(1, self.rounds + 1) for point in self.points()]
+
+    def levels(self) -> list[Level]:
+        """The result's levels: each level's rounds combined (bench.core.rounds), or with
+        one round the summaries as measured."""
+        return combined_levels(self.summaries, asked=self.rounds)
 
     def execute(self) -> None:
         self.paths.requests.parent.mkdir(parents=True, exist_ok=True)
-        points: Iterable[Point] = self._swept() if self.search is not None else self.points()
-        groups: Iterable[Iterable[Point]] = [points] if self.shared else ([p] for p in points)
+        steps: Iterable[Step] = self._swept() if self.search is not None else self.steps()
+        groups: Iterable[Iterable[Step]] = [steps] if self.shared else ([step] for step in steps)
         with self.paths.requests.open("w") as sidecar:
             for group in groups:
                 if not self._run_group(group, sidecar):
@@ -138,13 +163,13 @@ class CellRun:
             self.search.stop(self.capped or self.server_exit or self.start_failure or "it ended")
         return self.search.outcome()
 
-    def _run_group(self, points: Iterable[Point], sidecar: IO[str]) -> bool:
-        """One server for `points` (a list, or a sweep's rates as they come); False when the cell
-        must stop (start failure, OOM, capped)."""
+    def _run_group(self, points: Iterable[Step], sidecar: IO[str]) -> bool:
+        """One server for `points` (a list of (level, round), or a sweep's rates as they come);
+        False when the cell must stop (start failure, OOM, capped)."""
         known = points if isinstance(points, list) else []
-        server_info: Server = {"levels": [point_json(p) for p in known]}
+        server_info: Server = {"levels": [point_json(p) for p, _ in known]}
         self.servers.append(server_info)
-        label = "shared" if not isinstance(points, list) else _file_label(known)
+        label = "shared" if not isinstance(points, list) else _file_label(known, self.rounds)
         try:
             server = self._start_once_more_if_transient(label, server_info)
         except ServerStartError as exc:
@@ -171,11 +196,13 @@ class CellRun:
                 if self.install.version == UNKNOWN_VERSION:
                     server_info["reported_version"] = self.reported_version = reported_version(server.base_url,
                                                                                                self.cfg.api_key)
-                for point in points:
+                for step in points:
                     if not known:  # a sweep's level, chosen as the previous one ended
-                        server_info["levels"].append(point_json(point))
-                    if not self._run_level(server, point, sidecar):
+                        server_info["levels"].append(point_json(step[0]))
+                    if not self._run_level(server, step, sidecar):
                         break
+                cache_audit.after_group(self, server, self.model.served_id, self.prompt_set.prompts,
+                                        last_point=self.last_level, sweep=self.search is not None)
         finally:
             exit_info = server.stop()
             ended_alone = exit_info.returncode is not None and not exit_info.stopped_by_us
@@ -240,17 +267,18 @@ class CellRun:
             return free_port(self.cfg.host)
         return self.cfg.port or self.adapter.default_port
 
-    def _run_level(self, server: ServerProcess | Endpoint, point: Point, sidecar: IO[str]) -> bool:
-        """Measure one level; False when the cell must end: cut short (budget, hang: capped) or
-        the server gone (failed)."""
-        at = point_text(point)
+    def _run_level(self, server: ServerProcess | Endpoint, step: Step, sidecar: IO[str]) -> bool:
+        """Measure one level's round; False when the cell must end: cut short (budget, hang:
+        capped) or the server gone (failed)."""
+        point, k = step
+        at = step_text(step, self.rounds)
         if (gone := server.exit_reason()) is not None:  # a shared server that died between levels
             self.server_exit = f"{gone} before {at}"
             return False
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             self.capped = f"cell budget of {self.cfg.budget_s:g} s spent before {at}"
             return False
-        self.last_level = point
+        self.last_level = step
         open_loop = point if isinstance(point, OpenLoop) else None
         concurrency = point if isinstance(point, int) else 0
         level_cfg = LevelConfig(
@@ -267,7 +295,7 @@ class CellRun:
             stall_timeout_s=self.cfg.stall_timeout_s,
             server_gone=server.exit_reason,
             client_cpus=self.cfg.cpus.client,
-            nonce=f"{self.cfg.run_id} {_file_label([point])} {secrets.token_hex(2)}"
+            nonce=f"{self.cfg.run_id} {_file_label([step], self.rounds)} {secrets.token_hex(2)}"
             if self.cfg.unique_prompts else None,
             server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.endpoint),
             keep_alive=self.cfg.keep_alive,
@@ -280,9 +308,9 @@ class CellRun:
             run = run_level_procs(level_cfg, self.prompt_set.prompts, self.prompt_set.warmup, procs, server_pid=pid)
         except KeyboardInterrupt as exc:  # keep what the level finished, then let the interrupt end the cell
             if getattr(exc, "level_run", None) is not None:
-                self._keep(exc.level_run, sidecar)  # type: ignore[attr-defined]  # set by the load generator
+                self._keep(exc.level_run, sidecar, k)  # type: ignore[attr-defined]  # set by the load generator
             raise
-        self._keep(run, sidecar)
+        self._keep(run, sidecar, k)
         if self.search is not None and open_loop is not None:
             judged = self.summaries[-1].get("goodput") if run.records else None
             self.search.record(open_loop.rate, bool(judged and judged["slo_met"]), judged and judged["goodput_rps"])
@@ -298,29 +326,34 @@ class CellRun:
         return False
 
     def _last_text(self) -> str:
-        return point_text(self.last_level) if self.last_level is not None else "no level"
+        return step_text(self.last_level, self.rounds) if self.last_level is not None else "no level"
 
     def where(self) -> str:
         """Where the cell stands: "during c=8 after 41 of 100 requests" (ok ones), or "before c=1"."""
         if self.last_level is None:
-            first = next(iter(self.points()), None) if self.search is None else None
-            return f"before {point_text(first) if first is not None else 'the first level'}"
+            first = next(iter(self.steps()), None) if self.search is None else None
+            return f"before {step_text(first, self.rounds) if first is not None else 'the first level'}"
         at = self._last_text()
-        last = self.summaries[-1] if self.summaries and level_label(self.summaries[-1]) == at else None
+        last = self.summaries[-1] if self.summaries and _same(self.summaries[-1], self.last_level) else None
         return f"during {at} after {last['successful'] if last else 0} of {self.cfg.requests} requests"
 
-    def _keep(self, run: LevelRun, sidecar: IO[str]) -> None:
+    def _keep(self, run: LevelRun, sidecar: IO[str], k: int) -> None:
         """A level's summary (with its goodput under --slo) into the result (one stopped in warm-up
-        keeps its warm-up evidence) and its requests into the sidecar, each line keyed by its level."""
+        keeps its warm-up evidence) and its requests into the sidecar, each line keyed by its level
+        (and with rounds by its `round`, as the summary is)."""
         summary = summarize_level(run, not_sent=self._not_sent())
         if self.cfg.load is not None and self.cfg.load.slos:
             summary["goodput"] = goodput(run, self.cfg.load.slos)
+        if self.rounds > 1:
+            summary["round"] = k
         if run.records or run.warmup_records:
             self.summaries.append(summary)
         self.response_models.update(summary["served_models"])
         ol = run.config.open_loop
         key: dict[str, Any] = {"concurrency": run.config.concurrency} if ol is None else {
             "request_rate": rate_json(ol.rate), "burstiness": ol.burstiness, "max_concurrency": ol.max_concurrency}
+        if self.rounds > 1:
+            key["round"] = k
         for record in [*run.warmup_records, *run.records]:
             sidecar.write(json.dumps({**key, **record.to_json()}) + "\n")
 
@@ -336,6 +369,11 @@ class CellRun:
             if (why := server.probe()) is not None:
                 return f"endpoint stopped answering {where}: {why}"
         return None
+
+
+def _same(summary: Level, step: Step) -> bool:
+    """Whether `summary` is the one measured at `step` (its level, and its round when it has one)."""
+    return level_label(summary) == point_text(step[0]) and summary.get("round", step[1]) == step[1]
 
 
 def _lost_connection(record: RequestRecord) -> bool:

@@ -1,14 +1,19 @@
 """A level's audits (docs/metrics.md, Audits) on hand-built records: each outcome of the token
-accounting and the output length audit, the annotations they give the cell (never a verdict
-change), and the lines the reports print."""
+accounting and the output length audit, the caching audit's decision on hand-built TTFTs, the
+annotations they give the cell (never a verdict change), and the lines the reports print."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import replace
+
+import pytest
 
 from bench.core import metrics
 from bench.core.level_run import LevelConfig
 from bench.core.metrics import audits
+from bench.core.metrics.intervals import t_quantile
 from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.core.verdicts import Evidence, Verdict, classify
 from tests.core.test_metrics import CFG, level
@@ -146,3 +151,59 @@ def test_the_reports_lines_name_each_fired_level_and_group_what_was_not_audited(
     lines = audits.audit_lines([short, *plain, failed])  # c=16 had no success: nothing audited there
     assert lines == [f"c=2: output length stopped short: {short['audits']['output_length']['note']}",
                      f"c=4, 8: output length not applicable: {audits.NOT_SENT}"]
+
+
+# ------------------------------------------------------------------ the caching audit (--cache-audit)
+
+
+FIRST = [0.100, 0.200, 0.050, 0.120, 0.080, 0.150, 0.060, 0.090]  # s, each prompt's first TTFT
+
+
+def test_repeats_well_below_their_first_ttft_are_cached_with_the_paired_interval():
+    ratios = [0.50, 0.40, 0.60, 0.45, 0.55, 0.50, 0.35, 0.65]
+    block = audits.cache_audit(FIRST, [f * r for f, r in zip(FIRST, ratios, strict=True)])
+    logs = [math.log(r) for r in ratios]
+    half = t_quantile(7) * statistics.stdev(logs) / math.sqrt(8)
+    assert block["outcome"] == "cached" and (block["prompts"], block["pairs"]) == (8, 8)
+    assert block["ratio"] == pytest.approx(math.exp(statistics.fmean(logs)))
+    assert block["ratio_ci95"] == pytest.approx({"low": math.exp(statistics.fmean(logs) - half),
+                                                 "high": math.exp(statistics.fmean(logs) + half)})
+    assert block["first_ttft_ms"] == pytest.approx([f * 1000 for f in FIRST])
+    assert block["first_median_ms"] == pytest.approx(95.0) and "measures the cache" in block["note"]
+
+
+def test_the_rule_is_the_intervals_upper_end_not_the_point():
+    # the geometric mean is 0.84 (16% faster), but two prompts came back slower: chance explains it
+    ratios = [0.5, 1.3, 0.6, 1.2, 0.7, 0.9, 0.8, 1.0]
+    block = audits.cache_audit(FIRST, [f * r for f, r in zip(FIRST, ratios, strict=True)])
+    assert block["ratio"] < audits.CACHE_RATIO < block["ratio_ci95"]["high"]
+    assert block["outcome"] == "no cache seen" and "not shown to be at least 10% faster" in block["note"]
+    steady = audits.cache_audit(FIRST, [f * 0.85 for f in FIRST])  # every prompt 15% faster: no doubt left
+    assert steady["outcome"] == "cached" and steady["ratio_ci95"]["high"] == pytest.approx(0.85)
+    same = audits.cache_audit(FIRST, [f * 0.95 for f in FIRST])
+    assert same["outcome"] == "no cache seen" and same["ratio"] == pytest.approx(0.95)
+
+
+def test_a_failed_request_leaves_its_prompt_out_and_too_few_pairs_decide_nothing():
+    repeat = [f / 2 for f in FIRST]
+    some = audits.cache_audit([None, *FIRST[1:]], [*repeat[:7], None])  # prompts 0 and 7 lack a pair
+    assert (some["outcome"], some["pairs"], some["first_ttft_ms"][0], some["repeat_ttft_ms"][7]) == (
+        "cached", 6, None, None)
+    few = audits.cache_audit(FIRST[:4] + [None] * 4, repeat[:3] + [None] * 5)
+    assert (few["outcome"], few["pairs"], few["ratio"], few["ratio_ci95"]) == ("not run", 3, None, None)
+    assert few["note"] == "3 of 8 prompts had a TTFT both times; the audit needs 4"
+    assert few["repeat_ttft_ms"][:3] == pytest.approx([50.0, 100.0, 25.0])  # what was measured stays
+
+
+def test_cached_annotates_the_cell_never_its_verdict_and_each_outcome_has_its_line():
+    lv = metrics.summarize_level(level([rec(i) for i in range(10)], cfg=EOS))
+    plain = classify(Evidence(levels=(lv,)))
+    blocks = {"cached": audits.cache_audit(FIRST, [f / 2 for f in FIRST]),
+              "no cache seen": audits.cache_audit(FIRST, FIRST),
+              "not run": audits.cache_not_run("the cell stopped before its last level ended: capped")}
+    for outcome, block in blocks.items():
+        got = classify(Evidence(levels=({**lv, "audits": {**lv["audits"], "cache": block}},)))
+        assert got.verdict is plain.verdict and (audits.CACHED in got.annotations) is (outcome == "cached")
+        assert audits.audit_lines([{**lv, "audits": {**lv["audits"], "cache": block}}]) == [
+            f"c=2: cache audit {outcome}: {block['note']}"]
+    assert audits.CACHED not in plain.annotations

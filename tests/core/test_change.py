@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.core.metrics.change import FIGURES, Spread, compare_levels, estimate, judge
+from bench.core.metrics.change import FIGURES, FloorSpread, compare_levels, estimate, judge
+from bench.core.metrics.intervals import rounds_interval
 from bench.core.metrics.statistics import stats_block
-from bench.core.metrics.uncertainty import rounds_interval
 
 BY_KEY = {f.key: f for f in FIGURES}
 TPS, TTFT50, TTFT99, DECODE50 = (BY_KEY[k] for k in ("output_throughput_tps", "ttft_ms.p50", "ttft_ms.p99",
@@ -113,7 +113,7 @@ def test_a_noise_floor_larger_than_the_within_run_spread_widens_the_interval() -
     lower = {**level, "output_throughput_tps": 880.0,
              "throughput_ci95": {"output_throughput_tps": {"low": 871.0, "high": 889.0}}}
     assert judge(TPS, estimate(level, TPS), estimate(lower, TPS)).decision == "regression"
-    floor = Spread(log_sd=0.10, runs=6, measured_at="2026-12-01")
+    floor = FloorSpread(log_sd=0.10, runs=6, measured_at="2026-12-01")
     judged = judge(TPS, estimate(level, TPS, floor), estimate(lower, TPS, floor))
     assert judged.decision == "no detectable change"
     assert judged.basis == "noise floor of 2026-12-01 (6 runs)"

@@ -146,9 +146,12 @@ def test_the_schema_refuses_a_half_interval(interval):
 
 
 def without_intervals(result: Result) -> Result:
-    """`result` as a cellbench before intervals wrote it: no stats block has a ci95."""
+    """`result` as a cellbench before intervals wrote it: no stats block has a ci95, no level a
+    throughput interval or the basis of its intervals."""
     plain = json.loads(json.dumps(result))
     for lv in plain["levels"]:
+        lv.pop("throughput_ci95", None)
+        lv.pop("uncertainty", None)
         for block in lv.values():
             if isinstance(block, dict):
                 block.pop("ci95", None)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench.core import noise
-from bench.core.metrics.change import Spread, compare_levels
+from bench.core.metrics.change import FloorSpread, compare_levels
 from tests.support.results import synthetic_result
 
 SCALES = (1.00, 1.10, 0.95)  # each round's output throughput against the first; TTFT p50 moves the other way
@@ -61,7 +61,7 @@ def test_the_floor_is_each_figures_log_spread_across_the_rounds(result):
     assert floor.settings["requests_per_level"] == 12 and floor.settings["framework_version"] == "1.0.0"
     assert floor.settings["prompts.source"] == "chat.json", "the prompts file, not the checkout it lies in"
     spread = floor.spreads("c=1")["output_throughput_tps"]
-    assert spread == Spread(spread.log_sd, 3, "2026-11-30") and spread.log_sd == pytest.approx(expected)
+    assert spread == FloorSpread(spread.log_sd, 3, "2026-11-30") and spread.log_sd == pytest.approx(expected)
     assert floor.spreads("c=16") == {}
 
 

@@ -127,6 +127,7 @@ TYPED_BLOCKS = {
     model.ChunkDivergence: "#/$defs/level/properties/chunk_divergence", model.Audits: "#/$defs/level/properties/audits",
     model.TokenAccounting: "#/$defs/level/properties/audits/properties/token_accounting",
     model.OutputLength: "#/$defs/level/properties/audits/properties/output_length",
+    model.CacheAudit: "#/$defs/level/properties/audits/properties/cache",
 }
 
 

@@ -30,7 +30,7 @@ def test_dump(request):
         "request_timeout_s": s.request_timeout_s, "skip_existing_s": s.skip_existing_s,
         "keep_alive": s.keep_alive, "hang_s": s.hang_s, "cell_budget_s": s.cell_budget_s,
         "cell_budget_given": s.cell_budget_given, "endpoint": s.endpoint, "run_id": s.run_id,
-        "rounds": s.eval.rounds, "table_from": s.eval.table_from, "gpu_pool": s.eval.gpu_pool,
+        "rounds": s.rounds, "table_from": s.eval.table_from, "gpu_pool": s.eval.gpu_pool,
         "markexpr": s.pytest.markexpr, "keyword": s.pytest.keyword}))
 """
 

@@ -6,8 +6,17 @@ from __future__ import annotations
 import json
 
 from bench.core.metrics import audit_lines
-from bench.core.metrics.audits import NOT_SENT, SHORT_OUTPUT, TOKEN_ACCOUNTING, output_length, token_accounting
+from bench.core.metrics.audits import (
+    CACHED,
+    NOT_SENT,
+    SHORT_OUTPUT,
+    TOKEN_ACCOUNTING,
+    cache_audit,
+    output_length,
+    token_accounting,
+)
 from bench.core.records import RequestRecord
+from bench.core.verdicts import Evidence, classify
 from bench.reports import html_review
 from bench.reports.comparison import build_comparison
 from bench.reports.journal import CellEntry, Journal
@@ -65,3 +74,21 @@ def test_the_html_row_explains_the_annotation_and_the_summary_lists_the_audits()
     assert 'title="c=4: output length stopped short: 1 of 2 successful requests stopped short' in verdict_cell
     summary = html_review.summary_html(data, {}, [])  # a cell without a result
     assert "<p>audits:</p><ul><li>c=4: token accounting diverges: 2 of 2" in summary
+
+
+def test_a_cached_cell_says_so_in_report_md_the_journal_and_the_html_tooltip(tmp_path):
+    cached = cache_audit([0.1] * 8, [0.04] * 8)  # every repeat 60% faster
+    path = write_cell(tmp_path / "results")
+    result = json.loads(path.read_text())
+    result["levels"][-1]["audits"]["cache"] = cached
+    path.write_text(json.dumps(result))
+    assert CACHED in classify(Evidence(levels=tuple(result["levels"]))).annotations
+    report = render_report(build_comparison(path.parent, machine=result["machine"]["slug"]), [])
+    section = report.split("## Audits\n", 1)[1].split("\n## ", 1)[0]
+    line = f"c={result['levels'][-1]['concurrency']}: cache audit cached: {cached['note']}"
+    assert f"- llamacpp: {line}" in section and "0.40x their first [0.40, 0.40]" in line
+    j = Journal.open(tmp_path, model="tiny", machine="m", day="2026-12-01")
+    j.record(CellEntry("llamacpp", "chat", "ok", "4/4 requests ok", "r.json", [CACHED], {"audits": [line]}))
+    assert f"## Audits\n\n- llamacpp / chat: {line}\n" in j.md_path.read_text()
+    data = {"verdict": "ok", "reason": "fine", "annotations": [CACHED], "evidence": {"audits": [line]}}
+    assert f'title="{line}"' in html_review.row_cells(data)[0].replace("&#x27;", "'")

@@ -28,6 +28,7 @@ import pytest
 from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
 from bench.reports import html_review
+from bench.reports.comparison import settings_of
 from tests.plugins.test_plugin import cell_dir, hand_result, stand_in_cells
 from tests.support.busy import assert_ok_unless_client_limited
 
@@ -120,6 +121,10 @@ def test_row_numbers_are_the_highest_level_and_the_failure_rate_is_over_all_leve
         "level": 8, "output_tps": 321.0, "ttft_p50_ms": top["ttft_ms"]["p50"], "tpot_p50_ms": top["tpot_ms"]["p50"],
         "failure_rate": 3 / 12,
         "tps_by_level": {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in result["levels"]},
+        "settings": settings_of(result["run_config"]),  # for the summary's not-comparable marks
+        # c=8's rate rests on time windows of its own run: 8 requests are too few for four of them
+        "output_tps_ci95": top["throughput_ci95"]["output_throughput_tps"],
+        "interval_basis": "within-run only: a second run on this host can differ by more",
     }
     assert html_review.row_data({})["level"] is None  # a skipped cell: no numbers
 
@@ -222,7 +227,9 @@ def test_verdict_and_metric_columns_in_the_rendered_report(stand_in_report):
     sortable = {h["data-column-type"] for h in table.headers if "sortable" in h.get("class", "").split()}
     assert {"verdict", "level", "output_tps", "ttft_p50", "tpot_p50", "failure_rate"} <= sortable
     assert table.column("verdict") == VERDICTS
-    assert table.column("output_tps")["test_stand_in_cells.py::test_cell[hf_transformers-chat]"] == "1234.0"
+    # 8 requests at c=8 leave too few time windows for a rate's interval; it rests on one run
+    assert table.column("output_tps")["test_stand_in_cells.py::test_cell[hf_transformers-chat]"] == \
+        "1234.0 (n<8) within-run only"
     assert table.column("level")["test_stand_in_cells.py::test_cell[vllm-chat]"] == "c=2"
     assert table.column("failure_rate")["test_stand_in_cells.py::test_cell[mlx_lm-chat]"] == "100.0%"
     assert table.column("failure_rate")["test_stand_in_cells.py::test_cell[vllm-chat]"] == "25.0%"
@@ -283,7 +290,8 @@ def test_skipped_cells_are_one_line_in_the_summary():
 def test_columns_sort_numerically_in_the_browser(stand_in_report):
     html = stand_in_report.html
     by_tps = ResultsTable(rendered(html, "?sort=output_tps")).column("output_tps")
-    assert list(by_tps.values()) == ["0.0", "9.5", "100.0", "1234.0"]  # as strings, 9.5 would come last
+    # as strings, 9.5 would come last
+    assert [v.split()[0] for v in by_tps.values()] == ["0.0", "9.5", "100.0", "1234.0"]
     by_verdict = ResultsTable(rendered(html, "?sort=verdict")).column("verdict")
     assert [v.split()[0] for v in by_verdict.values()] == ["all-failed", "degraded", "ok", "ok"]  # worst first
 
@@ -375,8 +383,10 @@ def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama
     assert shown == " ".join([verdict, *result["verdict"]["annotations"]]), shown
     assert table.column("level") == {"bench/test_cells.py::test_cell[llamacpp-chat]": "c=2"}
     top = result["levels"][-1]
+    bound = top["throughput_ci95"]["output_throughput_tps"]  # 4 requests: too few time windows to bound it
+    interval = f" (n<{bound['needs_n']})" if bound["low"] is None else f" [{bound['low']:.1f}, {bound['high']:.1f}]"
     assert table.column("output_tps")["bench/test_cells.py::test_cell[llamacpp-chat]"] == \
-        f"{top['output_throughput_tps']:.1f}"
+        f"{top['output_throughput_tps']:.1f}{interval} within-run only"
     assert table.column("failure_rate")["bench/test_cells.py::test_cell[llamacpp-chat]"] == "0.0%"
     assert "server log c2" in dom and "data:image/png;base64," in dom
     assert result["framework"]["version"] in " ".join(table.environment)

@@ -141,7 +141,8 @@ def test_numbers_are_formatted_consistently(built, real):
     c1, c4 = table(report, "Concurrency 1"), table(report, "Concurrency 4")
     level = template["levels"][0]
     assert c1["TTFT avg (ms)"][0] == f"{level['ttft_ms']['mean']:.1f}"
-    assert c1["Output throughput (tok/s)"][0] == f"{level['output_throughput_tps']:.1f}"
+    rate, bound = level["output_throughput_tps"], level["throughput_ci95"]["output_throughput_tps"]
+    assert c1["Output throughput (tok/s)"][0] == f"{rate:.1f} [{bound['low']:.1f}, {bound['high']:.1f}]"
     # 8 requests cannot bound a p99: the cell says how many could (docs/metrics.md, How sure a percentile is)
     assert c1["Latency p99 (s)"][0] == f"{level['e2el_ms']['p99'] / 1000:.2f} (n<299)"
     assert c1["Wall time (s)"][0] == f"{level['wall_time_s']:.2f}"

@@ -3,23 +3,33 @@ outcome with its figures in the level's `audits` block, and an annotation of the
 (bench.core.verdicts.annotations_for); an audit never changes a verdict.
 
 - `token_accounting`: the server's usage.completion_tokens against the chunks it streamed;
-- `output_length`: with ignore_eos sent, every successful request ran to its max_tokens.
+- `output_length`: with ignore_eos sent, every successful request ran to its max_tokens;
+- `cache` (--cache-audit, the cell's last level only): N prompts sent again after their first
+  time, their TTFT against the first (`cache_audit`; bench.run.audits.cache sends them).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
+import numpy as np
+
 from bench.core.level_run import level_label, levels_text
+from bench.core.metrics.intervals import t_quantile
 from bench.core.records import RequestRecord
 
 DIVERGENCE_BAND = (0.95, 1.05)  # completion_tokens / chunks outside it: the request diverges
 DIVERGENCE_WARN_FRACTION = 0.05  # above this share of diverging requests, token accounting diverges
 TOKEN_ACCOUNTING = "token-accounting"  # the annotations of a fired audit
 SHORT_OUTPUT = "short-output"
+CACHED = "cached"
+CACHE_PROMPTS = 8  # prompts of the cache audit, each sent twice
+CACHE_MIN_PAIRS = 4  # fewer prompts with a TTFT both times give no interval worth deciding on (t(0.975, 2) = 4.3)
+CACHE_RATIO = 0.9  # repeats at least 10% faster: the interval's upper end at or below it means `cached`
 NOT_SENT = ("ignore_eos not sent: neither --ignore-eos nor the profile's ignore_eos asked for it, so each "
             "request ends where the model stops and output lengths differ by design")
 
@@ -52,11 +62,37 @@ class OutputLength(TypedDict):
     note: str | None
 
 
-class Audits(TypedDict):
-    """A level's `audits` block (`level_audits`)."""
+class RatioInterval(TypedDict):
+    """The 95% interval of the cache audit's ratio."""
 
+    low: float
+    high: float
+
+
+class CacheAudit(TypedDict):
+    """Repeated prompts' TTFT against their first (`cache`, in the cell's last level: `cache_audit`)."""
+
+    outcome: Literal["cached", "no cache seen", "not run"]
+    prompts: int
+    pairs: int
+    first_ttft_ms: list[float | None]
+    repeat_ttft_ms: list[float | None]
+    first_median_ms: float | None
+    repeat_median_ms: float | None
+    ratio: float | None
+    ratio_ci95: RatioInterval | None
+    note: str
+
+
+class _AuditsRequired(TypedDict):
     token_accounting: TokenAccounting
     output_length: OutputLength
+
+
+class Audits(_AuditsRequired, total=False):
+    """A level's `audits` block (`level_audits`; `cache` added by bench.run.audits.cache to the last level)."""
+
+    cache: CacheAudit
 
 
 def compared(ok: Sequence[RequestRecord]) -> list[RequestRecord]:
@@ -134,18 +170,59 @@ def level_audits(ok: Sequence[RequestRecord], extra_body: Mapping[str, Any], *, 
             "output_length": output_length(ok, ignore_eos=bool(extra_body.get("ignore_eos")), not_sent=not_sent)}
 
 
+def cache_not_run(why: str, prompts: int = 0) -> CacheAudit:
+    """The cache audit's block when it could not be made, and why."""
+    return {"outcome": "not run", "prompts": prompts, "pairs": 0, "first_ttft_ms": [], "repeat_ttft_ms": [],
+            "first_median_ms": None, "repeat_median_ms": None, "ratio": None, "ratio_ci95": None, "note": why}
+
+
+def _ms(values: Sequence[float | None]) -> list[float | None]:
+    return [None if v is None else round(v * 1000, 3) for v in values]
+
+
+def cache_audit(first: Sequence[float | None], repeat: Sequence[float | None]) -> CacheAudit:
+    """Prompt i's TTFT (s; None where it failed or had no token) sent first (`first[i]`) and
+    then again with the same body (`repeat[i]`). Paired, on the log scale: the ratio is the
+    geometric mean of the prompts' own repeat/first ratios, exp(mean of the log ratios), and its
+    95% interval exp(mean -/+ t(0.975, n - 1) * sd / sqrt(n)) (Student t, sd with ddof 1).
+    `cached` when the interval's upper end is at or below 0.9: the repeats are at least 10% faster
+    beyond what chance in these pairs explains. `no cache seen` otherwise; `not run` with fewer
+    than 4 pairs."""
+    pairs = [(f, r) for f, r in zip(first, repeat, strict=True) if f and r]
+    if len(pairs) < CACHE_MIN_PAIRS:
+        return {**cache_not_run(f"{len(pairs)} of {len(first)} prompts had a TTFT both times; the audit needs "
+                                f"{CACHE_MIN_PAIRS}", len(first)),
+                "pairs": len(pairs), "first_ttft_ms": _ms(first), "repeat_ttft_ms": _ms(repeat)}
+    logs = np.log([r / f for f, r in pairs])
+    centre = float(np.mean(logs))
+    half = t_quantile(len(pairs) - 1) * float(np.std(logs, ddof=1)) / math.sqrt(len(pairs))
+    low, high = math.exp(centre - half), math.exp(centre + half)
+    cached = high <= CACHE_RATIO
+    said = (f"{len(first)} prompts sent twice at c=1 on this level's server: the repeats' TTFT {math.exp(centre):.2f}x "
+            f"their first [{low:.2f}, {high:.2f}] (geometric mean of {len(pairs)} paired ratios, 95% interval)")
+    note = (f"{said}: the server answers a repeated prompt from a cache, so a benchmark that repeats "
+            "prompts measures the cache" if cached else
+            f"{said}: not shown to be at least 10% faster (the interval's upper end is above {CACHE_RATIO})")
+    return {"outcome": "cached" if cached else "no cache seen", "prompts": len(first), "pairs": len(pairs),
+            "first_ttft_ms": _ms(first), "repeat_ttft_ms": _ms(repeat),
+            "first_median_ms": round(float(np.median([f for f, _ in pairs])) * 1000, 3),
+            "repeat_median_ms": round(float(np.median([r for _, r in pairs])) * 1000, 3),
+            "ratio": math.exp(centre), "ratio_ci95": {"low": low, "high": high}, "note": note}
+
+
 # ------------------------------------------------------------------ what the cell and the reports say
 
 
 def fired(levels: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
-    """The annotations of the audits that fired in some level: token-accounting, short-output."""
+    """The annotations of the audits that fired in some level: token-accounting, short-output, cached."""
     outcomes = {(name, block["outcome"]) for lv in levels for name, block in (lv.get("audits") or {}).items()}
     return tuple(note for note, key in ((TOKEN_ACCOUNTING, ("token_accounting", "diverges")),
-                                        (SHORT_OUTPUT, ("output_length", "stopped short"))) if key in outcomes)
+                                        (SHORT_OUTPUT, ("output_length", "stopped short")),
+                                        (CACHED, ("cache", "cached"))) if key in outcomes)
 
 
-_TITLES = {"token_accounting": "token accounting", "output_length": "output length"}
-_FIRED = ("diverges", "stopped short")
+_TITLES = {"token_accounting": "token accounting", "output_length": "output length", "cache": "cache audit"}
+_FIRED = ("diverges", "stopped short", "cached", "no cache seen")  # the cache audit's line says what it saw
 
 
 def audit_lines(levels: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -160,7 +237,7 @@ def audit_lines(levels: Sequence[Mapping[str, Any]]) -> list[str]:
         for name, block in (lv.get("audits") or {}).items():
             if block["outcome"] in _FIRED:
                 lines.append(f"{level_label(lv)}: {_TITLES[name]} {block['outcome']}: {block['note']}")
-            elif block["outcome"] in ("no usage", "not applicable"):
+            elif block["outcome"] in ("no usage", "not applicable", "not run"):
                 unmade.setdefault((name, block["outcome"], block["note"]), []).append(lv)
     lines += [f"{levels_text(at)}: {_TITLES[name]} {outcome}: {note}" for (name, outcome, note), at in unmade.items()]
     return lines

@@ -12,10 +12,11 @@ bench.core.level_run.ClientHealth, `OpenLoopBlock` for bench.core.level_run.Open
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from bench.core.level_run import Connections
 from bench.core.metrics.audits import Audits
+from bench.core.metrics.intervals import Interval
 from bench.core.metrics.reasoning import Reasoned
 from bench.core.metrics.table import OptionalStats, RequiredStats
 from bench.core.records import ContentEncodings, ErrorSample
@@ -104,6 +105,25 @@ class Goodput(TypedDict):
     missed: list[str]
 
 
+class ThroughputIntervals(TypedDict):
+    """A level's `throughput_ci95`: the 95% interval of each throughput (docs/metrics.md "Rounds")."""
+
+    output_throughput_tps: Interval
+    request_throughput_rps: Interval
+
+
+class _UncertaintyRequired(TypedDict):
+    basis: Literal["within-run", "rounds"]  # time windows of the one run, or the rounds' spread
+    rounds: int  # rounds measured
+    windows: int | None  # within-run: the time windows of the interval; None: none (rounds, or too few requests)
+
+
+class Uncertainty(_UncertaintyRequired, total=False):
+    """What a level's intervals include: only the noise within this run, or the run-to-run noise of rounds."""
+
+    rounds_asked: int  # --rounds, when fewer rounds ran (the cell stopped early)
+
+
 class LevelIdentity(TypedDict, total=False):
     """What a level was: closed-loop `concurrency`, or open-loop `request_rate` with `open_loop`."""
 
@@ -147,3 +167,8 @@ class Level(_LevelRequired, LevelIdentity, OptionalStats, ContentEncodings, Reas
     served_models: list[str]
     client: ClientHealthBlock
     warmup: Warmup
+    # measured by a cellbench that reports uncertainty (an earlier result's levels have none)
+    throughput_ci95: ThroughputIntervals
+    uncertainty: Uncertainty
+    rounds: list[Level]  # --rounds K >= 2: the K rounds this combined level is the median of
+    round: int  # in a round of `rounds`: which, 1-based

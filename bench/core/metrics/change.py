@@ -4,12 +4,12 @@ machines), judged by the 95% interval of the ratio new / old.
 Each side is an `Estimate`: the figure as its level shows it and the standard error of its log,
 from the best evidence the level has (docs/metrics.md, "Comparing two runs"):
 
-- K >= 2 rounds: the rounds' own spread (bench.core.metrics.uncertainty.median_log_se), K - 1
+- K >= 2 rounds: the rounds' own spread (bench.core.metrics.intervals.median_log_se), K - 1
   degrees of freedom. It holds run-to-run noise.
 - one round: the level's within-run interval (a percentile's order-statistic `ci95`, a rate's
   `throughput_ci95` from time windows), read as +-1.96 standard errors of the log. It cannot see
   run-to-run noise, and says so.
-- either, with a noise floor of the machine (`Spread`: one run's log standard deviation between
+- either, with a noise floor of the machine (`FloorSpread`: one run's log standard deviation between
   identical runs, bench.core.noise): the floor's se for K rounds, where it is larger than the
   level's own, with the floor's runs - 1 degrees of freedom.
 
@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bench.core.metrics.intervals import MEDIAN_VARIANCE, median_log_se, t_quantile
 from bench.core.metrics.table import METRICS
-from bench.core.metrics.uncertainty import MEDIAN_VARIANCE, median_log_se, t_quantile
 
 Decision = Literal["regression", "improvement", "no detectable change", "cannot tell"]
 Z95 = 1.959964  # a within-run interval read as +-Z95 standard errors
@@ -60,7 +60,7 @@ FIGURES: tuple[Figure, ...] = RATES + tuple(
 
 
 @dataclass(frozen=True)
-class Spread:
+class FloorSpread:
     """A noise floor's spread of one figure at one level: the standard deviation of its log
     between `runs` identical runs of one round each, measured at `measured_at` (UTC)."""
 
@@ -122,7 +122,7 @@ def _interval(level: Mapping[str, Any], figure: Figure) -> Mapping[str, Any] | N
     return found if isinstance(found, Mapping) else None
 
 
-def estimate(level: Mapping[str, Any], figure: Figure, floor: Spread | None = None) -> Estimate:
+def estimate(level: Mapping[str, Any], figure: Figure, floor: FloorSpread | None = None) -> Estimate:
     """The figure of `level` and its log standard error (module docstring)."""
     shown = value(level, figure)
     if shown is None:
@@ -183,8 +183,8 @@ def _welch_df(parts: Sequence[tuple[float, float]]) -> float:
 
 
 def compare_levels(old: Mapping[str, Any], new: Mapping[str, Any], *,
-                   old_floor: Mapping[str, Spread] | None = None,
-                   new_floor: Mapping[str, Spread] | None = None) -> list[Change]:
+                   old_floor: Mapping[str, FloorSpread] | None = None,
+                   new_floor: Mapping[str, FloorSpread] | None = None) -> list[Change]:
     """Every figure either level has, judged new against old; a floor maps figure keys to spreads."""
     out = []
     for figure in FIGURES:

@@ -20,9 +20,12 @@ from bench.core.metrics.blocks import (
     LevelIdentity,
     OpenLoopBlock,
     PromptReuse,
+    ThroughputIntervals,
+    Uncertainty,
     Warmup,
 )
 from bench.core.metrics.client import client_health
+from bench.core.metrics.intervals import MIN_WINDOWS, Interval, window_rates, windows_interval
 from bench.core.metrics.reasoning import reasoning_summary
 from bench.core.metrics.requests import queue_delay
 from bench.core.metrics.statistics import arrival_rate
@@ -31,6 +34,8 @@ from bench.core.records import ErrorSample, RequestRecord, content_encodings
 
 BUNDLING_TOKENS_PER_CHUNK = 1.05  # above: a chunk carries several tokens, ITL is per chunk
 ERROR_SAMPLES_PER_TYPE = 5
+WINDOWS = 8  # time windows of a level's within-run throughput interval
+REQUESTS_PER_WINDOW = 2  # fewer windows for a short level: on average this many finished requests in each
 
 
 # ---------------------------------------------------------------- per level
@@ -115,6 +120,34 @@ def chunk_divergence(ok: Sequence[RequestRecord]) -> ChunkDivergence:
     return {"fraction": fraction, "warning": fraction > DIVERGENCE_WARN_FRACTION}
 
 
+def within_run(ok: Sequence[RequestRecord], start: float, end: float,
+               concurrency: int = 0) -> tuple[ThroughputIntervals, Uncertainty]:
+    """A level's throughput_ci95 from W time windows of [start, end] (windows_interval, batch means):
+    W = WINDOWS, or fewer so that each holds on average REQUESTS_PER_WINDOW successful requests, or
+    at a closed-loop `concurrency` above that one wave of them (slots started together, asking for
+    as many tokens, end together: a window shorter than a wave sees all or none of it); below
+    MIN_WINDOWS no interval (null, with the `needs_n` successful requests that would give one).
+    Output tokens count where their chunk arrived (a request's tokens spread evenly over its
+    chunks, so usage counts stay exact; one without chunks at its t_end), a request where it ended."""
+    per_window = max(REQUESTS_PER_WINDOW, concurrency)
+    w = min(WINDOWS, len(ok) // per_window)
+    if w < MIN_WINDOWS or not end > start:
+        unbounded: Interval = {"low": None, "high": None, "needs_n": MIN_WINDOWS * per_window}
+        return ({"output_throughput_tps": unbounded, "request_throughput_rps": unbounded.copy()},
+                {"basis": "within-run", "rounds": 1, "windows": None})
+    ends = [r.t_end if r.t_end is not None else end for r in ok]
+    times: list[float] = []
+    tokens: list[float] = []
+    for r, t_end in zip(ok, ends, strict=True):
+        at = r.chunk_times or [t_end]
+        times.extend(at)
+        tokens.extend([r.output_tokens / len(at)] * len(at))
+    out = windows_interval(window_rates(times, tokens, start, end, w)) or {"low": None, "high": None}
+    req = windows_interval(window_rates(ends, [1.0] * len(ends), start, end, w)) or {"low": None, "high": None}
+    return {"output_throughput_tps": out, "request_throughput_rps": req}, {"basis": "within-run", "rounds": 1,
+                                                                           "windows": w}
+
+
 def error_counts(records: Iterable[RequestRecord]) -> dict[str, int]:
     """{error type: count} over failed requests."""
     return dict(Counter(r.error.type.value for r in records if r.error is not None))
@@ -186,7 +219,8 @@ def summarize_level(
     errors, client health, prompt reuse, warm-up (and a reasoning model's `reasoning`).
 
     wall = run.t_end - run.t_start (first t_send .. last t_end of the measured requests);
-    output/request/input/total throughput = Σ (successful) / wall, None when unknown. `not_sent`:
+    output/request/input/total throughput = Σ (successful) / wall, None when unknown; the output and
+    request throughputs' within-run interval (`within_run`). `not_sent`:
     why the requests went without ignore_eos, for the output length audit (bench.core.metrics.audits).
     """
     records = run.records
@@ -196,6 +230,7 @@ def summarize_level(
     in_total = input_tokens_total(ok)
     per_chunk = tokens_per_chunk(ok)
     stats = level_stats(ok, records, open_loop=run.config.open_loop is not None, reasoning=reasoning_summary(ok))
+    throughput_ci95, uncertainty = within_run(ok, run.t_start, run.t_end, run.config.concurrency)
     return {
         **level_identity(run),
         "num_requests": len(records),
@@ -225,5 +260,7 @@ def summarize_level(
         "client": client_health(run.client, cpu_limit=client_cpu_limit, schedule_lag_limit_ms=schedule_lag_limit_ms),
         "prompt_reuse": prompt_reuse(run),
         "warmup": warmup_summary(run.warmup_records),
+        "throughput_ci95": throughput_ci95,  # within this run only: --rounds adds the run-to-run noise
+        "uncertainty": uncertainty,
         **content_encodings(records),  # only when a server compressed a stream anyway
     }

@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.base.files import atomic_write
 from bench.core.level_run import level_label
-from bench.core.metrics.change import FIGURES, Spread, value
+from bench.core.metrics.change import FIGURES, FloorSpread, value
 
 KIND = "cellbench-noise-floor"
 VERSION = 1
@@ -85,10 +85,10 @@ class Floor:
     def day(self) -> str:
         return self.measured_at[:10]
 
-    def spreads(self, level_label: str) -> dict[str, Spread]:
+    def spreads(self, level_label: str) -> dict[str, FloorSpread]:
         """The spreads of one level ("c=8"), as bench.core.metrics.change takes them; {} when the
         floor did not measure that level."""
-        return {key: Spread(sd, self.runs, self.day) for key, sd in self.levels.get(level_label, {}).items()}
+        return {key: FloorSpread(sd, self.runs, self.day) for key, sd in self.levels.get(level_label, {}).items()}
 
     def differs_from(self, result: Mapping[str, Any]) -> list[str]:
         """The settings where `result` ran otherwise than the floor's runs: "requests_per_level:

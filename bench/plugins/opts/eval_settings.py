@@ -1,6 +1,6 @@
 """`EvalSettings`: the eval rows' options (`pytest -m eval`), each declared once as its field.
 
-The rows share `--model`, `--results-dir`, `--port`, `--install`, `--pinned` and
+The rows share `--model`, `--results-dir`, `--port`, `--install`, `--pinned`, `--rounds` and
 `--host-lock-timeout` with the cells; those are `Settings`' own fields.
 """
 
@@ -20,8 +20,6 @@ class EvalSettings:
     eval_config: Path | None = option("--eval-config", "eval config", type=Path, shown="models/<model>/eval.yaml")
     smoke: int | None = option("--smoke", "at most N samples per row; no table edits", type=int, metavar="N",
                                shown="every sample", takes="a sample count >= 1", valid=lambda v: v >= 1)
-    rounds: int = option("--rounds", "rounds per row; run-state keeps all", type=int, default=1, metavar="K",
-                         takes="a count >= 1", valid=lambda v: v >= 1)
     table_from: str = option("--table-from", "what the table gets when --rounds > 1: round 1, or the mean of the "
                              "rounds", choices=("round1", "mean"), default="round1")
     exclude_ids: str = option("--exclude-ids", "skip rows whose id contains any substring", default="",

@@ -72,6 +72,11 @@ class Settings:
                            takes="a count of measured requests per level, 1 or more", valid=lambda v: v >= 1)
     warmup: int = option("--warmup", "warm-up requests per level, not measured", type=int, default=DEFAULT_WARMUP,
                          takes="a count of warm-up requests per level, 0 or more", valid=lambda v: v >= 0)
+    rounds: int = option(
+        "--rounds", "rounds per cell level or eval row: a cell runs all its levels K times, round after round, each "
+        "on a fresh server unless shared, and reports the median with an interval from the rounds; an eval row's "
+        "run-state keeps every round", type=int, default=1, metavar="K", takes="a count >= 1",
+        valid=lambda v: v >= 1, brief="rounds per cell level or eval row (median and interval from the rounds)")
     results_dir: Path | None = option("--results-dir", "results root", type=Path, shown="<rootdir>/results")
     run_id: str = option("--run-id", "run id shared by every cell of this session", shown="UTC timestamp")
     share_server: bool = option("--share-server", "one server for all levels", action="store_true",
@@ -141,6 +146,11 @@ class Settings:
         "--unique-prompts", "open every request's first message with its own nonce, so no request can be served "
         "from a cache another one filled: cold numbers", action="store_true",
         brief="a nonce opens every request: nothing served from a cache")
+    cache_audit: bool = option(
+        "--cache-audit", "after a cell's last level, on its server, send 8 prompts with fresh nonces and then the "
+        "same 8 again at concurrency 1, and annotate the cell `cached` when the repeats' TTFT is at least a "
+        "tenth lower, by the upper end of its 95 percent interval (docs/metrics.md, Audits)", action="store_true",
+        brief="an audit round: repeated prompts against their first TTFT")
     keep_alive: bool = option(
         "--keep-alive", "reuse connections across a level's requests while the server keeps them open "
         "(docs/client-performance.md)", action="store_true", note=": one connection per request",
