@@ -200,7 +200,8 @@ def summary(comparison: RunComparison) -> str:
     n = comparison.counts()
     line = ", ".join(_plural(n[d], d) for d in ORDER)
     bases = comparison.bases()
-    return line + (f"; basis: {', '.join(f'{b} ({k})' for b, k in bases.most_common())}" if bases else "")
+    said = " | ".join(f"{b}: {k} figure{'' if k == 1 else 's'}" for b, k in bases.most_common())
+    return line + (f"; basis: {said}" if bases else "")
 
 
 def _line(pair: Pair, label: str, c: Change, *, cell: bool = True) -> str:
