@@ -7,8 +7,10 @@ result files (bench.reports.rebuild); `cellbench weekly` runs the unattended wee
 `cellbench eval precheck|locate` checks an eval config's rows without running them (bench.cli.eval);
 `cellbench serve FRAMEWORK` starts one server as its cell would, for debugging by hand (bench.cli.serve);
 `cellbench update` installs frameworks' newer releases beside the pinned ones (bench.cli.update);
-`cellbench perf compare` runs cellbench's client beside vLLM's on one null server (bench.perf.compare). Install and
-doctor use the recorded update of a framework unless given `--pinned` (bench.setup.updates).
+`cellbench compare OLD NEW` judges two runs figure by figure and `cellbench noise FRAMEWORK` measures
+a machine's noise floor (bench.cli.decisions); `cellbench perf compare` runs cellbench's client
+beside vLLM's on one null server (bench.perf.compare). Install and doctor use the recorded update
+of a framework unless given `--pinned` (bench.setup.updates).
 """
 
 from __future__ import annotations
@@ -119,6 +121,10 @@ OWN_OPTIONS = {
     "update": ("bench.cli.update",
                "install each framework's newest release beside the pinned one (--dry-run: only say)"),
     "import": ("bench.cli.imports", "convert SiliconBench's result files into cellbench results labelled imported"),
+    "compare": ("bench.cli.decisions.compare",
+                "OLD NEW: per cell, level and figure: regression, improvement, no detectable change, cannot tell"),
+    "noise": ("bench.cli.decisions.noise",
+              "FRAMEWORK: measure this machine's noise floor of one cell (its spread between identical runs)"),
     "perf": ("bench.perf.compare", "perf compare: cellbench's client beside vLLM's on one null server"),
 }
 

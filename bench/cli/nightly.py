@@ -2,7 +2,11 @@
 
 - `matrix`: the night's job matrix from machines.yaml and a manual run's inputs, as the lines
   `matrix=<json>`, `expected=<names>` and `models=<names>` that a step appends to $GITHUB_OUTPUT;
-- `track MERGED`: open, update or close each model's tracking issue from a merged report;
+- `previous --out DIR`: download the machines' folders of the previous completed nightly run (its
+  artifacts, with `gh run download`), for tonight's regressions; none is not an error;
+- `track MERGED [--current DIR --previous DIR]`: open, update or close each model's tracking issue
+  from a merged report and, given both folders, the significant regressions of tonight's cells
+  against the previous night's (bench.cli.decisions.compare);
 - `publish MERGED FOLDER...`: commit the night on `nightly/<date>` and push it.
 """
 
@@ -16,9 +20,10 @@ from pathlib import Path
 
 from bench.base.git import GitError
 from bench.base.paths import PROJECT_ROOT
+from bench.cli.decisions.compare import CompareError, compare, regressed, resolve
 from bench.nightly.machines import MACHINES_FILE, Inputs, MachinesError, load_machines, matrix
 from bench.nightly.publish import publish
-from bench.nightly.tracking import GhError, Night, track
+from bench.nightly.tracking import GhError, Night, Regression, gh, track
 
 
 def _matrix(args: argparse.Namespace) -> int:
@@ -40,8 +45,52 @@ def _track(args: argparse.Namespace) -> int:
     merged = json.loads(path.read_text()) if path.is_file() else {"tables": [], "failures": [], "missing": []}
     models = [m for m in args.models.split(",") if m]
     night = Night.from_merged(merged, day=args.day, run_url=args.run_url, models=models)
+    regressions, against = night_regressions(args.current, args.previous)
+    print(f"regressions: {against}")
+    night = night.with_regressions(regressions, against)
     for line in track(night):
         print(line)
+    return 0
+
+
+def night_regressions(current: Path | None, previous: Path | None) -> tuple[dict[str, list[Regression]], str]:
+    """Per model, tonight's significant regressions against the previous night's results, and
+    what they were judged against (or why nothing was)."""
+    if current is None or previous is None:
+        return {}, ""
+    try:
+        before = resolve(str(previous), previous)
+    except CompareError:
+        return {}, f"nothing: no previous night's results in {previous}"
+    try:
+        after = resolve(str(current), current)
+    except CompareError as exc:
+        return {}, f"nothing: {exc}"
+    comparison = compare(before, after, pair_single=False)
+    runs = sorted({p.old.result.run_id for p in comparison.pairs})
+    out: dict[str, list[Regression]] = {}
+    for pair, level, change in regressed(comparison):
+        model, machine, split, framework = pair.cell
+        line = f"{level} {change.figure.label} {change.text()} (basis: {change.basis})"
+        out.setdefault(model, []).append(Regression(f"{framework}/{split} on {machine}", line))
+    return out, (f"the previous night (run {', '.join(runs) or 'none in common'}, "
+                 f"{len(comparison.pairs)} cells compared)")
+
+
+def _previous(args: argparse.Namespace) -> int:
+    listed = gh("run", "list", "--workflow", args.workflow, "--status", "completed", "--limit", "20",
+                "--json", "databaseId,createdAt").strip()
+    runs = [r for r in (json.loads(listed) if listed else []) if str(r["databaseId"]) != args.this_run]
+    if not runs:
+        print("no previous nightly run: tonight's regressions are not checked")
+        return 0
+    run = runs[0]
+    try:
+        gh("run", "download", str(run["databaseId"]), "--pattern", "nightly-*", "--dir", str(args.out))
+    except GhError as exc:  # expired artifacts, say: the night is still tracked for failures
+        print(f"previous nightly run {run['databaseId']} ({run['createdAt']}): not downloaded: {exc}")
+        return 0
+    print(f"previous nightly run {run['databaseId']} ({run['createdAt']}): its machines' folders in {args.out}")
     return 0
 
 
@@ -64,7 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--run-url", required=True, help="the workflow run, linked from the issue")
     t.add_argument("--models", default="", help="the models scheduled tonight (a silent one fails)")
     t.add_argument("--day", default=date.today().isoformat(), help="the night [today]")
+    t.add_argument("--current", type=Path, default=None, help="tonight's machines' folders (with --previous)")
+    t.add_argument("--previous", type=Path, default=None,
+                   help="the previous night's folders (`nightly previous`); regressions against them open the issue")
     t.set_defaults(func=_track)
+    v = sub.add_parser("previous", help="download the previous completed nightly run's machine folders")
+    v.add_argument("--out", type=Path, required=True, help="where its folders go")
+    v.add_argument("--this-run", default="", help="this run's id, never taken for the previous one")
+    v.add_argument("--workflow", default="nightly.yml", help="[nightly.yml]")
+    v.set_defaults(func=_previous)
     p = sub.add_parser("publish", help="commit the night on nightly/<date> (never main)")
     p.add_argument("merged", type=Path, help="the folder `cellbench report --merge` wrote")
     p.add_argument("folders", type=Path, nargs="+", help="the machines' folders (artifacts or results roots)")

@@ -47,6 +47,7 @@ import adapters
 from bench.base.defaults import DEFAULT_MODEL, SPLITS
 from bench.base.git import GitError, branch_worktree, edit_summary, git
 from bench.base.paths import PROJECT_ROOT
+from bench.cli.decisions.noise import refresh_floors
 from bench.cli.update import describe, update_frameworks
 from bench.cli.weekly_start import (
     claim_branch,
@@ -251,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fix-note", default=None, metavar="TEXT",
                         help="what this run's adapter edits do, for their auto-fix commit subjects "
                              "[the edit's first changed line]")
+    parser.add_argument("--noise-runs", type=int, default=0, metavar="N",
+                        help="before the splits, measure each framework's noise floor of each split with N runs "
+                             "where it has none or was measured on another version (docs/weekly.md) [0: never]")
     parser.add_argument("pytest_args", nargs="*", help="passed to every pytest session (after --)")
     args = parser.parse_args(argv)
     args.results_dir = (args.results_dir or args.repo / "results").resolve()
@@ -266,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--frameworks: no adapter named {', '.join(unknown)}; "
                      f"known: {', '.join(sorted(adapters.registry()))}")
+    if args.noise_runs and args.noise_runs < 2:
+        parser.error(f"--noise-runs takes 2 or more (a spread needs two runs), got {args.noise_runs}")
     if args.no_branch and args.push:
         parser.error("--push needs the branch that --no-branch leaves out")
     args.date = date.today().isoformat()  # fixed at the start: a run that crosses midnight keeps one journal
@@ -299,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
             journal.finish(interrupted=False)
             print(f"cellbench weekly: {problem}", file=sys.stderr)
             return NOT_STARTED
+        if args.noise_runs:
+            journal.notes += refresh_floors(runnable_frameworks(args.frameworks), splits, runs=args.noise_runs,
+                                            model=args.model, results=args.results_dir,
+                                            pytest_args=args.pytest_args, log=log, pinned=args.pinned)
+            journal.save()
         sessions, skipped_splits = run_splits(splits, args, run_id, log, scoped, profile.results_name, machine)
     died = [s.failure for s in sessions if s.failure]
     inside = args.results_dir.is_relative_to(args.repo.resolve())
