@@ -17,9 +17,10 @@ module words them where the reports show them:
   regressions against the previous run, and the summary's marks on cells whose request settings
   differ from the rest of their split (`unlike_marks`).
 
-A noise floor (`Mapping[str, FloorSpread]`: figure key -> spread, bench.core.noise) is optional; one
-machine's, so both sides of a comparison on that machine take the same floor. A result written
-before intervals has none, and its figures are "cannot tell: no interval in this result".
+Each framework's figures are judged with the machine's noise floor of that cell where one was
+measured (`Floors`, bench.core.noise: the floors beside the split's results), and the section says
+which floor each used and when it was measured. A result written before intervals has none, and
+its figures are "cannot tell: no interval in this result".
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ from typing import Any, cast
 from bench.core import imported
 from bench.core.level_run import LevelKey, level_key, level_label
 from bench.core.metrics import change
-from bench.core.metrics.change import Change, Estimate, Figure, FloorSpread
+from bench.core.metrics.change import Change, Estimate, Figure
 from bench.core.metrics.intervals import bound_text, has_intervals
+from bench.core.noise import Floors
 from bench.core.result import NotAResult, read_result
 from bench.core.result_model import Result, RunConfig
 from bench.core.store import LoadedResult, previous_of
 from bench.reports.comparison import Comparison, setting_differences
 
-Floor = Mapping[str, FloorSpread]
 INTERVALS_NOTE = ("A percentile's [low, high] is its distribution-free 95% confidence interval, two of the level's "
                   "own values; (n<N) marks one that the level's n values are too few to bound: that takes N or "
                   "more (docs/metrics.md, How sure a percentile is).")
@@ -105,11 +106,11 @@ def interval_line(levels: Mapping[str, Mapping[str, Any]]) -> list[str]:
 # ------------------------------------------------------------------ judging
 
 
-def _estimate(result: Result, level: Mapping[str, Any], figure: Figure, floor: Floor | None) -> Estimate:
+def _estimate(result: Result, level: Mapping[str, Any], figure: Figure, floors: Floors | None) -> Estimate:
     if not imported.comparable(result, figure.key):
         return Estimate(change.value(level, figure), None, float("inf"), "",
                         f"its {figure.label} is {imported.label(result)}'s, derived differently")
-    return change.estimate(level, figure, (floor or {}).get(figure.key))
+    return change.estimate(level, figure, floors.spreads(result, level).get(figure.key) if floors else None)
 
 
 def _judge(figure: Figure, old: Estimate, new: Estimate) -> Change:
@@ -157,7 +158,8 @@ def _pair_line(figure: Figure, better: str, worse: str, c: Change, unlike: Seque
     return line
 
 
-def level_decisions(comparison: Comparison, key: LevelKey, floor: Floor | None = None) -> tuple[list[str], set[str]]:
+def level_decisions(comparison: Comparison, key: LevelKey,
+                    floors: Floors | None = None) -> tuple[list[str], set[str]]:
     """The lines of one level of *Between frameworks*, and the bases of their estimates."""
     results = comparison["results"]
     at = {fw: lv for fw in comparison["frameworks"] for lv in results[fw]["levels"] if level_key(lv) == key}
@@ -165,7 +167,7 @@ def level_decisions(comparison: Comparison, key: LevelKey, floor: Floor | None =
         return [], set()
     lines, bases = [], set()
     for figure in (FIGURES[k] for k in SHOWN):
-        est = {fw: _estimate(results[fw], lv, figure, floor) for fw, lv in at.items()}
+        est = {fw: _estimate(results[fw], lv, figure, floors) for fw, lv in at.items()}
         bases |= {e.basis for e in est.values()}
         valued = sorted((fw for fw in at if est[fw].value is not None),
                         key=lambda fw: -(est[fw].value or 0.0) if figure.higher_is_better else est[fw].value or 0.0)
@@ -181,13 +183,13 @@ def level_decisions(comparison: Comparison, key: LevelKey, floor: Floor | None =
     return lines, bases
 
 
-def between_section(comparison: Comparison, levels: Iterable[LevelKey], floor: Floor | None = None,
+def between_section(comparison: Comparison, levels: Iterable[LevelKey], floors: Floors | None = None,
                     title: Callable[[LevelKey], str] = str) -> list[str]:
     """REPORT.md's *Between frameworks*: per level two or more frameworks ran (`title(key)` its
     heading), each figure of SHOWN best first and each neighbouring pair's decision; the basis once."""
     body, bases = [], set()
     for key in levels:
-        lines, found = level_decisions(comparison, key, floor)
+        lines, found = level_decisions(comparison, key, floors)
         if lines:
             body += [f"### {title(key)}", "", *lines, ""]
             bases |= found
@@ -197,13 +199,15 @@ def between_section(comparison: Comparison, levels: Iterable[LevelKey], floor: F
             "Each pair of neighbours, best first, judged by the 95% interval of the ratio of their figures: "
             "\"faster\" only where that interval leaves no doubt of the direction, else no detectable difference "
             "(with the smallest difference these figures could have shown) or cannot tell (docs/metrics.md). "
-            f"Basis: {basis_words(bases)}.", "", *body]
+            f"Basis: {basis_words(bases)}.",
+            *([f"Noise floors: {floors.said(list(comparison['frameworks']))}."] if floors is not None else []),
+            "", *body]
 
 
 # ------------------------------------------------------------------ a cell against its previous run
 
 
-def compare_results(old: Result, new: Result, floor: Floor | None = None) -> list[tuple[str, Change]]:
+def compare_results(old: Result, new: Result, floors: Floors | None = None) -> list[tuple[str, Change]]:
     """(level label, change) for every figure of every level both results have, new against old."""
     by_key = {level_key(lv): lv for lv in old["levels"]}
     out = []
@@ -214,16 +218,17 @@ def compare_results(old: Result, new: Result, floor: Floor | None = None) -> lis
         for figure in change.FIGURES:
             if change.value(before, figure) is None and change.value(lv, figure) is None:
                 continue
-            judged = _judge(figure, _estimate(old, before, figure, floor), _estimate(new, lv, figure, floor))
+            judged = _judge(figure, _estimate(old, before, figure, floors), _estimate(new, lv, figure, floors))
             out.append((level_label(lv), judged))
     return out
 
 
-def against_previous(result_path: str | Path | None, floor: Floor | None = None) -> dict[str, Any] | None:
+def against_previous(result_path: str | Path | None) -> dict[str, Any] | None:
     """The cell's result at `result_path` against the previous result of its cell (chosen as
     comparison.json chooses: bench.core.store.previous_of), as plain JSON-able data: the previous
     run id and file, the settings that differ, the regressions' texts, the decisions' counts and
-    their bases. None when there is no previous result, or a file cannot be read."""
+    their bases (the machine's floor of the cell, beside its results, where one was measured).
+    None when there is no previous result, or a file cannot be read."""
     if not result_path:
         return None
     try:
@@ -233,7 +238,7 @@ def against_previous(result_path: str | Path | None, floor: Floor | None = None)
         return None
     if previous is None:
         return None
-    changes = compare_results(previous.data, current.data, floor)
+    changes = compare_results(previous.data, current.data, Floors(Path(result_path).parent))
     counts = {d: sum(c.decision == d for _, c in changes)
               for d in ("regression", "improvement", "no detectable change", "cannot tell")}
     unlike = setting_differences({"previous": previous.data["run_config"], "this": current.data["run_config"]})

@@ -137,12 +137,12 @@ class Journal:
         atomic_write(self.md_path, render(self))
 
 
-def _compare_with_previous(entry: CellEntry, floor: between.Floor | None = None) -> None:
+def _compare_with_previous(entry: CellEntry) -> None:
     """The cell's result against the previous result of its cell, judged figure by figure
     (bench.reports.between.against_previous), kept in its evidence: the journal's JSON twin holds
     it, and the page is rendered from that alone."""
     if between.PREVIOUS not in entry.evidence and entry.result_path:
-        found = between.against_previous(entry.result_path, floor)
+        found = between.against_previous(entry.result_path)
         if found is not None:
             entry.evidence[between.PREVIOUS] = found
 

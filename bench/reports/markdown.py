@@ -31,6 +31,7 @@ from bench.core.metrics import audit_lines
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.intervals import bound_text
 from bench.core.metrics.table import Metric
+from bench.core.noise import Floors
 from bench.core.result_model import Level, Result
 from bench.reports import between, plots
 from bench.reports.between import INTERVALS_NOTE  # noqa: F401  (tests import it from here)
@@ -359,15 +360,15 @@ def _caption(plot: Path, levels: list[LevelKey]) -> str:
     return f"TTFT and TPOT at {section_title(level).lower() if level else plot.stem}"
 
 
-def render_report(comparison: Comparison, plot_files: list[Path], floor: between.Floor | None = None) -> str:
-    """The markdown text; `plot_files` are embedded by name, relative to the report; `floor`: this
-    machine's noise floor, for *Between frameworks* (bench.reports.between)."""
+def render_report(comparison: Comparison, plot_files: list[Path], floors: Floors | None = None) -> str:
+    """The markdown text; `plot_files` are embedded by name, relative to the report; `floors`: the
+    machine's noise floors of these cells, for *Between frameworks* (bench.reports.between)."""
     if not comparison["frameworks"]:
         body = ["No result of this machine in this directory.", ""]
     else:
         body = [line for level in plots.all_levels(comparison) for line in _level_section(comparison, level)]
         body += between.interval_notes(comparison)
-        body += between.between_section(comparison, plots.all_levels(comparison), floor, section_title)
+        body += between.between_section(comparison, plots.all_levels(comparison), floors, section_title)
         body += _sweep_section(comparison)
     notes = [
         *_bullets("Methodology warnings", comparison["methodology_warnings"],
@@ -384,10 +385,10 @@ def render_report(comparison: Comparison, plot_files: list[Path], floor: between
     return "\n".join([*_header(comparison), *body, *notes, *figures])
 
 
-def write_report(split_dir: Path, comparison: Comparison, floor: between.Floor | None = None) -> Path:
+def write_report(split_dir: Path, comparison: Comparison) -> Path:
     """Write the plots and `<split_dir>/REPORT.md` (atomically: a reader never sees half a report)."""
     split_dir = Path(split_dir)
     plot_files = plots.write_plots(comparison, split_dir)
     path = split_dir / REPORT_FILE
-    atomic_write(path, render_report(comparison, plot_files, floor))
+    atomic_write(path, render_report(comparison, plot_files, Floors(split_dir)))
     return path

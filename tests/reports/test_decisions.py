@@ -13,6 +13,8 @@ from typing import Any, cast
 
 import pytest
 
+from bench.core import noise
+from bench.core.level_run import level_label
 from bench.core.metrics import change
 from bench.core.result import read_result
 from bench.core.result_model import Result
@@ -148,12 +150,23 @@ def test_rounds_are_named_as_the_basis_of_the_intervals(two):
     assert "medians of 3 rounds, intervals across rounds" in section(report, "Between frameworks")
 
 
-def test_a_floor_is_named_with_its_date(two):
+def test_the_floors_beside_the_results_judge_and_are_named_with_their_dates(two):
+    """A floor file of each framework beside the split (as `cellbench noise` writes it): their
+    30% spread makes a 20% difference no detectable one, and the section names each floor."""
+    d, template = two
     comparison = vllm_beside(two, 1.2, 0.01)
-    floor = {TPS.key: change.FloorSpread(log_sd=0.3, runs=5, measured_at="2026-11-28")}
-    between = section(render_report(comparison, [], floor), "Between frameworks")
+    label = level_label(template["levels"][0])
+    for fw in ("llamacpp", "vllm"):
+        floor = noise.Floor(model="tiny", machine=MACHINE, split="chat", framework=fw,
+                            measured_at="2026-11-28T09:00:00Z", runs=5, settings={}, levels={label: {TPS.key: 0.3}})
+        noise.write(floor, d.parent / noise.FOLDER / d.name / f"{fw}.json")
+    between = section(render_report(comparison, [], noise.Floors(d)), "Between frameworks")
     assert "the machine's noise floor of 2026-11-28 (5 runs)" in between
+    assert ("Noise floors: llamacpp: noise floor measured 2026-11-28T09:00:00Z (5 runs); "
+            "vllm: noise floor measured 2026-11-28T09:00:00Z (5 runs).") in between
     assert "- vllm and llamacpp: no detectable difference" in between  # 20% is inside a 30% floor
+    without = section(render_report(comparison, [], noise.Floors(d / "elsewhere")), "Between frameworks")
+    assert "vllm: none (measure one: cellbench noise vllm)" in without and "vllm is faster than" in without
 
 
 def test_frameworks_that_ran_other_settings_are_not_like_with_like(two):
