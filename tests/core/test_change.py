@@ -117,3 +117,16 @@ def test_a_noise_floor_larger_than_the_within_run_spread_widens_the_interval() -
     judged = judge(TPS, estimate(level, TPS, floor), estimate(lower, TPS, floor))
     assert judged.decision == "no detectable change"
     assert judged.basis == "noise floor of 2026-12-01 (6 runs)"
+
+
+def test_itl_is_not_judged_by_its_within_run_interval() -> None:
+    """A request's chunk gaps move together: ITL's order-statistic interval is far too narrow, so
+    one round cannot judge it; a noise floor can."""
+    itl50 = BY_KEY["itl_ms.p50"]
+    level = {"concurrency": 8, "itl_ms": {"p50": 20.0, "ci95": {"p50": {"low": 19.98, "high": 20.02}}}}
+    slower = {"concurrency": 8, "itl_ms": {"p50": 20.1, "ci95": {"p50": {"low": 20.08, "high": 20.12}}}}
+    judged = judge(itl50, estimate(level, itl50), estimate(slower, itl50))
+    assert judged.decision == "cannot tell" and "chunk gap" in (judged.why or "")
+    floor = FloorSpread(log_sd=0.05, runs=5, measured_at="2026-12-01")
+    assert judge(itl50, estimate(level, itl50, floor), estimate(slower, itl50, floor)).decision == \
+        "no detectable change"

@@ -8,7 +8,9 @@ from the best evidence the level has (docs/metrics.md, "Comparing two runs"):
   degrees of freedom. It holds run-to-run noise.
 - one round: the level's within-run interval (a percentile's order-statistic `ci95`, a rate's
   `throughput_ci95` from time windows), read as +-1.96 standard errors of the log. It cannot see
-  run-to-run noise, and says so.
+  run-to-run noise, and says so. Not for ITL: its order statistics take each chunk gap as an
+  independent draw, and a request's gaps move together, so that interval is far too narrow (two
+  alike runs came out "+0.1% [+0.1%, +0.1%]"); ITL is judged only by rounds or a floor.
 - either, with a noise floor of the machine (`FloorSpread`: one run's log standard deviation between
   identical runs, bench.core.noise): the floor's se for K rounds, where it is larger than the
   level's own, with the floor's runs - 1 degrees of freedom.
@@ -34,6 +36,8 @@ from bench.core.metrics.table import METRICS
 Decision = Literal["regression", "improvement", "no detectable change", "cannot tell"]
 Z95 = 1.959964  # a within-run interval read as +-Z95 standard errors
 PERCENTILES = ("p50", "p99")  # of each compared metric: the typical request and the tail
+PER_GAP = ("its within-run interval takes every chunk gap as an independent draw, and the gaps of one request "
+           "are not: too narrow to judge by; compare it with --rounds or a noise floor")
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Figure:
     key: str  # "output_throughput_tps", or "ttft_ms.p50"
     label: str  # "output tok/s", "TTFT p50 (ms)"
     higher_is_better: bool
+    per_gap: bool = False  # a value per chunk gap (ITL): its within-run interval is too narrow to judge by
 
     @property
     def block(self) -> str:
@@ -55,7 +60,7 @@ class Figure:
 
 RATES = (Figure("output_throughput_tps", "output tok/s", True), Figure("request_throughput_rps", "req/s", True))
 FIGURES: tuple[Figure, ...] = RATES + tuple(
-    Figure(f"{m.key}.{p}", f"{m.label} {p} ({m.unit})", m.higher_is_better)
+    Figure(f"{m.key}.{p}", f"{m.label} {p} ({m.unit})", m.higher_is_better, m.per_gap)
     for m in METRICS if m.compared for p in PERCENTILES)
 
 
@@ -131,8 +136,8 @@ def estimate(level: Mapping[str, Any], figure: Figure, floor: FloorSpread | None
         return Estimate(shown, None, math.inf, "", "it is zero: no ratio to take")
     bound = _interval(level, figure)
     if bound is not None and bound.get("low") is None and "needs_n" in bound:
-        return Estimate(shown, None, math.inf, "", f"{figure.stat} needs at least {bound['needs_n']} requests "
-                                                    "for a 95% bound")
+        return Estimate(shown, None, math.inf, "", f"{figure.stat or figure.label} needs at least "
+                                                    f"{bound['needs_n']} requests for a 95% bound")
     rounds = [r for r in level.get("rounds") or () if isinstance(r, Mapping)]
     k = max(len(rounds), 1)
     if k >= 2:
@@ -140,6 +145,10 @@ def estimate(level: Mapping[str, Any], figure: Figure, floor: FloorSpread | None
         if any(v is None or v <= 0 for v in values):
             return Estimate(shown, None, math.inf, "", "a round lacks it")
         own = Estimate(shown, median_log_se([v for v in values if v is not None]), k - 1, f"{k} rounds")
+    elif figure.per_gap:
+        if floor is None:
+            return Estimate(shown, None, math.inf, "", PER_GAP)
+        own = Estimate(shown, 0.0, math.inf, "within-run")  # the floor below is all it has
     elif bound is None or bound.get("low") is None or bound.get("high") is None:
         return Estimate(shown, None, math.inf, "", "no interval in this result (written before intervals)")
     else:
