@@ -47,7 +47,8 @@ INTERVALS_NOTE = ("A percentile's [low, high] is its distribution-free 95% confi
 WITHIN_RUN = "within-run only: a second run on this host can differ by more"
 NO_INTERVAL = "no interval in this result (written before intervals)"
 NEITHER = "neither has an interval (written before intervals)"
-SHOWN = ("output_throughput_tps", "ttft_ms.p50")  # the figures of *Between frameworks*
+TPS_KEY = "output_throughput_tps"
+SHOWN = (TPS_KEY, "ttft_ms.p50")  # the figures of *Between frameworks*
 FIGURES = {f.key: f for f in change.FIGURES}
 PREVIOUS = "vs_previous"  # the journal entry's evidence key: `against_previous` of the cell
 
@@ -318,3 +319,55 @@ def row_basis_badge(row: Mapping[str, Any]) -> str:
     basis = row.get("interval_basis")
     return "" if not basis else (f' <span class="cellbench-annotation" title="{escape(basis)}">'
                                  f'{escape(basis.split(":")[0].split(";")[0])}</span>')
+
+
+# ------------------------------------------------------------------ the merged report: between machines
+
+
+def tps_estimates(result: Result, floors: Floors | None) -> dict[str, dict[str, Any]]:
+    """Output tok/s of each concurrency level of `result` as an estimate (value, log standard error,
+    degrees of freedom or None for a normal's, basis, why), with its machine's floor: what the merged
+    report judges machines by, kept in merged.json as plain JSON."""
+    figure = FIGURES[TPS_KEY]
+    out = {}
+    for lv in result["levels"]:
+        if "concurrency" in lv:
+            e = _estimate(result, lv, figure, floors)
+            out[str(lv["concurrency"])] = {"value": e.value, "log_se": e.log_se,
+                                           "df": None if e.df == float("inf") else e.df, "basis": e.basis, "why": e.why}
+    return out
+
+
+def machines_lines(table: Mapping[str, Any]) -> list[str]:
+    """The merged report's *Between machines* of one table: per framework that ran on two or more
+    machines, per concurrency level, the machines fastest first and each neighbouring pair's
+    decision on output tok/s, worded as *Between frameworks* words it."""
+    figure, lines, bases = FIGURES[TPS_KEY], [], set()
+    for fw in table["frameworks"]:
+        cells = {m: c for m, c in table["cells"][fw].items() if c.get("tps_estimates")}
+        levels = sorted({int(k) for c in cells.values() for k in c["tps_estimates"]})
+        for level in levels:
+            est = {m: Estimate(e["value"], e["log_se"], float("inf") if e["df"] is None else e["df"], e["basis"],
+                               e["why"]) for m, c in cells.items() if (e := c["tps_estimates"].get(str(level)))}
+            valued = sorted((m for m in est if est[m].value is not None), key=lambda m: -(est[m].value or 0.0))
+            if len(valued) < 2:
+                continue
+            bases |= {est[m].basis for m in valued}
+            lines.append(f"- {fw} at c={level}: " + ", ".join(f"{m} {est[m].value:.1f}" for m in valued))
+            for better, worse in zip(valued, valued[1:], strict=False):
+                configs = {m: cast(RunConfig, cells[m]["run_config"] or {}) for m in (better, worse)}
+                unlike = setting_differences(configs)
+                judged = _judge(figure, est[worse], est[better])
+                lines.append(f"  - {_pair_line(figure, better, worse, judged, list(unlike), False)}")
+    if not lines:
+        return []
+    return [f"### Between machines — {table['model']} {table['split']}", "",
+            f"Output tok/s of one framework on each machine, judged as in REPORT.md's Between frameworks. "
+            f"Basis: {basis_words(bases)}.", "", *lines, ""]
+
+
+def machines_html(table: Mapping[str, Any]) -> str:
+    """`machines_lines` for index.html: the heading, the basis and the decisions as a list (all text escaped)."""
+    lines = machines_lines(table)
+    items = "".join(f"<li>{escape(line.strip()[2:])}</li>" for line in lines if line.strip().startswith("- "))
+    return f"<h3>{escape(lines[0][4:])}</h3><p>{escape(lines[2])}</p><ul>{items}</ul>" if lines else ""

@@ -26,11 +26,12 @@ from typing import Any
 
 from bench.base.clock import now_iso
 from bench.core import imported
+from bench.core.noise import Floors
 from bench.core.result import write_json_atomic
 from bench.core.result_model import Result
 from bench.core.store import COMPARISON_FILE
 from bench.core.verdicts import GREEN_VERDICTS
-from bench.reports import merge_render
+from bench.reports import between, merge_render
 from bench.reports.comparison import Comparison, build_comparison
 from bench.reports.merge_render import (
     NO_RESULT,
@@ -151,22 +152,23 @@ def _tps(result: Result) -> dict[str, float | None]:
     return {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels}
 
 
-def result_cell(result: Result, file: str) -> MergedCell:
-    """The cell of a chosen result: its verdict, per-level output tok/s and provenance."""
+def result_cell(result: Result, file: str, floors: Floors | None = None) -> MergedCell:
+    """The cell of a chosen result: its verdict, per-level output tok/s (and its estimate, with the
+    machine's noise floor: bench.reports.between) and provenance."""
     harness = result.get("harness")
     return {"source": "result", "verdict": result["verdict"]["verdict"], "reason": result["verdict"]["reason"],
             "output_tps": _tps(result), "run_id": result["run_id"],
             "harness_commit": harness["commit"] if harness else None,
             "harness_dirty": harness["dirty"] if harness else None,
             "framework_version": result["framework"]["version"], "file": file, "imported": imported.label(result),
-            "run_config": result.get("run_config")}
+            "run_config": result.get("run_config"), "tps_estimates": between.tps_estimates(result, floors)}
 
 
 def note_cell(source: str, verdict: str, reason: str, file: str | None = None) -> MergedCell:
     """A cell without a result: a journal entry, a framework not run, or a machine that sent nothing."""
     return {"source": source, "verdict": verdict, "reason": reason, "output_tps": {}, "run_id": None,
             "harness_commit": None, "harness_dirty": None, "framework_version": None, "file": file, "imported": None,
-            "run_config": None}
+            "run_config": None, "tps_estimates": {}}
 
 
 def _relative(path: Path, md: MachineDir) -> str:
@@ -182,7 +184,8 @@ def machine_cells(md: MachineDir, split: str) -> tuple[dict[str, MergedCell], li
     if split in md.result_splits:
         comparison: Comparison = build_comparison(split_dir, machine=md.machine)
         for fw, result in comparison["results"].items():
-            cells[fw] = result_cell(result, _relative(split_dir / comparison["provenance"][fw]["file"], md))
+            cells[fw] = result_cell(result, _relative(split_dir / comparison["provenance"][fw]["file"], md),
+                                    Floors(split_dir))
         ignored = [{"machine": md.machine, "file": _relative(split_dir / i["file"], md), "reason": i["reason"]}
                    for i in comparison["ignored"]]
     for fw, (journal, entry) in md.journal_cells(split).items():

@@ -20,12 +20,12 @@ from __future__ import annotations
 import base64
 from html import escape
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from bench.base.files import atomic_write
 from bench.core.result_model import RunConfig
 from bench.core.verdicts import GREEN_VERDICTS
-from bench.reports import markdown, plots
+from bench.reports import between, markdown, plots
 from bench.reports.comparison import setting_differences
 
 MERGED_MD = "MERGED.md"
@@ -53,6 +53,7 @@ class MergedCell(TypedDict):
     file: str | None  # the file read (result or journal), relative to the folder it came from
     imported: str | None  # `imported (SiliconBench)`: a result converted from another benchmark's file
     run_config: RunConfig | None  # the result's: its Differing settings against the table's other cells
+    tps_estimates: dict[str, dict[str, Any]]  # output tok/s by level, as judged (bench.reports.between)
 
 
 class IgnoredEntry(TypedDict):
@@ -285,7 +286,7 @@ def _md_table(table: MergedTable, images: dict[str, bytes]) -> list[str]:
     return [
         f"## {table['model']} — {table['split']}", "",
         *markdown._table(["Framework", *table["machines"]], [unlike, *rows] if unlike else rows), "",
-        *([markdown._cell(unlike_note(found)), ""] if found.note else []),
+        *([markdown._cell(unlike_note(found)), ""] if found.note else []), *between.machines_lines(table),
         f"### Provenance — {table['model']} {table['split']}", "",
         *markdown._table(provenance, _provenance_rows(table)), "",
         *[f"Ignored on {i['machine']}: {markdown._cell(i['file'])}: {markdown._cell(i['reason'])}\n"
@@ -350,7 +351,7 @@ def _html_section(table: MergedTable, images: dict[str, bytes]) -> str:
                       for i in table["ignored"])
     return (f"<h2>{escape(table['model'])} — {escape(table['split'])}</h2>"
             + _html_table(["Framework", *table["machines"]], rows)
-            + (f"<p>{escape(unlike_note(found))}</p>" if found.note else "")
+            + (f"<p>{escape(unlike_note(found))}</p>" if found.note else "") + between.machines_html(table)
             + "<h3>Provenance</h3>"
             + _html_table(["Machine", "Framework", "Run id", "Harness commit", "Framework version", "File"], provenance)
             + (f"<ul>{ignored}</ul>" if ignored else "") + figures)
