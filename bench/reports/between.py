@@ -199,7 +199,7 @@ def between_section(comparison: Comparison, levels: Iterable[LevelKey], floors: 
     return ["## Between frameworks", "",
             "Each pair of neighbours, best first, judged by the 95% interval of the ratio of their figures: "
             "\"faster\" only where that interval leaves no doubt of the direction, else no detectable difference "
-            "(with the smallest difference these figures could have shown) or cannot tell (docs/metrics.md). "
+            "(with the smallest difference these figures could have shown) or cannot tell (docs/comparisons.md). "
             f"Basis: {basis_words(bases)}.",
             *([f"Noise floors: {floors.said(list(comparison['frameworks']))}."] if floors is not None else []),
             "", *body]

@@ -2,7 +2,7 @@
 machines), judged by the 95% interval of the ratio new / old.
 
 Each side is an `Estimate`: the figure as its level shows it and the standard error of its log,
-from the best evidence the level has (docs/metrics.md, "Comparing two runs"):
+from the best evidence the level has (docs/comparisons.md, "How a change is judged"):
 
 - K >= 2 rounds: the rounds' own spread (bench.core.metrics.intervals.median_log_se), K - 1
   degrees of freedom. It holds run-to-run noise.
