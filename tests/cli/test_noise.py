@@ -1,5 +1,5 @@
 """`cellbench noise FRAMEWORK`: a real llama.cpp cell run with --rounds, its floor stored where
-`cellbench compare` finds it; what it says when the cells cannot run rounds; its usage errors."""
+`cellbench compare` finds it; its usage errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.cli.decisions.noise import cells_take_rounds, describe, floor_due
+from bench.cli.decisions.noise import describe, floor_due
 from bench.cli.main import main as cellbench
 from bench.core import noise
 from bench.host.machine import detect
@@ -19,7 +19,6 @@ from tests.core.test_noise_floor import with_rounds
 from tests.support.results import synthetic_result
 
 CELL_ARGS = ["--concurrency", "1", "--requests", "4", "--warmup", "0", "--port", "0"]
-NO_ROUNDS = "this checkout's cells have no --rounds option (bench.plugins.opts.settings.Settings.rounds) yet"
 
 
 def noise_cli(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -30,7 +29,6 @@ def noise_cli(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(not cells_take_rounds(), reason=NO_ROUNDS)
 def test_a_real_cell_of_two_rounds_leaves_a_floor_that_compare_uses(tmp_path: Path, llama_server):
     done = noise_cli(tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
@@ -46,16 +44,6 @@ def test_a_real_cell_of_two_rounds_leaves_a_floor_that_compare_uses(tmp_path: Pa
     (result,) = (tmp_path / "tiny" / machine / "noise" / "runs" / "tiny" / machine / "chat").glob("llamacpp_*.json")
     assert floor.source == str(result) and not (tmp_path / "tiny" / machine / "chat").exists(), \
         "the measuring run is never the cell's newest result"
-
-
-@pytest.mark.integration
-@pytest.mark.skipif(cells_take_rounds(), reason="the cells run --rounds: the real floor test above runs instead")
-def test_without_rounds_for_cells_it_says_so_and_stores_nothing(tmp_path: Path, llama_server):
-    done = noise_cli(tmp_path)
-    assert done.returncode == 1, done.stdout[-3000:]
-    (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("cellbench noise:")]
-    assert "has no level of 2 or more rounds" in line and "cells have no --rounds option yet" in line
-    assert not list(tmp_path.rglob("noise/chat/*.json"))
 
 
 def test_a_floor_prints_each_levels_spread_as_a_percentage():
@@ -106,10 +94,7 @@ def test_weekly_noise_runs_measure_before_the_splits_apart_from_the_cells_result
     machine = detect().slug
     (journal,) = (tmp_path / "tiny" / machine).glob("journal_*.md")
     (note,) = [ln for ln in journal.read_text().splitlines() if "Noise floor llamacpp/chat" in ln]
-    if cells_take_rounds():
-        assert "measured, 2 runs in " in note and "because no floor yet" in note
-        assert noise.load(tmp_path, "tiny", machine, "chat", "llamacpp") is not None
-    else:
-        assert "none measured" in note and "no --rounds option yet" in note
+    assert "measured, 2 runs in " in note and "because no floor yet" in note
+    assert noise.load(tmp_path, "tiny", machine, "chat", "llamacpp") is not None
     (cell,) = (tmp_path / "tiny" / machine / "chat").glob("llamacpp_*.json")
     assert json.loads(cell.read_text())["run_config"]["requests_per_level"] == 4, "the split's own cell"

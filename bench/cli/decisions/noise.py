@@ -35,14 +35,6 @@ from bench.setup.profiles import ProfileError, load_profile
 DEFAULT_RUNS = 5
 
 
-def cells_take_rounds() -> bool:
-    """Whether this cellbench's cells run `--rounds K` (before issue 25's rounds only eval rows did:
-    a cell then runs once and its result has nothing to measure a floor from)."""
-    from dataclasses import fields
-
-    from bench.plugins.opts.settings import Settings
-
-    return any(f.name == "rounds" for f in fields(Settings))
 SHOWN = ("output_throughput_tps", "request_throughput_rps", "ttft_ms.p50", "ttft_ms.p99", "tpot_ms.p50", "itl_ms.p50",
          "e2el_ms.p50")
 
@@ -92,8 +84,7 @@ def measure_floor(framework: str, *, runs: int, split: str, model: str, results:
         result = read_result(found[0])
         floor = noise.measure(result, source=str(found[0]))
     except (NotAResult, noise.FloorError) as exc:
-        hint = "" if cells_take_rounds() else "; this cellbench's cells have no --rounds option yet, so each ran once"
-        return FloorRun(None, None, 1, seconds, f"{exc}{hint}")
+        return FloorRun(None, None, 1, seconds, str(exc))
     target = noise.floor_path(results, floor.model, floor.machine, floor.split, floor.framework)
     return FloorRun(floor, noise.write(floor, target), done.returncode, seconds)
 
