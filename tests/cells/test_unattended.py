@@ -47,11 +47,11 @@ def test_a_budget_too_small_for_the_levels_ends_capped_and_keeps_the_finished_le
     inside a 3 s budget, and the cell came out ok)."""
 
     class StoppedBeforeC1(cell.CellRun):
-        def _run_level(self, server, point, sidecar):
-            if point == 1:
+        def _run_level(self, server, step, sidecar):
+            if step[0] == 1:  # (level, round)
                 os.killpg(server.proc.pid, signal.SIGSTOP)  # teardown's SIGKILL ends it stopped
                 self.deadline = time.perf_counter() + 2.0
-            return super()._run_level(server, point, sidecar)
+            return super()._run_level(server, step, sidecar)
 
     monkeypatch.setattr(cell, "CellRun", StoppedBeforeC1)
     cfg = _cfg(tmp_path, levels=(2, 1), requests=24, budget_s=3600.0, request_timeout_s=600)

@@ -28,12 +28,12 @@ SEEN = cache_audit([0.1] * 8, [0.05] * 8)
 
 def _cell(points: list[Any], *, shared: bool = False, capped: str | None = None) -> Any:
     return SimpleNamespace(cfg=SimpleNamespace(cache_audit=True), summaries=[{"audits": {}} for _ in points],
-                           shared=shared, capped=capped, server_exit=None, oom=None, points=lambda: points,
-                           extra_body={}, deadline=None)
+                           shared=shared, capped=capped, server_exit=None, oom=None,
+                           steps=lambda: [(p, 1) for p in points], extra_body={}, deadline=None)
 
 
 def _after(cell: Any, last_point: Any, *, sweep: bool = False) -> list[str | None]:
-    cache.after_group(cell, SimpleNamespace(), "tiny", [], last_point=last_point, sweep=sweep)
+    cache.after_group(cell, SimpleNamespace(), "tiny", [], last_point=(last_point, 1), sweep=sweep)  # round 1
     return [lv["audits"].get("cache", {}).get("outcome") for lv in cell.summaries]
 
 

@@ -48,7 +48,7 @@ class AuditedCell(Protocol):
     server_exit: str | None
     oom: dict | None
 
-    def points(self) -> list[Any]: ...
+    def steps(self) -> list[Any]: ...  # (level, round) pairs, in the order they run
 
 
 def after_group(cell: AuditedCell, server: AuditedServer, model_id: str, prompts: Sequence[Prompt], *, last_point: Any,
@@ -63,7 +63,7 @@ def after_group(cell: AuditedCell, server: AuditedServer, model_id: str, prompts
         block = cache_not_run(f"the cell stopped before its last level ended: {stopped}")
     elif sweep and not cell.shared:
         block = cache_not_run(SWEEP_APART)
-    elif not sweep and not cell.shared and last_point != cell.points()[-1]:
+    elif not sweep and not cell.shared and last_point != cell.steps()[-1]:
         return  # a later level, on a server of its own, is the cell's last
     else:
         block = audit(cell.cfg, server, model_id, prompts, cell.extra_body, cell.deadline)
