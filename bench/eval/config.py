@@ -62,6 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.base.dotted import json_path
+
 CLIENT_PLACEHOLDERS = ("python", "host", "port", "output_dir", "max_samples", "model", "hf_model_id",
                        "repo_root", "row_id", "round", "asr_gpu")
 TOP_FIELDS = ("name", "description", "hf_model_id", "auto_env", "default_server_profile",
@@ -196,21 +198,6 @@ class EvalConfig:
     root: Path = Path(".")  # the eval root: row files, {repo_root}, the clients' cwd
     environment: Environment = Environment()
 
-
-def json_path(data: Any, path: str) -> Any:
-    """`summary.accuracy` or `per_task.0.score`: dotted keys, integers index lists."""
-    node = data
-    for part in path.split("."):
-        if isinstance(node, list) and part.lstrip("-").isdigit():
-            try:
-                node = node[int(part)]
-            except IndexError:
-                raise KeyError(f"JSON path {path!r}: index {part} out of range") from None
-        elif isinstance(node, dict) and part in node:
-            node = node[part]
-        else:
-            raise KeyError(f"JSON path {path!r}: no {part!r}")
-    return node
 
 def config_path(model: str, profiles_dir: Path) -> Path:
     """`--model tiny` -> models/tiny/eval.yaml (or sglang-omni's name for it, config.yaml);

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from bench.base.clock import now_iso
+from bench.base.dotted import json_path_or
 from bench.core import imported
 from bench.core.result import as_result, write_json_atomic
 from bench.core.result_model import IgnoredFile, Result, RunConfig, as_block
@@ -72,12 +73,7 @@ ABSENT = {"load.mode": "closed"}
 
 
 def _config_value(run_config: RunConfig, dotted: str) -> Any:
-    value: Any = run_config
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return ABSENT.get(dotted, "missing")
-        value = value[part]
-    return value
+    return json_path_or(run_config, dotted, ABSENT.get(dotted, "missing"))
 
 
 def setting_differences(run_configs: Mapping[str, RunConfig]) -> dict[str, dict[str, str]]:

@@ -128,7 +128,7 @@ def test_each_sides_noise_floor_is_used_and_a_floor_that_ran_otherwise_is_named(
     code, out, _ = run(str(old), str(new), capsys=capsys)
     assert code == 1 and "TTFT p50" in out.split("regression (")[1].split("\n\n")[0], "+50% within one run"
     floor = noise.Floor(model="tiny", machine=MACHINE["slug"], split="chat", framework="llamacpp",
-                        measured_at="2026-11-29T08:00:00Z", runs=5, settings=noise.settings_of(read_result(old)),
+                        measured_at="2026-11-29T08:00:00Z", runs=5, settings=noise.spread_settings(read_result(old)),
                         levels={"c=1": {"ttft_ms.p50": 0.3}, "c=2": {"ttft_ms.p50": 0.3}})
     noise.write(floor, noise.floor_path(tmp_path, "tiny", MACHINE["slug"], "chat", "llamacpp"))
     code, out, _ = run(str(old), str(new), capsys=capsys)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.base.dotted import json_path
 from bench.base.paths import PROJECT_ROOT
-from bench.eval.config import EvalConfigError, json_path
+from bench.eval.config import EvalConfigError
 from bench.eval.loader import eval_root, load_eval_config
 
 FRAMEWORKS = {"llamacpp", "vllm"}

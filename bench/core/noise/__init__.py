@@ -8,7 +8,7 @@ from bench.core.noise.beside import Floors
 from bench.core.noise.floor import (
     FOLDER,
     KIND,
-    SETTING_KEYS,
+    SPREAD_KEYS,
     VERSION,
     Floor,
     FloorError,
@@ -17,9 +17,9 @@ from bench.core.noise.floor import (
     log_sd,
     measure,
     read,
-    settings_of,
+    spread_settings,
     write,
 )
 
-__all__ = ["FOLDER", "KIND", "SETTING_KEYS", "VERSION", "Floor", "FloorError", "Floors", "floor_path", "load", "log_sd",
-           "measure", "read", "settings_of", "write"]
+__all__ = ["FOLDER", "KIND", "SPREAD_KEYS", "VERSION", "Floor", "FloorError", "Floors", "floor_path", "load", "log_sd",
+           "measure", "read", "spread_settings", "write"]

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bench.base.dotted import json_path_or
 from bench.base.files import atomic_write
 from bench.core.level_run import level_label
 from bench.core.metrics.change import FIGURES, FloorSpread, value
@@ -33,7 +34,7 @@ KIND = "cellbench-noise-floor"
 VERSION = 1
 FOLDER = "noise"
 # The run_config keys whose value changes a spread: (label, dotted path).
-SETTING_KEYS = (
+SPREAD_KEYS = (
     "levels", "requests_per_level", "warmup", "levels_share_server", "request_extras.ignore_eos",
     "request_extras.max_tokens", "unique_prompts", "keep_alive", "prompts.source", "prompts.count",
     "cpu_affinity.client", "cpu_affinity.server", "load.mode",
@@ -44,21 +45,12 @@ class FloorError(ValueError):
     """A floor cannot be measured from this result, or a floor file is not one."""
 
 
-def _dotted(block: Mapping[str, Any], dotted: str) -> Any:
-    found: Any = block
-    for part in dotted.split("."):
-        if not isinstance(found, Mapping) or part not in found:
-            return None
-        found = found[part]
-    return found
-
-
-def settings_of(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings of `result` that shape a spread: its run_config's SETTING_KEYS, its
+def spread_settings(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of `result` that shape a spread: its run_config's SPREAD_KEYS, its
     framework's version and the client processes of its levels."""
     config = result.get("run_config") or {}
     out: dict[str, Any] = {"framework_version": (result.get("framework") or {}).get("version")}
-    out.update({key: _dotted(config, key) for key in SETTING_KEYS})
+    out.update({key: json_path_or(config, key) for key in SPREAD_KEYS})
     if isinstance(out["prompts.source"], str):  # the file, not the checkout it was read from
         out["prompts.source"] = Path(out["prompts.source"]).name
     procs = sorted({(lv.get("client") or {}).get("procs") or 1 for lv in result.get("levels") or ()})
@@ -93,7 +85,7 @@ class Floor:
     def differs_from(self, result: Mapping[str, Any]) -> list[str]:
         """The settings where `result` ran otherwise than the floor's runs: "requests_per_level:
         floor 32, this 100"; [] when it ran alike (then the floor applies as measured)."""
-        now = settings_of(result)
+        now = spread_settings(result)
         return [f"{key}: floor {json.dumps(self.settings.get(key))}, this {json.dumps(now.get(key))}"
                 for key in sorted(set(self.settings) | set(now)) if self.settings.get(key) != now.get(key)]
 
@@ -128,7 +120,7 @@ def measure(result: Mapping[str, Any], *, source: str = "") -> Floor:
                          "the same cell run several times (--rounds N, N >= 2)")
     return Floor(model=result["model"]["results_name"], machine=result["machine"]["slug"], split=result["split"],
                  framework=result["framework"]["name"], measured_at=_utc(result["finished_at"]), runs=min(runs),
-                 settings=settings_of(result), levels=levels, source=source)
+                 settings=spread_settings(result), levels=levels, source=source)
 
 
 def _utc(iso: str) -> str:
