@@ -23,7 +23,7 @@ import sys
 
 import adapters
 from bench.setup.adapter import Adapter, host_platforms, this_platform
-from bench.setup.installs import InstallError, Recipe, build_log_path, cached
+from bench.setup.installs import InstallError, NotInstalled, Recipe, build_log_path, cached
 from bench.setup.scripted_install import ScriptedInstall
 from bench.setup.updates import install_selected, select
 
@@ -42,7 +42,8 @@ def _install(args: argparse.Namespace) -> int:
             continue
         recipe = adapter.recipe_for(tag)
         chosen = select(recipe, pinned=args.pinned).recipe
-        if chosen.external() is None and cached(chosen) is None:  # minutes of silence otherwise
+        builds = getattr(chosen, "builds", True)  # False: only a user's own binary (OwnBinary)
+        if builds and chosen.external() is None and cached(chosen) is None:  # minutes of silence otherwise
             print(f"{name}: installing {chosen.version} (log: {build_log_path(chosen)})", file=sys.stderr, flush=True)
         try:
             inst = install_selected(recipe, pinned=args.pinned, allow_install=True)
@@ -50,6 +51,12 @@ def _install(args: argparse.Namespace) -> int:
             print(f"{name}: FAILED: {exc}", file=sys.stderr)
             rc = 1
             continue
+        except NotInstalled as exc:  # nothing cellbench can install here: the user's own binary only
+            print(f"{name}: {exc}", file=sys.stderr)
+            rc = 1
+            continue
+        if first := inst.details.get("retried_after"):
+            print(f"{name}: pip failed on the network and ran once more: {first}", file=sys.stderr)
         print(json.dumps(inst.to_json()), flush=True)
     return rc
 

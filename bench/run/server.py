@@ -42,6 +42,9 @@ from bench.setup.profiles import ApiKey
 STOP_GRACE_S = 15.0
 READY_POLL_S = 0.05  # between readiness polls: bounds how late a ready server is noticed
 TREE_EVERY_S = 0.2  # between process-tree walks while a server starts
+# Readiness polls that reached a listening port which then dropped the connection (reset, or
+# closed before any response): unlike ConnectError (refused: nothing listens), the server had bound.
+DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
 
 class ServerStartError(RuntimeError):
@@ -53,7 +56,7 @@ class ServerStartError(RuntimeError):
     ):
         super().__init__(reason)
         self.log_path = log_path
-        self.transient = transient  # port taken while starting: worth one retry on a fresh port
+        self.transient = transient  # one retry (bench.run.levels): port held, or dropped polls then exit
         self.oom = oom  # evidence that it was killed for memory while loading (bench.host.oom); never retried
         self.capped = capped  # the cell's budget or hang watchdog ended the wait, not the server
 
@@ -239,11 +242,12 @@ class ServerProcess:
         deadline = None if budget_s is None else seen_at + budget_s
         last_miss, tree_at = self._started_at, 0.0
         last_answer = "no HTTP answer"
+        resets, answered_once = 0, False  # for _died_starting: did the port take connections and drop them?
         with httpx.Client(timeout=5.0, headers=self.api_key.headers if self.api_key else None) as client:
             while True:
                 code = self.proc.poll()
                 if code is not None:
-                    raise self._died_starting(code)
+                    raise self._died_starting(code, resets=0 if answered_once else resets)
                 if time.monotonic() - tree_at >= TREE_EVERY_S:  # a process-tree walk costs a loading server CPU
                     self.note_tree()
                     tree_at = time.monotonic()
@@ -253,7 +257,9 @@ class ServerProcess:
                 except httpx.HTTPError as exc:
                     answered = None
                     last_answer = f"no HTTP answer ({type(exc).__name__})"
+                    resets += isinstance(exc, DROPPED)
                 else:
+                    answered_once = True
                     last_answer = f"last answer {answer_text(response, self.api_key)}"
                     if (why := refused_key(response, self.api_key)) is not None:  # no wait makes it 200
                         raise ServerStartError(f"server not ready on {self.ready_path}: {why}; log: {self.log_path}",
@@ -289,7 +295,10 @@ class ServerProcess:
             raise ServerStartError(
                 f"the server (pid {self.proc.pid}) is not inside its memory cgroup {self.cgroup.path}")
 
-    def _died_starting(self, code: int) -> ServerStartError:
+    def _died_starting(self, code: int, *, resets: int = 0) -> ServerStartError:
+        """Transient only for an exit code, no OOM sign, after `resets` polls its port dropped and
+        none answered: it had bound, so flags and model did not fail. Never listening (a bad flag,
+        every start alike), a signal, or an HTTP answer first is not retried."""
         if self.oom_watch is not None:
             self.oom_watch.note_group()  # children may outlive the leader
         oom = self._detect_oom(code, killed_by_us=False)
@@ -300,7 +309,10 @@ class ServerProcess:
             what = f"exited with {_describe_exit(code)} while starting"
             if self.oom_check_error:
                 what += f" (whether for memory is unknown: {self.oom_check_error})"
-        return ServerStartError(f"server {what}; log: {self.log_path}", self.log_path, oom=oom)
+        dropped = resets > 0 and code > 0 and not oom and not self.oom_check_error
+        if dropped:
+            what += f", after its port dropped {resets} readiness {'poll' if resets == 1 else 'polls'} unanswered"
+        return ServerStartError(f"server {what}; log: {self.log_path}", self.log_path, oom=oom, transient=dropped)
 
     def exit_reason(self) -> str | None:
         """"server exited with code N" (or "with signal S") once the process has ended, else None."""
