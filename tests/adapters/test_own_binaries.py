@@ -104,7 +104,7 @@ def test_an_ollama_cell_runs_on_linux_with_the_users_binary(tmp_path):
     fake.write_text(FAKE_OLLAMA.format(python=sys.executable))
     fake.chmod(0o755)
     profile = tmp_path / "tagged.yaml"
-    profile.write_text("name: tagged\nresults_name: tagged\nbuiltin: tiny\n"
+    profile.write_text("name: tagged\nresults_name: tagged\n"
                        "formats: {ollama: {tag: 'tiny:latest'}}\n")
     results = tmp_path / "results"
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "chat", "-k", "ollama", "-rs",
@@ -118,4 +118,4 @@ def test_an_ollama_cell_runs_on_linux_with_the_users_binary(tmp_path):
     result = json.loads(path.read_text())
     assert result["verdict"]["verdict"] == "ok", result["verdict"]
     assert result["framework"]["platform"] == LINUX, result["framework"]
-    assert result["framework"]["version"] == "0.12.3" and result["framework"]["source"] == "$OLLAMA"
+    assert result["framework"]["version"] == "0.12.3" and result["framework"]["install_source"] == "$OLLAMA"

@@ -72,7 +72,8 @@ def test_frameworks_without_a_linux_installer_run_here_from_the_users_binary(rep
         assert own["runnable"] and own["platform"] == "linux-x86_64", own
         assert own["installed"] is (shutil.which(exe) is not None), own
         assert own["install_command"].startswith("cellbench has no installer for "), own
-        assert f"set {variable}=/path/to/{exe}" in own["install_command"] and f"`{exe}` on PATH" in own["install_command"]
+        how = own["install_command"]
+        assert f"set {variable}=/path/to/{exe}" in how and how.endswith(f"or put `{exe}` on PATH"), how
     assert report["ollama"]["install_by_platform"]["darwin-arm64"].startswith("cellbench install ollama (runs: brew")
 
 

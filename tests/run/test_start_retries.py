@@ -85,7 +85,8 @@ def write_profile(tmp_path: Path, first: str) -> Path:
             "--port", "{port}", "--first", first, "--served-id", SERVED_ID]
     path = tmp_path / f"flaky-{first}.yaml"
     path.write_text("\n".join([
-        f"name: flaky-{first}", "results_name: flaky", "builtin: tiny", f"formats: {{gguf: {{served_id: {SERVED_ID}}}}}",
+        f"name: flaky-{first}", "results_name: flaky", "builtin: tiny",
+        f"formats: {{gguf: {{served_id: {SERVED_ID}}}}}",
         "openai:", f"  command: {json.dumps(argv)}", f"  env: {{PYTHONPATH: {json.dumps(str(PROJECT_ROOT))}}}",
         f"  served_id: {SERVED_ID}", "  ready_path: /v1/models"]) + "\n")
     return path

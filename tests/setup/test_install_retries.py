@@ -73,7 +73,8 @@ def index() -> Iterator[Index]:
                 status, kind, body = "200 OK", "application/octet-stream", wheel
             else:
                 status, kind, body = "404 Not Found", "text/plain", b"not here"
-            head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            head = (f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+                    "Connection: close\r\n\r\n")
             self.request.sendall(head.encode() + body)
 
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
@@ -90,9 +91,11 @@ def index() -> Iterator[Index]:
 
 @pytest.fixture
 def pip_env(tmp_path, monkeypatch, index):
-    """pip reads only this index, never retries on its own, and caches nothing."""
+    """pip reads only this index, caches nothing, and retries a connection once on its own (what it
+    prints then, `WARNING: Retrying ... after connection broken by ...`, is the evidence; pip's
+    default is 5 such retries, with back-off, and without any it says nothing of the network)."""
     monkeypatch.setenv("CELLBENCH_CACHE", str(tmp_path / "cache"))
-    for name, value in {"PIP_INDEX_URL": index.url, "PIP_CONFIG_FILE": os.devnull, "PIP_RETRIES": "0",
+    for name, value in {"PIP_INDEX_URL": index.url, "PIP_CONFIG_FILE": os.devnull, "PIP_RETRIES": "1",
                         "PIP_TIMEOUT": "10", "PIP_NO_CACHE_DIR": "1"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
@@ -112,7 +115,8 @@ def test_a_dropped_connection_to_the_index_is_retried_once_and_kept_on_record(pi
     assert built.details["packages"] == {"demo-pkg": "1.0"}
     first = built.details["retried_after"]
     assert pip_network_error(first + "\nERROR: No matching distribution found for demo-pkg==1.0") == first
-    assert f"127.0.0.1', port={index.port}" in first or "Connection" in first, first
+    assert first.startswith("WARNING: Retrying (") and "Connection aborted" in first, first
+    assert first.endswith("/simple/demo-pkg/"), "the page pip could not fetch"
     log = build_log_path(recipe()).read_text()
     assert log.count("-m pip --disable-pip-version-check --no-input install demo-pkg==1.0") == 2
     assert "# pip failed on the network (" in log and "from versions: none" in log
