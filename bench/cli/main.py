@@ -42,7 +42,7 @@ def _install(args: argparse.Namespace) -> int:
             continue
         recipe = adapter.recipe_for(tag)
         chosen = select(recipe, pinned=args.pinned).recipe
-        builds = getattr(chosen, "builds", True)  # False: only a user's own binary (OwnBinary)
+        builds = getattr(chosen, "has_installer", True)  # False: only a user's own binary (OwnBinary)
         if builds and chosen.external() is None and cached(chosen) is None:  # minutes of silence otherwise
             print(f"{name}: installing {chosen.version} (log: {build_log_path(chosen)})", file=sys.stderr, flush=True)
         try:

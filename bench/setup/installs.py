@@ -129,7 +129,7 @@ def ensure_installed(recipe: Recipe, *, allow_install: bool = True) -> Installat
     found = recipe.external() or cached(recipe)
     if found is not None:
         return found
-    if not getattr(recipe, "builds", True):  # a user's own binary only (bench.setup.scripted_install.OwnBinary)
+    if not getattr(recipe, "has_installer", True):  # a user's own binary only (scripted_install.OwnBinary)
         raise NotInstalled(f"{recipe.framework} is not installed: {recipe.install_hint()}", installable=False)
     if not allow_install:
         raise NotInstalled(f"{recipe.framework} {recipe.version} is not installed: {recipe.install_hint()}")

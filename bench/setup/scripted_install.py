@@ -249,8 +249,8 @@ class OwnBinary:
 
     Cells run wherever the binary is found (`env_var`, an alias, or `path_name` on PATH) and skip
     otherwise with `install_hint`, which says what is missing and how to point at it; there is
-    nothing to build, so `--install` changes nothing (`builds` is False). The version is asked of
-    the binary (`version_probe`, `{exe}` its path), as for a ScriptedInstall's own install.
+    nothing to build, so `--install` changes nothing (`has_installer` is False). The version is
+    asked of the binary (`version_probe`, `{exe}` its path), as for a ScriptedInstall's own install.
     """
 
     framework: str
@@ -260,7 +260,7 @@ class OwnBinary:
     env_aliases: tuple[str, ...] = ()
     version_probe: tuple[str, ...] = ("{exe}", "--version")
     version: str = "own"  # a cache key is never made: nothing is installed
-    builds = False
+    has_installer = False
 
     def install_hint(self) -> str:
         also = "".join(f" (or ${name})" for name in self.env_aliases)
