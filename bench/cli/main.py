@@ -47,12 +47,12 @@ def _install(args: argparse.Namespace) -> int:
             print(f"{name}: installing {chosen.version} (log: {build_log_path(chosen)})", file=sys.stderr, flush=True)
         try:
             inst = install_selected(recipe, pinned=args.pinned, allow_install=True)
-        except InstallError as exc:
-            print(f"{name}: FAILED: {exc}", file=sys.stderr)
-            rc = 1
-            continue
         except NotInstalled as exc:  # nothing cellbench can install here: the user's own binary only
             print(f"{name}: {exc}", file=sys.stderr)
+            rc = 1
+            continue
+        except InstallError as exc:
+            print(f"{name}: FAILED: {exc}", file=sys.stderr)
             rc = 1
             continue
         if first := inst.details.get("retried_after"):

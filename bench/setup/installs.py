@@ -48,6 +48,14 @@ class NotInstalled(LookupError):
         self.installable = installable
 
 
+class NoInstaller(NotInstalled, InstallError):
+    """Not installed, and cellbench has nothing to install it with: a cell skips (NotInstalled),
+    while an install that was asked for (`cellbench update`, the weekly run) fails (InstallError)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, installable=False)
+
+
 @dataclass(frozen=True)
 class Installation:
     framework: str
@@ -130,7 +138,7 @@ def ensure_installed(recipe: Recipe, *, allow_install: bool = True) -> Installat
     if found is not None:
         return found
     if not getattr(recipe, "has_installer", True):  # a user's own binary only (scripted_install.OwnBinary)
-        raise NotInstalled(f"{recipe.framework} is not installed: {recipe.install_hint()}", installable=False)
+        raise NoInstaller(f"{recipe.framework} is not installed: {recipe.install_hint()}")
     if not allow_install:
         raise NotInstalled(f"{recipe.framework} {recipe.version} is not installed: {recipe.install_hint()}")
     final = install_dir(recipe)

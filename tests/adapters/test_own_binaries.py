@@ -20,6 +20,7 @@ import adapters
 from bench.base.paths import PROJECT_ROOT
 from bench.setup.installs import NotInstalled, ensure_installed
 from bench.setup.scripted_install import OwnBinary, ScriptedInstall
+from bench.setup.updates import update_one
 
 LINUX = "linux-x86_64"
 # (framework, variable, older name or None, binary, --version output)
@@ -119,3 +120,18 @@ def test_an_ollama_cell_runs_on_linux_with_the_users_binary(tmp_path):
     assert result["verdict"]["verdict"] == "ok", result["verdict"]
     assert result["framework"]["platform"] == LINUX, result["framework"]
     assert result["framework"]["version"] == "0.12.3" and result["framework"]["install_source"] == "$OLLAMA"
+
+
+@pytest.mark.parametrize("name, variable, older, exe, version_line", OWN)
+def test_an_update_names_what_is_missing_and_leaves_the_users_binary_alone(name, variable, older, exe, version_line,
+                                                                            nothing_installed):
+    """`cellbench update` and the weekly run's update step: an error naming the missing binary (never
+    a crash, never a build), then, once there is one, the user's own install as it is."""
+    recipe = adapters.get(name).recipe_for(LINUX)
+    missing = update_one(recipe, LINUX)
+    assert missing.error is not None and missing.error.startswith(f"{name} is not installed: "), missing
+    assert missing.after is None and not (nothing_installed.parent / "cache" / "frameworks" / name).exists()
+    binary(nothing_installed, exe, version_line)
+    own = update_one(recipe, LINUX)
+    assert own.error is None and own.after == version_line.split()[-1], own
+    assert "cells use your own install (PATH)" in own.note
