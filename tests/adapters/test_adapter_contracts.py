@@ -115,8 +115,14 @@ EXPECTED: dict[tuple[str, str, str], tuple[list[str], dict[str, str]]] = {
         ["serve", "/models/Qwen3-0.6B", "--port", "8004", "--host", HOST, "--enable-prefix-caching",
          "--max-model-len", "16384"],
         {"VLLM_METAL_USE_PAGED_ATTENTION": "1", "VLLM_METAL_MEMORY_FRACTION": "auto"}),
+    # vllm-mlx: a fresh HOME per server ({cache}: the test's cellbench cache), so its on-disk prefix
+    # cache never carries one level's prompts into the next.
     ("vllm_mlx", MACOS, "agent"): (
-        ["serve", "/models/Qwen3-0.6B-bf16", "--port", "8008", "--host", HOST, "--continuous-batching"], {}),
+        ["serve", "/models/Qwen3-0.6B-bf16", "--port", "8008", "--host", HOST, "--continuous-batching"],
+        {"HOME": "{cache}/vllm_mlx/home-8008", "HF_HUB_OFFLINE": "1"}),
+    ("vllm_mlx", "linux-x86_64", "chat"): (
+        ["serve", "/models/Qwen3-0.6B-bf16", "--port", "8008", "--host", HOST, "--continuous-batching"],
+        {"HOME": "{cache}/vllm_mlx/home-8008", "HF_HUB_OFFLINE": "1"}),
     ("ollama", MACOS, "chat"): (
         ["serve"],
         {"OLLAMA_HOST": f"{HOST}:8006", "OLLAMA_NUM_PARALLEL": "16", "OLLAMA_KEEP_ALIVE": "10m",
@@ -183,14 +189,24 @@ def all_cases() -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize("name, platform, split", sorted(EXPECTED))
-def test_exact_command(name, platform, split):
+def test_exact_command(name, platform, split, private_cache):
     adapter = adapters.get(name)
     assert platform in adapter.platforms
     command, _ = command_for(adapter, platform, split)
     argv, env = EXPECTED[(name, platform, split)]
     assert command.argv[0].startswith(f"/opt/{name}/bin/"), "the installed executable, never a bare name"
     assert command.argv[1:] == argv
-    assert command.env == env
+    assert command.env == {key: value.replace("{cache}", str(private_cache)) for key, value in env.items()}
+
+
+def test_each_vllm_mlx_server_starts_with_an_empty_home(private_cache):
+    command, _ = command_for(adapters.get("vllm_mlx"), "linux-x86_64", "chat")
+    home = Path(command.env["HOME"])
+    stale = home / ".cache" / "vllm-mlx" / "prefix_cache" / "index.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    again, _ = command_for(adapters.get("vllm_mlx"), "linux-x86_64", "agent")
+    assert again.env["HOME"] == str(home) and home.is_dir() and not any(home.iterdir())
 
 
 @pytest.mark.parametrize("name, platform, split", all_cases())
