@@ -18,6 +18,7 @@ import sys
 
 import pytest
 
+import adapters
 from bench.base.paths import PROJECT_ROOT
 from bench.cli.main import main
 from bench.setup.adapter import host_platforms, this_platform
@@ -84,6 +85,21 @@ def test_install_of_a_framework_without_an_installer_says_how_to_provide_it(caps
     err = capsys.readouterr().err
     assert err.startswith("inferrs: inferrs is not installed: cellbench has no installer for inferrs"), err
     assert "installing" not in err, "nothing is built"
+
+
+def test_install_of_everything_that_runs_here_passes_over_what_it_cannot_install(capsys, monkeypatch):
+    """`make bench` runs `cellbench install`: a framework with no installer here is named, not a failure."""
+    for name in OWN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable))
+    runs_here = [a for a in adapters.registry().values() if a.runs_here()]
+    own = [a for a in runs_here if not getattr(a.recipe, "has_installer", True)]
+    monkeypatch.setattr(adapters, "registry", lambda: {a.name: a for a in own})  # nothing is built
+    assert sorted(a.name for a in own) == sorted(OWN_BINARY)
+    assert main(["install"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert sorted(line.split(":")[0] for line in err) == sorted(OWN_BINARY)
+    assert all(" is not installed: cellbench has no installer for " in line for line in err), err
 
 
 def test_the_table_names_the_platform_of_what_cannot_run(capsys):
