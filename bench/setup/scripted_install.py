@@ -7,6 +7,8 @@ installed for its version (`git describe`, `ollama --version`, the package's met
 the answer: for a moving target such as git main or brew, the cache key says nothing about what
 was actually built. `update_commands` are the matching update steps, kept as data for the
 weekly pipeline. A user's own install (an env var, PATH, or a known location) wins over building.
+An `OwnBinary` is the case with no commands at all: a framework cellbench has no installer for on
+a platform (Ollama on Linux), run only from the user's own binary.
 
 Commands may name `{prefix}` (the install directory); the version probe may also name `{dir}` (the
 directory of the main executable) and `{<executable>}` (its path), so one probe serves both a
