@@ -8,8 +8,10 @@ id is the MLX folder's path. Earlier tool calls in the agent history reach the m
 vllm-mlx is pure Python on MLX, and MLX has a CPU backend on Linux (`mlx[cpu]`, as mlx-lm uses):
 on 2026-12-02 vllm-mlx 0.6.0 with mlx[cpu] 0.32.4 served the built-in tiny model's HF folder on a
 Linux x86_64 CPU with correct streams (role chunk, content deltas, finish_reason `length`, a
-usage chunk), so Linux runs the released package, pinned. Its requirements pull torchvision and
-so torch with CUDA libraries (about 6.5 GB of venv) that text serving never loads.
+usage chunk), so Linux runs the released package, pinned; the chat cell (`--requests 8
+--concurrency 1,8`) then ended `ok`, its streams now and then carrying two tokens in one chunk
+(annotated `token-accounting`). Its requirements pull torchvision and so torch with CUDA
+libraries (a 6.5 GB venv, 253 s to install on 2 cores) that text serving never loads.
 
 The server keeps its prefix cache on disk under `~/.cache/vllm-mlx/` and loads it at the next
 start of the same model: each server gets a fresh, empty HOME (under cellbench's cache, per port),
