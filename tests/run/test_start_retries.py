@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,9 +53,9 @@ def test_a_server_that_dropped_its_connections_and_exited_is_transient_and_the_n
     with pytest.raises(ServerStartError) as err:
         start(first)
     assert err.value.transient and err.value.oom is None
-    reason = str(err.value)
-    assert reason.startswith("server exited with exit code 1 while starting, after its port dropped "), reason
-    assert "readiness polls unanswered; log: " in reason
+    reason = str(err.value)  # at least one drop; how many the polls saw (a backlog adds one) is timing
+    assert re.match(r"server exited with exit code 1 while starting, after its port dropped [1-9] readiness "
+                    r"polls? unanswered; log: ", reason), reason
     second = flaky(tmp_path, port)
     start(second)
     try:
