@@ -35,7 +35,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     writes: a SiliconBench user's `confirm $RESULTS_DIR points where you intend`."""
     s, machine = settings(config), detect()
     where = results_root(config) / s.profile.results_name / machine.slug
-    return (f"cellbench results: {where}/<split>/ (model {s.profile.name} from {s.model_source}, "
+    return (f"cellbench cells write to {where}/<split>/ (model {s.profile.name} from {s.model_source}, "
             f"machine {machine.slug} from {machine.slug_source})")
 
 

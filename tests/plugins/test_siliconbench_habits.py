@@ -55,8 +55,8 @@ def test_the_variables_choose_model_and_folder_and_the_header_says_so(shell: pyt
     monkeypatch.setenv("APPLEBENCH_RESULTS_SUBDIR", "m5pro")
     result = shell.runpytest("-k", "llamacpp", "--prompts", f"chat={chat}", "--results-dir", "res")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines([f"cellbench results: {shell.path}/res/Qwen3-0.6B/m5pro/<split>/ (model qwen3-0.6b "
-                                 "from APPLEBENCH_MODEL, machine m5pro from APPLEBENCH_RESULTS_SUBDIR)"])
+    result.stdout.fnmatch_lines([f"cellbench cells write to {shell.path}/res/Qwen3-0.6B/m5pro/<split>/ (model "
+                                 "qwen3-0.6b from APPLEBENCH_MODEL, machine m5pro from APPLEBENCH_RESULTS_SUBDIR)"])
     recorded = {split: json.loads((shell.path / f"{split}.json").read_text()) for split in ("chat", "agent")}
     assert recorded["chat"] == {"profile": "qwen3-0.6b", "model_source": "APPLEBENCH_MODEL", "prompts": str(chat)}
     assert recorded["agent"]["prompts"] is None, "a split the list leaves out keeps its shipped file"
@@ -64,7 +64,7 @@ def test_the_variables_choose_model_and_folder_and_the_header_says_so(shell: pyt
     monkeypatch.setenv("CELLBENCH_MACHINE", "studio")
     detect.cache_clear()
     result = shell.runpytest("-k", "llamacpp-chat", "--model", "tiny", "--results-dir", "res")
-    result.stdout.fnmatch_lines(["cellbench results: */res/tiny/studio/<split>/ (model tiny from --model, "
+    result.stdout.fnmatch_lines(["cellbench cells write to */res/tiny/studio/<split>/ (model tiny from --model, "
                                  "machine studio from CELLBENCH_MACHINE)"])
     assert json.loads((shell.path / "chat.json").read_text())["model_source"] == "--model"
 
