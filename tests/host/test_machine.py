@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from bench.cli.main import main as cellbench
 from bench.core.result import new_run_id
 from bench.core.verdicts import Verdict
 from bench.host import machine
@@ -151,3 +152,16 @@ def test_detect_files_under_the_variable_and_records_which(monkeypatch):
         assert scoped.cpu == found.cpu, "only the folder changes, never what the machine is"
     finally:
         detect.cache_clear()
+
+
+def test_every_cellbench_command_refuses_a_bad_folder_name_in_one_line(monkeypatch, capsys):
+    monkeypatch.delenv("CELLBENCH_MACHINE", raising=False)
+    monkeypatch.setenv("APPLEBENCH_RESULTS_SUBDIR", "M5 Pro")
+    detect.cache_clear()
+    try:
+        assert cellbench(["doctor"]) == 2
+    finally:
+        detect.cache_clear()
+    assert capsys.readouterr().err == ("cellbench: APPLEBENCH_RESULTS_SUBDIR='M5 Pro' is not a machine slug "
+                                       "(lowercase letters, digits, - and _, as results/<model>/<machine>/ "
+                                       "names it)\n")
