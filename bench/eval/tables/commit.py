@@ -1,0 +1,71 @@
+"""The refresh's local commit, as sglang-omni's `/running-eval-suite` ends (by default; `--no-commit`).
+
+One commit holding the edited benchmark files only, in the repository that holds them: `git
+commit -- <files>` leaves anything else the user staged staged and uncommitted. Its subject is
+the runner's own, `[Docs] Refresh reference benchmarks via /running-eval-suite (<utc-ts>)`, with
+the run's UTC timestamp as that runner names its run folders (20261202T015540Z); the body says
+what cellbench knows (hardware, replaced/appended counts, the Source prefix, the run dir). Never
+pushed. The run then ends with the runner's three lines: Review, Revert, Run dir.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.base import clock
+from bench.base.git import git, toplevel
+
+SUBJECT = "[Docs] Refresh reference benchmarks via /running-eval-suite ({utc_ts})"
+NOTHING = "no changes — nothing to commit"
+_UTC_TS = re.compile(r"^\d{8}T\d{6}Z")  # a run id starts with one: 20261202T015540Z-ab12
+
+
+@dataclass(frozen=True)
+class Committed:
+    ok: bool
+    lines: list[str]  # what the run prints at its end
+
+
+def utc_ts(run_id: str) -> str:
+    """The run's timestamp as the runner writes it, `yyyymmddThhmmssZ`: the run id's own, else now
+    (a `--run-id` that is not one)."""
+    found = _UTC_TS.match(run_id)
+    return found.group(0) if found else f"{clock.now():%Y%m%dT%H%M%SZ}"
+
+
+def message(run_dir: Path, hardware: str, summary: dict, source_prefix: str) -> str:
+    subject = SUBJECT.format(utc_ts=utc_ts(run_dir.name))
+    return (f"{subject}\n\n"
+            f"Hardware: {hardware}; {summary['replaced']} row(s) replaced, {summary['appended']} appended.\n"
+            f"Measured on {source_prefix} by cellbench eval, run {run_dir.name}.\n"
+            f"Run dir: {run_dir}\n")
+
+
+def _under(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def commit_tables(files: list[Path], run_dir: Path, hardware: str, summary: dict, source_prefix: str) -> Committed:
+    """Commit `files` (the edited benchmark files) in their repository; never push."""
+    if not files:
+        return Committed(True, [NOTHING])
+    root = toplevel(files[0])
+    if root is None or any(toplevel(path) != root for path in files):
+        return Committed(False, [f"commit FAILED: the edited files are not all in one git repository: "
+                                 f"{[str(f) for f in files]}; the edits are in the working tree"])
+    rel = [str(path.resolve().relative_to(root.resolve())) for path in files]
+    text = message(run_dir, hardware, summary, source_prefix)
+    for step in (["add", "--", *rel], ["commit", "-q", "-m", text, "--", *rel]):
+        done = git(root, *step)
+        if done.returncode != 0:
+            return Committed(False, [f"commit FAILED (git {step[0]}): {(done.stderr or done.stdout).strip()}; "
+                                     "the edits are in the working tree"])
+    sha = git(root, "rev-parse", "--short=7", "HEAD").stdout.strip()
+    where = "" if _under(Path(os.getcwd()), root) else " (cd there to run these)"
+    return Committed(True, [f"Committed {sha} in {root}{where}: {text.splitlines()[0]}",
+                            "Review:   git show HEAD",
+                            "Revert:   git reset --soft HEAD~1   # keeps the edits, staged",
+                            f"Run dir:  {run_dir}"])
