@@ -230,3 +230,27 @@ def test_benchmarks_help_lists_every_name_with_its_files_and_rows_and_runs_nothi
     assert unknown.ret == pytest.ExitCode.USAGE_ERROR
     assert "--benchmarks: unknown tts; this config accepts omni_mmsu, omni_seedtts, tts_seedtts, mmsu" \
         in unknown.stderr.str()
+
+
+def test_a_row_outside_benchmarks_eval_is_refused_before_any_server_starts(project):
+    (project.repo / "docs").mkdir()
+    (project.repo / "docs" / "benchmark_notes.py").write_text(mmsu_doc())
+    data = yaml.safe_load(project.config.read_text())
+    data["rows"].append({**ROWS[0], "id": "notes-accuracy", "file": "docs/benchmark_notes.py"})
+    project.config.write_text(yaml.safe_dump(data, sort_keys=False))
+    head = project.git("rev-parse", "HEAD")
+    refused = project.run("--benchmarks", "notes")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    why = (f"refused: {project.repo / 'docs' / 'benchmark_notes.py'} is outside the tables root "
+           f"{project.repo / 'benchmarks' / 'eval'}/ (tables_root in {project.config}); no table outside it is edited")
+    assert f"✗ row notes-accuracy: {why} — fix: move benchmark_notes.py under" in refused.stdout.str()
+    # Past the precheck, the row still never runs, and its edit says why.
+    forced = project.run("--benchmarks", "notes", "--no-precheck")
+    assert forced.ret == pytest.ExitCode.TESTS_FAILED
+    (state_path,) = project.results.glob("eval/qwen3-omni/*/run-state.json")
+    (row,) = json.loads(state_path.read_text())["rows"]
+    assert row["rounds"] == [] and row["reason"] == why
+    assert row["edit"] == {"status": "fail", "reason": why, "file": str(project.repo / "docs" / "benchmark_notes.py")}
+    assert project.git("status", "--porcelain", "benchmarks", "docs") == "?? docs/\n", "nothing edited or committed"
+    assert project.git("rev-parse", "HEAD") == head
+    assert (project.repo / "docs" / "benchmark_notes.py").read_text() == mmsu_doc()
