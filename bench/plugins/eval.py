@@ -281,6 +281,8 @@ class EvalRecorder:
             committed = commit_tables(self.edited, state.path.parent, self.hardware, state.summary(),
                                       state.header["source_prefix"])
             self.commit_lines = committed.lines
+            state.header["commit"] = committed.record
+            state.write(finished=True)
             if not committed.ok and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -183,6 +183,8 @@ def test_the_refresh_commits_once_with_the_seeds_message_and_ends_with_its_three
     assert project.git("show", "--name-only", "--format=", "HEAD").split() == [
         "benchmarks/eval/benchmark_omni_mmsu.py", "benchmarks/eval/benchmark_omni_seedtts.py"]
     assert "git push" not in out
+    assert state["commit"]["subject"] == subject and state["commit"]["commit"] == project.git(
+        "rev-parse", "--short=7", "HEAD").strip(), "run-state.json names the commit"
 
     # Nothing else changed: the user's staged file is still staged, and nothing is left uncommitted.
     assert project.git("status", "--porcelain", "--untracked-files=all").splitlines() == ["A  notes.txt"]

@@ -27,6 +27,12 @@ _UTC_TS = re.compile(r"^\d{8}T\d{6}Z")  # a run id starts with one: 20261202T015
 class Committed:
     ok: bool
     lines: list[str]  # what the run prints at its end
+    record: dict | None = None  # for run-state.json: the commit made, or why none was
+
+    @classmethod
+    def failed(cls, why: str) -> Committed:
+        return cls(False, [f"commit FAILED {why}; the edits are in the working tree"],
+                   {"status": "fail", "reason": why})
 
 
 def utc_ts(run_id: str) -> str:
@@ -51,21 +57,21 @@ def _under(path: Path, folder: Path) -> bool:
 def commit_tables(files: list[Path], run_dir: Path, hardware: str, summary: dict, source_prefix: str) -> Committed:
     """Commit `files` (the edited benchmark files) in their repository; never push."""
     if not files:
-        return Committed(True, [NOTHING])
+        return Committed(True, [NOTHING], {"status": "nothing to commit"})
     root = toplevel(files[0])
     if root is None or any(toplevel(path) != root for path in files):
-        return Committed(False, [f"commit FAILED: the edited files are not all in one git repository: "
-                                 f"{[str(f) for f in files]}; the edits are in the working tree"])
+        return Committed.failed(f"(not all in one git repository): {', '.join(map(str, files))}")
     rel = [str(path.resolve().relative_to(root.resolve())) for path in files]
     text = message(run_dir, hardware, summary, source_prefix)
     for step in (["add", "--", *rel], ["commit", "-q", "-m", text, "--", *rel]):
         done = git(root, *step)
         if done.returncode != 0:
-            return Committed(False, [f"commit FAILED (git {step[0]}): {(done.stderr or done.stdout).strip()}; "
-                                     "the edits are in the working tree"])
+            return Committed.failed(f"(git {step[0]}): {(done.stderr or done.stdout).strip()}")
     sha = git(root, "rev-parse", "--short=7", "HEAD").stdout.strip()
     where = "" if _under(Path(os.getcwd()), root) else " (cd there to run these)"
-    return Committed(True, [f"Committed {sha} in {root}{where}: {text.splitlines()[0]}",
+    subject = text.splitlines()[0]
+    return Committed(True, [f"Committed {sha} in {root}{where}: {subject}",
                             "Review:   git show HEAD",
                             "Revert:   git reset --soft HEAD~1   # keeps the edits, staged",
-                            f"Run dir:  {run_dir}"])
+                            f"Run dir:  {run_dir}"],
+                     {"status": "ok", "commit": sha, "repository": str(root), "subject": subject, "files": rel})
