@@ -32,7 +32,7 @@ from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.source import hardware_tag, source_prefix
 from bench.eval.state import RunState, refreshed_rows
 from bench.eval.tables import apply_edits
-from bench.eval.tables.commit import commit_tables
+from bench.eval.tables.commit import commit_tables, uncommitted
 from bench.host.machine import detect
 from bench.load.progress import terminal_writer
 from bench.plugins.hooks import EVAL, CellRecord, register_stashed, unregister_stashed
@@ -213,6 +213,7 @@ class EvalRecorder:
         self.runs: dict[str, dict] = {}
         self.edited: list[Path] = []
         self.commit_lines: list[str] = []
+        self.dirty_before: set[Path] = set()
 
     @property
     def rows(self) -> dict[str, EvalRow]:
@@ -220,8 +221,11 @@ class EvalRecorder:
         return {row.id: row for row in loaded.rows} if isinstance(loaded, EvalConfig) else {}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if isinstance(self.config.stash[EVAL_CONFIG], EvalConfig):
+        loaded = self.config.stash[EVAL_CONFIG]
+        if isinstance(loaded, EvalConfig):
             self.hardware, self.prefix = source_of(self.config)
+            if settings(self.config).eval.commit:  # the table files' state before any edit
+                self.dirty_before = uncommitted([row.file for row in loaded.rows])
 
     def _state(self) -> RunState:
         if self.state is None:
@@ -279,7 +283,7 @@ class EvalRecorder:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if settings(self.config).eval.commit:  # never pushed
             committed = commit_tables(self.edited, state.path.parent, self.hardware, state.summary(),
-                                      state.header["source_prefix"])
+                                      state.header["source_prefix"], self.dirty_before)
             self.commit_lines = committed.lines
             state.header["commit"] = committed.record
             state.write(finished=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.eval.tables.commit import NOTHING, commit_tables, utc_ts
+from bench.eval.tables.commit import NOTHING, commit_tables, uncommitted, utc_ts
 
 SUMMARY = {"replaced": 2, "appended": 1}
 RUN = "20261202T015540Z-ab12"
@@ -88,3 +88,20 @@ def test_a_commit_git_refuses_fails_with_gits_words(repo, tmp_path):
 def test_the_timestamp_is_the_run_ids_else_now():
     assert utc_ts(RUN) == "20261202T015540Z"
     assert len(utc_ts("my-run")) == 16 and utc_ts("my-run").endswith("Z")
+
+
+def test_a_table_file_edited_before_the_run_is_committed_with_a_warning(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(repo)
+    mmsu, tts = (repo / "benchmarks" / "eval" / name for name in ("benchmark_omni_mmsu.py", "benchmark_tts_seedtts.py"))
+    mmsu.write_text('"""tables, with a note the user is still writing"""\n')
+    before = uncommitted([mmsu, tts])
+    assert before == {mmsu}
+    mmsu.write_text('"""tables, with a note the user is still writing, refreshed"""\n')
+    tts.write_text('"""refreshed"""\n')
+    done = commit_tables([mmsu, tts], tmp_path / RUN, "H200", SUMMARY, "dirty 1234567", before)
+    assert done.lines[0] == ("WARNING: benchmarks/eval/benchmark_omni_mmsu.py had uncommitted edits before the run; "
+                             "they are in this commit too")
+    assert done.lines[1].startswith("Committed ") and done.lines[-3] == "Review:   git show HEAD"
+    body = _git(repo, "log", "-1", "--format=%b")
+    assert "benchmarks/eval/benchmark_omni_mmsu.py also carries edits made before the run." in body
+    assert "benchmark_tts_seedtts.py also" not in body
