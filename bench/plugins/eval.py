@@ -103,12 +103,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not isinstance(loaded, EvalConfig):
         return
     chosen_by = settings(config).eval
-    if wants_listing(chosen_by.benchmarks):
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        write = reporter.write_line if reporter is not None else print
-        for line in listing(loaded.rows, loaded.root):
-            write(line)
-        pytest.exit("--benchmarks help: nothing was run", returncode=pytest.ExitCode.OK)
     retry_from = chosen_by.retry_failed_from
     try:
         done = refreshed_rows(retry_from) if retry_from is not None else set()
@@ -220,8 +214,15 @@ class EvalRecorder:
         loaded = self.config.stash[EVAL_CONFIG]
         return {row.id: row for row in loaded.rows} if isinstance(loaded, EvalConfig) else {}
 
+    @pytest.hookimpl(tryfirst=True)  # before xdist starts any worker
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         loaded = self.config.stash[EVAL_CONFIG]
+        if isinstance(loaded, EvalConfig) and wants_listing(settings(self.config).eval.benchmarks):
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            write = reporter.write_line if reporter is not None else print
+            for line in listing(loaded.rows, loaded.root):
+                write(line)
+            pytest.exit("--benchmarks help: nothing was run", returncode=pytest.ExitCode.OK)
         if isinstance(loaded, EvalConfig):
             self.hardware, self.prefix = source_of(self.config)
             if settings(self.config).eval.commit:  # the table files' state before any edit

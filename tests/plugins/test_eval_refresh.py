@@ -228,6 +228,9 @@ def test_benchmarks_help_lists_every_name_with_its_files_and_rows_and_runs_nothi
                  "      mmsu-text-c8-speed  [Speed (speed)] modalities=text"):
         assert line in out.splitlines(), line
     assert not list(project.results.glob("eval/*/*/run-state.json")), "a row ran"
+    under_xdist = project.run("--benchmarks", "help", "-n", "2")  # the controller lists; no worker starts
+    assert under_xdist.ret == 0 and "  mmsu (alias of omni_mmsu): benchmarks/eval/benchmark_omni_mmsu.py, 2 row(s)" \
+        in under_xdist.stdout.str().splitlines()
     unknown = project.run("--benchmarks", "mmsu,tts")
     assert unknown.ret == pytest.ExitCode.USAGE_ERROR
     assert "--benchmarks: unknown tts; this config accepts omni_mmsu, omni_seedtts, tts_seedtts, mmsu" \
