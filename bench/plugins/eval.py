@@ -207,7 +207,8 @@ class EvalRecorder:
         self.runs: dict[str, dict] = {}
         self.edited: list[Path] = []
         self.commit_lines: list[str] = []
-        self.dirty_before: set[Path] = set()
+        self.seen: set[Path] = set()  # table files checked for the user's own uncommitted edits
+        self.dirty_before: set[Path] = set()  # those that had some
 
     @property
     def rows(self) -> dict[str, EvalRow]:
@@ -225,8 +226,6 @@ class EvalRecorder:
             pytest.exit("--benchmarks help: nothing was run", returncode=pytest.ExitCode.OK)
         if isinstance(loaded, EvalConfig):
             self.hardware, self.prefix = source_of(self.config)
-            if settings(self.config).eval.commit:  # the table files' state before any edit
-                self.dirty_before = uncommitted([row.file for row in loaded.rows])
 
     def _state(self) -> RunState:
         if self.state is None:
@@ -270,6 +269,9 @@ class EvalRecorder:
             return {"status": "skipped", "reason": why}
         edit = row_edit(row, self.hardware, self.prefix, run["cells"], run["source_note"],
                         mean_of=rounds_averaged(self.config))
+        if settings(self.config).eval.commit and row.file not in self.seen:
+            self.seen.add(row.file)  # only this process edits tables: as the user left it before the run
+            self.dirty_before |= uncommitted([row.file])
         outcome = apply_edits(row.file, [edit], cache_root() / "table-locks")[0]
         if outcome.status == "ok" and outcome.before != outcome.after and row.file not in self.edited:
             self.edited.append(row.file)

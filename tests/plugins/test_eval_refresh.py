@@ -259,3 +259,14 @@ def test_a_row_outside_benchmarks_eval_is_refused_before_any_server_starts(proje
     assert project.git("status", "--porcelain", "benchmarks", "docs") == "?? docs/\n", "nothing edited or committed"
     assert project.git("rev-parse", "HEAD") == head
     assert (project.repo / "docs" / "benchmark_notes.py").read_text() == mmsu_doc()
+
+
+def test_a_table_file_the_user_had_edited_is_committed_with_a_warning(project):
+    tts = project.repo / "benchmarks" / "eval" / "benchmark_tts_seedtts.py"
+    tts.write_text(tts.read_text().replace("Last verified: 2026-05-04", "Last verified: 2026-05-04 (notes WIP)"))
+    result = project.run("--benchmarks", "s2pro_seedtts")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert ("WARNING: benchmarks/eval/benchmark_tts_seedtts.py had uncommitted edits before the run; they are in "
+            "this commit too") in result.stdout.str().splitlines()
+    assert "also carries edits made before the run" in project.git("log", "-1", "--format=%b")
+    assert "(notes WIP)" in project.git("show", "HEAD:benchmarks/eval/benchmark_tts_seedtts.py")
