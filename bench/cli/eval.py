@@ -62,9 +62,10 @@ def _precheck(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def locate_line(row: EvalRow, hardware: str, prefix: str, config: EvalConfig | None = None) -> tuple[bool, str]:
-    """What the row's edit would do to its table now (nothing is written)."""
-    refused = config.refused(row) if config is not None else None
+def locate_line(row: EvalRow, hardware: str, prefix: str, config: EvalConfig) -> tuple[bool, str]:
+    """What the row's edit would do to its table now (nothing is written); a row whose file is
+    outside the config's tables root would edit nothing."""
+    refused = config.refused(row)
     if refused:
         return False, f"✗ {row.id}  {row.file.name}  {refused}"
     edit: RowEdit = row_edit(row, hardware, prefix, {column: "…" for column in row.cells})
