@@ -22,6 +22,7 @@ import os
 import sys
 
 import adapters
+from bench.host.machine import MachineSlugError
 from bench.setup.adapter import Adapter, host_platforms, this_platform
 from bench.setup.installs import InstallError, NotInstalled, Recipe, build_log_path, cached
 from bench.setup.scripted_install import ScriptedInstall
@@ -149,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     the command quietly with 141 (128 + SIGPIPE), as a Unix tool killed by the pipe would."""
     try:
         return _dispatch(argv)
+    except MachineSlugError as exc:  # a variable naming the machine's folder: every command files by it
+        print(f"cellbench: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # Python flushes stdout again at exit and would report the same broken pipe there.
         devnull = os.open(os.devnull, os.O_WRONLY)
