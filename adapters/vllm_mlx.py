@@ -10,8 +10,11 @@ on 2026-12-02 vllm-mlx 0.6.0 with mlx[cpu] 0.32.4 served the built-in tiny model
 Linux x86_64 CPU with correct streams (role chunk, content deltas, finish_reason `length`, a
 usage chunk), so Linux runs the released package, pinned; the chat cell (`--requests 8
 --concurrency 1,8`) then ended `ok`, its streams now and then carrying two tokens in one chunk
-(annotated `token-accounting`). Its requirements pull torchvision and so torch with CUDA
-libraries (a 6.5 GB venv, 253 s to install on 2 cores) that text serving never loads.
+(annotated `token-accounting`). Its requirements pull torchvision and so torch, which text
+serving never loads: unpinned, pip took torch with CUDA libraries (a 6.5 GB venv, 253 s to install
+on 2 cores); pinned to the CPU build the transformers and vLLM installs use, 2.1 GB in 79 s. The
+torchvision that comes with it does not match that torch ("operator torchvision::nms does not
+exist") and breaks transformers' import of the model's config, so it is removed, as for vLLM.
 
 The server keeps its prefix cache on disk under `~/.cache/vllm-mlx/` and loads it at the next
 start of the same model: each server gets a fresh, empty HOME (under cellbench's cache, per port),
@@ -51,9 +54,10 @@ MLX = "0.32.4"  # mlx-lm's pin too: one MLX for both MLX frameworks on Linux
 LINUX = PipVenv(
     framework="vllm_mlx",
     version=VLLM_MLX,
-    packages=(f"vllm-mlx=={VLLM_MLX}", f"mlx[cpu]=={MLX}"),
+    packages=(f"vllm-mlx=={VLLM_MLX}", f"mlx[cpu]=={MLX}", "torch==2.13.0"),  # else a CUDA torch: see above
     executables=("vllm-mlx",),
-    report=("vllm-mlx", "mlx", "mlx-cpu", "mlx-lm", "transformers"),
+    report=("vllm-mlx", "mlx", "mlx-cpu", "mlx-lm", "transformers", "torch"),
+    uninstall=("torchvision",),
 )
 
 

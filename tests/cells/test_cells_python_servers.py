@@ -1,4 +1,4 @@
-"""Real cells against the Python servers (mlx-lm, transformers serve, vLLM) on the built-in tiny model.
+"""Real cells against the Python servers (mlx-lm, transformers serve, vLLM, vllm-mlx) on the built-in tiny model.
 
 Each framework installs itself into the framework cache on first use (a fresh CI machine pays the
 install once), then cellbench runs the way a user runs it, `pytest -m "chat and <fw>"` in a fresh
@@ -59,7 +59,7 @@ def test_pip_venv_failure_names_the_build_log(tmp_path, monkeypatch):
     assert not (install_dir(recipe) / "install.json").exists()
 
 
-@pytest.fixture(scope="module", params=["mlx_lm", "hf_transformers", "vllm"])
+@pytest.fixture(scope="module", params=["mlx_lm", "hf_transformers", "vllm", "vllm_mlx"])
 def framework(request) -> tuple[Adapter, Installation]:
     adapter = adapters.get(request.param)
     if not adapter.runs_here():
