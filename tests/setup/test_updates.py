@@ -191,7 +191,7 @@ def test_each_recipe_kind_becomes_the_same_recipe_at_another_version():
                                                          for s in at.steps for a in s.command)
     vllm_mlx_linux = adapters.get("vllm_mlx").recipe_for("linux-x86_64")
     assert isinstance(vllm_mlx_linux, PipVenv)
-    assert vllm_mlx_linux.with_version("0.7.0").packages == ("vllm-mlx==0.7.0", "mlx[cpu]>=0.32.4")
+    assert vllm_mlx_linux.with_version("0.7.0").packages == ("vllm-mlx==0.7.0", "mlx[cpu]>=0.32.4", "torch>=2.13.0")
 
 
 def test_every_framework_says_where_its_releases_come_from():
