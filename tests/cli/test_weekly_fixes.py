@@ -88,7 +88,7 @@ def test_a_week_with_a_broken_adapter_fixed_between_runs(checkout, tmp_path, lla
     code, summary, _ = weekly(checkout, probe_dir, "--requests", "2", update="--pinned")
     assert code == 1 and summary["not_ok"] == ["llamacpp/chat: failed"], summary
     assert branch in (probe_dir / "branch_at_start.txt").read_text()
-    journal = (scoped / f"journal_{today}.md").read_text()
+    journal = (scoped / f"weekly_{today}.journal.md").read_text()
     assert "- llamacpp: pinned b11434, selected b11434 (pinned)" in journal  # --pinned: the adapter's version
     failed = json.loads(next((scoped / "chat").glob("llamacpp_*.json")).read_text())
     assert failed["framework"]["version_choice"] == "pinned"
@@ -114,7 +114,7 @@ def test_a_week_with_a_broken_adapter_fixed_between_runs(checkout, tmp_path, lla
     assert verdict["reason"].startswith("ok after an edit of adapters/llamacpp.py; it was failed at ")
     assert verdict["fix"]["adapter"] == "adapters/llamacpp.py"
     assert verdict["fix"]["sha256_before"] != verdict["fix"]["sha256_after"]
-    journal = _git(checkout, "show", f"{branch}:results/tiny/{detect().slug}/journal_{today}.md")
+    journal = _git(checkout, "show", f"{branch}:results/tiny/{detect().slug}/weekly_{today}.journal.md")
     assert "| llamacpp | fixed |" in journal and "- Status: completed_with_fixes" in journal
     fixes = journal[journal.index("## Auto-Fixes"):journal.index("## Failures")]
     assert "### llamacpp / chat" in fixes and "- Why: it was failed in run " in fixes
@@ -129,7 +129,7 @@ def test_a_week_with_a_broken_adapter_fixed_between_runs(checkout, tmp_path, lla
     assert code != 0 and summary["not_ok"] == ["llamacpp/chat: capped"], summary
     assert "edited during the run outside adapters/, not committed: bench/core/metrics/level.py" in stderr
     assert "bench/core/metrics/level.py" not in _git(checkout, "log", "--name-only", "--format=", f"main..{branch}")
-    journal = (scoped / f"journal_{today}.md").read_text()
+    journal = (scoped / f"weekly_{today}.journal.md").read_text()
     assert "| llamacpp | capped | cell budget of 20 s reached at c=1" in journal
     since = journal[journal.index("- Since the last pass:"):]  # the capped cell's entry under Failures
     assert since.splitlines()[1].startswith("  last ok: llamacpp_") and "(llamacpp b11434)" in since.splitlines()[1]
