@@ -108,7 +108,7 @@ def plan_cells(journal: Journal, frameworks: list[str], splits: list[str], updat
         holds = holds_line(by_framework.get(framework), bool(skip.get("adapter_sha256")))
         plan.held.setdefault(split, set()).add(framework)
         journal.record(CellEntry(framework, split, Verdict.SKIPPED.value,
-                                 f"skipped: diagnosed, not fixed: {skip['reason']}",
+                                 f"diagnosed, not fixed: {skip['reason']}",
                                  evidence={DIAGNOSED_SKIP: {**skip, "holds": holds}},
                                  carried_from=skip["since"] if skip["since"] < journal.day else None))
     if unknown:

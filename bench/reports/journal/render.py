@@ -106,8 +106,9 @@ def _skipped(j: Any) -> list[str]:
     for c in sorted(j.cells.values(), key=lambda c: c.key):
         skip = c.evidence.get(DIAGNOSED_SKIP)
         if c.verdict == Verdict.SKIPPED.value and skip:
-            lines.append(f"- {c.framework} / {c.split}: skipped since {skip['since']} ({skip['source']}): "
-                         f"{skip['reason']}; {skip['holds']}")
+            holds = f"; {skip['holds']}" if skip.get("holds") else ""
+            lines.append(f"- {c.framework} / {c.split}: skipped since {skip.get('since')} ({skip.get('source')}): "
+                         f"{skip.get('reason')}{holds}")
     return ["## Skipped Cells", "", *(lines or ["None."]), ""]
 
 
