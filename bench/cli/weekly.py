@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     results_rel = f"{args.results_dir.relative_to(args.repo.resolve()).as_posix()}/" if inside else "results/"
     refused = edited_outside_adapters(tree_before, tree_snapshot(args.repo), results_rel)
     if refused:  # counted as a failure of the run: the results were measured with code nobody committed
-        died.append(f"edited during the run outside adapters/, not committed: {', '.join(refused)}")
+        died.append(f"edited during the run outside adapters/ and models/, not committed: {', '.join(refused)}")
     reports = rebuild(args.results_dir, model=profile.results_name, machine=machine)
 
     journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
