@@ -68,8 +68,7 @@ from bench.cli.weekly_start import (
 from bench.core.result import new_run_id
 from bench.core.verdicts import GREEN_VERDICTS, Verdict
 from bench.host.machine import detect
-from bench.reports.journal import JOURNAL_DAY_ENV, LAST_PASS, TELEMETRY, Journal, write_index
-from bench.reports.journal.telemetry import failure_reading
+from bench.reports.journal import JOURNAL_DAY_ENV, LAST_PASS, Journal, write_index
 from bench.reports.rebuild import rebuild
 from bench.run.fixes import FIX_REFERENCE_ENV, reference_problem
 from bench.setup.profiles import ProfileError, load_profile
@@ -185,19 +184,16 @@ def runnable_frameworks(only: list[str] | None) -> list[str]:
 
 
 def explain_failures(journal: Journal, run_id: str, repo: Path) -> None:
-    """Each cell of this run that failed gets, in its journal entry, the telemetry reading of its
-    result (OOM evidence, exits, the resource samples: bench.reports.journal.telemetry), its last
-    passing result and what changed since: the framework's releases in between (with where their
-    notes are) and the commits and uncommitted edits of its adapter (bench.setup.updates.since_last_pass)."""
+    """Each cell of this run that failed gets, in its journal entry (beside the telemetry reading
+    the recorder gave it), its last passing result and what changed since: the framework's
+    releases in between (with where their notes are) and the commits and uncommitted edits of its
+    adapter (bench.setup.updates.since_last_pass)."""
     for cell in journal.cells.values():
         if cell.verdict in GREEN_VERDICTS or not cell.result_path:
             continue
         path = Path(cell.result_path)
         if run_id not in path.name or not path.is_file():
             continue
-        reading = failure_reading(path)
-        if reading:
-            cell.evidence[TELEMETRY] = reading
         adapter = adapters.registry().get(cell.framework)
         if cell.verdict == Verdict.OOM.value or adapter is None or adapter.bind is not None:
             continue
