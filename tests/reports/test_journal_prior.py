@@ -158,3 +158,23 @@ def test_a_calm_machine_says_so_and_a_cell_without_samples_says_that(tmp_path):
     (tmp_path / "bare.json").write_text(json.dumps({"servers": [{"levels": [1], "start_error": "boom"}]}))
     assert "no resource samples" in failure_reading(tmp_path / "bare.json")
     assert failure_reading(None) is None
+
+
+def test_a_sessions_failed_cell_gets_its_decision_and_telemetry_lines(pytester, monkeypatch):
+    """A real pytest session: an --endpoint nobody listens on fails the `openai` cell, and the
+    journal's entry under Failures carries the triage line and what the result's telemetry says."""
+    from bench.base.paths import PROJECT_ROOT
+
+    monkeypatch.setenv("CELLBENCH_CACHE", str(pytester.path / "cache"))
+    pytester.makepyfile(test_cells=(PROJECT_ROOT / "bench" / "test_cells.py").read_text())
+    proc = pytester.runpytest("-p", "bench.plugins.cells", "-p", "fixtures.cells", "-p", "fixtures.servers",
+                              "-W", "ignore::pytest.PytestAssertRewriteWarning", "--endpoint", "http://127.0.0.1:9",
+                              "--results-dir", "results", "-k", "openai-chat", "--ready-timeout", "1")
+    proc.assert_outcomes(failed=1)
+    (journal,) = (pytester.path / "results").rglob("weekly_*.journal.md")
+    failure = journal.read_text().split("## Failures\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert failure[0] == "### openai / chat: failed"
+    assert failure[2].startswith("- Decision: skip — ")
+    (cell,) = json.loads(journal.with_suffix(".json").read_text())["cells"]
+    assert cell["evidence"][TELEMETRY] == "no resource samples (the server never started, or sampling was off)"
+    assert f"- Telemetry: {cell['evidence'][TELEMETRY]}" in failure
