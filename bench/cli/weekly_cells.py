@@ -32,7 +32,7 @@ from bench.core.verdicts import GREEN_VERDICTS, Verdict
 from bench.host.machine import detect
 from bench.reports.journal import DIAGNOSED_SKIP, CellEntry, Journal
 from bench.reports.journal.prior import recent
-from bench.reports.journal.skips import clear_skip, diagnosed_skips, holds_line, lapse, read_store, record_skip
+from bench.reports.journal.skips import clear_skip, diagnosed_skips, holds_line, lapse, record_skip
 from bench.reports.journal.triage import PRIOR_FAILURE
 from bench.run.fixes import FIXABLE, FixAttempt, attempt_refusal
 from bench.setup.profiles import ProfileError, load_profile
@@ -154,13 +154,11 @@ def settle_cells(journal: Journal, plan: CellPlan, run_id: str) -> None:
                                        "(`cellbench weekly --fix-ref`)")
         else:
             attempt["outcome_line"] = f"{attempt['edited']}: still {cell.verdict} ({cell.reason}); no second attempt"
-    recorded = read_store(journal.directory)["skips"]
     for key in plan.lapsed:
         framework, _, split = key.partition("/")
         cell = journal.cells.get((framework, split))
         if cell is not None and cell.verdict in GREEN_VERDICTS and cell.verdict != Verdict.SKIPPED.value:
-            if key in recorded:
-                clear_skip(journal.directory, key, journal.day)
+            clear_skip(journal.directory, key, journal.day)  # a prior journal's skip of it ends too
             journal.notes.append(f"{key}: passed ({cell.verdict}) after its skip lapsed; the skip is cleared")
     previous = journal.previous()
     failing = {v.value for v in Verdict if v.listed_as_failure}

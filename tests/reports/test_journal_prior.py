@@ -178,3 +178,14 @@ def test_a_sessions_failed_cell_gets_its_decision_and_telemetry_lines(pytester, 
     (cell,) = json.loads(journal.with_suffix(".json").read_text())["cells"]
     assert cell["evidence"][TELEMETRY] == "no resource samples (the server never started, or sampling was off)"
     assert f"- Telemetry: {cell['evidence'][TELEMETRY]}" in failure
+
+
+def test_a_skip_ends_once_a_newer_journal_ran_the_cell(tmp_path):
+    shutil.copy(SILICONBENCH, tmp_path / SILICONBENCH.name)
+    week = Journal.open(tmp_path, model="tiny", machine="m", day="2026-12-01")
+    week.record(CellEntry("llamacpp", "chat", "ok", "8/8 requests ok"))  # it ran, and passed, after its skip lapsed
+    assert "llamacpp/chat" not in diagnosed_skips(tmp_path, "2026-12-08")
+    assert "vllm_metal/chat" in diagnosed_skips(tmp_path, "2026-12-08"), "other skips of the older journal hold"
+    prior = parse_markdown(SILICONBENCH.read_text(), SILICONBENCH, "2026-11-24")
+    assert {("mlx_lm", "chat"), ("llamacpp", "agent"), ("ollama", "agent")} <= prior.ran
+    assert ("llamacpp", "chat") not in prior.ran

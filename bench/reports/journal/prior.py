@@ -60,6 +60,7 @@ class PriorJournal:
     path: Path
     skips: list[PriorSkip] = field(default_factory=list)
     fixes: list[PriorFix] = field(default_factory=list)
+    ran: set[tuple[str, str]] = field(default_factory=set)  # cells it benchmarked (any verdict but skipped)
 
 
 def _splits_of(text: str | None, default: list[str]) -> list[str]:
@@ -105,7 +106,10 @@ def parse_markdown(text: str, path: Path, day: str) -> PriorJournal:
             splits = _splits_of(name.removeprefix("frameworks"), only)
             for line in lines:
                 row = _ROW.match(line)
-                if row and row["status"].strip().lower() == "skipped":
+                status = row["status"].strip().lower() if row else ""
+                if row and status not in ("skipped", "status") and not set(status) <= set("-: "):
+                    prior.ran |= {(row["fw"], split) for split in splits}
+                if row and status == "skipped":
                     for split in splits:
                         skips.setdefault((row["fw"], split), PriorSkip(row["fw"], split, row["notes"].strip(" —-")
                                                                        or "skipped", title, path.name))
@@ -131,6 +135,8 @@ def from_state(state: dict, path: Path) -> PriorJournal:
     day = str(state.get("day") or "")
     prior = PriorJournal(day, path)
     for cell in state.get("cells", []):
+        if cell.get("verdict") != "skipped":
+            prior.ran.add((cell["framework"], cell["split"]))
         skip = (cell.get("evidence") or {}).get(DIAGNOSED_SKIP)
         if cell.get("verdict") == "skipped" and skip:
             prior.skips.append(PriorSkip(cell["framework"], cell["split"], skip["reason"], skip.get("since") or day,

@@ -4,7 +4,8 @@ the prior journals, and whether each still holds.
 A person records one with `cellbench weekly skip FRAMEWORK SPLIT --reason "..."`, into
 `weekly_skips.json` beside the journals (`results/<model>/<machine>/`); `--clear` ends it. The
 skips of the two most recent prior journals count too (SiliconBench's `## Skipped Cells`, and
-the diagnosed skips cellbench's own journals carried), unless cleared after that journal's day.
+the diagnosed skips cellbench's own journals carried), unless cleared after that journal's day
+or the cell ran in a newer one.
 
 A skip holds while nothing it was diagnosed against moved: the framework's release (this run's
 update did not install another one) and, for a recorded skip, its adapter module (the sha256 it
@@ -62,6 +63,8 @@ def diagnosed_skips(directory: Path, day: str) -> dict[str, dict[str, Any]]:
     store = read_store(directory)
     found: dict[str, dict[str, Any]] = {}
     for prior in reversed(recent(directory, day)):  # the newer journal's word wins
+        for framework, split in prior.ran:  # a cell that ran since is no longer skipped
+            found.pop(f"{framework}/{split}", None)
         for skip in prior.skips:
             key = f"{skip.framework}/{skip.split}"
             cleared = store["cleared"].get(key)
