@@ -1,10 +1,12 @@
 """One fix attempt per cell per run: the weekly run's plan records a failed cell's re-run with an
-edited adapter or profile as its attempt, settles how it ended, and refuses a second one."""
+edited adapter or profile as its attempt, settles how it ended, and refuses a second one; a
+prior skip is held while nothing moved and lapses with a new release."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import adapters
@@ -73,3 +75,22 @@ def test_a_failed_attempt_makes_the_triage_say_skip(tmp_path):
     settle_cells(journal, plan, RERUN)
     decision = next(line for line in journal.md_path.read_text().splitlines() if line.startswith("- Decision:"))
     assert decision.startswith("- Decision: skip — its one fix attempt of the run (adapters/llamacpp.py) ended failed")
+
+
+def test_a_prior_skip_is_held_while_nothing_moved_and_lapses_with_a_new_release(tmp_path):
+    shutil.copy(PROJECT_ROOT / "tests" / "data" / "siliconbench" / "weekly_2026-11-24.journal.md", tmp_path)
+    journal = Journal.open(tmp_path, model="tiny", machine="m", day=DAY)
+    same = [{"framework": "llamacpp", "before": "b7000", "after": "b7000"}]
+    assert _plan(journal).left_out("chat") == ["llamacpp"]
+    assert plan_cells(journal, ["llamacpp"], ["chat"], same, PROJECT_ROOT, PROFILE, [], None).left_out("chat") == \
+        ["llamacpp"]
+    assert "still holds: llamacpp is still b7000" in journal.md_path.read_text()
+
+    later = Journal.open(tmp_path, model="tiny", machine="m", day="2026-12-01")
+    moved = [{"framework": "llamacpp", "before": "b7000", "after": "b7100"}]
+    plan = plan_cells(later, ["llamacpp"], ["chat"], moved, PROJECT_ROOT, PROFILE, [], None)
+    assert plan.left_out("chat") == [] and plan.lapsed == ["llamacpp/chat"]
+    assert any(n.startswith("llamacpp/chat: the skip of 2026-11-24 (llama-server rejects --jinja") and
+               n.endswith("no longer holds: llamacpp moved from b7000 to b7100 this run; the cell runs")
+               for n in later.notes)
+    assert "prior skips of frameworks with no cellbench adapter, not carried: inferrs/chat" in later.notes
