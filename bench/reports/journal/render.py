@@ -95,7 +95,8 @@ def _auto_fixes(j: Any) -> list[str]:
         lines.append("")
     lines += [] if j.fixes else ["None.", ""]
     attempts = [f"- {key}: {a['outcome_line']}" for key, a in sorted(j.fix_attempts.items()) if a.get("outcome_line")]
-    lines += ["## Fix Attempts", "", *(attempts or ["None."]), *[f"- refused: {r}" for r in j.refused], ""]
+    attempts += [f"- refused: {r}" for r in j.refused]
+    lines += ["## Fix Attempts", "", *(attempts or ["None."]), ""]
     lines += ["## Earlier Auto-Fixes", "", *([f"- {line}" for line in j.earlier_fixes] or ["None."]), ""]
     return lines
 
