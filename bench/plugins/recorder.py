@@ -147,7 +147,7 @@ def telemetry(cell: CellRecord) -> dict[str, str]:
     verdict = Verdict(cell.verdict)
     if not (verdict.is_failure or verdict.listed_as_failure):
         return {}
-    line = failure_reading(cell.result_path)
+    line = failure_reading(cell.result_path, with_oom=verdict is not Verdict.OOM)
     return {TELEMETRY: line} if line else {}
 
 

@@ -176,7 +176,7 @@ def test_a_sessions_failed_cell_gets_its_decision_and_telemetry_lines(pytester, 
     assert failure[0] == "### openai / chat: failed"
     assert failure[2].startswith("- Decision: skip — ")
     (cell,) = json.loads(journal.with_suffix(".json").read_text())["cells"]
-    assert cell["evidence"][TELEMETRY] == "no resource samples (the server never started, or sampling was off)"
+    assert cell["evidence"][TELEMETRY] == "no resource samples recorded for its servers"
     assert f"- Telemetry: {cell['evidence'][TELEMETRY]}" in failure
 
 
@@ -189,3 +189,14 @@ def test_a_skip_ends_once_a_newer_journal_ran_the_cell(tmp_path):
     prior = parse_markdown(SILICONBENCH.read_text(), SILICONBENCH, "2026-11-24")
     assert {("mlx_lm", "chat"), ("llamacpp", "agent"), ("ollama", "agent")} <= prior.ran
     assert ("llamacpp", "chat") not in prior.ran
+
+
+def test_an_oom_cells_reading_leaves_out_the_kernel_line_its_reason_already_quotes(tmp_path):
+    oom = {"source": "kernel log", "pid": 42, "process": "llama-server", "line": "Killed process 42 (llama-server)"}
+    calm = [{"t": 0, "tree": {"alive": True, "rss_bytes": 2**30},
+             "system": {"mem_total_bytes": 2**34, "mem_available_bytes": 2**33}}]
+    path = _result_with_samples(tmp_path, calm, {"returncode": -9, "signal": "SIGKILL", "stopped_by_us": False,
+                                                 "oom": oom})
+    assert failure_reading(path).startswith("killed for memory (kernel log): Killed process 42 (llama-server); ")
+    assert failure_reading(path, with_oom=False) == \
+        "memory: at least 50% available throughout, peak server RSS 1.00 GiB"

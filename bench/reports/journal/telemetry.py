@@ -48,13 +48,13 @@ def _tree(samples: list[dict[str, Any]]) -> str | None:
     return f"the server's process tree was gone at {dead.get('t', 0):.0f} s of sampling (a crash, or killed)"
 
 
-def _exits(result: dict[str, Any]) -> list[str]:
+def _exits(result: dict[str, Any], with_oom: bool) -> list[str]:
     said = []
     for server in result.get("servers", []):
         oom = server.get("oom") or (server.get("exit") or {}).get("oom")
         end = server.get("exit") or {}
         if oom:
-            said.append(describe_oom(oom))
+            said += [describe_oom(oom)] if with_oom else []
         elif end and not end.get("stopped_by_us") and (end.get("signal") or end.get("returncode") not in (None, 0)):
             how = end.get("signal") or f"code {end.get('returncode')}"
             said.append(f"server exited by itself ({how})")
@@ -63,8 +63,9 @@ def _exits(result: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(said))
 
 
-def failure_reading(result_path: str | Path | None) -> str | None:
-    """The line for a failed cell's journal entry, or None when it wrote no result."""
+def failure_reading(result_path: str | Path | None, *, with_oom: bool = True) -> str | None:
+    """The line for a failed cell's journal entry, or None when it wrote no result. An `oom`
+    cell's reason already quotes the OOM evidence: `with_oom=False` leaves it out here."""
     if not result_path:
         return None
     path = Path(result_path)
@@ -73,10 +74,10 @@ def failure_reading(result_path: str | Path | None) -> str | None:
     except (OSError, ValueError):
         return None
     samples = resource_samples(path.parent, result, after_ready=False)
-    parts = [*_exits(result), *filter(None, (_tree(samples), _memory(samples)))]
+    parts = [*_exits(result, with_oom), *filter(None, (_tree(samples), _memory(samples)))]
     gpu = gpu_reading(path.parent, result) if samples else None
     if gpu:
         parts.append(gpu)
     if not samples:
-        parts.append("no resource samples (the server never started, or sampling was off)")
+        parts.append("no resource samples recorded for its servers")
     return "; ".join(parts)
