@@ -22,6 +22,10 @@ def test_the_summary_has_the_runbooks_lines_in_its_order_then_cellbenchs_own(tmp
     j.branch, j.push = "weekly/2026-12-01", "pushed weekly/2026-12-01 to origin (../remote.git)"
     j.record(CellEntry("llamacpp", "chat", "ok", "8/8 requests ok"))
     j.record(CellEntry("llamacpp", "agent", "ok", "8/8 requests ok"))
+    assert "- Reports: (none yet)" in j.md_path.read_text()
+    for split in ("chat", "agent"):  # as a session's end rebuilds them, before it finishes the journal
+        (tmp_path / split).mkdir()
+        (tmp_path / split / "REPORT.md").write_text("# report\n")
     j.finish(interrupted=False)
     assert j.md_path.name == "weekly_2026-12-01.journal.md" and j.state_path.name == "weekly_2026-12-01.journal.json"
     lines = j.md_path.read_text().splitlines()

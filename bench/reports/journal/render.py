@@ -57,6 +57,7 @@ def write_index(j: Any, split_pages: dict[str, str]):
 
 def _summary(j: Any) -> list[str]:
     splits = _splits(j)
+    reports = [f"{s}/REPORT.md" for s in splits if (j.directory / s / "REPORT.md").is_file()]
     return [
         f"# Weekly Bench Run — {j.day}",
         "",
@@ -67,7 +68,7 @@ def _summary(j: Any) -> list[str]:
         f"- Splits run: {', '.join(splits) or '(none yet)'}",
         f"- Status: {j.status}",
         f"- Branch: {j.branch or NOT_WEEKLY}",
-        f"- Reports: {', '.join(f'{s}/REPORT.md' for s in splits) or '(none yet)'}",
+        f"- Reports: {', '.join(reports) or '(none yet)'}",  # built at a session's end
         f"- Machine: {j.machine}",
         *([f"- Push: {j.push}"] if j.push else []),
         *([f"- HTML: {', '.join(f'[{label}]({name})' for label, name in j.pages.items())}"] if j.pages else []),
