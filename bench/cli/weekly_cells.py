@@ -5,7 +5,8 @@ Before the sessions start (`plan_cells`):
   carried from the prior journals, SiliconBench's among them) keeps its cell out of the sessions
   and is journaled as one `skipped` line; one that lapsed lets the cell run, and says why;
 - a cell that failed earlier in the day and whose adapter or profile was edited since is the
-  cell's fix attempt of the run; a second one is refused (the cell is not run) and journaled;
+  cell's fix attempt of the run, one re-run with nothing edited is its retry; a second of either
+  is refused (the cell is not run) and journaled;
 - the prior journals' auto-fixes are listed in the journal.
 
 After them (`settle_cells`): each attempt's outcome, a lapsed skip whose cell passed is cleared,
@@ -120,19 +121,26 @@ def plan_cells(journal: Journal, frameworks: list[str], splits: list[str], updat
             if entry is None or not fixable or framework in plan.held.get(split, ()):
                 continue
             edited = _edited_since(entry, repo, profile_file, edits)
-            if not edited:
-                continue  # a plain retry, not a fix attempt
-            refusal = attempt_refusal(key, journal.fix_attempts.get(key))
+            kind = journal.fix_attempts if edited else journal.retries  # nothing edited: a retry
+            refusal = attempt_refusal(key, kind.get(key)) if edited else retry_refusal(key, kind.get(key))
             if refusal:
                 journal.refused.append(refusal)
                 plan.held.setdefault(split, set()).add(framework)
                 continue
             run_id = Path(entry.result_path).stem.rpartition("_")[2] if entry.result_path else "?"  # <fw>_<run id>
-            journal.fix_attempts[key] = FixAttempt(framework, split, entry.verdict, run_id, ", ".join(edited),
-                                                   reference, now_iso()).to_json()
+            kind[key] = FixAttempt(framework, split, entry.verdict, run_id, ", ".join(edited) or "nothing",
+                                   reference if edited else None, now_iso()).to_json()
     journal.earlier_fixes = [fix.line() for prior in recent(journal.directory, journal.day) for fix in prior.fixes]
     journal.save()
     return plan
+
+
+def retry_refusal(key: str, recorded: dict | None) -> str | None:
+    """Why a second re-run of cell `key` with nothing edited is refused, or None for its first."""
+    if recorded is None:
+        return None
+    return (f"{key}: a second retry this run (its first, at {recorded['at']}, ended "
+            f"{recorded.get('outcome') or 'not finished'}); retry once, then fix or skip")
 
 
 def _masked(cell: CellEntry) -> str:
@@ -154,6 +162,12 @@ def settle_cells(journal: Journal, plan: CellPlan, run_id: str) -> None:
                                        "(`cellbench weekly --fix-ref`)")
         else:
             attempt["outcome_line"] = f"{attempt['edited']}: still {cell.verdict} ({cell.reason}); no second attempt"
+    for key, retry in journal.retries.items():
+        framework, _, split = key.partition("/")
+        cell = journal.cells.get((framework, split))
+        if retry.get("outcome") is None and cell is not None and run_id in (cell.result_path or ""):
+            retry["outcome"] = cell.verdict
+            retry["outcome_line"] = f"now {cell.verdict} ({cell.reason})"
     for key in plan.lapsed:
         framework, _, split = key.partition("/")
         cell = journal.cells.get((framework, split))

@@ -31,11 +31,23 @@ def _plan(journal: Journal, reference: str | None = None):
     return plan_cells(journal, ["llamacpp"], ["chat"], [], PROJECT_ROOT, PROFILE, [], reference)
 
 
-def test_a_rerun_with_nothing_edited_is_a_retry_not_an_attempt(tmp_path):
+def test_a_rerun_with_nothing_edited_is_its_one_retry_not_an_attempt(tmp_path):
     journal = Journal.open(tmp_path, model="tiny", machine="m", day=DAY)
-    _failed(tmp_path, journal, adapter_sha=adapters.source("llamacpp")["sha256"],
-            profile_sha=hashlib.sha256(PROFILE.read_bytes()).hexdigest())
-    assert _plan(journal).left_out("chat") == [] and journal.fix_attempts == {}
+    unchanged = {"adapter_sha": adapters.source("llamacpp")["sha256"],
+                 "profile_sha": hashlib.sha256(PROFILE.read_bytes()).hexdigest()}
+    _failed(tmp_path, journal, **unchanged)
+    plan = _plan(journal)
+    assert plan.left_out("chat") == [] and journal.fix_attempts == {}
+    assert journal.retries["llamacpp/chat"]["edited"] == "nothing"
+    journal.record(CellEntry("llamacpp", "chat", "failed", "server exited with code 1 while starting",
+                             str(tmp_path / "chat" / f"llamacpp_{RERUN}.json")))
+    settle_cells(journal, plan, RERUN)
+    text = journal.md_path.read_text()
+    assert "- llamacpp/chat: retry, nothing edited: now failed (server exited with code 1 while starting)" in text
+    assert "- Decision: skip — its one retry of the run ended failed too" in text
+    _failed(tmp_path, journal, **unchanged)
+    assert _plan(journal).left_out("chat") == ["llamacpp"], "a second retry is refused"
+    assert "- refused: llamacpp/chat: a second retry this run (its first, at " in journal.md_path.read_text()
 
 
 def test_an_edited_profile_makes_the_rerun_the_cells_one_attempt_and_a_second_is_refused(tmp_path):

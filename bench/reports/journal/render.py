@@ -96,6 +96,8 @@ def _auto_fixes(j: Any) -> list[str]:
         lines.append("")
     lines += [] if j.fixes else ["None.", ""]
     attempts = [f"- {key}: {a['outcome_line']}" for key, a in sorted(j.fix_attempts.items()) if a.get("outcome_line")]
+    attempts += [f"- {key}: retry, nothing edited: {r['outcome_line']}" for key, r in sorted(j.retries.items())
+                 if r.get("outcome_line")]
     attempts += [f"- refused: {r}" for r in j.refused]
     lines += ["## Fix Attempts", "", *(attempts or ["None."]), ""]
     lines += ["## Earlier Auto-Fixes", "", *([f"- {line}" for line in j.earlier_fixes] or ["None."]), ""]
@@ -115,9 +117,9 @@ def _skipped(j: Any) -> list[str]:
 
 
 def _failure(c: Any, j: Any) -> list[str]:
-    ev = c.evidence
+    ev, key = c.evidence, f"{c.framework}/{c.split}"
     lines = [f"### {c.framework} / {c.split}: {c.verdict}", f"- Reason: {c.reason}",
-             f"- Decision: {decision(c, j.fix_attempts.get(f'{c.framework}/{c.split}'))}"]
+             f"- Decision: {decision(c, j.fix_attempts.get(key), j.retries.get(key))}"]
     if ev.get("dominant_error"):
         dom = ev["dominant_error"]
         status = f", HTTP {dom['http_status']}" if dom.get("http_status") else ""

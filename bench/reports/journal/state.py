@@ -68,6 +68,7 @@ class Journal:
     push: str | None = None  # what pushing the branch did, in words; None: not tried yet
     # "<framework>/<split>" -> the day's one fix attempt of the cell (bench.run.fixes.FixAttempt.to_json)
     fix_attempts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    retries: dict[str, dict[str, Any]] = field(default_factory=dict)  # the day's one retry (nothing edited) per cell
     refused: list[str] = field(default_factory=list)  # re-runs the fix rules refused, one line each
     earlier_fixes: list[str] = field(default_factory=list)  # prior journals' auto-fixes, one line each
 
@@ -99,6 +100,7 @@ class Journal:
             setattr(self, name, state.get(name, []))
         self.pages = state.get("pages", {})
         self.fix_attempts = state.get("fix_attempts", {})
+        self.retries = state.get("retries", {})
         self.branch, self.push = state.get("branch"), state.get("push")
         for raw in state["cells"]:
             entry = CellEntry(**raw)
@@ -147,6 +149,7 @@ class Journal:
             "refused": self.refused,
             "earlier_fixes": self.earlier_fixes,
             "fix_attempts": self.fix_attempts,
+            "retries": self.retries,
             "pages": self.pages,
             "cells": [vars(c) for c in sorted(self.cells.values(), key=lambda c: (c.split, c.framework))],
             "fixes": [vars(c) for c in sorted(self.fixes.values(), key=lambda c: (c.split, c.framework))],

@@ -2,8 +2,8 @@
 
 The rules, first match wins, as SiliconBench's weekly runbook decides them:
 
-- skip, when the cell's one fix attempt of the run already failed (no loops), or when it failed
-  the same way in the previous journal (do not re-fight last week's battle);
+- skip, when the cell's one fix attempt or its one retry of the run already failed (no loops),
+  or when it failed the same way in the previous journal (do not re-fight last week's battle);
 - skip, when the telemetry shows memory pressure: an adapter edit cannot add memory;
 - retry once, when the failure looks transient: a port held by another process, a connection
   reset, the GPU throttling;
@@ -25,7 +25,7 @@ PRIOR_FAILURE = "prior_failure"  # evidence key: how the previous journal's entr
 _TRANSIENT = ("already held", "address already in use", "connection reset", "throttling", "temporarily")
 
 
-def decision(cell: Any, attempt: dict[str, Any] | None) -> str:
+def decision(cell: Any, attempt: dict[str, Any] | None, retry: dict[str, Any] | None = None) -> str:
     """`<fix|retry|skip> — <why>`, with the command that carries it out where there is one."""
     ev: dict[str, Any] = cell.evidence
     rerun = f"`cellbench weekly --splits {cell.split} --frameworks {cell.framework}`"
@@ -33,6 +33,8 @@ def decision(cell: Any, attempt: dict[str, Any] | None) -> str:
     if attempt is not None and attempt.get("outcome") is not None:
         return (f"skip — its one fix attempt of the run ({attempt.get('edited', 'an edit')}) ended "
                 f"{attempt['outcome']}; no second attempt this run; {record}")
+    if retry is not None and retry.get("outcome") is not None:
+        return f"skip — its one retry of the run ended {retry['outcome']} too; {record}"
     if ev.get(PRIOR_FAILURE):
         return f"skip — {ev[PRIOR_FAILURE]}: do not re-diagnose it from scratch; {record}"
     telemetry = str(ev.get(TELEMETRY) or "")
