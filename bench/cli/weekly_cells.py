@@ -44,7 +44,7 @@ _VARIABLE = re.compile(r"\d+(\.\d+)?|/\S+|'[^']*'")
 @dataclass
 class CellPlan:
     held: dict[str, set[str]] = field(default_factory=dict)  # split -> frameworks not run (skip or refusal)
-    lapsed: list[str] = field(default_factory=list)  # "fw/split" of recorded skips that lapsed
+    lapsed: list[str] = field(default_factory=list)  # "fw/split" of diagnosed skips that lapsed this run
 
     def left_out(self, split: str) -> list[str]:
         return sorted(self.held.get(split, ()))
@@ -71,11 +71,10 @@ def _edited_since(entry: CellEntry, repo: Path, profile_file: Path, edits: list[
             ran = json.loads(Path(entry.result_path).read_text()).get("harness") or {}
         except (OSError, ValueError):
             ran = {}
+    files = [("adapter", adapter_file, repo / adapter_file)] if adapter_file else []
+    files.append(("profile", _relative(profile_file, repo), profile_file))
     edited = []
-    for key, rel, path in (("adapter", adapter_file, repo / (adapter_file or "")), ("profile", None, profile_file)):
-        if key == "adapter" and rel is None:
-            continue
-        rel = rel or _relative(path, repo)
+    for key, rel, path in files:
         recorded = (ran.get(key) or {}).get("sha256")
         if (recorded and recorded != _sha(path)) or (not recorded and rel in edits):
             edited.append(rel)
