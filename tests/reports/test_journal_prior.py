@@ -204,3 +204,18 @@ def test_an_oom_cells_reading_leaves_out_the_kernel_line_its_reason_already_quot
     assert failure_reading(path).startswith("killed for memory (kernel log): Killed process 42 (llama-server); ")
     assert failure_reading(path, with_oom=False) == \
         "memory: at least 50% available throughout, peak server RSS 1.00 GiB"
+
+
+def test_the_merge_reads_journals_under_both_names_newest_day_first(tmp_path):
+    from bench.reports.merge import find_machines
+
+    scoped = tmp_path / "tiny" / "m2"
+    old = Journal.open(scoped, model="tiny", machine="m2", day="2026-11-23")
+    old.record(CellEntry("vllm", "agent", "failed", "server exited with code 1 while starting"))
+    old.state_path.rename(scoped / "journal_2026-11-23.json")  # as a run before the rename wrote it
+    new = Journal.open(scoped, model="tiny", machine="m2", day="2026-11-30")
+    new.record(CellEntry("vllm", "chat", "skipped", "vllm is not installed"))
+    (md,) = find_machines(tmp_path)
+    assert [path.name for path, _ in md.journals] == ["weekly_2026-11-30.journal.json", "journal_2026-11-23.json"]
+    assert md.splits == {"chat", "agent"}, "the old journal's split still shows"
+    assert md.journal_cells("agent")["vllm"][0].name == "journal_2026-11-23.json"
