@@ -10,10 +10,11 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 ARGS   ?=
-# `make bench` measures 32 requests per level, a first comparison in about 11 minutes on a 2-core
-# CPU machine; BENCH_REQUESTS=100 is the SiliconBench-sized run (about 27 minutes there). One round
-# keeps it under 15 minutes (its intervals are then within-run only); BENCH_ROUNDS=3 repeats every
-# level three times for intervals that hold run-to-run noise, in about three times as long.
+# `make bench` measures 32 requests per level: its cells took 9-11.5 minutes on a 2-core CPU
+# machine (2026-12-01/02), the installs before them 7.5-9 more on a fresh one (README.md).
+# BENCH_REQUESTS=100 is the SiliconBench-sized run (about 27 minutes there). One round (intervals
+# within-run only); BENCH_ROUNDS=3 repeats every level three times for intervals that hold
+# run-to-run noise, in about three times as long.
 BENCH_REQUESTS ?= 32
 BENCH_ROUNDS ?= 1
 

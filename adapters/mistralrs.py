@@ -1,4 +1,4 @@
-"""mistral.rs' `mistralrs serve`, built from git with Metal on Apple silicon.
+"""mistral.rs' `mistralrs serve`, built from git with Metal on Apple silicon, or the user's own on Linux.
 
 The command: `mistralrs serve -p 8003 -m DIR --format gguf -f $GGUF_MODEL`, bound to 127.0.0.1
 (its default is 0.0.0.0). `-m` must be a local directory: given a Hub repo id, mistral.rs lists
@@ -6,6 +6,11 @@ the repo on every start and a TLS failure there took the server down before it b
 A cell hands an adapter one model format, so `-m` is the GGUF's own directory and the tokenizer
 and chat template come from the GGUF's metadata. The server lists its single model as `default`, which is
 the id every request sends.
+
+On Linux (a CPU or CUDA build) cellbench has no installer: cells run the binary
+`$MISTRALRS_SERVER` (or the older `$MISTRALRS`) names, else `mistralrs` on PATH. The package
+index's `mistralrs` wheels are Python bindings (a `mistralrs` module, no server executable), so
+they give no OpenAI server to run.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.setup.scripted_install import ScriptedInstall, Step
+from bench.setup.scripted_install import OwnBinary, ScriptedInstall, Step
 
 REPO = "https://github.com/EricLBuehler/mistral.rs.git"
 # Unattended shells do not read the user's profile, so cargo may be missing from PATH.
@@ -35,8 +40,17 @@ RECIPE = ScriptedInstall(
     ),
     executables={"mistralrs": "mistral.rs/target/release/mistralrs"},
     version_probe=("git", "-C", "{prefix}/mistral.rs", "describe", "--tags", "--always"),
-    env_var="MISTRALRS",
+    env_var="MISTRALRS_SERVER",
+    env_aliases=("MISTRALRS",),
     path_name="mistralrs",
+)
+LINUX_PLATFORMS = ("linux-x86_64", "linux-aarch64", "linux-x86_64+cuda", "linux-aarch64+cuda")
+OWN = OwnBinary(
+    framework="mistralrs",
+    env_var="MISTRALRS_SERVER",
+    env_aliases=("MISTRALRS",),
+    path_name="mistralrs",
+    why_no_installer="cellbench has no installer for mistral.rs on Linux",
 )
 
 
@@ -60,11 +74,11 @@ def served_id(model: ModelRef) -> str:
 
 ADAPTER = Adapter(
     name="mistralrs",
-    platforms=frozenset({"darwin-arm64"}),
+    platforms=frozenset({"darwin-arm64", *LINUX_PLATFORMS}),
     model_format="gguf",
     default_port=8003,
     ready_path="/v1/models",
-    recipes={"*": RECIPE},
+    recipes={"*": OWN, "darwin-arm64": RECIPE},
     serve=serve,
     capabilities=Capabilities(ignore_eos=False),
     startup_timeout_s=300.0,

@@ -1,4 +1,4 @@
-"""Ollama, installed with Homebrew on macOS, serving a registry tag it has pulled.
+"""Ollama, installed with Homebrew on macOS or the user's own binary on Linux, serving a registry tag it has pulled.
 
 The command: `OLLAMA_HOST=127.0.0.1:8006 OLLAMA_NUM_PARALLEL=16 OLLAMA_KEEP_ALIVE=10m
 OLLAMA_CONTEXT_LENGTH=16384 ollama serve`, with the 16384 context on both splits. Ollama serves
@@ -7,12 +7,16 @@ request, and a tag that was never pulled (`ollama pull <tag>`) answers 404 on ev
 the cell reports as wrong-model because `/v1/models` does not list it.
 A running Ollama is left alone (cellbench never touches processes it did not start); the
 Ollama app's own server listens on another port (11434).
+
+On Linux (CPU, and CUDA where its build finds a GPU) cellbench has no installer: cells run the
+binary `$OLLAMA` (or the older `$OLLAMA_BIN`) names, else `ollama` on PATH, and skip saying so
+without one. The same variables name a user's own build on macOS ahead of brew's.
 """
 
 from __future__ import annotations
 
 from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
-from bench.setup.scripted_install import ScriptedInstall, Step
+from bench.setup.scripted_install import OwnBinary, ScriptedInstall, Step
 
 RECIPE = ScriptedInstall(
     framework="ollama",
@@ -21,8 +25,17 @@ RECIPE = ScriptedInstall(
     update_commands=(Step(("brew", "upgrade", "ollama")),),
     executables={"ollama": "ollama"},  # on PATH once brew has installed it
     version_probe=("{ollama}", "--version"),  # "ollama version is 0.12.3" (a warning first when no server runs)
-    env_var="OLLAMA_BIN",
+    env_var="OLLAMA",
+    env_aliases=("OLLAMA_BIN",),
     path_name="ollama",
+)
+LINUX_PLATFORMS = ("linux-x86_64", "linux-aarch64", "linux-x86_64+cuda", "linux-aarch64+cuda")
+OWN = OwnBinary(
+    framework="ollama",
+    env_var="OLLAMA",
+    env_aliases=("OLLAMA_BIN",),
+    path_name="ollama",
+    why_no_installer="cellbench has no installer for ollama on Linux",
 )
 
 NUM_PARALLEL = 16
@@ -42,11 +55,11 @@ def serve(ctx: ServeContext) -> ServeCommand:
 
 ADAPTER = Adapter(
     name="ollama",
-    platforms=frozenset({"darwin-arm64"}),
+    platforms=frozenset({"darwin-arm64", *LINUX_PLATFORMS}),
     model_format="ollama",
     default_port=8006,
     ready_path="/v1/models",
-    recipes={"*": RECIPE},
+    recipes={"*": OWN, "darwin-arm64": RECIPE},
     serve=serve,
     # The OpenAI layer drops fields it does not know, so `ignore_eos` would be silently ignored.
     capabilities=Capabilities(ignore_eos=False),

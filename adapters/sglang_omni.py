@@ -4,10 +4,11 @@ An eval config written for sglang-omni's own runner names no cellbench framework
 profiles; such a profile launches this. The router reads a launcher file that says how many
 workers to start, with how many GPUs each and which extra arguments, starts them in process
 groups of their own and records those groups in `SGLANG_OMNI_ROUTER_CLEANUP_MANIFEST`; the groups
-are stopped with the router. The command, for a profile with 2 workers on port 8007:
+are stopped with the router. The command, for a profile with 2 workers on port 8013 (the router's
+own: 8007 is SiliconBench's port for inferrs):
 
     SGLANG_OMNI_ROUTER_CLEANUP_MANIFEST=<dir>/router_pgids.txt \\
-    <venv python> -m sglang_omni_router.python.serve --host 127.0.0.1 --port 8007 \\
+    <venv python> -m sglang_omni_router.python.serve --host 127.0.0.1 --port 8013 \\
         --launcher-config <dir>/launcher.yaml --policy least_request --health-success-threshold 1 \\
         --health-failure-threshold 2 --health-check-interval-secs 2 --log-level info
 
@@ -111,7 +112,7 @@ ADAPTER = Adapter(
     name=NAME,
     platforms=frozenset({"linux-x86_64+cuda", "linux-aarch64+cuda"}),
     model_format="hf",
-    default_port=8007,
+    default_port=8013,
     ready_path="/health",
     recipes={"*": UsersEnvironment()},
     serve=serve,

@@ -2,7 +2,8 @@
 
 `pytest -m eval` runs them all; `-k <row id>` one. A passing row rewrites its reference-table row
 in `benchmarks/eval/benchmark_*.py` as soon as it finishes (not under `--smoke` or
-`--no-table-update`).
+`--no-table-update`), and the run ends in one local commit of the edited files (not under
+`--no-commit`; never pushed).
 """
 
 

@@ -4,7 +4,10 @@
   (the same checks `pytest -m eval` runs before any server starts); exit 1 on any ✗.
 - `locate [ROW_ID...]`: for each row, the table line it would replace or where it would append,
   with this machine's hardware tag (or `--hardware`), and any warning; exit 1 when a row's
-  locator cannot edit its table.
+  locator cannot edit its table, or its file is outside the config's tables root.
+
+Both take the rows' filters as `pytest -m eval` does; `--benchmarks help` lists the names it
+accepts (file names and sglang-omni's aliases) with their files and rows, and exits 0.
 """
 
 from __future__ import annotations
@@ -15,13 +18,8 @@ from pathlib import Path
 
 import adapters
 from bench.base.defaults import DEFAULT_MODEL
-from bench.eval.config import (
-    EvalConfig,
-    EvalConfigError,
-    EvalRow,
-    config_path,
-    select_rows,
-)
+from bench.eval.benchmarks import listing, select_rows, wants_listing
+from bench.eval.config import EvalConfig, EvalConfigError, EvalRow, config_path
 from bench.eval.gpus import parse_pool
 from bench.eval.loader import load_eval_config
 from bench.eval.precheck import client_python, run_checks
@@ -41,8 +39,18 @@ def _load(args: argparse.Namespace) -> EvalConfig:
     return load_eval_config(path, args.eval_root, set(adapters.registry()))
 
 
+def _listed(args: argparse.Namespace, config: EvalConfig) -> bool:
+    """`--benchmarks help`: print the names and their rows instead of the action."""
+    if not wants_listing(args.benchmarks):
+        return False
+    print("\n".join(listing(config.rows, config.root)))
+    return True
+
+
 def _precheck(args: argparse.Namespace) -> int:
     config = _load(args)
+    if _listed(args, config):
+        return 0
     rows = select_rows(config.rows, args.benchmarks, args.exclude_ids)
     python = client_python(args.venv_python, config)
     print(f"eval precheck: {config.name} ({config.source}), {len(rows)} row(s), eval root {config.root}")
@@ -54,8 +62,12 @@ def _precheck(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def locate_line(row: EvalRow, hardware: str, prefix: str) -> tuple[bool, str]:
-    """What the row's edit would do to its table now (nothing is written)."""
+def locate_line(row: EvalRow, hardware: str, prefix: str, config: EvalConfig) -> tuple[bool, str]:
+    """What the row's edit would do to its table now (nothing is written); a row whose file is
+    outside the config's tables root would edit nothing."""
+    refused = config.refused(row)
+    if refused:
+        return False, f"✗ {row.id}  {row.file.name}  {refused}"
     edit: RowEdit = row_edit(row, hardware, prefix, {column: "…" for column in row.cells})
     _, outcome = plan_edit(row.file.read_text(encoding="utf-8"), edit)
     where = f"{row.file.name}:{outcome.line}" if outcome.line else row.file.name
@@ -68,6 +80,8 @@ def locate_line(row: EvalRow, hardware: str, prefix: str) -> tuple[bool, str]:
 
 def _locate(args: argparse.Namespace) -> int:
     config = _load(args)
+    if _listed(args, config):
+        return 0
     rows = select_rows(config.rows, args.benchmarks, args.exclude_ids)
     if args.rows:
         unknown = sorted(set(args.rows) - {row.id for row in config.rows})
@@ -76,7 +90,7 @@ def _locate(args: argparse.Namespace) -> int:
         rows = [row for row in rows if row.id in args.rows]
     hardware = hardware_tag(detect(), args.hardware)
     print(f"eval locate: {config.name}, hardware [{hardware}], Source prefix {source_prefix(config.root)!r}")
-    results = [locate_line(row, hardware, source_prefix(config.root)) for row in rows]
+    results = [locate_line(row, hardware, source_prefix(config.root), config) for row in rows]
     for _, line in results:
         print(line)
     return 0 if all(ok for ok, _ in results) else 1

@@ -22,8 +22,9 @@ import os
 import sys
 
 import adapters
+from bench.host.machine import MachineSlugError
 from bench.setup.adapter import Adapter, host_platforms, this_platform
-from bench.setup.installs import InstallError, Recipe, build_log_path, cached
+from bench.setup.installs import InstallError, NotInstalled, Recipe, build_log_path, cached
 from bench.setup.scripted_install import ScriptedInstall
 from bench.setup.updates import install_selected, select
 
@@ -42,14 +43,23 @@ def _install(args: argparse.Namespace) -> int:
             continue
         recipe = adapter.recipe_for(tag)
         chosen = select(recipe, pinned=args.pinned).recipe
-        if chosen.external() is None and cached(chosen) is None:  # minutes of silence otherwise
+        builds = getattr(chosen, "has_installer", True)  # False: only a user's own binary (OwnBinary)
+        if builds and chosen.external() is None and cached(chosen) is None:  # minutes of silence otherwise
             print(f"{name}: installing {chosen.version} (log: {build_log_path(chosen)})", file=sys.stderr, flush=True)
         try:
             inst = install_selected(recipe, pinned=args.pinned, allow_install=True)
+        except NotInstalled as exc:  # nothing cellbench can install here: the user's own binary only
+            print(f"{name}: {exc}", file=sys.stderr)
+            # Asked for by name it is a failure; in "everything that runs here" (`make bench`) its
+            # cells simply skip, saying the same.
+            rc = 1 if args.frameworks else rc
+            continue
         except InstallError as exc:
             print(f"{name}: FAILED: {exc}", file=sys.stderr)
             rc = 1
             continue
+        if first := inst.details.get("retried_after"):
+            print(f"{name}: pip failed on the network and ran once more: {first}", file=sys.stderr)
         print(json.dumps(inst.to_json()), flush=True)
     return rc
 
@@ -140,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     the command quietly with 141 (128 + SIGPIPE), as a Unix tool killed by the pipe would."""
     try:
         return _dispatch(argv)
+    except MachineSlugError as exc:  # a variable naming the machine's folder: every command files by it
+        print(f"cellbench: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # Python flushes stdout again at exit and would report the same broken pipe there.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -144,6 +144,7 @@ class _ModelRequired(TypedDict):
 
 class Model(_ModelRequired, total=False):
     served: ServedModels  # measured results only
+    profile_source: str  # --model, APPLEBENCH_MODEL or default: a pytest session's cells only
 
 
 class _MachineBlockRequired(TypedDict):
@@ -162,6 +163,7 @@ class MachineBlock(_MachineBlockRequired, total=False):
     cores: int
     memory_gib: float
     gpu_probe_error: str | None
+    slug_source: str  # detected, CELLBENCH_MACHINE or APPLEBENCH_RESULTS_SUBDIR
 
 
 class _PromptsRequired(TypedDict):

@@ -54,6 +54,8 @@ top level of the folder holding the config), which is also `{repo_root}` and the
     # modelscope, id, install_cmd, used_for}], python_packages [name | {name, install_cmd,
     # used_for}], path_links [{target, install_cmd, used_for}], default_venv_python [path],
     # omni_ci_home (sets OMNI_CI_HOME, XDG_CACHE_HOME, TORCHINDUCTOR_CACHE_DIR under it)
+    tables_root: benchmarks/eval             # the only folder whose tables rows may edit (relative to
+                                           # the eval root, or absolute) [benchmarks/eval]
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ CLIENT_PLACEHOLDERS = ("python", "host", "port", "output_dir", "max_samples", "m
 TOP_FIELDS = ("name", "description", "hf_model_id", "auto_env", "default_server_profile",
               "server_profile_by_hf_model_id", "server_profiles", "rows",
               "hf_datasets", "auxiliary_models", "python_packages", "path_links", "default_venv_python",
-              "omni_ci_home")
+              "omni_ci_home", "tables_root")
 ROUTER_FIELDS = ("model_name", "model_path", "num_workers", "num_gpus_per_worker", "worker_extra_args",
                  "worker_host", "wait_timeout", "router_policy")
 PROFILE_FIELDS = ("framework", "split", "max_concurrency", "server_gpus", "boot_timeout_s", "server_boot_timeout_s",
@@ -80,6 +82,7 @@ ROW_FIELDS = ("id", "file", "hf_model_id", "server_profile", "locate", "new_row"
 ROUTER_FRAMEWORK = "sglang_omni"  # what a profile without `framework` starts
 SHELL_FRAMEWORK = "openai"  # what a row's own `server` template runs through
 LOCATE_FIELDS = ("section_substring", "config_substring", "source_workload")
+DEFAULT_TABLES_ROOT = Path("benchmarks") / "eval"  # the seed's "never edits anything outside benchmarks/eval/"
 
 
 class EvalConfigError(ValueError):
@@ -197,6 +200,20 @@ class EvalConfig:
     description: str = ""
     root: Path = Path(".")  # the eval root: row files, {repo_root}, the clients' cwd
     environment: Environment = Environment()
+    tables_root: Path | None = None  # the only folder rows may edit; None: root / DEFAULT_TABLES_ROOT
+
+    @property
+    def tables(self) -> Path:
+        return self.tables_root if self.tables_root is not None else self.root / DEFAULT_TABLES_ROOT
+
+    def refused(self, row: EvalRow) -> str | None:
+        """Why `row` may not edit its file, or None: as sglang-omni's runner, cellbench edits tables
+        under `benchmarks/eval/` of the eval root only (the config's `tables_root` says another
+        folder). Resolved, so a symlink out of that folder is refused too."""
+        if row.file.resolve().is_relative_to(self.tables.resolve()):
+            return None
+        return (f"refused: {row.file} is outside the tables root {self.tables}/ (tables_root in {self.source}); "
+                "no table outside it is edited")
 
 
 def config_path(model: str, profiles_dir: Path) -> Path:
@@ -211,17 +228,3 @@ def config_path(model: str, profiles_dir: Path) -> Path:
         if (folder / name).is_file():
             return folder / name
     return folder / "eval.yaml"
-
-
-def select_rows(rows: tuple[EvalRow, ...], benchmarks: str = "all", exclude_ids: str = "") -> list[EvalRow]:
-    """`--benchmarks arith,toolcall` (file stems without `benchmark_`) and `--exclude-ids` (id
-    substrings); an unknown benchmark name is an error that lists the known ones."""
-    kept = list(rows)
-    wanted = {b.strip() for b in benchmarks.split(",") if b.strip()} - {"all"}
-    if wanted:
-        known = {row.benchmark for row in rows}
-        if wanted - known:
-            raise EvalConfigError(f"--benchmarks: unknown {sorted(wanted - known)}; this config has {sorted(known)}")
-        kept = [row for row in kept if row.benchmark in wanted]
-    excluded = [part.strip() for part in exclude_ids.split(",") if part.strip()]
-    return [row for row in kept if not any(part in row.id for part in excluded)]

@@ -20,6 +20,7 @@ from bench.base.git import toplevel
 from bench.base.paths import PROJECT_ROOT
 from bench.eval.config import (
     CLIENT_PLACEHOLDERS,
+    DEFAULT_TABLES_ROOT,
     LOCATE_FIELDS,
     PROFILE_FIELDS,
     ROUTER_FIELDS,
@@ -337,7 +338,19 @@ class _Checker:
         model_ids = list(dict.fromkeys([hf_model_id, *(row.hf_model_id for row in rows)]))
         return EvalConfig(name, self.source, hf_model_id, auto_env, rows,
                           self.optional_text(data, "description", "") or "", root,
-                          self.environment(data, model_ids))
+                          self.environment(data, model_ids), self.tables_root(data, root))
+
+    def tables_root(self, data: dict, root: Path) -> Path:
+        """The only folder whose tables rows may edit: `tables_root` (relative to the eval root, or
+        absolute) must be an existing folder; by default the eval root's benchmarks/eval, which a
+        row outside of is refused by (EvalConfig.refused), not the whole config."""
+        given = self.optional_text(data, "tables_root", "")
+        if given is None:
+            return root / DEFAULT_TABLES_ROOT
+        folder = root / Path(given).expanduser()
+        if not folder.is_dir():
+            raise self.fail("tables_root", f"{given!r} is not a folder (looked for {folder})")
+        return folder
 
 
 

@@ -7,16 +7,25 @@ result would be filed under the other Config's label), the ports, and GPUs other
 (listed by PID, user and memory; never killed). A ✗ stops `pytest -m eval` before any server
 starts, unless `--no-precheck`. A config's install commands may say `<venv-python>`: it is
 printed as the clients' Python, unless that Python was not given and does not exist.
+
+The checks see the environment the rows get: the shell's, with the config's `auto_env` (and
+`omni_ci_home`) over it, so a cache that `auto_env` moves (HF_HOME, XDG_CACHE_HOME,
+MODELSCOPE_CACHE) is looked up where the rows will look. A download fix carries the hub settings
+`auto_env` gives (`HF_ENDPOINT=https://hf-mirror.com HF_HOME=... huggingface-cli download ...`), so a
+user who copies it downloads from the same hub into the same cache. Secrets (tokens) never appear.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.eval.client import path_with
 from bench.eval.config import ROUTER_FRAMEWORK, EvalConfig, EvalRow, Requirement
 from bench.eval.gpus import busy_gpus
 from bench.eval.tables import AMBIGUITY_FIX, Locator, config_ambiguity, parse_tables
@@ -26,6 +35,9 @@ from bench.setup import profiles
 PYTHON_ENV = "EVAL_VENV_PYTHON"
 VENV_PYTHON = "<venv-python>"  # the clients' Python in a config's install_cmd, as sglang-omni's configs write it
 CHECK_TIMEOUT_S = 30
+# What a download fix carries from auto_env, per hub: where it downloads from and into which cache.
+HUB_SETTINGS = {"hf": ("HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"),
+                "modelscope": ("MODELSCOPE_DOMAIN", "MODELSCOPE_CACHE")}
 
 
 @dataclass(frozen=True)
@@ -74,28 +86,46 @@ def _python_runs(python: ClientPython) -> Check:
     return Check(True, f"clients' Python {python.path} ({python.source})")
 
 
-def _imports(python: str, module: str) -> bool:
+def rows_environment(config: EvalConfig) -> dict[str, str]:
+    """The environment the rows' servers and clients get: the shell's, `auto_env` over it."""
+    return {**os.environ, **config.auto_env}
+
+
+def with_hub_settings(command: str, hub: str, auto_env: Mapping[str, str]) -> str:
+    """`command` prefixed with the hub settings `auto_env` gives and the command does not set itself."""
+    given = [f"{name}={shlex.quote(auto_env[name])}" for name in HUB_SETTINGS[hub]
+             if name in auto_env and f"{name}=" not in command]
+    return " ".join([*given, command]) if command and given else command
+
+
+def _imports(python: str, module: str, env: Mapping[str, str]) -> bool:
     try:
-        done = subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=CHECK_TIMEOUT_S)
+        done = subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=CHECK_TIMEOUT_S,
+                              env={**env, "PATH": path_with(python, dict(env))})
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
 
 
-def _hf_cache() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    return Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+def hf_cache(env: Mapping[str, str]) -> Path:
+    """The hub cache as huggingface_hub finds it: HF_HUB_CACHE, else $HF_HOME/hub, else
+    $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub."""
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    cache = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return cache / "huggingface" / "hub"
 
 
-def _in_hf_cache(repo: str, kind: str) -> bool:
+def _in_hf_cache(repo: str, kind: str, env: Mapping[str, str]) -> bool:
     """A snapshot of `repo` in the Hugging Face hub cache (`models--org--name/snapshots/<rev>`)."""
-    folder = _hf_cache() / f"{kind}s--{repo.replace('/', '--')}" / "snapshots"
+    folder = hf_cache(env) / f"{kind}s--{repo.replace('/', '--')}" / "snapshots"
     return folder.is_dir() and any(folder.iterdir())
 
 
-def _in_modelscope_cache(repo: str) -> bool:
-    base = Path(os.environ.get("MODELSCOPE_CACHE", Path.home() / ".cache" / "modelscope" / "hub"))
+def _in_modelscope_cache(repo: str, env: Mapping[str, str]) -> bool:
+    base = Path(env.get("MODELSCOPE_CACHE") or Path.home() / ".cache" / "modelscope" / "hub").expanduser()
     return any((base / sub / repo).exists() for sub in ("", "models"))
 
 
@@ -108,22 +138,33 @@ def _cellbench_model(model_id: str) -> Check | None:
     return None
 
 
-def _requirement(req: Requirement, python: ClientPython, root: Path) -> Check:
+def _requirement(req: Requirement, python: ClientPython, config: EvalConfig) -> Check:
     used = f" — {req.used_for}" if req.used_for else ""
-    install = python.fill(req.install)
+    install, env, root = python.fill(req.install), rows_environment(config), config.root
     if req.kind == "hf-model":
         found = _cellbench_model(req.id)
         if found is not None:
             return found
-        return Check(_in_hf_cache(req.id, "model"), f"model {req.id} in the Hugging Face cache{used}", install)
+        return Check(_in_hf_cache(req.id, "model", env), f"model {req.id} in the Hugging Face cache{used}",
+                     with_hub_settings(install, "hf", config.auto_env))
     if req.kind == "hf-dataset":
-        return Check(_in_hf_cache(req.id, "dataset"), f"dataset {req.id} in the Hugging Face cache{used}", install)
+        return Check(_in_hf_cache(req.id, "dataset", env), f"dataset {req.id} in the Hugging Face cache{used}",
+                     with_hub_settings(install, "hf", config.auto_env))
     if req.kind == "modelscope-model":
-        return Check(_in_modelscope_cache(req.id), f"model {req.id} in the ModelScope cache{used}", install)
+        return Check(_in_modelscope_cache(req.id, env), f"model {req.id} in the ModelScope cache{used}",
+                     with_hub_settings(install, "modelscope", config.auto_env))
     if req.kind == "python-package":
-        return Check(_imports(python.path, req.id), f"package {req.id} importable by the clients' Python{used}",
-                     install)
+        return Check(_imports(python.path, req.id, env),
+                     f"package {req.id} importable by the clients' Python{used}", install)
     return Check((root / req.id).exists(), f"path {root / req.id}{used}", install or f"create {root / req.id}")
+
+
+def _confined(config: EvalConfig, rows: list[EvalRow]) -> list[Check]:
+    """Rows whose file is outside the tables root: refused before anything runs."""
+    failed = [Check(False, f"row {row.id}: {why}", f"move {row.file.name} under {config.tables}/, or set "
+                                                   f"tables_root in {config.source}")
+              for row in rows if (why := config.refused(row))]
+    return failed or [Check(True, f"tables: every row's file is under {config.tables}/")]
 
 
 def _locators(config: EvalConfig, rows: list[EvalRow]) -> list[Check]:
@@ -131,6 +172,8 @@ def _locators(config: EvalConfig, rows: list[EvalRow]) -> list[Check]:
     file that cannot be read is left to the row's own locator check, which names the problem."""
     failed = []
     for row in rows:
+        if config.refused(row):
+            continue  # refused already, by _confined
         try:
             parsed = parse_tables(row.file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):
@@ -183,12 +226,12 @@ def run_checks(config: EvalConfig, rows: list[EvalRow], python: ClientPython,
         if req.kind == "python-package" and not runs:
             checks.append(Check(False, f"package {req.id}: not checked, the clients' Python is missing", checks[0].fix))
         else:
-            checks.append(_requirement(req, python, config.root))
+            checks.append(_requirement(req, python, config))
     if runs and any(r.server_profile.framework == ROUTER_FRAMEWORK for r in rows):
         # The rows' router runs on the clients' Python: it must import there (and torch with it).
         fix = f"install sglang-omni into that environment: {python.path} -m pip install -e <sglang-omni checkout>"
         for module in ("sglang_omni_router", "torch"):
             what = f"{module} importable by {python.path} (sglang-omni's router rows)"
-            checks.append(Check(_imports(python.path, module), what, fix))
-    checks += [*_locators(config, rows), _ports(), *_gpus(rows, pool)]
+            checks.append(Check(_imports(python.path, module, rows_environment(config)), what, fix))
+    checks += [*_confined(config, rows), *_locators(config, rows), _ports(), *_gpus(rows, pool)]
     return checks

@@ -3,7 +3,12 @@
 Scoping keeps machines apart: a clean or a rerun on one machine never deletes another's result
 files, and a stale result from another machine never wins a latest-by-mtime race. The slug comes
 from the accelerator when there is one (an NVIDIA model such as `h200`, an Apple chip such as
-`m5pro`), else from the CPU model; `CELLBENCH_MACHINE` overrides it.
+`m5pro`), else from the CPU model. Two variables override it, the first one set wins:
+`CELLBENCH_MACHINE`, then `APPLEBENCH_RESULTS_SUBDIR`, SiliconBench's name for the same folder
+(`results/<model>/m5pro/...`), so a machine its team scoped keeps its folder. No command-line
+option sets it: every command (cells, clean, report, weekly) must agree on it, and only the
+environment reaches them all. An empty value is unset: SiliconBench files its legacy machine at
+the model's root, a place cellbench's tree does not have. `slug_source` records which one chose.
 
 `nvidia-smi` decides whether there is an NVIDIA GPU. Not installed, or "No devices were found":
 no GPU. Any other failure (an error exit, a hang past `NVIDIA_SMI_TIMEOUT_S`) means the question
@@ -27,6 +32,7 @@ import re
 import shutil
 import socket
 import subprocess
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import cache
 
@@ -46,6 +52,7 @@ class HostMachine:
     cores: int
     memory_gib: float
     gpu_probe_error: str | None = None  # why `nvidia-smi` gave no answer; None when it answered or is absent
+    slug_source: str = "detected"  # or the variable that set it (SLUG_VARIABLES)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -111,9 +118,33 @@ def slugify(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", text) or "unknown"
 
 
+SLUG = re.compile(r"^[a-z0-9_-]+$")  # as the result schema's machine.slug
+SLUG_VARIABLES = ("CELLBENCH_MACHINE", "APPLEBENCH_RESULTS_SUBDIR")  # the first one set wins
+
+
+class MachineSlugError(ValueError):
+    """A variable names a machine folder that is not a slug; `str()` names the variable."""
+
+
+def slug_choice(env: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """(slug, the variable that set it), or None when neither is set (empty counts as unset).
+
+    A value that is not a slug is refused, not slugged: the user named a folder, and filing the
+    results under another name would hide them from the scripts that look there."""
+    for name in SLUG_VARIABLES:
+        value = env.get(name, "")
+        if value:
+            if not SLUG.match(value):
+                raise MachineSlugError(f"{name}={value!r} is not a machine slug (lowercase letters, digits, - and _, "
+                                       "as results/<model>/<machine>/ names it)")
+            return value, name
+    return None
+
+
 def machine_slug(cpu: str, chip: str | None, gpus: tuple[str, ...], gpu_probe_error: str | None = None) -> str:
-    if os.environ.get("CELLBENCH_MACHINE"):
-        return os.environ["CELLBENCH_MACHINE"]
+    chosen = slug_choice()
+    if chosen is not None:
+        return chosen[0]
     if gpus:
         return slugify(gpus[0])
     if gpu_probe_error:
@@ -123,6 +154,8 @@ def machine_slug(cpu: str, chip: str | None, gpus: tuple[str, ...], gpu_probe_er
 
 @cache
 def detect() -> HostMachine:
+    """This machine; raises MachineSlugError for a slug variable that is not a slug."""
+    chosen = slug_choice()
     cpu = _cpu_model()
     chip = cpu if platform.system() == "Darwin" and cpu.startswith("Apple") else None
     gpus, gpu_probe_error = probe_nvidia_gpus()
@@ -136,4 +169,5 @@ def detect() -> HostMachine:
         cores=os.cpu_count() or 0,
         memory_gib=round(psutil.virtual_memory().total / 2**30, 1),
         gpu_probe_error=gpu_probe_error,
+        slug_source=chosen[1] if chosen else "detected",
     )

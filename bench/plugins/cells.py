@@ -4,7 +4,8 @@ Any test that takes the `cell_id` fixture argument is parametrized over the regi
 adapters and SPLITS, so `-m chat`, `-m "llamacpp and agent"` and `-k` select cells. With
 --endpoint, the server is one of unknown make: only the adapters that bind to an endpoint
 (`takes_endpoint`) are parametrized, and a `-k` or `-m` that named another framework, leaving no
-cell, says so in one line after collection instead of running nothing in silence.
+cell, says so in one line after collection instead of running nothing in silence. The session's
+header names the folder the cells will write to, and what chose its model and machine.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from _pytest.mark.expression import Expression
 
 import adapters
 from bench.base.defaults import SPLITS
-from bench.plugins.options import settings
+from bench.host.machine import detect
+from bench.plugins.options import results_root, settings
 
 CELLS_DESELECTED = pytest.StashKey[bool]()
 
@@ -26,6 +28,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CELLS_DESELECTED] = False
     for name in adapters.registry():
         config.addinivalue_line("markers", f"{name}: framework {name}")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Where the cells will write, and what chose its model and machine folders, before anything
+    writes: a SiliconBench user's `confirm $RESULTS_DIR points where you intend`."""
+    s, machine = settings(config), detect()
+    where = results_root(config) / s.profile.results_name / machine.slug
+    return (f"cellbench cells write to {where}/<split>/ (model {s.profile.name} from {s.model_source}, "
+            f"machine {machine.slug} from {machine.slug_source})")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -22,15 +22,9 @@ from pathlib import Path
 import pytest
 
 import adapters
-from bench.base.git import git, toplevel
 from bench.base.paths import PROJECT_ROOT, cache_root
-from bench.eval.config import (
-    EvalConfig,
-    EvalConfigError,
-    EvalRow,
-    config_path,
-    select_rows,
-)
+from bench.eval.benchmarks import listing, select_rows, wants_listing
+from bench.eval.config import EvalConfig, EvalConfigError, EvalRow, config_path
 from bench.eval.loader import load_eval_config
 from bench.eval.precheck import ClientPython, client_python, run_checks
 from bench.eval.row import RowContext, row_edit
@@ -38,6 +32,7 @@ from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.source import hardware_tag, source_prefix
 from bench.eval.state import RunState, refreshed_rows
 from bench.eval.tables import apply_edits
+from bench.eval.tables.commit import commit_tables, uncommitted
 from bench.host.machine import detect
 from bench.load.progress import terminal_writer
 from bench.plugins.hooks import EVAL, CellRecord, register_stashed, unregister_stashed
@@ -74,6 +69,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """The refresh's commit lines come last, after pytest's own summary, as the seed's run ends:
+    `Review:   git show HEAD`, `Revert: ...`, `Run dir: ...`."""
+    recorder = config.stash.get(RECORDER, None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if recorder is not None and recorder.commit_lines and reporter is not None:
+        for line in recorder.commit_lines:
+            reporter.write_line(line)
     unregister_stashed(config, RECORDER)
 
 
@@ -145,6 +147,12 @@ def _client_python(config: pytest.Config) -> ClientPython:
     return client_python(settings(config).eval.venv_python, loaded)
 
 
+def refusal(config: pytest.Config, row: EvalRow) -> str | None:
+    """Why `row` may not edit its table (its file is outside the config's tables root), or None."""
+    loaded = config.stash[EVAL_CONFIG]
+    return loaded.refused(row) if isinstance(loaded, EvalConfig) else "refused: no eval config"
+
+
 def source_of(config: pytest.Config) -> tuple[str, str]:
     """(hardware tag, Source prefix), taken once per process before the first row runs: the Source
     cells name the code as it was when measuring began."""
@@ -191,7 +199,7 @@ def rounds_averaged(config: pytest.Config) -> int:
 
 class EvalRecorder:
     """On the controller: each finished row's table edit, at once, and the run-state after it;
-    the summary (and the commit) at the end."""
+    the summary and the commit at the end (bench.eval.tables.commit; `--no-commit` skips it)."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
@@ -199,14 +207,24 @@ class EvalRecorder:
         self.runs: dict[str, dict] = {}
         self.edited: list[Path] = []
         self.commit_lines: list[str] = []
+        self.seen: set[Path] = set()  # table files checked for the user's own uncommitted edits
+        self.dirty_before: set[Path] = set()  # those that had some
 
     @property
     def rows(self) -> dict[str, EvalRow]:
         loaded = self.config.stash[EVAL_CONFIG]
         return {row.id: row for row in loaded.rows} if isinstance(loaded, EvalConfig) else {}
 
+    @pytest.hookimpl(tryfirst=True)  # before xdist starts any worker
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if isinstance(self.config.stash[EVAL_CONFIG], EvalConfig):
+        loaded = self.config.stash[EVAL_CONFIG]
+        if isinstance(loaded, EvalConfig) and wants_listing(settings(self.config).eval.benchmarks):
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            write = reporter.write_line if reporter is not None else print
+            for line in listing(loaded.rows, loaded.root):
+                write(line)
+            pytest.exit("--benchmarks help: nothing was run", returncode=pytest.ExitCode.OK)
+        if isinstance(loaded, EvalConfig):
             self.hardware, self.prefix = source_of(self.config)
 
     def _state(self) -> RunState:
@@ -239,7 +257,11 @@ class EvalRecorder:
         RunLog(state.path.parent / RUN_LOG, say=terminal_writer(self.config)).stage(run["id"], _verdict_line(run, edit))
 
     def _edit_now(self, row: EvalRow, run: dict) -> dict:
-        """The row's table edit, as the seed's runner makes it: inline, as soon as the row is done."""
+        """The row's table edit, as the seed's runner makes it: inline, as soon as the row is done;
+        never in a file outside the tables root."""
+        refused = refusal(self.config, row)
+        if refused:
+            return {"status": "fail", "reason": refused, "file": str(row.file)}
         if run["status"] != "ok":
             return {"status": "skipped", "reason": f"row {run['status']}"}
         if not self._updates_tables():
@@ -247,6 +269,9 @@ class EvalRecorder:
             return {"status": "skipped", "reason": why}
         edit = row_edit(row, self.hardware, self.prefix, run["cells"], run["source_note"],
                         mean_of=rounds_averaged(self.config))
+        if settings(self.config).eval.commit and row.file not in self.seen:
+            self.seen.add(row.file)  # only this process edits tables: as the user left it before the run
+            self.dirty_before |= uncommitted([row.file])
         outcome = apply_edits(row.file, [edit], cache_root() / "table-locks")[0]
         if outcome.status == "ok" and outcome.before != outcome.after and row.file not in self.edited:
             self.edited.append(row.file)
@@ -259,14 +284,20 @@ class EvalRecorder:
         state.write(finished=True)
         if state.summary()["failed_edits"] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if settings(self.config).eval.commit:
-            self.commit_lines = commit_tables(self.edited, self.hardware, state)
+        if settings(self.config).eval.commit:  # never pushed
+            committed = commit_tables(self.edited, state.path.parent, self.hardware, state.summary(),
+                                      state.header["source_prefix"], self.dirty_before)
+            self.commit_lines = committed.lines
+            state.header["commit"] = committed.record
+            state.write(finished=True)
+            if not committed.ok and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.state is None:
             return
         terminalreporter.write_sep("=", "cellbench eval summary")
-        for line in [*self.state.summary_lines(), *self.commit_lines]:
+        for line in self.state.summary_lines():
             terminalreporter.write_line(line)
 
 
@@ -280,26 +311,3 @@ def _verdict_line(run: dict, edit: dict) -> str:
     if edit["status"] == "ok":
         return f"{verdict}, table {edit['reason']}{where}{warning}"
     return f"{verdict}, table edit {edit['status']}: {edit.get('reason', '')}{where}"
-
-
-def commit_tables(files: list[Path], hardware: str, state: RunState) -> list[str]:
-    """Commit only the edited benchmark files, in the repository that holds them (`git commit --
-    <files>` leaves anything else the user staged alone); never push. Returns what to print."""
-    if not files:
-        return ["no changes — nothing to commit"]
-    s = state.summary()
-    message = (f"Refresh reference tables on {hardware}: {s['replaced']} replaced, {s['appended']} appended\n\n"
-               f"cellbench eval run {state.path.parent.name} ({state.header['source_prefix']}).\n"
-               f"Run state: {state.path}\n")
-    root = toplevel(files[0])
-    if root is None or any(toplevel(path) != root for path in files):
-        return [f"commit FAILED: the edited files are not all in one git repository: {[str(f) for f in files]}"]
-    rel = [str(path.resolve().relative_to(root.resolve())) for path in files]
-    for step in (["add", "--", *rel], ["commit", "-q", "-m", message, "--", *rel]):
-        done = git(root, *step)
-        if done.returncode != 0:
-            return [(f"commit FAILED ({' '.join(step[:1])}): {(done.stderr or done.stdout).strip()}; "
-                     "the edits are in the working tree")]
-    return [f"Review:   git -C {root} show HEAD",
-            f"Revert:   git -C {root} reset --soft HEAD~1   # keeps the edits, uncommitted",
-            f"Run dir:  {state.path.parent}"]

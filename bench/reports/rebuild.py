@@ -6,6 +6,12 @@
 Reports are derived data: anyone can regenerate them from the committed result files, on any
 machine, without rerunning a cell. Each `<model>/<machine>/<split>/` directory is compared for
 the machine it is named after, so a stray file from another machine is listed, never chosen.
+
+A SiliconBench tree (`<model>/[<machine>/]<split>/<framework>_<YYYYMMDD_HHMMSS>.json`) is not
+cellbench's: a folder of nothing else is never written to (its comparison.json and REPORT.md
+are SiliconBench's), and each one whose files were not imported yet gets a line naming the
+`cellbench import siliconbench` command that converts it (bench.imports.found). With nothing
+else to rebuild, that line is the answer and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -17,19 +23,21 @@ from pathlib import Path
 
 from bench.base.paths import results_root
 from bench.core.store import COMPARISON_FILE
+from bench.imports import found
 from bench.reports import merge, plots
 from bench.reports.comparison import Comparison, read_comparison, write_comparison
 from bench.reports.markdown import write_report
 
 
 def split_dirs(results_root: Path, *, model: str | None = None, machine: str | None = None) -> Iterator[Path]:
-    """`<results_root>/<model>/<machine>/<split>/` directories that hold any JSON besides the comparison."""
+    """`<results_root>/<model>/<machine>/<split>/` directories that hold any JSON besides the
+    comparison, but not one of SiliconBench's results only (bench.imports.found.siliconbench_only)."""
     for split_dir in sorted(Path(results_root).glob("*/*/*/")):
         if model is not None and split_dir.parent.parent.name != model:
             continue
         if machine is not None and split_dir.parent.name != machine:
             continue
-        if any(p.name != COMPARISON_FILE for p in split_dir.glob("*.json")):
+        if any(p.name != COMPARISON_FILE for p in split_dir.glob("*.json")) and not found.siliconbench_only(split_dir):
             yield split_dir
 
 
@@ -61,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--machine", help="only this machine slug")
     args = parser.parse_args(args_given)
     root = results_root(args.results_dir, Path.cwd())
+    shown = root if args.results_dir is None else args.results_dir
     dirs = list(split_dirs(root, model=args.model, machine=args.machine))
+    foreign = found.import_lines(found.find(root, model=args.model, machine=args.machine), root, shown,
+                                 results_dir=args.results_dir, others=dirs)
     if not dirs:
-        print(f"no result directories under {root if args.results_dir is None else args.results_dir}", file=sys.stderr)
+        print("\n".join(foreign) or f"no result directories under {shown}", file=sys.stderr)
         return 1
     for split_dir in dirs:
         comparison, written = rebuild_split(split_dir)
@@ -71,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             print(path)
         for ignored in comparison["ignored"]:
             print(f"  ignored {ignored['file']}: {ignored['reason']}", file=sys.stderr)
+    for line in foreign:  # beside cellbench's own results: said, and the rebuild stands
+        print(line, file=sys.stderr)
     return 0
 
 

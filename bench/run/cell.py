@@ -71,7 +71,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         adapter, install, model = bind(adapter, platform_tag, cfg.profile, cfg.endpoint, cfg.install,
                                        pinned=cfg.pinned)
     except NotInstalled as exc:
-        return _skipped(f"{exc} (or pass --install)")
+        return _skipped(f"{exc} (or pass --install)" if exc.installable else str(exc))
     except InstallError as exc:
         return CellOutcome(CellVerdict(Verdict.FAILED, str(exc)), None)
     except (profiles.ProfileUnavailable, NotConfigured) as exc:

@@ -65,6 +65,8 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
         "verdict": verdict.to_json(),
         "requests_file": run.paths.requests.name,
     }
+    if cfg.model_source is not None:
+        result["model"]["profile_source"] = cfg.model_source
     if (sweep := run.sweep_outcome()) is not None:
         result["sweep"] = sweep
     return result

@@ -199,7 +199,7 @@ class CellConfig:
     pinned: bool = False  # the adapter's version, not the update `cellbench update` recorded
     ignore_eos: bool = False
     tools_param: bool = False
-    prompts_path: Path | None = None
+    prompts_path: Path | None = None  # this split's file (--prompts PATH or split=PATH); None: the shipped split
     degraded_fraction: float = DEFAULT_DEGRADED_FRACTION
     endpoint: str | None = None  # an already-running server (base URL): no lifecycle
     # called with (concurrency, or an open-loop level's label, bench.load.Progress) about once a
@@ -221,6 +221,7 @@ class CellConfig:
     load: LoadPlan | None = None  # open-loop levels (then `levels` only sizes the servers), or --slo
     api_key: profiles.ApiKey | None = None  # sent to every server; given to those whose command takes it
     rounds: int = 1  # --rounds: every level measured this many times, round after round (bench.run.levels)
+    model_source: str | None = None  # what chose the profile (--model, APPLEBENCH_MODEL, default); None: not said
 
 
 @dataclass

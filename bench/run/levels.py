@@ -8,7 +8,8 @@ every level instead of landing on one, each (level, round) on its own server unl
 result's levels combine each level's rounds (bench.core.rounds). The cell stops
 early, keeping everything measured so far, when a server fails to start, is killed for memory
 or ends on its own, when the cell's budget is spent, or when the load generator's hang watchdog
-ends a level (both `capped`). A port found held while starting is retried once.
+ends a level (both `capped`). A transient start failure (a port found held, or a server that
+dropped its readiness connections and exited: bench.run.server) is retried once.
 """
 
 from __future__ import annotations
@@ -217,10 +218,13 @@ class CellRun:
         return self.oom is None and self.capped is None and self.server_exit is None
 
     def _start_once_more_if_transient(self, label: str, server_info: Server) -> ServerProcess | Endpoint:
-        """A port found held when the server starts is retried once, 2 s later: on a fresh port
-        when the port is ours to choose (`--port 0`), else on the same one (a holder that was
-        just exiting). The first failure stays on record. A server that started is never
-        retried, whatever happened to it later."""
+        """A transient start failure is retried once, 2 s later: a port found held, or a server
+        that exited after its port dropped the readiness polls and before any HTTP answer
+        (`ServerStartError.transient`, bench.run.server). The retry is on a fresh port when the
+        port is ours to choose (`--port 0`), else on the same one (a holder that was just exiting).
+        The first failure stays on record (`retried_after`; its output is in the same server
+        log, before the retry's). An OOM is never retried, nor a server that became ready,
+        whatever happened to it later."""
         try:
             return self._start(label, server_info)
         except ServerStartError as exc:

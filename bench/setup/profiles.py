@@ -39,6 +39,7 @@ from typing import Any, get_args
 
 import yaml
 
+from bench.base.defaults import DEFAULT_MODEL
 from bench.base.paths import PROJECT_ROOT, models_dir
 from bench.setup.model_ref import ModelFormat, ModelRef
 
@@ -304,6 +305,21 @@ def load_profile(name_or_path: str) -> ModelProfile:
     except yaml.YAMLError as exc:
         raise ProfileError(f"model profile {source}: not valid YAML: {' '.join(str(exc).split())}") from exc
     return _Schema(source).profile(data)
+
+
+MODEL_VARIABLE = "APPLEBENCH_MODEL"  # SiliconBench's variable for the profile its scripts run
+
+
+def chosen_model(given: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
+    """The profile a session runs and what chose it: `--model` (`given`), else APPLEBENCH_MODEL,
+    else DEFAULT_MODEL ("default"). SiliconBench's profile names are cellbench's (qwen3-0.6b), so a
+    shell that sets the variable for SiliconBench runs the same model here. Empty counts as unset,
+    as a shell's `${APPLEBENCH_MODEL:-...}` takes it."""
+    if given is not None:
+        return given, "--model"
+    if environ.get(MODEL_VARIABLE, "").strip():
+        return environ[MODEL_VARIABLE].strip(), MODEL_VARIABLE
+    return DEFAULT_MODEL, "default"
 
 
 def resolve(profile: ModelProfile, fmt: str, *, download: bool = True) -> ModelRef:

@@ -7,6 +7,8 @@ installed for its version (`git describe`, `ollama --version`, the package's met
 the answer: for a moving target such as git main or brew, the cache key says nothing about what
 was actually built. `update_commands` are the matching update steps, kept as data for the
 weekly pipeline. A user's own install (an env var, PATH, or a known location) wins over building.
+An `OwnBinary` is the case with no commands at all: a framework cellbench has no installer for on
+a platform (Ollama on Linux), run only from the user's own binary.
 
 Commands may name `{prefix}` (the install directory); the version probe may also name `{dir}` (the
 directory of the main executable) and `{<executable>}` (its path), so one probe serves both a
@@ -90,6 +92,7 @@ class ScriptedInstall:
     update_commands: tuple[Step, ...] = ()
     env_var: str | None = None  # points at a user's own main executable
     path_name: str | None = None  # the main executable's name on PATH
+    env_aliases: tuple[str, ...] = ()  # older names of `env_var`, still honoured after it
     search_paths: tuple[str, ...] = ()  # where a user's own install usually lives (`~/...`)
     external_probe: tuple[str, ...] = ("{exe}", "--version")
 
@@ -153,7 +156,8 @@ class ScriptedInstall:
     def install_hint(self) -> str:
         own = []
         if self.env_var:
-            own.append(f"set ${self.env_var} to your own {self.main}")
+            also = "".join(f" or ${name}" for name in self.env_aliases)
+            own.append(f"set ${self.env_var}{also} to your own {self.main}")
         if self.path_name:
             own.append(f"put `{self.path_name}` on PATH")
         suffix = f"; or {' or '.join(own)}" if own else ""
@@ -162,10 +166,8 @@ class ScriptedInstall:
     # --- a user's own install ------------------------------------------------------------------
 
     def external(self) -> Installation | None:
-        if self.env_var and os.environ.get(self.env_var):
-            return self._external(Path(os.environ[self.env_var]), f"${self.env_var}")
-        if self.path_name and (found := shutil.which(self.path_name)):
-            return self._external(Path(found), "PATH")
+        if found := own_binary(self.env_var, self.env_aliases, self.path_name):
+            return self._external(*found)
         for candidate in self.search_paths:
             path = Path(candidate).expanduser()
             if path.is_file():
@@ -230,6 +232,57 @@ class ScriptedInstall:
     @staticmethod
     def _values(prefix: Path) -> dict[str, str]:
         return {"prefix": str(prefix)}
+
+
+def own_binary(env_var: str | None, aliases: tuple[str, ...], path_name: str | None) -> tuple[Path, str] | None:
+    """(the binary, where it was named) of a user's own install: the first of `env_var` and its
+    `aliases` that is set, else `path_name` on PATH; None when none names one."""
+    for name in (env_var, *aliases) if env_var else ():
+        if os.environ.get(name):
+            return Path(os.environ[name]), f"${name}"
+    if path_name and (found := shutil.which(path_name)):
+        return Path(found), "PATH"
+    return None
+
+
+@dataclass(frozen=True)
+class OwnBinary:
+    """A framework cellbench cannot install on a platform, run from the user's own binary.
+
+    Cells run wherever the binary is found (`env_var`, an alias, or `path_name` on PATH) and skip
+    otherwise with `install_hint`, which says what is missing and how to point at it; there is
+    nothing to build, so `--install` changes nothing (`has_installer` is False). The version is
+    asked of the binary (`version_probe`, `{exe}` its path), as for a ScriptedInstall's own install.
+    """
+
+    framework: str
+    env_var: str
+    path_name: str
+    why_no_installer: str  # "no installer for it on Linux here", said in the skip reason
+    env_aliases: tuple[str, ...] = ()
+    version_probe: tuple[str, ...] = ("{exe}", "--version")
+    version: str = "own"  # a cache key is never made: nothing is installed
+    has_installer = False
+
+    def install_hint(self) -> str:
+        also = "".join(f" (or ${name})" for name in self.env_aliases)
+        return (f"{self.why_no_installer}: set {self.env_var}=/path/to/{self.path_name}{also} "
+                f"or put `{self.path_name}` on PATH")
+
+    def external(self) -> Installation | None:
+        found = own_binary(self.env_var, self.env_aliases, self.path_name)
+        if found is None:
+            return None
+        binary, source = found
+        if not (binary.is_file() and os.access(binary, os.X_OK)):
+            raise InstallError(f"{source} points at {binary}, which is not an executable file")
+        version, output = _probe([fill(arg, {"exe": str(binary)}) for arg in self.version_probe], cwd=binary.parent)
+        return Installation(framework=self.framework, version=version or "unknown", prefix=binary.parent,
+                            executables={self.path_name: str(binary)}, source=source,
+                            details={"version_output": output})
+
+    def build(self, prefix: Path, log: IO[str]) -> Installation:
+        raise InstallError(f"{self.framework}: {self.install_hint()}")
 
 
 def _without_ref(url: str) -> str:

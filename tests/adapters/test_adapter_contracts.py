@@ -104,6 +104,9 @@ EXPECTED: dict[tuple[str, str, str], tuple[list[str], dict[str, str]]] = {
          "--alias", "Qwen3-0.6B-BF16"], {}),
     ("mistralrs", MACOS, "chat"): (
         ["serve", "-p", "8003", "--host", HOST, "-m", "/models", "--format", "gguf", "-f", "Qwen3-0.6B-BF16.gguf"], {}),
+    # Linux: the same command from the user's own build (no installer there).
+    ("mistralrs", "linux-x86_64", "agent"): (
+        ["serve", "-p", "8003", "--host", HOST, "-m", "/models", "--format", "gguf", "-f", "Qwen3-0.6B-BF16.gguf"], {}),
     ("vllm_metal", MACOS, "chat"): (
         ["serve", "/models/Qwen3-0.6B", "--port", "8004", "--host", HOST, "--enable-prefix-caching",
          "--max-model-len", "4096"],
@@ -112,8 +115,14 @@ EXPECTED: dict[tuple[str, str, str], tuple[list[str], dict[str, str]]] = {
         ["serve", "/models/Qwen3-0.6B", "--port", "8004", "--host", HOST, "--enable-prefix-caching",
          "--max-model-len", "16384"],
         {"VLLM_METAL_USE_PAGED_ATTENTION": "1", "VLLM_METAL_MEMORY_FRACTION": "auto"}),
+    # vllm-mlx: a fresh HOME per server ({cache}: the test's cellbench cache), so its on-disk prefix
+    # cache never carries one level's prompts into the next.
     ("vllm_mlx", MACOS, "agent"): (
-        ["serve", "/models/Qwen3-0.6B-bf16", "--port", "8008", "--host", HOST, "--continuous-batching"], {}),
+        ["serve", "/models/Qwen3-0.6B-bf16", "--port", "8008", "--host", HOST, "--continuous-batching"],
+        {"HOME": "{cache}/vllm_mlx/home-8008", "HF_HUB_OFFLINE": "1"}),
+    ("vllm_mlx", "linux-x86_64", "chat"): (
+        ["serve", "/models/Qwen3-0.6B-bf16", "--port", "8008", "--host", HOST, "--continuous-batching"],
+        {"HOME": "{cache}/vllm_mlx/home-8008", "HF_HUB_OFFLINE": "1"}),
     ("ollama", MACOS, "chat"): (
         ["serve"],
         {"OLLAMA_HOST": f"{HOST}:8006", "OLLAMA_NUM_PARALLEL": "16", "OLLAMA_KEEP_ALIVE": "10m",
@@ -122,6 +131,20 @@ EXPECTED: dict[tuple[str, str, str], tuple[list[str], dict[str, str]]] = {
         ["serve"],
         {"OLLAMA_HOST": f"{HOST}:8006", "OLLAMA_NUM_PARALLEL": "16", "OLLAMA_KEEP_ALIVE": "10m",
          "OLLAMA_CONTEXT_LENGTH": "16384"}),
+    ("ollama", "linux-x86_64+cuda", "agent"): (
+        ["serve"],
+        {"OLLAMA_HOST": f"{HOST}:8006", "OLLAMA_NUM_PARALLEL": "16", "OLLAMA_KEEP_ALIVE": "10m",
+         "OLLAMA_CONTEXT_LENGTH": "16384"}),
+    # inferrs (retired): SiliconBench's flags on every platform, the device the platform's.
+    ("inferrs", MACOS, "chat"): (
+        ["serve", "/models/Qwen3-0.6B", "--host", HOST, "--port", "8007", "--device", "metal", "--dtype", "bf16",
+         "--max-seq-len", "16384", "--initial-blocks", "512", "--paged-attention=0.5"], {"HF_HUB_OFFLINE": "1"}),
+    ("inferrs", "linux-x86_64", "agent"): (
+        ["serve", "/models/Qwen3-0.6B", "--host", HOST, "--port", "8007", "--device", "cpu", "--dtype", "bf16",
+         "--max-seq-len", "16384", "--initial-blocks", "512", "--paged-attention=0.5"], {"HF_HUB_OFFLINE": "1"}),
+    ("inferrs", "linux-aarch64+cuda", "chat"): (
+        ["serve", "/models/Qwen3-0.6B", "--host", HOST, "--port", "8007", "--device", "cuda", "--dtype", "bf16",
+         "--max-seq-len", "16384", "--initial-blocks", "512", "--paged-attention=0.5"], {"HF_HUB_OFFLINE": "1"}),
     ("sglang", MACOS, "chat"): (
         ["-m", "sglang.launch_server", "--model-path", "/models/Qwen3-0.6B", "--host", HOST, "--port", "8010",
          "--trust-remote-code", "--disable-radix-cache", "--disable-cuda-graph", "--tp-size", "1"],
@@ -133,7 +156,7 @@ EXPECTED: dict[tuple[str, str, str], tuple[list[str], dict[str, str]]] = {
         ["--model", Q, "--host", HOST, "--port", "8012"], {"SERVER_PORT": "8012"}),
     # sglang-omni's router, as its eval runner starts it (workers and GPUs are in the launcher file).
     ("sglang_omni", "linux-x86_64+cuda", "chat"): (
-        ["-m", "sglang_omni_router.python.serve", "--host", HOST, "--port", "8007",
+        ["-m", "sglang_omni_router.python.serve", "--host", HOST, "--port", "8013",
          "--launcher-config", "/runs/row/round_1/launcher.yaml", "--policy", "least_request",
          "--health-success-threshold", "1", "--health-failure-threshold", "2", "--health-check-interval-secs", "2",
          "--log-level", "info"],
@@ -149,6 +172,7 @@ EXPECTED_SERVED_ID = {
     "omlx": "Qwen3-0.6B-bf16",
     "ollama": "qwen3:0.6b-fp16",
     "sglang": "/models/Qwen3-0.6B",
+    "inferrs": "/models/Qwen3-0.6B",
 }
 
 
@@ -165,14 +189,24 @@ def all_cases() -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize("name, platform, split", sorted(EXPECTED))
-def test_exact_command(name, platform, split):
+def test_exact_command(name, platform, split, private_cache):
     adapter = adapters.get(name)
     assert platform in adapter.platforms
     command, _ = command_for(adapter, platform, split)
     argv, env = EXPECTED[(name, platform, split)]
     assert command.argv[0].startswith(f"/opt/{name}/bin/"), "the installed executable, never a bare name"
     assert command.argv[1:] == argv
-    assert command.env == env
+    assert command.env == {key: value.replace("{cache}", str(private_cache)) for key, value in env.items()}
+
+
+def test_each_vllm_mlx_server_starts_with_an_empty_home(private_cache):
+    command, _ = command_for(adapters.get("vllm_mlx"), "linux-x86_64", "chat")
+    home = Path(command.env["HOME"])
+    stale = home / ".cache" / "vllm-mlx" / "prefix_cache" / "index.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
+    again, _ = command_for(adapters.get("vllm_mlx"), "linux-x86_64", "agent")
+    assert again.env["HOME"] == str(home) and home.is_dir() and not any(home.iterdir())
 
 
 @pytest.mark.parametrize("name, platform, split", all_cases())
@@ -223,10 +257,11 @@ def test_omlx_model_dir_holds_one_link_named_as_the_served_id(private_cache):
 
 def test_ports_are_siliconbench_s_and_unique():
     ports = {name: adapter.default_port for name, adapter in adapters.registry().items()}
-    assert all(8001 <= port <= 8012 for port in ports.values()), ports
+    assert all(8001 <= port <= 8013 for port in ports.values()), ports
     assert len(set(ports.values())) == len(ports), f"two adapters share a port: {ports}"
     siliconbench = {"llamacpp": 8001, "mlx_lm": 8002, "mistralrs": 8003, "vllm_metal": 8004, "omlx": 8005,
-                    "ollama": 8006, "vllm_mlx": 8008, "hf_transformers": 8009, "sglang": 8010, "vllm": 8011}
+                    "ollama": 8006, "inferrs": 8007, "vllm_mlx": 8008, "hf_transformers": 8009, "sglang": 8010,
+                    "vllm": 8011}
     assert {name: ports[name] for name in siliconbench if name in ports} == {
         name: port for name, port in siliconbench.items() if name in ports}
 
@@ -286,9 +321,9 @@ def test_contract_table(capsys):
             lines.append(f"{name:<16} (runs on {', '.join(sorted(adapter.platforms))} only)")
     with capsys.disabled():
         print("\n\n".join(["", "=== adapter contracts: macOS and Linux+CUDA ===", "\n".join(lines)]))
-    for name in ("llamacpp", "mistralrs", "vllm_metal", "vllm_mlx", "omlx", "ollama", "sglang"):
+    for name in ("llamacpp", "mistralrs", "vllm_metal", "vllm_mlx", "omlx", "ollama", "sglang", "inferrs"):
         assert any(line.split()[:3] == [name, MACOS, "chat"] and f"/opt/{name}/bin/" in line for line in lines), name
-    for name in ("llamacpp", "sglang"):
+    for name in ("llamacpp", "sglang", "ollama", "mistralrs", "inferrs"):
         assert any(line.split()[:3] == [name, CUDA[0], "agent"] for line in lines), name
 
 

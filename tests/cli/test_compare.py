@@ -86,6 +86,23 @@ def test_the_same_numbers_are_no_detectable_change_with_what_could_have_been_see
     assert any("TTFT p50" in line and "+0.0% [" in line for line in same), out
     unclear = cannot_tell(old)
     assert f"0 regressions, 0 improvements, {24 - unclear} no detectable change, {unclear} cannot tell" in out
+    assert "ran otherwise" not in out, "alike runs: no settings to name"
+
+
+def test_settings_two_runs_differ_in_are_named_beside_the_decisions(tmp_path: Path, capsys):
+    old = write_cell(tmp_path, Spec(run_id=OLD_ID, requests=40))
+    result: dict[str, Any] = copy.deepcopy(dict(read_result(copy_as(old, NEW_ID))))
+    result["run_config"]["requests_per_level"] = 100
+    result["run_config"]["request_extras"]["ignore_eos"] = True
+    new = tmp_path / "elsewhere" / f"llamacpp_{NEW_ID}.json"
+    write_result(new, cast(Result, result))
+    code, out, _ = run(str(old), str(new), capsys=capsys)
+    assert code == 0
+    note = next(line for line in out.splitlines() if "ran otherwise" in line)
+    assert "requests_per_level 40 -> 100" in note and '"ignore_eos": true' in note.split("request_extras")[1], note
+    code, out, _ = run(str(old), str(new), "--json", capsys=capsys)
+    differs = json.loads(out)["settings_differ"][CELL]
+    assert differs["requests_per_level"] == {"old": "40", "new": "100"}
 
 
 def test_run_ids_and_folders_pair_cells_and_list_what_one_side_lacks(tmp_path: Path, capsys):

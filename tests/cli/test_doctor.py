@@ -2,7 +2,9 @@
 
 This machine is Linux on x86_64 without a GPU, with llama.cpp built in the framework cache (CI's
 `make test` builds it first): llama.cpp runs here and is installed; the Apple-only and CUDA-only
-frameworks cannot run, and every one of them says so in one line that names the platform.
+frameworks cannot run, and every one of them says so in one line that names the platform; the
+ones run from a user's own binary on Linux (Ollama, mistral.rs, inferrs) run here and, without
+one, say what is missing and how to point at it.
 """
 
 from __future__ import annotations
@@ -10,16 +12,22 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
 import pytest
 
+import adapters
 from bench.base.paths import PROJECT_ROOT
 from bench.cli.main import main
 from bench.setup.adapter import host_platforms, this_platform
 
-ELSEWHERE = ("mistralrs", "vllm_metal", "vllm_mlx", "omlx", "ollama", "sglang")
+ELSEWHERE = ("vllm_metal", "omlx", "sglang")
+# Run here from the user's own binary only (no Linux installer): framework -> its variable, binary.
+OWN_BINARY = {"mistralrs": ("MISTRALRS_SERVER", "mistralrs"), "ollama": ("OLLAMA", "ollama"),
+              "inferrs": ("INFERRS", "inferrs")}
+OWN_VARIABLES = ("MISTRALRS_SERVER", "MISTRALRS", "OLLAMA", "OLLAMA_BIN", "INFERRS")
 
 pytestmark = pytest.mark.skipif(
     host_platforms() != ("linux-x86_64",), reason=f"expects a Linux x86_64 host without a GPU, not {host_platforms()}"
@@ -28,7 +36,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def report(capsys, monkeypatch) -> dict:
-    monkeypatch.delenv("LLAMA_SERVER", raising=False)  # the cached build, not a user's own
+    for name in ("LLAMA_SERVER", *OWN_VARIABLES):  # the cached build, not a user's own
+        monkeypatch.delenv(name, raising=False)
     assert main(["doctor", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     return {r["framework"]: r for r in data["frameworks"]}
@@ -58,6 +67,41 @@ def test_every_framework_has_a_report(report):
     assert report["openai"]["runnable"] and "--endpoint" in report["openai"]["install_command"]
 
 
+def test_frameworks_without_a_linux_installer_run_here_from_the_users_binary(report):
+    for name, (variable, exe) in OWN_BINARY.items():
+        own = report[name]
+        assert own["runnable"] and own["platform"] == "linux-x86_64", own
+        assert own["installed"] is (shutil.which(exe) is not None), own
+        assert own["install_command"].startswith("cellbench has no installer for "), own
+        how = own["install_command"]
+        assert f"set {variable}=/path/to/{exe}" in how and how.endswith(f"or put `{exe}` on PATH"), how
+    assert report["ollama"]["install_by_platform"]["darwin-arm64"].startswith("cellbench install ollama (runs: brew")
+
+
+def test_install_of_a_framework_without_an_installer_says_how_to_provide_it(capsys, monkeypatch):
+    monkeypatch.delenv("INFERRS", raising=False)
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable))  # no inferrs on it
+    assert main(["install", "inferrs"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("inferrs: inferrs is not installed: cellbench has no installer for inferrs"), err
+    assert "installing" not in err, "nothing is built"
+
+
+def test_install_of_everything_that_runs_here_passes_over_what_it_cannot_install(capsys, monkeypatch):
+    """`make bench` runs `cellbench install`: a framework with no installer here is named, not a failure."""
+    for name in OWN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable))
+    runs_here = [a for a in adapters.registry().values() if a.runs_here()]
+    own = [a for a in runs_here if not getattr(a.recipe, "has_installer", True)]
+    monkeypatch.setattr(adapters, "registry", lambda: {a.name: a for a in own})  # nothing is built
+    assert sorted(a.name for a in own) == sorted(OWN_BINARY)
+    assert main(["install"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert sorted(line.split(":")[0] for line in err) == sorted(OWN_BINARY)
+    assert all(" is not installed: cellbench has no installer for " in line for line in err), err
+
+
 def test_the_table_names_the_platform_of_what_cannot_run(capsys):
     assert main(["doctor"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -78,9 +122,9 @@ def test_install_refuses_a_framework_that_cannot_run_here(capsys):
 def test_chat_cells_of_frameworks_that_cannot_run_here_skip_with_one_line_each(tmp_path):
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "chat", "-rs",
            "--requests", "2", "--concurrency", "1", "--port", "0", f"--results-dir={tmp_path / 'results'}",
-           "-k", "not llamacpp and not mlx_lm and not hf_transformers and not vllm-"]
+           "-k", "not llamacpp and not mlx_lm and not hf_transformers and not vllm- and not vllm_mlx"]
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, check=False,
-                          env={k: v for k, v in os.environ.items() if k != "LLAMA_SERVER"})
+                          env={k: v for k, v in os.environ.items() if k not in ("LLAMA_SERVER", *OWN_VARIABLES)})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     out = proc.stdout
     assert re.search(r"\b7 skipped\b", out) and "cellbench verdicts: 7 skipped" in out
@@ -88,6 +132,12 @@ def test_chat_cells_of_frameworks_that_cannot_run_here_skip_with_one_line_each(t
     for name in ELSEWHERE:
         (line,) = [line for line in skips if f": {name} runs on " in line]
         assert line.endswith(f"; this is {this_platform()}"), line
+    for name, (variable, exe) in OWN_BINARY.items():  # on PATH it would run: the tiny profile then skips it
+        (line,) = [line for line in skips if f": {name} " in line]
+        if shutil.which(exe) is None:
+            assert f": {name} is not installed: cellbench has no installer for " in line, line
+            assert f"set {variable}=/path/to/{exe}" in line and line.endswith(f"or put `{exe}` on PATH"), line
+            assert "--install" not in line, "--install would change nothing"
     (generic,) = [line for line in skips if ": openai: " in line]
     assert "--endpoint http://127.0.0.1:PORT" in generic
     results = [p for p in tmp_path.rglob("*.json") if not p.name.endswith(".journal.json")]

@@ -48,7 +48,7 @@ def test_locate_previews_a_mean_overwritten_and_an_ambiguity_without_running_any
            "result_json": "w.json", "cells": {"wer_corpus": {"path": "summary.wer_corpus", "format": "{v:.2%}"}}}
     config = tmp_path / "eval.yaml"
     config.write_text(yaml.safe_dump({
-        "name": "demo", "hf_model_id": "tiny", "default_server_profile": "llama",
+        "name": "demo", "hf_model_id": "tiny", "default_server_profile": "llama", "tables_root": ".",
         "server_profiles": {"llama": {"framework": "llamacpp"}},
         "rows": [{**row, "id": "en", "locate": {"section_substring": "Accuracy (accuracy.wer)",
                                                 "config_substring": "EN, c=16",
@@ -80,7 +80,7 @@ def test_precheck_names_the_fix_for_what_is_missing(tmp_path):
     config = tmp_path / "eval.yaml"
     (tmp_path / "benchmark_x.py").write_text('"""x"""\n')
     config.write_text(yaml.safe_dump({
-        "name": "demo", "hf_model_id": "tiny", "default_server_profile": "llama",
+        "name": "demo", "hf_model_id": "tiny", "default_server_profile": "llama", "tables_root": ".",
         "server_profiles": {"llama": {"framework": "llamacpp"}},
         "hf_datasets": ["nobody/no-such-dataset"],
         "python_packages": [{"name": "no_such_module_xyz", "install_cmd": "uv pip install no-such-module-xyz"}],
@@ -105,7 +105,7 @@ def _venv_config(tmp_path: Path, **extra) -> Path:
     config = tmp_path / "eval.yaml"
     (tmp_path / "benchmark_x.py").write_text('"""x"""\n')
     config.write_text(yaml.safe_dump({
-        "name": "demo", "hf_model_id": "tiny", "default_server_profile": "llama",
+        "name": "demo", "hf_model_id": "tiny", "default_server_profile": "llama", "tables_root": ".",
         "server_profiles": {"llama": {"framework": "llamacpp"}},
         "auxiliary_models": [{"kind": "modelscope", "id": "nobody/paraformer-zh",
                               "install_cmd": "<venv-python> -m modelscope download nobody/paraformer-zh"}],
@@ -158,3 +158,59 @@ def test_precheck_keeps_the_placeholder_only_when_the_clients_python_is_unknown(
     assert f"✓ clients' Python {sys.executable} (cellbench)" in fallback
     assert (f"✗ package no_such_module_xyz importable by the clients' Python — fix: {sys.executable} -m pip install "
             "no-such-module-xyz") in fallback
+
+
+OMNI_ROW = {"server": "serve --port {port}", "server_gpus": 0, "client": "python c.py", "result_json": "r.json",
+            "cells": {"accuracy": {"path": "summary.accuracy"}},
+            "locate": {"section_substring": "Accuracy", "config_substring": "modalities=text ",
+                       "source_workload": "c=8"}}
+
+
+def _omni_project(tmp_path: Path) -> Path:
+    """sglang-omni's layout: the runner's config, its tables in benchmarks/eval/, a notes file beside."""
+    evals = tmp_path / "benchmarks" / "eval"
+    evals.mkdir(parents=True)
+    table = ('"""Accuracy\n\n| Model | Config | accuracy | Source |\n| - | - | - | - |\n'
+             '| Qwen3-Omni | modalities=text  | 70.88% | PR #316 [H200, full-set, c=8] |\n"""\n')
+    for name in ("benchmark_omni_mmsu.py", "benchmark_omni_seedtts.py", "benchmark_tts_seedtts.py"):
+        (evals / name).write_text(table)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "benchmark_notes.py").write_text(table)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"name": "qwen3-omni", "hf_model_id": "Qwen/Qwen3-Omni-30B-A3B-Instruct", "rows": [
+        {**OMNI_ROW, "id": "mmsu-text", "file": "benchmarks/eval/benchmark_omni_mmsu.py"},
+        {**OMNI_ROW, "id": "seedtts-en", "file": "benchmarks/eval/benchmark_omni_seedtts.py"},
+        {**OMNI_ROW, "id": "s2pro-en", "file": "benchmarks/eval/benchmark_tts_seedtts.py"},
+        {**OMNI_ROW, "id": "notes", "file": "docs/benchmark_notes.py"}]}))
+    return config
+
+
+def test_benchmarks_help_lists_the_names_and_an_unknown_one_exits_2(tmp_path):
+    config = _omni_project(tmp_path)
+    for action in ("locate", "precheck"):
+        listed = _cellbench(action, "--config", str(config), "--eval-root", str(tmp_path), "--benchmarks", "help")
+        assert listed.returncode == 0, listed.stderr
+        lines = listed.stdout.splitlines()
+        assert "  qwen_seedtts (alias of omni_seedtts): benchmarks/eval/benchmark_omni_seedtts.py, 1 row(s)" in lines
+        assert "  mmsu (alias of omni_mmsu): benchmarks/eval/benchmark_omni_mmsu.py, 1 row(s)" in lines
+        assert "      s2pro-en  [Accuracy] modalities=text" in lines
+    unknown = _cellbench("locate", "--config", str(config), "--eval-root", str(tmp_path), "--benchmarks", "mmsu,nope")
+    assert unknown.returncode == 2
+    assert unknown.stderr == ("cellbench eval: --benchmarks: unknown nope; this config accepts omni_mmsu, "
+                              "omni_seedtts, tts_seedtts, notes, mmsu, qwen_seedtts, s2pro_seedtts (`--benchmarks "
+                              "help` lists each with its files and rows)\n")
+
+
+def test_locate_selects_by_the_seeds_names_and_refuses_a_file_outside_benchmarks_eval(tmp_path):
+    config = _omni_project(tmp_path)
+    chosen = _cellbench("locate", "--config", str(config), "--eval-root", str(tmp_path), "--hardware", "H200",
+                        "--benchmarks", "mmsu,s2pro_seedtts")
+    assert chosen.returncode == 0, chosen.stdout + chosen.stderr
+    located = [line.split()[1] for line in chosen.stdout.splitlines() if line.startswith("✓")]
+    assert located == ["mmsu-text", "s2pro-en"]
+    refused = _cellbench("locate", "notes", "--config", str(config), "--eval-root", str(tmp_path))
+    assert refused.returncode == 1
+    (line,) = [line for line in refused.stdout.splitlines() if line.startswith("✗")]
+    assert line == (f"✗ notes  benchmark_notes.py  refused: {tmp_path / 'docs' / 'benchmark_notes.py'} is outside the "
+                    f"tables root {tmp_path / 'benchmarks' / 'eval'}/ (tables_root in {config}); no table outside it "
+                    "is edited")

@@ -209,6 +209,7 @@ class Run:
         rows = [self._row("mmsu-text", text_substring), self._row("mmsu-text-audio", "modalities=text+audio")]
         self.config.write_text(yaml.safe_dump({
             "name": "mmsu-demo", "hf_model_id": "tiny", "default_server_profile": "llama",
+            "tables_root": str(self.bench.parent),  # the eval root is cellbench's checkout, for its client
             "server_profiles": {"llama": {"framework": "llamacpp", "max_concurrency": 2}}, "rows": rows}))
 
     def _row(self, row_id: str, config: str) -> dict:
@@ -219,7 +220,8 @@ class Run:
 
     def pytest(self) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "eval", f"--eval-config={self.config}",
-               f"--results-dir={self.tmp / 'results'}", f"--hardware={HW}", f"--eval-root={PROJECT_ROOT}"]
+               f"--results-dir={self.tmp / 'results'}", f"--hardware={HW}", f"--eval-root={PROJECT_ROOT}",
+               "--no-commit"]  # the benchmark file is in no git repository
         return subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, check=False,
                               env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
 

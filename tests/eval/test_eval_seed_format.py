@@ -140,6 +140,8 @@ class Project:
         self.config.parent.mkdir(parents=True)
         self.config.write_text(yaml.safe_dump(self._config(rows), sort_keys=False))
         self._git("init", "-q", "-b", "main")
+        self._git("config", "user.name", "Demo Dev")  # who the refresh's commit is by
+        self._git("config", "user.email", "dev@example.com")
         self._git("add", ".")
         self._git("commit", "-q", "-m", "the demo project")
 

@@ -1,9 +1,11 @@
 """Machine slugs scope the results tree; they must be stable and match SiliconBench's names."""
 
 import os
+import re
 
 import pytest
 
+from bench.cli.main import main as cellbench
 from bench.core.result import new_run_id
 from bench.core.verdicts import Verdict
 from bench.host import machine
@@ -114,3 +116,52 @@ def test_the_override_still_records_why_the_probe_failed(fake_smi, monkeypatch):
     monkeypatch.setenv("CELLBENCH_MACHINE", "lab-h200")
     m = detect()
     assert m.slug == "lab-h200" and m.gpu_probe_error == "nvidia-smi exited with code 255: no output"
+
+
+# --- the variables that name the machine's folder ------------------------------------------------
+
+
+def test_cellbench_machine_then_siliconbench_subdir_then_the_hardware():
+    assert machine.slug_choice({}) is None
+    assert machine.slug_choice({"APPLEBENCH_RESULTS_SUBDIR": "m5pro"}) == ("m5pro", "APPLEBENCH_RESULTS_SUBDIR")
+    both = {"APPLEBENCH_RESULTS_SUBDIR": "m5pro", "CELLBENCH_MACHINE": "dgxspark"}
+    assert machine.slug_choice(both) == ("dgxspark", "CELLBENCH_MACHINE")
+    # empty is unset, as SiliconBench's ${APPLEBENCH_RESULTS_SUBDIR:+/...} reads it
+    assert machine.slug_choice({**both, "CELLBENCH_MACHINE": ""}) == ("m5pro", "APPLEBENCH_RESULTS_SUBDIR")
+    assert machine.slug_choice({"APPLEBENCH_RESULTS_SUBDIR": ""}) is None
+
+
+@pytest.mark.parametrize("value", ["M5Pro", "m5 pro", "m5pro/chat", "../elsewhere"])
+def test_a_folder_name_that_is_not_a_slug_is_refused_naming_the_variable(value):
+    with pytest.raises(machine.MachineSlugError, match=rf"^APPLEBENCH_RESULTS_SUBDIR='{re.escape(value)}' is not "
+                                                        r"a machine slug \(lowercase letters, digits, - and _"):
+        machine.slug_choice({"APPLEBENCH_RESULTS_SUBDIR": value})
+
+
+def test_detect_files_under_the_variable_and_records_which(monkeypatch):
+    monkeypatch.delenv("CELLBENCH_MACHINE", raising=False)
+    monkeypatch.delenv("APPLEBENCH_RESULTS_SUBDIR", raising=False)
+    detect.cache_clear()
+    try:
+        found = detect()
+        assert found.slug_source == "detected" and found.to_json()["slug_source"] == "detected"
+        monkeypatch.setenv("APPLEBENCH_RESULTS_SUBDIR", "m5pro")
+        detect.cache_clear()
+        scoped = detect()
+        assert (scoped.slug, scoped.to_json()["slug_source"]) == ("m5pro", "APPLEBENCH_RESULTS_SUBDIR")
+        assert scoped.cpu == found.cpu, "only the folder changes, never what the machine is"
+    finally:
+        detect.cache_clear()
+
+
+def test_every_cellbench_command_refuses_a_bad_folder_name_in_one_line(monkeypatch, capsys):
+    monkeypatch.delenv("CELLBENCH_MACHINE", raising=False)
+    monkeypatch.setenv("APPLEBENCH_RESULTS_SUBDIR", "M5 Pro")
+    detect.cache_clear()
+    try:
+        assert cellbench(["doctor"]) == 2
+    finally:
+        detect.cache_clear()
+    assert capsys.readouterr().err == ("cellbench: APPLEBENCH_RESULTS_SUBDIR='M5 Pro' is not a machine slug "
+                                       "(lowercase letters, digits, - and _, as results/<model>/<machine>/ "
+                                       "names it)\n")

@@ -79,15 +79,18 @@ class Setup:
         self.config = tmp_path / "eval.yaml"
         self.config.write_text(yaml.safe_dump({
             "name": "tiny-test", "hf_model_id": "tiny", "default_server_profile": "llama",
+            "tables_root": str(self.bench.parent),  # not the eval root's benchmarks/eval: said so
             "server_profiles": {"llama": {"framework": "llamacpp", "max_concurrency": 2, "server_gpus": server_gpus}},
             "rows": rows,
         }))
 
-    def run(self, *args: str) -> subprocess.CompletedProcess:
+    def run(self, *args: str, commit: bool = False) -> subprocess.CompletedProcess:
         # `--opt=path`: pytest takes a bare existing path among the arguments for a rootdir hint.
-        # --eval-root: the clients are cellbench's own ({repo_root}/benchmarks/eval/...).
+        # --eval-root: the clients are cellbench's own ({repo_root}/benchmarks/eval/...). The
+        # benchmark file is in no git repository, so there is nothing to commit it in.
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "eval", f"--eval-config={self.config}",
-               f"--results-dir={self.tmp / 'results'}", f"--hardware={HW}", f"--eval-root={PROJECT_ROOT}", *args]
+               f"--results-dir={self.tmp / 'results'}", f"--hardware={HW}", f"--eval-root={PROJECT_ROOT}",
+               *([] if commit else ["--no-commit"]), *args]
         return subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, check=False,
                               env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
 
@@ -224,14 +227,18 @@ def test_commit_holds_only_the_edited_benchmark_file(tmp_path, llama_server):
     setup = Setup(tmp_path, rows=[_row("acc", "Accuracy (summary)", ACCURACY)])
     repo = setup.bench.parent
     _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.name", "t")
+    _git(repo, "config", "user.email", "t@t")
     _git(repo, "add", "benchmark_t.py")
     _git(repo, "commit", "-q", "-m", "tables")
     (repo / "notes.txt").write_text("the user's own staged work\n")
     _git(repo, "add", "notes.txt")
-    result = setup.run("--commit")
+    result = setup.run(commit=True)  # the default: no flag
     assert result.returncode == 0, result.stdout[-3000:]
-    assert f"Review:   git -C {repo} show HEAD" in result.stdout and "Revert:" in result.stdout
-    assert _git(repo, "show", "--name-only", "--format=%s", "HEAD").split() == \
-        ["Refresh", "reference", "tables", "on", "Test", "CPU:", "0", "replaced,", "1", "appended", "benchmark_t.py"]
+    assert result.stdout.rstrip().splitlines()[-3:-1] == [
+        "Review:   git show HEAD", "Revert:   git reset --soft HEAD~1   # keeps the edits, staged"]
+    subject, _, files = _git(repo, "show", "--name-only", "--format=%s", "HEAD").strip().partition("\n\n")
+    assert subject.startswith("[Docs] Refresh reference benchmarks via /running-eval-suite (") and files == \
+        "benchmark_t.py"
     assert "notes.txt" in _git(repo, "diff", "--cached", "--name-only")  # still staged, not committed
     assert _git(repo, "status", "--porcelain", "benchmark_t.py") == ""

@@ -20,7 +20,7 @@ from bench.plugins.opts.settings import Settings
 from bench.plugins.opts.spec import declared
 
 DOC = PROJECT_ROOT / "docs" / "options.md"
-RESOLVED = {"profile", "load", "cell_budget_s", "cpus", "client_procs", "api_key", "eval", "pytest"}
+RESOLVED = {"profile", "model_source", "load", "cell_budget_s", "cpus", "client_procs", "api_key", "eval", "pytest"}
 
 
 def test_docs_options_md_is_what_the_generator_writes():
@@ -87,7 +87,7 @@ def test_pytest_help_lists_the_reference_flags_with_the_same_defaults():
 
 def test_every_option_is_declared_once_and_has_a_default_in_its_help():
     names = [option.flag for option in every_option()]
-    assert len(names) == len(set(names)) == 53
+    assert len(names) == len(set(names)) == 54
     for option in every_option():
         assert option.help_text().endswith(f"[{option.default_text()}]"), option.flag
     assert [f for f in Settings.__dataclass_fields__ if f not in dict(declared(Settings))] == sorted(
@@ -101,7 +101,8 @@ def test_help_defaults_come_from_the_shared_constants():
     assert levels_text() == "1,8,16"
     assert by_flag["--requests"].default == DEFAULT_REQUESTS
     assert by_flag["--requests"].help_text().endswith(f"[{DEFAULT_REQUESTS}]")
-    assert by_flag["--model"].default == DEFAULT_MODEL
+    assert by_flag["--model"].default is None, "not given: APPLEBENCH_MODEL, else the default (build.py)"
+    assert by_flag["--model"].help_text().endswith(f"[$APPLEBENCH_MODEL, else {DEFAULT_MODEL}]")
 
 
 def test_serve_defaults_are_the_cells_defaults(monkeypatch: pytest.MonkeyPatch):

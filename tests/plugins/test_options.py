@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 import adapters
+from bench.base.defaults import SPLITS
 from bench.base.paths import PROJECT_ROOT
+from bench.plugins.opts import parsers
 
 # ---------------------------------------------------------------- path options, both forms, any directory
 
@@ -183,6 +185,56 @@ def test_a_prompt_file_is_read_as_the_cells_read_it(stand_in: pytest.Pytester):
     path = stand_in.path / "mine.jsonl"
     path.write_text("\n".join(json.dumps([{"role": "user", "content": f"question {i}"}]) for i in range(3)))
     stand_in.runpytest("-k", "llamacpp-chat", f"--prompts={path}").assert_outcomes(passed=1)
+
+
+def test_prompts_is_one_file_for_every_split_or_one_per_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    chat, agent, odd = tmp_path / "chat.json", tmp_path / "agent.json", tmp_path / "a=b.json"
+    for path in (chat, agent, odd):
+        path.write_text("[]")
+    assert parsers.prompt_files(None) == {}
+    assert parsers.prompt_files(str(chat)) == {"chat": chat, "agent": chat}
+    assert parsers.prompt_files("gone.json") == dict.fromkeys(SPLITS, Path("gone.json")), "read (and refused) later"
+    assert parsers.prompt_files("a=b.json") == dict.fromkeys(SPLITS, Path("a=b.json")), "a file of that name is a file"
+    assert parsers.prompt_files(f"chat={chat}") == {"chat": chat}, "agent keeps its shipped file"
+    assert parsers.prompt_files(f"chat={chat}, agent = agent.json") == {"chat": chat, "agent": Path("agent.json")}
+
+
+@pytest.mark.parametrize("value, error", [
+    ("lunch=chat.json", "--prompts lunch=chat.json: no split 'lunch'; the splits are chat, agent"),
+    ("chat=gone.json", "--prompts chat=gone.json: no such file"),
+    ("chat=chat.json,chat=agent.json", "--prompts names chat twice: chat.json and agent.json"),
+    ("chat=chat.json,agent.json", "--prompts takes a file, or split=file pairs such as chat=mine.json,"
+                                  "agent=theirs.json, got 'chat=chat.json,agent.json'"),
+    ("chat=chat.json,,", "--prompts takes a file, or split=file pairs"),
+    ("chat=", "--prompts takes a file, or split=file pairs"),
+    ("=chat.json", "--prompts takes a file, or split=file pairs"),
+])
+def test_a_prompts_list_names_what_is_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, error: str):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chat.json").write_text("[]")
+    (tmp_path / "agent.json").write_text("[]")
+    with pytest.raises(pytest.UsageError) as raised:
+        parsers.prompt_files(value)
+    assert str(raised.value).startswith(error), str(raised.value)
+
+
+def test_a_split_s_bad_prompt_file_is_one_line_naming_split_and_file(stand_in: pytest.Pytester):
+    good, bad = stand_in.path / "good.json", stand_in.path / "bad.json"
+    good.write_text(json.dumps([{"name": "a", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}]))
+    bad.write_text(json.dumps([{"name": "p", "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]}]))
+    assert usage_error(stand_in, "--prompts", f"chat={good},agent={bad}").startswith(
+        f"ERROR: --prompts agent: {bad}: entry 0 (name 'p'): max_tokens")
+    assert usage_error(stand_in, f"--prompts=agent={good},lunch={good}") == (
+        f"ERROR: --prompts lunch={good}: no split 'lunch'; the splits are chat, agent")
+    stand_in.runpytest("-k", "llamacpp-chat", f"--prompts=chat={good}").assert_outcomes(passed=1)
+
+
+def test_a_model_siliconbench_s_variable_names_is_loaded_or_refused_naming_it(
+        stand_in: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("APPLEBENCH_MODEL", "qwen3-8b")  # a SiliconBench profile cellbench does not ship
+    assert usage_error(stand_in).startswith("ERROR: APPLEBENCH_MODEL=qwen3-8b: model profile 'qwen3-8b': no file")
+    stand_in.runpytest("-k", "llamacpp-chat", "--model", "tiny").assert_outcomes(passed=1)  # the option wins
 
 
 def test_a_model_that_cannot_load_is_one_line(stand_in: pytest.Pytester):

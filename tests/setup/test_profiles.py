@@ -13,6 +13,7 @@ from bench.setup.profiles import (
     ProfileError,
     ProfileUnavailable,
     available_profiles,
+    chosen_model,
     hub_cache,
     load_profile,
     resolve,
@@ -170,3 +171,12 @@ def test_resolve_uses_a_filled_cache_offline(tmp_path: Path, monkeypatch: pytest
     assert (ref.served_id, ref.alias) == ("custom-gguf", "custom-alias")
     folder = _fill_hub_cache("someone/custom", {"config.json": b"{}"})
     assert resolve(profile, "hf").path == folder
+
+
+def test_the_model_is_the_option_then_siliconbench_s_variable_then_tiny() -> None:
+    assert chosen_model(None, {}) == ("tiny", "default")
+    assert chosen_model(None, {"APPLEBENCH_MODEL": "qwen3-0.6b"}) == ("qwen3-0.6b", "APPLEBENCH_MODEL")
+    assert chosen_model("tiny", {"APPLEBENCH_MODEL": "qwen3-0.6b"}) == ("tiny", "--model")
+    assert chosen_model(None, {"APPLEBENCH_MODEL": "  "}) == ("tiny", "default"), "empty is unset, as in a shell"
+    # SiliconBench's profile names are cellbench's: the variable its scripts set loads here
+    assert load_profile(chosen_model(None, {"APPLEBENCH_MODEL": "qwen3-0.6b"})[0]).results_name == "Qwen3-0.6B"

@@ -184,11 +184,14 @@ def test_each_recipe_kind_becomes_the_same_recipe_at_another_version():
     hf = adapters.get("hf_transformers").recipe
     assert isinstance(hf, PipVenv)
     assert hf.with_version("5.25.0").packages[0] == "transformers[serving]==5.25.0"
-    vllm_mlx = adapters.get("vllm_mlx").recipe
+    vllm_mlx = adapters.get("vllm_mlx").recipe_for("darwin-arm64")
     assert isinstance(vllm_mlx, ScriptedInstall)
     at = vllm_mlx.with_version("abc1234def5678")
     assert at.version == "git-main-abc1234def56" and any(a.endswith("vllm-mlx.git@abc1234def5678")
                                                          for s in at.steps for a in s.command)
+    vllm_mlx_linux = adapters.get("vllm_mlx").recipe_for("linux-x86_64")
+    assert isinstance(vllm_mlx_linux, PipVenv)
+    assert vllm_mlx_linux.with_version("0.7.0").packages == ("vllm-mlx==0.7.0", "mlx[cpu]>=0.32.4")
 
 
 def test_every_framework_says_where_its_releases_come_from():

@@ -6,7 +6,8 @@ machine, split, framework); two single results of different cells pair with each
 pair by label ("c=8"). Every compared figure of a level pair is judged by
 bench.core.metrics.change, with each side's machine noise floor (bench.core.noise) where one is
 stored beside that side's results. Regressions print first, then improvements, then the rest; a
-cell or level on one side only is listed. Exit 0, 1 when any regression was found, 2 for a usage
+cell or level on one side only is listed, and so are the settings two paired cells ran with
+otherwise (bench.reports.comparison's methodology keys). Exit 0, 1 when any regression was found, 2 for a usage
 error (nothing to compare, an unreadable file).
 """
 
@@ -28,6 +29,7 @@ from bench.core.level_run import level_label
 from bench.core.metrics.change import Change, compare_levels
 from bench.core.result import NotAResult, read_result
 from bench.core.store import COMPARISON_FILE, LoadedResult, load_results
+from bench.reports.comparison import setting_differences
 
 RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4}$")
 ORDER = ("regression", "improvement", "no detectable change", "cannot tell")
@@ -135,6 +137,12 @@ class Pair:
     def cell(self) -> Cell:
         return cell_of(self.new.result)
 
+    def settings_differ(self) -> dict[str, dict[str, str]]:
+        """{run_config key: {"old": value, "new": value}} (as JSON) where the two ran otherwise:
+        another request count, ignore_eos, a shared server... a change may then come from that."""
+        configs = {"old": self.old.result.data["run_config"], "new": self.new.result.data["run_config"]}
+        return setting_differences(configs)
+
     def title(self) -> str:
         old, new = cell_of(self.old.result), cell_of(self.new.result)
         head = cell_text(new) if old == new else f"{cell_text(old)} -> {cell_text(new)}"
@@ -230,6 +238,9 @@ def render(comparison: RunComparison, *, every: bool = False) -> list[str]:
             out += [f"  {cell} ({k} figure{'' if k == 1 else 's'}): {reason}" for (cell, reason), k in why.items()]
     notes = [f"{cell_text(p.cell)}: {side_name}: {s.floor_note}" for p in comparison.pairs
              for side_name, s in (("old", p.old), ("new", p.new)) if s.floor_note]
+    notes += [f"{cell_text(p.cell)}: ran otherwise, so a change may come from the settings: "
+              + "; ".join(f"{key} {v['old']} -> {v['new']}" for key, v in differs.items())
+              for p in comparison.pairs if (differs := p.settings_differ())]
     notes += [f"{cell_text(p.cell)}: level {label} only in old" for p in comparison.pairs for label in p.only_old]
     notes += [f"{cell_text(p.cell)}: level {label} only in new" for p in comparison.pairs for label in p.only_new]
     notes += [f"only in old: {cell_text(cell_of(r))} ({r.path})" for r in comparison.only_old]
@@ -258,6 +269,7 @@ def to_json(comparison: RunComparison) -> dict[str, Any]:
         "cells_only_in": {"old": [{**cell(r), "file": str(r.path)} for r in comparison.only_old],
                           "new": [{**cell(r), "file": str(r.path)} for r in comparison.only_new]},
         "floors": floors,
+        "settings_differ": {cell_text(p.cell): differs for p in comparison.pairs if (differs := p.settings_differ())},
         "counts": {d: comparison.counts()[d] for d in ORDER},
         "summary": summary(comparison),
     }

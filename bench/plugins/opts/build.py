@@ -11,7 +11,7 @@ import pytest
 from bench.base.defaults import SPLITS
 from bench.core.result import new_run_id
 from bench.host import affinity
-from bench.host.machine import detect
+from bench.host.machine import MachineSlugError, detect
 from bench.load import procs
 from bench.plugins.opts import eval_settings, settings
 from bench.plugins.opts.eval_settings import EvalSettings
@@ -38,11 +38,14 @@ def build(config: pytest.Config) -> Settings:
     cells, rows = _parsed(Settings, raw), _parsed(EvalSettings, raw)
     workerinput = getattr(config, "workerinput", None)
     cells["run_id"] = (workerinput or {}).get(RUN_ID_KEY) or cells["run_id"] or new_run_id()
-    profile = _profile(cells["model"])
+    cells["model"], model_source = profiles.chosen_model(cells["model"], os.environ)
+    profile = _profile(cells["model"], model_source)
+    _machine()
     cpus = _cpus(cells["client_cpus"], cells["server_cpus"], cells["endpoint"])
     built = Settings(
         **cells,
         profile=profile,
+        model_source=model_source,
         load=_load(raw),
         cell_budget_s={**DEFAULT_CELL_BUDGET_S, **cells["cell_budget_given"]},
         cpus=cpus,
@@ -68,13 +71,22 @@ def _parsed(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _profile(model: str) -> profiles.ModelProfile:
+def _profile(model: str, source: str) -> profiles.ModelProfile:
+    said = "" if source == "--model" else f"{source}={model}: "  # a variable the user may not remember setting
     try:
         return profiles.load_profile(model)
     except profiles.ProfileError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise pytest.UsageError(f"{said}{exc}") from None
     except (OSError, UnicodeDecodeError) as exc:  # a profile file that exists but cannot be read
-        raise pytest.UsageError(f"--model {model}: cannot read: {exc}") from None
+        raise pytest.UsageError(f"{said or f'--model {model}: '}cannot read: {exc}") from None
+
+
+def _machine() -> None:
+    """CELLBENCH_MACHINE or APPLEBENCH_RESULTS_SUBDIR that is not a slug: one line, not a failed cell."""
+    try:
+        detect()
+    except MachineSlugError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _load(raw: dict[str, Any]) -> LoadPlan | None:
@@ -113,11 +125,10 @@ def _api_key(given: str | None, profile: profiles.ModelProfile, endpoint: str | 
 
 
 def _check_prompts(s: Settings) -> None:
-    """--prompts, read once for each split as that split's cells read it (bench.run.cell._prompts)."""
-    if s.prompts_path is None:
-        return
-    for split in SPLITS:
+    """--prompts, each split's file read once as that split's cells read it (bench.run.cell._prompts)."""
+    one_for_all = len(set(s.prompt_files.values())) == 1 and set(s.prompt_files) == set(SPLITS)
+    for split, path in s.prompt_files.items():
         try:
-            load_prompts(s.prompts_path, split_hint=split, tools_param=s.tools_param)
+            load_prompts(path, split_hint=split, tools_param=s.tools_param)
         except PromptFileError as exc:
-            raise pytest.UsageError(f"--prompts: {exc}") from None
+            raise pytest.UsageError(f"--prompts{'' if one_for_all else ' ' + split}: {exc}") from None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.plugins.opts import parsers
-from bench.plugins.opts.spec import option
+from bench.plugins.opts.spec import Option, option
 
 GROUP = ("cellbench-eval", "cellbench eval rows (pytest -m eval)")  # pytest's option group: name, description
 
@@ -30,7 +30,11 @@ class EvalSettings:
     gpu_pool: tuple[int, ...] | None = option("--gpu-pool", "GPUs rows may lease (one lock per GPU)",
                                               metavar="0,1", shown="all", parse=parsers.gpu_pool)
     no_table_update: bool = option("--no-table-update", "run rows, edit no table", action="store_true")
-    commit: bool = option("--commit", "commit the edited benchmark files (never pushes)", action="store_true")
+    commit: bool = option(
+        "--no-commit", "leave the edited benchmark files uncommitted", action="store_false", dest="commit",
+        shown="off: one local commit of the edited files, never pushed",
+        also=(Option("--commit", "commit the edited benchmark files, never pushing: the default, kept for old "
+                     "command lines", action="store_true", dest="commit", shown="default"),))
     hardware: str | None = option("--hardware", "the hardware tag in Source cells", shown="detected, e.g. H200")
     eval_root: Path | None = option(
         "--eval-root", "where the config's `file` paths, {repo_root} and the clients' cwd are", type=Path,
@@ -38,7 +42,8 @@ class EvalSettings:
     venv_python: str | None = option(
         "--venv-python", "the clients' (and sglang-omni's) Python", metavar="PYTHON",
         shown="$EVAL_VENV_PYTHON, else the config's default_venv_python, else cellbench's own")
-    benchmarks: str = option("--benchmarks", "rows of these benchmark files only: arith for benchmark_arith.py",
-                             default="all", metavar="NAME,...")
+    benchmarks: str = option("--benchmarks", "rows of these benchmark files only: arith for benchmark_arith.py, "
+                             "mmsu for benchmark_omni_mmsu.py; `help` lists the names", default="all",
+                             metavar="NAME,...", brief="rows of these benchmark files only; `help` lists the names")
     no_precheck: bool = option("--no-precheck", "start the rows even when the eval precheck fails",
                                action="store_true")

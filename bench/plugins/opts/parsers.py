@@ -7,14 +7,15 @@ the option's own (most come from the bench.run.config, bench.host and bench.eval
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from bench.base.defaults import levels_text
+from bench.base.defaults import SPLITS, levels_text
 from bench.eval import gpus
 from bench.host import memlimit
-from bench.run.config import cell_budgets, concurrency_levels, hang_seconds
+from bench.run.config import cell_budgets, comma_list, concurrency_levels, hang_seconds
 
 
 def levels(text: str | None) -> tuple[int, ...]:
@@ -72,3 +73,34 @@ def gpu_pool(text: str | None) -> tuple[int, ...] | None:
 
 def hours_to_s(hours: float | None) -> float | None:
     return None if hours is None else hours * 3600.0
+
+
+def prompt_files(text: str | None) -> dict[str, Path]:
+    """--prompts: split -> its file. `PATH` serves every split (as it always did); `chat=PATH,...`
+    gives each split it names its own, the others keep their shipped file; not given: {}.
+
+    A value is a bare path when it names a file, or holds no `=`: so `a=b.json` that exists is
+    still one file. A split that is not one of SPLITS, a split named twice or a file that is not
+    there is a usage error naming it (the files' contents are checked when they are read)."""
+    if text is None:
+        return {}
+    if "=" not in text or Path(text).is_file():
+        return dict.fromkeys(SPLITS, Path(text))
+    takes = f"--prompts takes a file, or split=file pairs such as chat=mine.json,agent=theirs.json, got {text!r}"
+    try:
+        pairs = [part.split("=", 1) for part in comma_list(text)]
+    except ValueError:
+        raise pytest.UsageError(takes) from None
+    files: dict[str, Path] = {}
+    for pair in pairs:
+        split, path = (pair[0].strip(), pair[1].strip()) if len(pair) == 2 else ("", "")
+        if not split or not path:
+            raise pytest.UsageError(takes)
+        if split not in SPLITS:
+            raise pytest.UsageError(f"--prompts {split}={path}: no split {split!r}; the splits are {', '.join(SPLITS)}")
+        if split in files:
+            raise pytest.UsageError(f"--prompts names {split} twice: {files[split]} and {path}")
+        if not Path(path).is_file():
+            raise pytest.UsageError(f"--prompts {split}={path}: no such file")
+        files[split] = Path(path)
+    return files

@@ -49,7 +49,7 @@ class Settings:
     """The options whose values are parsed or looked up, as this session uses them."""
 
     model: str = option("--model", "model profile name (models/<name>.yaml) or a profile path",
-                        default=DEFAULT_MODEL)
+                        shown=f"$APPLEBENCH_MODEL, else {DEFAULT_MODEL}")
     levels: tuple[int, ...] = option("--concurrency", "closed-loop concurrency levels", shown=levels_text(),
                                      parse=parsers.levels)
     request_rate: str | None = option(
@@ -98,8 +98,11 @@ class Settings:
     ignore_eos: bool = option("--ignore-eos", "send ignore_eos where the framework accepts it", action="store_true")
     tools_param: bool = option("--tools-param", "send agent tools in the request's `tools` parameter",
                                action="store_true")
-    prompts_path: Path | None = option("--prompts", "a prompt file to use instead of the shipped split", type=Path,
-                                       shown="none")
+    prompt_files: dict[str, Path] = option(
+        "--prompts", "a prompt file instead of the shipped splits: one for every split, or one per split it names "
+        "(a split it leaves out keeps its shipped file)", metavar="PATH|chat=PATH,agent=PATH",
+        shown="the shipped prompts/<split>.json", parse=parsers.prompt_files,
+        brief="a prompt file instead of the shipped splits: one for all, or one per split")
     degraded_fraction: float = option("--degraded-threshold", "failure share that makes a cell degraded",
                                       type=float, default=DEFAULT_DEGRADED_FRACTION,
                                       takes="a failure share from 0 to 1", valid=lambda v: 0 <= v <= 1)
@@ -164,7 +167,8 @@ class Settings:
         parse=parsers.hours_to_s, brief="keep a cell's result of this run (or newer than HOURS), not re-measure it")
 
     # resolved from several options, the environment or the host (bench.plugins.opts.build)
-    profile: profiles.ModelProfile  # --model, loaded
+    profile: profiles.ModelProfile  # --model, else APPLEBENCH_MODEL, else the default: loaded
+    model_source: str  # which of those chose it (bench.setup.profiles.chosen_model)
     load: LoadPlan | None  # --request-rate and --slo; None: closed-loop levels, as always
     cell_budget_s: dict[str, float]  # split -> a cell's wall-clock budget: --cell-budget's, else the default
     cpus: affinity.Placement  # --client-cpus and --server-cpus, for this host
