@@ -109,6 +109,9 @@ def test_a_skip_lapses_when_the_framework_moved_or_its_adapter_changed():
     assert lapse(skip, moved, "a" * 64) == "vllm moved from 0.6.1 to 0.6.2 this run"
     assert lapse(skip, None, "b" * 64) == "its adapter module changed since the skip was recorded"
     assert lapse(skip, {"framework": "vllm", "before": "0.6.1", "after": "0.6.1"}, "a" * 64) is None
+    assert lapse(skip, {"framework": "vllm", "before": None, "after": "0.6.2"}, None) == \
+        "vllm 0.6.2 was installed this run"
+    assert lapse(skip, {"framework": "vllm", "before": "0.6.1", "after": None}, None) is None, "a failed install"
 
 
 def _failed(reason="server exited with code 1 while starting", **evidence) -> CellEntry:

@@ -79,7 +79,9 @@ def diagnosed_skips(directory: Path, day: str) -> dict[str, dict[str, Any]]:
 def lapse(skip: dict[str, Any], update: dict[str, Any] | None, adapter_sha256: str | None) -> str | None:
     """Why the skip no longer holds, or None while it does. `update` is this run's update record
     of the framework (bench.setup.updates.UpdateRecord.to_json), None when none ran."""
-    if update and update.get("before") and update.get("after") and update["before"] != update["after"]:
+    if update and update.get("after") and update.get("before") != update["after"]:
+        if not update.get("before"):  # e.g. SiliconBench's "not installed": it is now
+            return f"{update['framework']} {update['after']} was installed this run"
         return f"{update['framework']} moved from {update['before']} to {update['after']} this run"
     recorded = skip.get("adapter_sha256")
     if recorded and adapter_sha256 and recorded != adapter_sha256:
