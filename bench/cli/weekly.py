@@ -6,9 +6,14 @@
 2. `pytest -m chat`, then `pytest -m agent`, one run id for both; a cell's failure never stops
    the run, and the pytest output is kept in `weekly_<date>.log` beside the journal;
 3. comparison.json, REPORT.md and plots are rebuilt, and the journal gets its notes;
-4. the results are committed on `weekly/<date>` (never main), adapter edits first, one commit
-   each; pushed only with `--push`. `--no-branch` leaves them in the results folder alone (a CI
-   job uploads that folder instead).
+4. the results are committed on `weekly/<date>` (never main), adapter and profile edits first,
+   one commit each, and the branch is pushed when the checkout has a remote (`--no-push` keeps
+   it local; a failed push is exit 7); the push's outcome is in the journal. `--no-branch` leaves
+   them in the results folder alone (a CI job uploads that folder instead).
+
+Before the sessions (bench.cli.weekly_cells), the prior journals (cellbench's and SiliconBench's
+`weekly_<date>.journal.md`) and `cellbench weekly skip` say which cells stay skipped, and a cell's
+second fix attempt of the day is refused.
 
 Each split's pytest session also writes its pytest-html page beside the journal
 (`weekly_<date>_<split>.html`) unless the pytest arguments name their own `--html`.
@@ -29,14 +34,13 @@ the fix in the journal). A chat split whose every cell failed the same way stops
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -45,13 +49,17 @@ import pytest
 
 import adapters
 from bench.base.defaults import DEFAULT_MODEL, SPLITS
-from bench.base.git import GitError, branch_worktree, edit_summary, git
+from bench.base.git import GitError, edit_summary
 from bench.base.paths import PROJECT_ROOT
 from bench.cli.decisions.noise import refresh_floors
 from bench.cli.update import describe, update_frameworks
+from bench.cli.weekly_cells import CellPlan, plan_cells, settle_cells, skip_main
 from bench.cli.weekly_start import (
     claim_branch,
+    commit_on_branch,
     edited_outside_adapters,
+    fix_edits,
+    fixes_of,
     kept_awake,
     setup_problem,
     systemic_failure,
@@ -60,12 +68,14 @@ from bench.cli.weekly_start import (
 from bench.core.result import new_run_id
 from bench.core.verdicts import GREEN_VERDICTS, Verdict
 from bench.host.machine import detect
-from bench.reports.journal import JOURNAL_DAY_ENV, CellEntry, Journal, write_index
+from bench.reports.journal import JOURNAL_DAY_ENV, LAST_PASS, Journal, write_index
 from bench.reports.rebuild import rebuild
+from bench.run.fixes import FIX_REFERENCE_ENV, reference_problem
 from bench.setup.profiles import ProfileError, load_profile
-from bench.setup.updates import since_last_pass
+from bench.setup.updates import last_passing, since_last_pass
 
 NOT_STARTED = 6  # the run stopped before its first cell (the branch or the set-up); pytest uses 0-5
+NOT_PUSHED = 7  # the cells ran and were committed, but the branch did not reach the remote it was meant for
 
 
 @dataclass(frozen=True)
@@ -104,16 +114,19 @@ class Session:
         return self.exit_code if self.exit_code > 0 else 128 - self.exit_code
 
 
-def split_marker(split: str, frameworks: list[str] | None) -> str:
-    """The `-m` expression of one split's session: `chat`, or `chat and (llamacpp or vllm)`."""
-    return f"{split} and ({' or '.join(frameworks)})" if frameworks else split
+def split_marker(split: str, frameworks: list[str] | None, left_out: Sequence[str] = ()) -> str:
+    """The `-m` expression of one split's session: `chat`, `chat and (llamacpp or vllm)`, and
+    `and not (...)` for the cells a held skip or a refused fix attempt leaves out."""
+    marker = f"{split} and ({' or '.join(frameworks)})" if frameworks else split
+    return f"{marker} and not ({' or '.join(left_out)})" if left_out else marker
 
 
-def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> Session:
+def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path, left_out: list[str]) -> Session:
     """One `pytest -m <split>` session; its output streams to the terminal and into the log."""
     html = [] if any(a == "--html" or a.startswith("--html=") for a in args.pytest_args) else [
         f"--html={log.parent / f'weekly_{args.date}_{split}.html'}", "--self-contained-html"]
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", split_marker(split, args.frameworks),
+    marker = split_marker(split, args.frameworks, left_out)
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", marker,
            f"--model={args.model}", f"--run-id={run_id}", f"--results-dir={args.results_dir}", *html,
            *(["--pinned"] if args.pinned else []),
            *args.pytest_args]
@@ -121,7 +134,7 @@ def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> S
         sink.write(f"$ {' '.join(cmd)}\n")
         sink.flush()
         proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                stdin=subprocess.DEVNULL, env={**os.environ, JOURNAL_DAY_ENV: args.date})
+                                stdin=subprocess.DEVNULL, env=session_env(args))
         assert proc.stdout is not None
         tail: deque[str] = deque(maxlen=40)
         for line in proc.stdout:
@@ -131,14 +144,28 @@ def run_split(split: str, args: argparse.Namespace, run_id: str, log: Path) -> S
         return Session(split, proc.wait(), tuple(tail))
 
 
+def session_env(args: argparse.Namespace) -> dict[str, str]:
+    """The sessions' environment: the run's day, and the upstream reference a fix needs."""
+    env = {**os.environ, JOURNAL_DAY_ENV: args.date}
+    env.pop(FIX_REFERENCE_ENV, None)  # only this run's --fix-ref makes a cell `fixed`
+    return {**env, FIX_REFERENCE_ENV: args.fix_ref} if args.fix_ref else env
+
+
 def run_splits(splits: list[str], args: argparse.Namespace, run_id: str, log: Path, scoped: Path, model: str,
-               machine: str) -> tuple[list[Session], list[str]]:
+               machine: str, plan: CellPlan) -> tuple[list[Session], list[str]]:
     """Each split's session in order; a split after a chat split whose every cell failed the same
-    way (the model, the prompts, the machine) is not started. Returns the sessions and the notes
-    saying which splits were not started, and why."""
+    way (the model, the prompts, the machine) is not started, nor one whose every selected cell a
+    held skip or a refused fix attempt leaves out. Returns the sessions and the notes saying which
+    splits were not started, and why."""
     sessions: list[Session] = []
+    notes: list[str] = []
+    selected = args.frameworks or [a.name for a in adapters.registry().values() if a.benchmark_cells]
     for split in splits:
-        session = run_split(split, args, run_id, log)
+        left_out = plan.left_out(split)
+        if set(selected) <= set(left_out):
+            notes.append(f"Not started: {split}, because every selected cell of it is left out ({', '.join(left_out)})")
+            continue
+        session = run_split(split, args, run_id, log, left_out)
         sessions.append(session)
         if split != "chat" or session.failure:
             continue
@@ -146,8 +173,8 @@ def run_splits(splits: list[str], args: argparse.Namespace, run_id: str, log: Pa
         systemic = systemic_failure([c for c in cells if c.split == "chat"])
         if systemic is not None:
             rest = splits[splits.index(split) + 1:]
-            return sessions, [f"Not started: {', '.join(rest)}, because {systemic}"] if rest else []
-    return sessions, []
+            return sessions, [*notes, *([f"Not started: {', '.join(rest)}, because {systemic}"] if rest else [])]
+    return sessions, notes
 
 
 def runnable_frameworks(only: list[str] | None) -> list[str]:
@@ -157,85 +184,33 @@ def runnable_frameworks(only: list[str] | None) -> list[str]:
 
 
 def explain_failures(journal: Journal, run_id: str, repo: Path) -> None:
-    """Each cell of this run that failed gets, in its journal entry, its last passing result and what
-    changed since: the framework's releases in between (with where their notes are) and the commits
-    and uncommitted edits of its adapter (bench.setup.updates.since_last_pass)."""
+    """Each cell of this run that failed gets, in its journal entry (beside the telemetry reading
+    the recorder gave it), its last passing result and what changed since: the framework's
+    releases in between (with where their notes are) and the commits and uncommitted edits of its
+    adapter (bench.setup.updates.since_last_pass)."""
     for cell in journal.cells.values():
-        if cell.verdict in GREEN_VERDICTS or cell.verdict == Verdict.OOM.value or not cell.result_path:
+        if cell.verdict in GREEN_VERDICTS or not cell.result_path:
             continue
         path = Path(cell.result_path)
+        if run_id not in path.name or not path.is_file():
+            continue
         adapter = adapters.registry().get(cell.framework)
-        if run_id not in path.name or not path.is_file() or adapter is None or adapter.bind is not None:
+        if cell.verdict == Verdict.OOM.value or adapter is None or adapter.bind is not None:
             continue
         result = json.loads(path.read_text())
         recipe = adapter.recipe_for(result["framework"].get("platform") or adapter.platform_here() or "")
         cell.evidence["since_last_pass"] = since_last_pass(recipe, repo, path.parent, result)
-
-
-def adapter_edits(repo: Path) -> list[str]:
-    """The checkout's adapter modules that differ from HEAD (edited or new), relative paths."""
-    status = git(repo, "status", "--porcelain", "--", "adapters", check=True).stdout.splitlines()
-    return [line[3:] for line in status if line[:2].strip() in ("M", "A", "??") and line[3:].endswith(".py")]
-
-
-def fixes_of(journal: Journal, rel: str) -> list[CellEntry]:
-    """The day's fixed cells (the journal keeps them when a later run replaces a cell) whose adapter
-    edit is `rel`."""
-    return [c for c in journal.fixes.values() if c.evidence.get("fix", {}).get("adapter") == rel]
-
-
-def adapter_message(repo: Path, rel: str, journal: Journal, note: str | None) -> tuple[str, list[CellEntry]]:
-    """The commit message of one adapter edit, and the fixed cells it is the fix of.
-
-    `auto-fix(<fw>, <splits>): <what>` when a cell failed earlier in the run and passed with this
-    very file (its sha256 is the one the passing cell ran); otherwise `adapter edit(<fw>)`, which
-    says it is not a verified fix: a later edit of the file is not what the cell verified."""
-    what = note or edit_summary(repo, rel)
-    sha = hashlib.sha256((repo / rel).read_bytes()).hexdigest()
-    fixed = [c for c in fixes_of(journal, rel) if c.evidence["fix"]["sha256_after"] == sha]
-    if not fixed:
-        why = ("edited again after the run that verified it" if fixes_of(journal, rel)
-               else "no cell failed and then passed with it in this run")
-        return f"adapter edit({Path(rel).stem}): {what}\n\nNot a verified fix: {why}.\n", []
-    splits = "+".join(sorted({c.split for c in fixed}, key=lambda s: (s != "chat", s)))
-    body = "".join(f"- {c.split}: it was {fix['from_verdict']} in run {fix['from_run_id']}: {fix['from_reason']}\n"
-                   f"  verified by run {fix['run_id']} ({Path(c.result_path or '').name}): {c.reason}\n"
-                   for c in fixed for fix in [c.evidence["fix"]])
-    return f"auto-fix({fixed[0].framework}, {splits}): {what}\n\n{body}", fixed
-
-
-def commit_on_branch(repo: Path, branch: str, results: Path, message: str, push: bool, journal: Journal,
-                     note: str | None = None) -> list[str]:
-    """Adapter edits of the checkout (one commit each, named after the cells they fixed), then the
-    results with the journal that names those commits, on `branch` in a worktree."""
-    commits: list[str] = []
-    with branch_worktree(repo, branch) as tree:
-        for rel in adapter_edits(repo):
-            text, fixed = adapter_message(repo, rel, journal, note)
-            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(repo / rel, tree / rel)
-            git(tree, "add", "--", rel, check=True)
-            if git(tree, "diff", "--cached", "--quiet", check=False).returncode == 0:
-                continue  # committed by an earlier run of the day
-            git(tree, "commit", "-q", "-m", text, "--", rel, check=True)
-            subject = text.splitlines()[0]
-            commits.append(subject)
-            sha = git(tree, "rev-parse", "--short=12", "HEAD", check=True).stdout.strip()
-            for cell in fixed:
-                cell.evidence["fix"]["commit"] = f"{sha} {subject}"
-        journal.save()  # the Auto-Fixes section names the commits
-        rel_results = results.resolve().relative_to(repo.resolve())
-        shutil.copytree(results, tree / rel_results, dirs_exist_ok=True)
-        git(tree, "add", "--force", "--", str(rel_results), check=True)  # results/ is ignored on main, on purpose
-        if git(tree, "diff", "--cached", "--quiet", check=False).returncode != 0:
-            git(tree, "commit", "-q", "-m", message, check=True)
-            commits.append(message.splitlines()[0])
-    if push:
-        git(repo, "push", "-u", "origin", branch, check=True, timeout=600)
-    return commits
+        last = last_passing(path.parent, cell.framework, machine=result["machine"]["slug"],
+                            model=result["model"]["results_name"], before_run_id=result["run_id"])
+        if last is not None:
+            cell.evidence[LAST_PASS] = {"file": last.path.name, "version_then": last.data["framework"]["version"],
+                                        "version_now": result["framework"]["version"]}
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["skip"]:
+        return skip_main(argv[1:])
     parser = argparse.ArgumentParser(prog="cellbench weekly", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model profile [{DEFAULT_MODEL}]")
     parser.add_argument("--splits", default=",".join(SPLITS), help=f"splits, in order [{','.join(SPLITS)}]")
@@ -244,7 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-update", action="store_true", help="do not install or update frameworks first")
     parser.add_argument("--pinned", action="store_true",
                         help="install and run each adapter's own version, not the newest release")
-    parser.add_argument("--push", action="store_true", help="push weekly/<date> to origin (never main)")
+    push = parser.add_mutually_exclusive_group()
+    push.add_argument("--push", dest="push", action="store_const", const="yes", default="auto",
+                      help="push weekly/<date> (never main), failing the run (exit 7) when there is no remote "
+                           "[pushed when the checkout has a remote]")
+    push.add_argument("--no-push", dest="push", action="store_const", const="no",
+                      help="commit on weekly/<date> but do not push it")
     parser.add_argument("--no-branch", action="store_true",
                         help="commit nothing: the results, journal, log and HTML stay in the results folder")
     parser.add_argument("--frameworks", default=None, metavar="A,B",
@@ -252,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fix-note", default=None, metavar="TEXT",
                         help="what this run's adapter edits do, for their auto-fix commit subjects "
                              "[the edit's first changed line]")
+    parser.add_argument("--fix-ref", default=None, metavar="REF",
+                        help="the upstream commit, changelog entry or issue URL this run's adapter or profile edits "
+                             "follow: a re-run that passes after an edit ends `fixed` only with it")
     parser.add_argument("--noise-runs", type=int, default=0, metavar="N",
                         help="before the splits, measure each framework's noise floor of each split with N runs "
                              "where it has none or was measured on another version (docs/weekly.md) [0: never]")
@@ -272,8 +255,10 @@ def main(argv: list[str] | None = None) -> int:
                      f"known: {', '.join(sorted(adapters.registry()))}")
     if args.noise_runs and args.noise_runs < 2:
         parser.error(f"--noise-runs takes 2 or more (a spread needs two runs), got {args.noise_runs}")
-    if args.no_branch and args.push:
+    if args.no_branch and args.push == "yes":
         parser.error("--push needs the branch that --no-branch leaves out")
+    if args.fix_ref is not None and reference_problem(args.fix_ref):
+        parser.error(f"--fix-ref: {reference_problem(args.fix_ref)}")
     args.date = date.today().isoformat()  # fixed at the start: a run that crosses midnight keeps one journal
     branch = f"weekly/{args.date}"
     machine = detect().slug
@@ -291,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             return NOT_STARTED
     journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
     journal.notes += [f"Branch: {claimed}; run {run_id}; log {log.name}"]
+    journal.branch = "none (--no-branch)" if args.no_branch else branch
     journal.save()  # the preamble is on disk before the first cell
     tree_before = tree_snapshot(args.repo)
 
@@ -310,22 +296,26 @@ def main(argv: list[str] | None = None) -> int:
                                             model=args.model, results=args.results_dir,
                                             pytest_args=args.pytest_args, log=log, pinned=args.pinned)
             journal.save()
-        sessions, skipped_splits = run_splits(splits, args, run_id, log, scoped, profile.results_name, machine)
+        selected = args.frameworks or [a.name for a in adapters.registry().values() if a.benchmark_cells]
+        plan = plan_cells(journal, selected, splits, versions, args.repo, profile.source, fix_edits(args.repo),
+                          args.fix_ref)
+        sessions, skipped_splits = run_splits(splits, args, run_id, log, scoped, profile.results_name, machine, plan)
     died = [s.failure for s in sessions if s.failure]
     inside = args.results_dir.is_relative_to(args.repo.resolve())
     results_rel = f"{args.results_dir.relative_to(args.repo.resolve()).as_posix()}/" if inside else "results/"
     refused = edited_outside_adapters(tree_before, tree_snapshot(args.repo), results_rel)
     if refused:  # counted as a failure of the run: the results were measured with code nobody committed
-        died.append(f"edited during the run outside adapters/, not committed: {', '.join(refused)}")
+        died.append(f"edited during the run outside adapters/ and models/, not committed: {', '.join(refused)}")
     reports = rebuild(args.results_dir, model=profile.results_name, machine=machine)
 
     journal = Journal.open(scoped, model=profile.results_name, machine=machine, day=args.date)
     journal.notes += [describe(record) for record in updated]
     explain_failures(journal, run_id, args.repo)
+    settle_cells(journal, plan, run_id)
     journal.notes += [f"pytest -m {s.split}: exit {s.exit_code}" for s in sessions]
     journal.notes += skipped_splits
     journal.session_failures = [*journal.session_failures, *(f"{reason} (log {log.name})" for reason in died)]
-    for rel in adapter_edits(args.repo):
+    for rel in fix_edits(args.repo):
         for cell in fixes_of(journal, rel):
             cell.evidence["fix"]["what"] = args.fix_note or edit_summary(args.repo, rel)
     journal.finish(interrupted=False)  # an interrupted session is among the session failures
@@ -338,18 +328,22 @@ def main(argv: list[str] | None = None) -> int:
     message = (f"results: weekly run {args.date} ({' + '.join(splits)}) on {machine}\n\n"
                f"run {run_id}; {len(cells)} cells, {len(not_ok)} not ok\n"
                + "".join(f"- {line}\n" for line in [*died, *not_ok]))
-    commits = [] if args.no_branch else commit_on_branch(args.repo, branch, args.results_dir, message, args.push,
-                                                         journal, args.fix_note)
+    commits, not_pushed = ([], False) if args.no_branch else commit_on_branch(
+        args.repo, branch, args.results_dir, message, args.push, journal, args.fix_note)
+    if not_pushed:
+        print(f"cellbench weekly: {journal.push}", file=sys.stderr)
     for reason in died:
         print(f"cellbench weekly: {reason}", file=sys.stderr)
     print(json.dumps({"branch": None if args.no_branch else branch, "commits": commits, "journal": str(journal.md_path),
                       "reports": [str(p) for p in reports if p.name == "REPORT.md"],
                       "html": sorted(str(p) for p in scoped.glob(f"weekly_{args.date}_*.html")), "index": str(index),
                       "fixed": sorted(f"{c.framework}/{c.split}" for c in cells if c.verdict == Verdict.FIXED.value),
-                      "not_ok": not_ok,
+                      "not_ok": not_ok, "push": journal.push,
                       "sessions_failed": died}, indent=1))
     if died:
         return next((s.weekly_exit_code for s in sessions if s.failure), 1)
+    if not_pushed:
+        return NOT_PUSHED
     return 0 if cells and not not_ok else 1
 
 

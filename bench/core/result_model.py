@@ -215,10 +215,10 @@ class Harness(_HarnessRequired, total=False):
     """The cellbench checkout that measured a cell, and the adapter module it ran."""
 
     adapter: AdapterSource
+    profile: AdapterSource  # the model profile file the cell ran, as the adapter's: an edit of it is a fix too
 
 
-class FixBlock(TypedDict):
-    """bench.run.fixes.Fix as written: the failure an adapter edit answered."""
+class _FixBlockRequired(TypedDict):
 
     from_verdict: str
     from_reason: str
@@ -228,6 +228,12 @@ class FixBlock(TypedDict):
     adapter: str
     sha256_before: str
     sha256_after: str
+
+
+class FixBlock(_FixBlockRequired, total=False):
+    """bench.run.fixes.Fix as written: the failure an adapter or profile edit answered."""
+
+    reference: str  # the upstream commit, changelog entry or issue URL the fix follows (required since 2026-12)
 
 
 class _ResultRequired(TypedDict):

@@ -9,7 +9,8 @@ the run id and results root, and the reports and journals it wrote (not each cel
 On the controller, `RunRecorder` implements `pytest_cellbench_cell_finished`: it counts the
 verdict, and for a benchmark cell writes the journal of the cell's results folder after every
 cell (bench.reports.journal), with the comparison against the cell's previous result when that
-one was imported from another benchmark (bench.core.imported). When the session finishes it
+one was imported from another benchmark (bench.core.imported), and for a failed cell the
+telemetry reading of its result. When the session finishes it
 rebuilds comparison.json, REPORT.md and the plots of every split the session touched
 (bench.reports.rebuild) and closes the journals (`partial` when interrupted).
 """
@@ -33,7 +34,8 @@ from bench.plugins import transport
 from bench.plugins.hooks import BENCHMARK, CellRecord, register_stashed, unregister_stashed
 from bench.plugins.html import html_path
 from bench.plugins.options import results_root, settings
-from bench.reports.journal import IMPORTED_COMPARISON, CellEntry, Journal
+from bench.reports.journal import IMPORTED_COMPARISON, TELEMETRY, CellEntry, Journal
+from bench.reports.journal.telemetry import failure_reading
 from bench.reports.rebuild import rebuild_split
 
 RECORDER = pytest.StashKey["RunRecorder"]()
@@ -97,7 +99,7 @@ class RunRecorder:
         if directory not in self.journals:
             self.journals[directory] = Journal.open(directory, model=cell.model, machine=cell.machine,
                                                     started_at=self.started_at)
-        evidence = {**cell.evidence, **imported_comparison(cell.result_path)}
+        evidence = {**cell.evidence, **imported_comparison(cell.result_path), **telemetry(cell)}
         self.journals[directory].record(CellEntry(cell.framework, cell.split, cell.verdict, cell.reason,
                                                   cell.result_path, list(cell.annotations), evidence))
         if cell.result_path:
@@ -136,6 +138,17 @@ def imported_comparison(result_path: str | None) -> dict[str, str]:
     previous = previous_of(current)
     line = comparison_line(current.data, previous.data) if previous else None
     return {IMPORTED_COMPARISON: line} if line else {}
+
+
+def telemetry(cell: CellRecord) -> dict[str, str]:
+    """`{TELEMETRY: line}` for a failed or OOM cell with a result: what its OOM evidence, exits and
+    resource samples say (bench.reports.journal.telemetry), the reading that tells a crash from
+    memory pressure from throttling. {} otherwise."""
+    verdict = Verdict(cell.verdict)
+    if not (verdict.is_failure or verdict.listed_as_failure):
+        return {}
+    line = failure_reading(cell.result_path, with_oom=verdict is not Verdict.OOM)
+    return {TELEMETRY: line} if line else {}
 
 
 def numbers_line(cell: CellRecord) -> str | None:

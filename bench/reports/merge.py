@@ -33,6 +33,7 @@ from bench.core.store import COMPARISON_FILE
 from bench.core.verdicts import GREEN_VERDICTS
 from bench.reports import between, merge_render
 from bench.reports.comparison import Comparison, build_comparison
+from bench.reports.journal.names import journal_files
 from bench.reports.merge_render import (
     NO_RESULT,
     NOT_RUN,
@@ -47,7 +48,6 @@ from bench.reports.merge_render import (
 
 MERGED_JSON = "merged.json"
 MERGED_VERSION = 1
-JOURNAL_GLOB = "journal_*.json"
 ARTIFACT_RESULTS = "results"  # the results root inside a CI artifact folder
 
 
@@ -83,10 +83,11 @@ class MachineDir:
 
     @cached_property
     def journals(self) -> list[tuple[Path, dict[str, Any]]]:
-        """Every readable journal, newest day first. An unreadable one is passed over: journals are
+        """Every readable journal's JSON twin (`weekly_<day>.journal.json`, or an earlier run's
+        `journal_<day>.json`), newest day first. An unreadable one is passed over: journals are
         written atomically, so a file that does not parse is not one of ours."""
         found = []
-        for path in sorted(self.path.glob(JOURNAL_GLOB), reverse=True):
+        for path in [f.state for f in journal_files(self.path) if f.state is not None]:
             try:
                 state = json.loads(path.read_text())
             except (OSError, ValueError):

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import adapters
 from bench.base import clock
+from bench.base.paths import PROJECT_ROOT
 from bench.core.result import cell_paths, write_result
 from bench.core.result_model import AdapterSource, MachineBlock, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
@@ -31,7 +32,7 @@ from bench.run.cell_result import (
     suspicious_change,
 )
 from bench.run.config import CellConfig, CellOutcome, Launcher
-from bench.run.fixes import verified_fix
+from bench.run.fixes import profile_source, verified_fix
 from bench.run.levels import CellRun
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
@@ -91,7 +92,8 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     verdict = _verdict(cfg, run)
     result = assemble(cfg, run, machine=as_block(MachineBlock, machine.to_json()), prompt_set=prompt_set,
                       verdict=verdict, started_at=started_at, duration_s=time.monotonic() - t0)
-    result["harness"] = {**result["harness"], "adapter": as_block(AdapterSource, adapters.source(cfg.framework))}
+    result["harness"] = {**result["harness"], "adapter": as_block(AdapterSource, adapters.source(cfg.framework)),
+                         "profile": as_block(AdapterSource, profile_source(cfg.profile.source, PROJECT_ROOT))}
     fix = verified_fix(previous_result(paths, result), result, clock.run_day())
     if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why
         verdict = fix.verdict_after(verdict)

@@ -188,15 +188,15 @@ def gpu_case(samples: list[dict]) -> str | None:
     return f"GPU busy during the levels (mean utilisation {mean_util:.0f}%): the slowdown looks real"
 
 
-def gpu_reading(result_dir: Path, result: Result) -> str | None:
-    """`gpu_case` of the cell's resource sidecars, from each server's readiness on (loading a
-    model leaves the GPU idle and would read as a serving problem)."""
+def resource_samples(result_dir: Path, result: Result, *, after_ready: bool = True) -> list[dict]:
+    """Every sample of the cell's resource sidecars, from each server's readiness on unless
+    `after_ready` is False (a crash while loading shows only before it)."""
     samples: list[dict] = []
     for server in result.get("servers", []):
         sidecar = server.get("resources")
         if not sidecar:
             continue
-        ready = server.get("ready_after_s") or 0.0
+        ready = (server.get("ready_after_s") or 0.0) if after_ready else float("-inf")
         try:
             lines = (result_dir / sidecar["path"]).read_text(encoding="utf-8").splitlines()
         except OSError:
@@ -206,5 +206,11 @@ def gpu_reading(result_dir: Path, result: Result) -> str | None:
                 sample = json.loads(line)
                 if isinstance(sample, dict) and sample.get("t", 0.0) >= ready:
                     samples.append(sample)
-    return gpu_case(samples)
+    return samples
+
+
+def gpu_reading(result_dir: Path, result: Result) -> str | None:
+    """`gpu_case` of the cell's resource sidecars, from each server's readiness on (loading a
+    model leaves the GPU idle and would read as a serving problem)."""
+    return gpu_case(resource_samples(result_dir, result))
 

@@ -67,7 +67,7 @@ def run_pytest(*args: str, tmp_path: Path, env: dict | None = None) -> subproces
 
 def result_files(tmp_path: Path) -> list[Path]:
     """Cell results only: not comparison.json, not the journal's state."""
-    return sorted(p for p in (tmp_path / "results").rglob("*_*.json") if not p.name.startswith("journal_"))
+    return sorted(p for p in (tmp_path / "results").rglob("*_*.json") if not p.name.endswith(".journal.json"))
 
 
 def load_valid(path: Path) -> dict:
@@ -121,7 +121,7 @@ def test_chat_cell_ok_and_tokens_equal_server_usage(tmp_path, no_leaked_servers)
     overhead = suite_overhead(result)
     assert overhead is not None and 0 < overhead["share"] < 1
     assert f"| llamacpp | {overhead['spawn_s']:.3f} |" in report[report.index("## Suite overhead"):]
-    (journal,) = path.parent.parent.glob("journal_*.md")
+    (journal,) = path.parent.parent.glob("weekly_*.journal.md")
     assert f"| llamacpp | {verdict} |" in journal.read_text()
 
 

@@ -125,7 +125,7 @@ def test_a_memory_limit_below_the_agent_split_ends_oom_with_the_kernel_line(tmp_
     done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 1
     assert "cellbench verdicts: 1 oom" in done.stdout
-    (journal,) = tmp_path.rglob("journal_*.md")
+    (journal,) = tmp_path.rglob("weekly_*.journal.md")
     oom_section = journal.read_text().split("## OOM Cells")[1].split("##")[0]
     assert "llamacpp / agent: killed for memory (cgroup oom_kill, limit 48 MiB)" in oom_section
     assert "Killed process" in oom_section  # the kernel's own line is the evidence

@@ -140,7 +140,7 @@ def test_chat_cells_of_frameworks_that_cannot_run_here_skip_with_one_line_each(t
             assert "--install" not in line, "--install would change nothing"
     (generic,) = [line for line in skips if ": openai: " in line]
     assert "--endpoint http://127.0.0.1:PORT" in generic
-    results = [p for p in tmp_path.rglob("*.json") if not p.name.startswith("journal_")]
+    results = [p for p in tmp_path.rglob("*.json") if not p.name.endswith(".journal.json")]
     assert not results, "a skipped cell writes no result"
 
 

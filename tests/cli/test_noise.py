@@ -92,7 +92,7 @@ def test_weekly_noise_runs_measure_before_the_splits_apart_from_the_cells_result
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     machine = detect().slug
-    (journal,) = (tmp_path / "tiny" / machine).glob("journal_*.md")
+    (journal,) = (tmp_path / "tiny" / machine).glob("weekly_*.journal.md")
     (note,) = [ln for ln in journal.read_text().splitlines() if "Noise floor llamacpp/chat" in ln]
     assert "measured, 2 runs in " in note and "because no floor yet" in note
     assert noise.load(tmp_path, "tiny", machine, "chat", "llamacpp") is not None

@@ -63,11 +63,11 @@ def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_jour
     for split in ("chat", "agent"):
         assert f"{scoped}/{split}/comparison.json" in files and f"{scoped}/{split}/REPORT.md" in files
         assert any(f.startswith(f"{scoped}/{split}/llamacpp_") and f.endswith(".json") for f in files)
-    assert f"{scoped}/journal_{date.today().isoformat()}.md" in files
+    assert f"{scoped}/weekly_{date.today().isoformat()}.journal.md" in files
     for split in ("chat", "agent"):  # one pytest-html page per split, neither overwriting the other
         page = f"{scoped}/weekly_{date.today().isoformat()}_{split}.html"
         assert page in files and f"test_cell[llamacpp-{split}]" in _git(repo, "show", f"{branch}:{page}")
-    journal = _git(repo, "show", f"{branch}:{scoped}/journal_{date.today().isoformat()}.md")
+    journal = _git(repo, "show", f"{branch}:{scoped}/weekly_{date.today().isoformat()}.journal.md")
     assert f"Branch: {branch}" in journal and "pytest -m agent: exit 0" in journal
     assert "| llamacpp | ok |" in journal
     assert "adapters/demo.py" not in files  # the adapter fix is its own commit, not mixed with results
@@ -88,7 +88,7 @@ def test_a_session_that_runs_no_cell_fails_the_weekly_run_with_its_reason(repo, 
     assert fnmatch(done.stderr.strip().splitlines()[-1], f"cellbench weekly: {reason}")
     (failure,) = json.loads(done.stdout[done.stdout.rindex("\n{") + 1:])["sessions_failed"]
     assert fnmatch(failure, reason)
-    journal = (repo / "results" / "tiny" / detect().slug / f"journal_{date.today().isoformat()}.md").read_text()
+    journal = (repo / "results" / "tiny" / detect().slug / f"weekly_{date.today().isoformat()}.journal.md").read_text()
     assert "- Status: failed" in journal
     assert f"- Reason: {failure} (log weekly_{date.today().isoformat()}.log)" in journal
     assert f"pytest -m chat: exit {code}" in journal

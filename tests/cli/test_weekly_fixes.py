@@ -62,14 +62,18 @@ def checkout(tmp_path: Path) -> Path:
     return repo
 
 
+REF = "https://github.com/ggml-org/llama.cpp/pull/11500"  # the upstream change a fix follows
+
+
 def weekly(repo: Path, probe_dir: Path, *pytest_args: str, edit: str | None = None,
-           update: str = "--no-update") -> tuple[int, dict, str]:
+           update: str = "--no-update", fix_ref: str | None = None) -> tuple[int, dict, str]:
     """`cellbench weekly` of the copy (its own code runs the cells), chat split, llama.cpp only."""
     branch = f"weekly/{date.today().isoformat()}"
     env = {**os.environ, "PYTHONPATH": str(probe_dir), "PROBE_REPO": str(repo), "PROBE_BRANCH": branch,
            "PROBE_OUT": str(probe_dir / "branch_at_start.txt"), "PROBE_EDIT": edit or ""}
     cmd = [sys.executable, "-m", "bench.cli.main", "weekly", update, "--splits", "chat",
-           "--frameworks", "llamacpp", "--", "-p", "weekly_probe", "--concurrency", "1", "--warmup", "0",
+           "--frameworks", "llamacpp", *(["--fix-ref", fix_ref] if fix_ref else []),
+           "--", "-p", "weekly_probe", "--concurrency", "1", "--warmup", "0",
            "--port", "0", *pytest_args]
     done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert "\n{" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
@@ -88,16 +92,17 @@ def test_a_week_with_a_broken_adapter_fixed_between_runs(checkout, tmp_path, lla
     code, summary, _ = weekly(checkout, probe_dir, "--requests", "2", update="--pinned")
     assert code == 1 and summary["not_ok"] == ["llamacpp/chat: failed"], summary
     assert branch in (probe_dir / "branch_at_start.txt").read_text()
-    journal = (scoped / f"journal_{today}.md").read_text()
+    journal = (scoped / f"weekly_{today}.journal.md").read_text()
     assert "- llamacpp: pinned b11434, selected b11434 (pinned)" in journal  # --pinned: the adapter's version
     failed = json.loads(next((scoped / "chat").glob("llamacpp_*.json")).read_text())
     assert failed["framework"]["version_choice"] == "pinned"
     assert "- Since the last pass:\n  no earlier ok result of llamacpp" in journal
 
-    # 2. Someone repairs the adapter in the checkout and runs the week again: `fixed`.
+    # 2. Someone repairs the adapter in the checkout and runs the week again, naming the upstream
+    #    change: `fixed`, and that was the cell's one fix attempt of the run.
     adapter = checkout / "adapters" / "llamacpp.py"
     adapter.write_text(adapter.read_text().replace(BROKEN, WORKING))
-    code, summary, stderr = weekly(checkout, probe_dir, "--requests", "2")
+    code, summary, stderr = weekly(checkout, probe_dir, "--requests", "2", fix_ref=REF)
     assert code == 0 and summary["fixed"] == ["llamacpp/chat"] and summary["not_ok"] == [], (summary, stderr[-2000:])
     subject = ('auto-fix(llamacpp, chat): `argv += ["--no-webui", "--no-such-flag"]` -> `argv.append("--no-webui")` '
                "in adapters/llamacpp.py")
@@ -107,17 +112,20 @@ def test_a_week_with_a_broken_adapter_fixed_between_runs(checkout, tmp_path, lla
     assert _git(checkout, "show", f"{branch}:adapters/llamacpp.py") + "\n" == adapter.read_text()
     body = _git(checkout, "log", "-1", "--format=%b", f"{branch}~1")
     assert body.startswith("- chat: it was failed in run ") and "verified by run " in body
+    assert f"\n  upstream: {REF}\n" in body
 
     result_file = next(p for p in sorted((scoped / "chat").glob("llamacpp_*.json"))
                        if json.loads(p.read_text())["verdict"]["verdict"] == "fixed")
     verdict = json.loads(result_file.read_text())["verdict"]
-    assert verdict["reason"].startswith("ok after an edit of adapters/llamacpp.py; it was failed at ")
+    assert verdict["reason"].startswith(f"ok after an edit of adapters/llamacpp.py (upstream: {REF}); it was failed ")
+    assert verdict["fix"]["reference"] == REF
     assert verdict["fix"]["adapter"] == "adapters/llamacpp.py"
     assert verdict["fix"]["sha256_before"] != verdict["fix"]["sha256_after"]
-    journal = _git(checkout, "show", f"{branch}:results/tiny/{detect().slug}/journal_{today}.md")
+    journal = _git(checkout, "show", f"{branch}:results/tiny/{detect().slug}/weekly_{today}.journal.md")
     assert "| llamacpp | fixed |" in journal and "- Status: completed_with_fixes" in journal
     fixes = journal[journal.index("## Auto-Fixes"):journal.index("## Failures")]
-    assert "### llamacpp / chat" in fixes and "- Why: it was failed in run " in fixes
+    assert "### llamacpp / chat" in fixes and "- Why: it was failed in run " in fixes and f"- Reference: {REF}" in fixes
+    assert "- llamacpp/chat: adapters/llamacpp.py: fixed (reference " in fixes  # the Fix Attempts line
     assert f"- Commit: {_git(checkout, 'rev-parse', '--short=12', f'{branch}~1')} {subject}" in fixes
     assert f"- HTML: [chat](weekly_{today}_chat.html), [index](weekly_{today}.html)" in journal
     index = (scoped / f"weekly_{today}.html").read_text()
@@ -127,9 +135,9 @@ def test_a_week_with_a_broken_adapter_fixed_between_runs(checkout, tmp_path, lla
     code, summary, stderr = weekly(checkout, probe_dir, "--requests", "100000", "--cell-budget", "chat=20s",
                                    edit="bench/core/metrics/level.py")
     assert code != 0 and summary["not_ok"] == ["llamacpp/chat: capped"], summary
-    assert "edited during the run outside adapters/, not committed: bench/core/metrics/level.py" in stderr
+    assert "edited during the run outside adapters/ and models/, not committed: bench/core/metrics/level.py" in stderr
     assert "bench/core/metrics/level.py" not in _git(checkout, "log", "--name-only", "--format=", f"main..{branch}")
-    journal = (scoped / f"journal_{today}.md").read_text()
+    journal = (scoped / f"weekly_{today}.journal.md").read_text()
     assert "| llamacpp | capped | cell budget of 20 s reached at c=1" in journal
     since = journal[journal.index("- Since the last pass:"):]  # the capped cell's entry under Failures
     assert since.splitlines()[1].startswith("  last ok: llamacpp_") and "(llamacpp b11434)" in since.splitlines()[1]

@@ -111,7 +111,7 @@ def test_weekly_that_can_run_no_cell_stops_with_the_fix_in_the_journal(repo):
     assert done.returncode == 6, done.stdout[-2000:] + done.stderr[-2000:]
     assert "none of omlx runs on this machine" in done.stderr
     scoped = repo / "results" / "tiny" / detect().slug
-    state = json.loads((scoped / f"journal_{date.today().isoformat()}.json").read_text())
+    state = json.loads((scoped / f"weekly_{date.today().isoformat()}.journal.json").read_text())
     assert state["notes"][0].startswith(f"Branch: weekly/{date.today().isoformat()} (new, from ")
     assert any(note.startswith("Awake: ") for note in state["notes"])
     assert state["session_failures"] == ["set-up: none of omlx runs on this machine: `cellbench doctor` lists "
@@ -156,7 +156,7 @@ def pytest_sessionstart(session):
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": str(plugin.parent)})
     assert done.returncode != 0
-    assert "edited during the run outside adapters/, not committed: engine.py" in done.stderr
+    assert "edited during the run outside adapters/ and models/, not committed: engine.py" in done.stderr
     branch = f"weekly/{date.today().isoformat()}"
     committed = _git(repo, "log", "--name-only", "--format=", f"main..{branch}").split()
     assert "engine.py" not in committed and "adapters/demo.py" in committed

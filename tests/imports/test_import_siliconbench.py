@@ -512,7 +512,7 @@ def test_imported_siliconbench_results_then_a_real_llamacpp_cell_the_journal_com
     measured = [r for p in split_dir.glob("llamacpp_*.json") if "imported" not in (r := read_result(p))]
     assert len(measured) == 1
     now = measured[0]
-    journal = next((results / "tiny" / slug).glob("journal_*.md")).read_text()
+    journal = next((results / "tiny" / slug).glob("weekly_*.journal.md")).read_text()
     section = journal.split("## Compared With Imported Results\n\n", 1)[1].split("\n\n", 1)[0]
     tps = {lv["concurrency"]: lv["output_throughput_tps"] for lv in now["levels"]}
     assert section.startswith("- llamacpp / chat vs imported SiliconBench result of 2026-11-20 "

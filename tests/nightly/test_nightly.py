@@ -220,7 +220,7 @@ def test_the_plan_and_machine_jobs_leave_this_machines_artifact(night):
         assert data["harness"]["commit"] == _git(PROJECT_ROOT, "rev-parse", "HEAD")
         assert (scoped / f"weekly_{TODAY}_{split}.html").stat().st_size > 0
         assert (scoped / split / "REPORT.md").is_file()
-    assert (scoped / f"journal_{TODAY}.md").is_file() and (scoped / f"weekly_{TODAY}.log").is_file()
+    assert (scoped / f"weekly_{TODAY}.journal.md").is_file() and (scoped / f"weekly_{TODAY}.log").is_file()
     for name, done in night["hand"].items():
         assert done.returncode == 0, f"{name}: {done.stdout[-3000:]}{done.stderr[-2000:]}"
 

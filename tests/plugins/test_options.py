@@ -66,7 +66,7 @@ def _took_effect(case: str, proc: subprocess.CompletedProcess, paths: dict[str, 
     if case == "results-dir,model":
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert f"rootdir: {PROJECT_ROOT}" in proc.stdout, "the rootdir is the checkout, not the option's path"
-        assert list(paths["--results-dir"].glob("my-tiny/*/journal_*.md")), "the journal is under both paths"
+        assert list(paths["--results-dir"].glob("my-tiny/*/weekly_*.journal.md")), "the journal is under both paths"
     elif case == "prompts":
         assert proc.returncode == pytest.ExitCode.USAGE_ERROR
         assert f"ERROR: --prompts: {paths['--prompts']}: entry 0 (name 'p'): max_tokens" in proc.stderr

@@ -284,7 +284,7 @@ def test_suspicious_goes_to_the_verdict_annotations_and_the_journal(pytester: py
     stand_in_cells(pytester.path, {"llamacpp-chat": result})
     proc = pytester.runpytest("-k", "llamacpp-chat", "--results-dir", "results")
     proc.assert_outcomes(passed=1)
-    (journal,) = split_dir.parent.glob("journal_*.md")
+    (journal,) = split_dir.parent.glob("weekly_*.journal.md")
     text = journal.read_text()
     assert ("| llamacpp | ok | 8/8 requests ok (failure rate 0.0%, 95% CI 0.0-32.4%); c=1: 100.0 tok/s, "
             "c=2: 100.0 tok/s (suspicious) |") in text
@@ -306,7 +306,7 @@ def test_terminal_summary_lists_the_files_written(pytester: pytest.Pytester):
         f"  {split_dir / 'comparison.json'}",
         f"  {split_dir / 'REPORT.md'}",
         f"  {split_dir / 'plots'}{os.sep}",
-        f"  {split_dir.parent}{os.sep}journal_*.md",
+        f"  {split_dir.parent}{os.sep}weekly_*.journal.md",
         f"  {pytester.path / 'out' / 'report.html'}",
     ])
     assert (pytester.path / "out" / "report.html").is_file()
@@ -448,7 +448,7 @@ def test_a_cell_kept_by_skip_existing_reports_the_kept_verdict(pytester: pytest.
         # its HTML row
         assert data["row"] == html_review.row_data(cast(Any, result)) and data["row"]["output_tps"] == 100.0
         assert sorted(p.name for p in cell_dir(root, split).glob("openai_*.json")) == [name], "nothing re-measured"
-    (journal,) = cell_dir(root).parent.glob("journal_*.json")
+    (journal,) = cell_dir(root).parent.glob("weekly_*.journal.json")
     entries = {c["split"]: c for c in json.loads(journal.read_text())["cells"]}
     assert [entries["chat"]["verdict"], entries["agent"]["verdict"]] == ["degraded", "ok"]
     assert entries["chat"]["reason"] == reports["openai-chat"]["reason"] and "resumed" in entries["chat"]["annotations"]
@@ -483,7 +483,7 @@ def test_a_cell_that_waits_out_the_host_lock_is_a_failed_verdict_naming_the_hold
     data = cell_reports(proc)["openai-chat"]
     assert (data["verdict"], data["reason"], data["result_path"]) == ("failed", reason, None)
     assert data["row"]["level"] is None  # an HTML row with the verdict and no numbers
-    (journal,) = cell_dir(pytester.path / "results").parent.glob("journal_*.md")
+    (journal,) = cell_dir(pytester.path / "results").parent.glob("weekly_*.journal.md")
     assert f"### openai / chat: failed\n- Reason: {reason}\n" in journal.read_text()
     assert not list((pytester.path / "results").rglob("openai_*.json")), "no server, no result file"
 

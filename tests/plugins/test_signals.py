@@ -153,7 +153,7 @@ def test_a_signal_mid_level_stops_the_server_and_keeps_journal_and_result(tmp_pa
     (level,) = result["levels"]
     assert level["partial"] and level["successful"] == int(done.group(1)) and level["warmup"]["requests"] >= 1
     assert level["stop_reason"] == f"interrupted ({why})"
-    (journal,) = results.glob("tiny/*/journal_*.json")
+    (journal,) = results.glob("tiny/*/weekly_*.journal.json")
     state = json.loads(journal.read_text())
     assert state["status"] == "partial"
     assert [(c["framework"], c["verdict"], c["reason"]) for c in state["cells"]] == [("llamacpp", "capped", reason)]

@@ -278,7 +278,7 @@ def test_a_session_journals_and_shows_its_regression_against_the_previous_run(py
     proc = pytester.runpytest("-k", "llamacpp-chat", "--results-dir", "results", "--html", "report.html",
                               "--self-contained-html")
     proc.assert_outcomes(passed=1)
-    (journal,) = split_dir.parent.glob("journal_*.md")
+    (journal,) = split_dir.parent.glob("weekly_*.journal.md")
     block = section(journal.read_text(), "Compared With The Previous Run")
     assert "- llamacpp / chat against run 20261129T100000Z-aaaa: " in block and "\n  - c=1: TTFT p50 (ms): +" in block
     html = (pytester.path / "report.html").read_text()

@@ -360,7 +360,7 @@ def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama
     assert "suspicious" in result["verdict"]["annotations"]
     assert "against run 20260101T000000Z-0000" in result["verdict"]["suspicious"]
     # every artefact of the session, and the terminal lists them
-    (journal,) = chat.parent.glob("journal_*.md")
+    (journal,) = chat.parent.glob("weekly_*.journal.md")
     written = [chat / "comparison.json", chat / "REPORT.md", chat / "plots" / "throughput.png", journal, html]
     assert all(p.is_file() for p in written), [p for p in written if not p.is_file()]
     for path in (chat / "comparison.json", chat / "REPORT.md", journal, html):

@@ -16,11 +16,11 @@ def journal(tmp_path, day="2026-11-29"):
 def test_written_after_every_cell_so_a_killed_run_leaves_one(tmp_path):
     j = journal(tmp_path)
     j.record(CellEntry("llamacpp", "chat", "ok", "20/20 requests ok; c=1: 400.0 tok/s"))
-    text = (tmp_path / "journal_2026-11-29.md").read_text()
+    text = (tmp_path / "weekly_2026-11-29.journal.md").read_text()
     assert "- Status: running" in text and "(still running, or killed)" in text
     assert "| llamacpp | ok | 20/20 requests ok; c=1: 400.0 tok/s |" in text
     j.record(CellEntry("omlx", "chat", "skipped", "omlx runs on darwin-arm64; this is linux-x86_64"))
-    assert "| omlx | skipped |" in (tmp_path / "journal_2026-11-29.md").read_text()
+    assert "| omlx | skipped |" in (tmp_path / "weekly_2026-11-29.journal.md").read_text()
 
 
 def test_failures_carry_their_evidence(tmp_path):
@@ -43,7 +43,8 @@ def test_second_session_same_day_continues_the_journal(tmp_path):
     second.record(CellEntry("llamacpp", "agent", "ok", "fine too"))
     second.finish(interrupted=False)
     text = second.md_path.read_text()
-    assert "## Chat" in text and "## Agent" in text and "- Splits run: chat, agent" in text
+    assert "## Frameworks — chat split" in text and "## Frameworks — agent split" in text
+    assert "- Splits run: chat, agent" in text
     assert second.started_at == first.started_at
     assert len(json.loads(second.state_path.read_text())["cells"]) == 2
 
@@ -89,7 +90,7 @@ def test_suspicious_cells_are_listed_for_review_whatever_their_verdict(tmp_path)
 def test_the_day_can_be_fixed_by_the_caller(tmp_path, monkeypatch):
     monkeypatch.setenv(JOURNAL_DAY_ENV, "2026-11-29")  # a weekly run that started before midnight
     j = Journal.open(tmp_path, model="tiny", machine="m")
-    assert j.day == "2026-11-29" and j.md_path.name == "journal_2026-11-29.md"
+    assert j.day == "2026-11-29" and j.md_path.name == "weekly_2026-11-29.journal.md"
     assert Journal.open(tmp_path, model="tiny", machine="m", day="2026-12-06").day == "2026-12-06"
     monkeypatch.setenv(JOURNAL_DAY_ENV, "next monday")
     with pytest.raises(ValueError):

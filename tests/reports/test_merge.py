@@ -193,7 +193,7 @@ def test_a_journal_only_cell_shows_its_verdict_and_is_a_failure(report):
     merged = report["merged"]
     cell = table(merged, "tiny", "agent")["cells"]["vllm"]["m2"]
     assert (cell["source"], cell["verdict"], cell["reason"]) == ("journal", "failed", FAILED_REASON)
-    assert cell["file"] == "tiny/m2/journal_2026-11-30.json"  # the newest journal that has the cell
+    assert cell["file"] == "tiny/m2/weekly_2026-11-30.journal.json"  # the newest journal that has the cell
     assert merged["failures"] == [{"model": "tiny", "split": "agent", "machine": "m2", "framework": "vllm",
                                    "verdict": "failed", "reason": FAILED_REASON}]
     assert md_section(report["md"], "tiny — agent")["vllm"][1] == f"failed: {FAILED_REASON.replace('|', chr(92) + '|')}"

@@ -82,5 +82,5 @@ def test_the_last_levels_server_answers_eight_prompts_twice_and_the_outcome_foll
     assert sum(not json.loads(line)["warmup"] for line in records) == 8
     report = (path.parent / "REPORT.md").read_text()
     assert f"- llamacpp: c=2: cache audit {block['outcome']}: {block['note']}" in report
-    (journal,) = path.parent.parent.glob("journal_*.md")
+    (journal,) = path.parent.parent.glob("weekly_*.journal.md")
     assert f"- llamacpp / chat: c=2: cache audit {block['outcome']}: " in journal.read_text()

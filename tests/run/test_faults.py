@@ -148,7 +148,7 @@ def stopped_short(case: Case, result: dict) -> None:
     line = f"c=1: output length stopped short: 3 of {REQUESTS} successful requests stopped short of max_tokens"
     (report,) = case.results.glob(f"{RESULTS_NAME}/*/chat/REPORT.md")
     assert f"- openai: {line}" in report.read_text()
-    (journal,) = case.results.glob(f"{RESULTS_NAME}/*/journal_{case.day}.md")
+    (journal,) = case.results.glob(f"{RESULTS_NAME}/*/weekly_{case.day}.journal.md")
     assert f"- openai / chat: {line}" in journal.read_text()
     assert line in (case.directory / "report.html").read_text()
 
@@ -501,7 +501,7 @@ def check_error_samples(result: dict) -> None:
 
 def check_journal(case: Case, result: dict) -> None:
     """The day's journal (markdown and its JSON twin) has the cell with the result's verdict."""
-    states = sorted(case.results.glob(f"{RESULTS_NAME}/*/journal_{case.day}.json"))
+    states = sorted(case.results.glob(f"{RESULTS_NAME}/*/weekly_{case.day}.journal.json"))
     assert len(states) == 1, f"expected one journal, found {states}"
     cells = json.loads(states[0].read_text())["cells"]
     verdict = result["verdict"]["verdict"]

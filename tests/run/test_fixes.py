@@ -1,5 +1,6 @@
-"""`fixed` needs evidence on both sides: an earlier failure of the same cell in this run's day, and
-a different adapter digest; the journal keeps the day's fixes and links the run's HTML pages."""
+"""`fixed` needs evidence on both sides: an earlier failure of the same cell in this run's day, a
+different adapter or profile digest, and an upstream reference; one fix attempt per cell per run;
+the journal keeps the day's fixes and links the run's HTML pages."""
 
 from __future__ import annotations
 
@@ -12,11 +13,18 @@ from bench.core.result import cell_paths
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.reports.journal import CellEntry, Journal, write_index
 from bench.run.cell_result import previous_result
-from bench.run.fixes import verified_fix
+from bench.run.fixes import FIX_REFERENCE_ENV, attempt_refusal, reference_problem, verified_fix
 from tests.support.results import Spec, put, synthetic_result
 
 OLD, NEW = "a" * 64, "b" * 64
 DAY = "2026-11-30"
+REF = "https://github.com/ggml-org/llama.cpp/pull/11500"
+
+
+@pytest.fixture(autouse=True)
+def _reference(monkeypatch):
+    """The weekly run's --fix-ref reaches the cells as this variable."""
+    monkeypatch.setenv(FIX_REFERENCE_ENV, REF)
 
 
 def _pair(tmp_path: Path, *, was: str = "failed", before: str | None = OLD, after: str | None = NEW,
@@ -40,9 +48,48 @@ def test_an_ok_rerun_after_an_adapter_edit_is_fixed_and_says_what_it_answered(tm
     assert fix is not None and fix.verdict == "failed" and (fix.sha256_before, fix.sha256_after) == (OLD, NEW)
     verdict = fix.verdict_after(CellVerdict(Verdict.OK, "8/8 requests ok", ("uncertain",)))
     assert verdict.verdict is Verdict.FIXED and verdict.annotations == ("uncertain",)
-    assert verdict.reason.startswith("ok after an edit of adapters/llamacpp.py; it was failed at ")
+    assert verdict.reason.startswith(f"ok after an edit of adapters/llamacpp.py (upstream: {REF}); it was failed at ")
     assert verdict.reason.endswith("(run 20261130T085900Z-aaaa): server exited with code 1 while starting")
     assert fix.to_json()["from_result"] == "llamacpp_20261130T085900Z-aaaa.json"
+    assert fix.to_json()["reference"] == REF
+
+
+def test_without_an_upstream_reference_the_rerun_stays_ok(tmp_path, monkeypatch):
+    previous, rerun = _pair(tmp_path)
+    monkeypatch.delenv(FIX_REFERENCE_ENV)
+    assert verified_fix(previous, rerun, DAY) is None
+    assert verified_fix(previous, rerun, DAY, reference="it works now") is None, "not a reference"
+    assert verified_fix(previous, rerun, DAY, reference="ggml-org/llama.cpp@3f2a9c1").reference.endswith("3f2a9c1")
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("https://github.com/vllm-project/vllm/issues/123", True),
+    ("3f2a9c1d", True),
+    ("ggml-org/llama.cpp@3f2a9c1", True),
+    ("CHANGELOG.md 0.8.2: renamed --no-webui", True),
+    ("release notes of b11500", True),
+    ("fixed it", False),
+    ("", False),
+])
+def test_what_counts_as_an_upstream_reference(text, ok):
+    assert (reference_problem(text) is None) is ok
+
+
+def test_an_edit_of_the_model_profile_counts_as_an_adapter_edit(tmp_path):
+    previous, rerun = _pair(tmp_path, after=OLD)  # the adapter is the same on both sides
+    previous.data["harness"]["profile"] = {"file": "models/tiny.yaml", "sha256": "c" * 64}
+    rerun["harness"]["profile"] = {"file": "models/tiny.yaml", "sha256": "d" * 64}
+    fix = verified_fix(previous, rerun, DAY)
+    assert fix is not None and fix.adapter_file == "models/tiny.yaml"
+    rerun["harness"]["profile"] = {"file": "models/tiny.yaml", "sha256": "c" * 64}
+    assert verified_fix(previous, rerun, DAY) is None, "neither file changed: a retry"
+
+
+def test_a_second_fix_attempt_of_a_cell_is_refused_saying_how_the_first_ended():
+    assert attempt_refusal("llamacpp/chat", None) is None
+    first = {"at": "2026-11-30T10:00:00+00:00", "edited": "adapters/llamacpp.py", "outcome": "failed"}
+    refusal = attempt_refusal("llamacpp/chat", first)
+    assert refusal is not None and "second fix attempt" in refusal and "ended failed" in refusal
 
 
 @pytest.mark.parametrize("case, changes", [

@@ -1,0 +1,222 @@
+"""Which cells a weekly run runs, and `cellbench weekly skip`.
+
+Before the sessions start (`plan_cells`):
+- a skip on a diagnosis that still holds (bench.reports.journal.skips: recorded by a person, or
+  carried from the prior journals, SiliconBench's among them) keeps its cell out of the sessions
+  and is journaled as one `skipped` line; one that lapsed lets the cell run, and says why;
+- a cell that failed earlier in the day and whose adapter or profile was edited since is the
+  cell's fix attempt of the run, one re-run with nothing edited is its retry; a second of either
+  is refused (the cell is not run) and journaled;
+- the prior journals' auto-fixes are listed in the journal.
+
+After them (`settle_cells`): each attempt's outcome, a lapsed skip whose cell passed is cleared,
+and a failure that repeats the previous journal's is marked so its triage says skip.
+
+`cellbench weekly skip FRAMEWORK SPLIT --reason TEXT` records a skip, `--clear` ends one,
+`--list` prints those in force.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import adapters
+from bench.base.clock import now_iso, run_day
+from bench.base.defaults import DEFAULT_MODEL, SPLITS
+from bench.base.paths import PROJECT_ROOT
+from bench.core.verdicts import GREEN_VERDICTS, Verdict
+from bench.host.machine import detect
+from bench.reports.journal import DIAGNOSED_SKIP, CellEntry, Journal
+from bench.reports.journal.prior import recent
+from bench.reports.journal.skips import clear_skip, diagnosed_skips, holds_line, lapse, record_skip
+from bench.reports.journal.triage import PRIOR_FAILURE
+from bench.run.fixes import FIXABLE, FixAttempt, attempt_refusal
+from bench.setup.profiles import ProfileError, load_profile
+
+_VARIABLE = re.compile(r"\d+(\.\d+)?|/\S+|'[^']*'")
+
+
+@dataclass
+class CellPlan:
+    held: dict[str, set[str]] = field(default_factory=dict)  # split -> frameworks not run (skip or refusal)
+    lapsed: list[str] = field(default_factory=list)  # "fw/split" of diagnosed skips that lapsed this run
+
+    def left_out(self, split: str) -> list[str]:
+        return sorted(self.held.get(split, ()))
+
+
+def _adapter_sha(framework: str) -> str | None:
+    return adapters.source(framework)["sha256"] if framework in adapters.registry() else None
+
+
+def _sha(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _edited_since(entry: CellEntry, repo: Path, profile_file: Path, edits: list[str]) -> list[str]:
+    """The adapter module and profile file of the failed cell that differ from what it ran: by the
+    digests its result recorded, else (no result, or an older one) by git's word against HEAD."""
+    adapter_file = adapters.source(entry.framework)["file"] if entry.framework in adapters.registry() else None
+    ran: dict = {}
+    if entry.result_path:
+        try:
+            ran = json.loads(Path(entry.result_path).read_text()).get("harness") or {}
+        except (OSError, ValueError):
+            ran = {}
+    files = [("adapter", adapter_file, repo / adapter_file)] if adapter_file else []
+    files.append(("profile", _relative(profile_file, repo), profile_file))
+    edited = []
+    for key, rel, path in files:
+        recorded = (ran.get(key) or {}).get("sha256")
+        if (recorded and recorded != _sha(path)) or (not recorded and rel in edits):
+            edited.append(rel)
+    return edited
+
+
+def _relative(path: Path, repo: Path) -> str:
+    try:
+        return path.resolve().relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def plan_cells(journal: Journal, frameworks: list[str], splits: list[str], updates: list[dict], repo: Path,
+               profile_file: Path, edits: list[str], reference: str | None) -> CellPlan:
+    """Journal the carried skips, the fix attempts and refusals of this run; say which cells to leave out."""
+    plan = CellPlan()
+    by_framework = {u["framework"]: u for u in updates}
+    unknown = []
+    for key, skip in sorted(diagnosed_skips(journal.directory, journal.day).items()):
+        framework, _, split = key.partition("/")
+        if split not in splits or framework not in frameworks:
+            unknown += [key] if framework not in adapters.registry() and split in splits else []
+            continue
+        why_not = lapse(skip, by_framework.get(framework), _adapter_sha(framework))
+        if why_not:
+            journal.notes.append(f"{key}: the skip of {skip['since']} ({skip['reason']}) no longer holds: {why_not}; "
+                                 "the cell runs")
+            plan.lapsed.append(key)
+            continue
+        holds = holds_line(by_framework.get(framework), bool(skip.get("adapter_sha256")))
+        plan.held.setdefault(split, set()).add(framework)
+        journal.record(CellEntry(framework, split, Verdict.SKIPPED.value,
+                                 f"diagnosed, not fixed: {skip['reason']}",
+                                 evidence={DIAGNOSED_SKIP: {**skip, "holds": holds}},
+                                 carried_from=skip["since"] if skip["since"] < journal.day else None))
+    if unknown:
+        journal.notes.append(f"prior skips of frameworks with no cellbench adapter, not carried: {', '.join(unknown)}")
+    for split in splits:
+        for framework in frameworks:
+            key, entry = f"{framework}/{split}", journal.cells.get((framework, split))
+            fixable = entry is not None and entry.verdict in {v.value for v in FIXABLE}
+            if entry is None or not fixable or framework in plan.held.get(split, ()):
+                continue
+            edited = _edited_since(entry, repo, profile_file, edits)
+            kind = journal.fix_attempts if edited else journal.retries  # nothing edited: a retry
+            refusal = attempt_refusal(key, kind.get(key)) if edited else retry_refusal(key, kind.get(key))
+            if refusal:
+                journal.refused.append(refusal)
+                plan.held.setdefault(split, set()).add(framework)
+                continue
+            run_id = Path(entry.result_path).stem.rpartition("_")[2] if entry.result_path else "?"  # <fw>_<run id>
+            kind[key] = FixAttempt(framework, split, entry.verdict, run_id, ", ".join(edited) or "nothing",
+                                   reference if edited else None, now_iso()).to_json()
+    journal.earlier_fixes = [fix.line() for prior in recent(journal.directory, journal.day) for fix in prior.fixes]
+    journal.save()
+    return plan
+
+
+def retry_refusal(key: str, recorded: dict | None) -> str | None:
+    """Why a second re-run of cell `key` with nothing edited is refused, or None for its first."""
+    if recorded is None:
+        return None
+    return (f"{key}: a second retry this run (its first, at {recorded['at']}, ended "
+            f"{recorded.get('outcome') or 'not finished'}); retry once, then fix or skip")
+
+
+def _masked(cell: CellEntry) -> str:
+    return _VARIABLE.sub("…", (cell.reason or cell.verdict).replace(cell.framework, "<framework>"))
+
+
+def settle_cells(journal: Journal, plan: CellPlan, run_id: str) -> None:
+    """After the sessions: attempts' outcomes, lapsed skips cleared by a pass, repeated failures marked."""
+    for key, attempt in journal.fix_attempts.items():
+        framework, _, split = key.partition("/")
+        cell = journal.cells.get((framework, split))
+        if attempt.get("outcome") is not None or cell is None or run_id not in (cell.result_path or ""):
+            continue
+        attempt["outcome"] = cell.verdict
+        if cell.verdict == Verdict.FIXED.value:
+            attempt["outcome_line"] = f"{attempt['edited']}: fixed (reference {attempt['reference']})"
+        elif cell.verdict == Verdict.OK.value:
+            attempt["outcome_line"] = (f"{attempt['edited']}: ok, but not `fixed`: no upstream reference was given "
+                                       "(`cellbench weekly --fix-ref`)")
+        else:
+            attempt["outcome_line"] = f"{attempt['edited']}: still {cell.verdict} ({cell.reason}); no second attempt"
+    for key, retry in journal.retries.items():
+        framework, _, split = key.partition("/")
+        cell = journal.cells.get((framework, split))
+        if retry.get("outcome") is None and cell is not None and run_id in (cell.result_path or ""):
+            retry["outcome"] = cell.verdict
+            retry["outcome_line"] = f"now {cell.verdict} ({cell.reason})"
+    for key in plan.lapsed:
+        framework, _, split = key.partition("/")
+        cell = journal.cells.get((framework, split))
+        if cell is not None and cell.verdict in GREEN_VERDICTS and cell.verdict != Verdict.SKIPPED.value:
+            clear_skip(journal.directory, key, journal.day)  # a prior journal's skip of it ends too
+            journal.notes.append(f"{key}: passed ({cell.verdict}) after its skip lapsed; the skip is cleared")
+    previous = journal.previous()
+    failing = {v.value for v in Verdict if v.listed_as_failure}
+    for cell in journal.cells.values():
+        old = previous.cells.get(cell.key) if previous else None
+        same = old is not None and old.verdict == cell.verdict and _masked(old) == _masked(cell)
+        if previous and old and same and cell.verdict in failing:
+            cell.evidence[PRIOR_FAILURE] = f"it ended {old.verdict} the same way on {previous.day}"
+    journal.save()
+
+
+def skip_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="cellbench weekly skip",
+                                     description="record a skip on a diagnosis: later weekly runs repeat it in one "
+                                                 "journal line while it holds, until --clear")
+    parser.add_argument("framework", nargs="?")
+    parser.add_argument("split", nargs="?", choices=SPLITS)
+    parser.add_argument("--reason", help="the diagnosis: why the cell is not fixed")
+    parser.add_argument("--clear", action="store_true", help="end the cell's skip (a prior journal's too)")
+    parser.add_argument("--list", action="store_true", help="print the skips in force for today's run")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model profile [{DEFAULT_MODEL}]")
+    parser.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="the git checkout that holds the results")
+    parser.add_argument("--results-dir", type=Path, default=None, help="results root [<repo>/results]")
+    args = parser.parse_args(argv)
+    try:
+        profile = load_profile(args.model)
+    except ProfileError as exc:
+        parser.error(str(exc))
+    scoped = (args.results_dir or args.repo / "results").resolve() / profile.results_name / detect().slug
+    day = run_day()
+    if args.list:
+        for key, skip in sorted(diagnosed_skips(scoped, day).items()):
+            print(f"{key}: since {skip['since']} ({skip['source']}): {skip['reason']}")
+        return 0
+    if not args.framework or not args.split:
+        parser.error("name the cell: FRAMEWORK SPLIT")
+    if args.framework not in adapters.registry():
+        parser.error(f"no adapter named {args.framework}; known: {', '.join(sorted(adapters.registry()))}")
+    key = f"{args.framework}/{args.split}"
+    if args.clear:
+        had = clear_skip(scoped, key, day)
+        print(f"{key}: skip cleared" + ("" if had else " (none was recorded; prior journals' skips of it end too)"))
+        return 0
+    if not (args.reason or "").strip():
+        parser.error("--reason says why the cell is skipped (the diagnosis), e.g. --reason \"upstream bug #123\"")
+    record_skip(scoped, key, args.reason.strip(), day, _adapter_sha(args.framework))
+    print(f"{key}: skipped from now on: {args.reason.strip()} ({scoped / 'weekly_skips.json'})")
+    return 0

@@ -1,0 +1,110 @@
+"""One fix attempt per cell per run: the weekly run's plan records a failed cell's re-run with an
+edited adapter or profile as its attempt, settles how it ended, and refuses a second one; a
+prior skip is held while nothing moved and lapses with a new release."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import adapters
+from bench.base.paths import PROJECT_ROOT
+from bench.cli.weekly_cells import plan_cells, settle_cells
+from bench.reports.journal import CellEntry, Journal
+
+DAY = "2026-11-30"
+PROFILE = PROJECT_ROOT / "models" / "tiny.yaml"
+FAILED_RUN, RERUN = "20261130T085900Z-aaaa", "20261130T100000Z-bbbb"
+
+
+def _failed(tmp_path: Path, journal: Journal, *, adapter_sha: str, profile_sha: str) -> None:
+    path = tmp_path / "chat" / f"llamacpp_{FAILED_RUN}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"harness": {"adapter": {"file": "adapters/llamacpp.py", "sha256": adapter_sha},
+                                            "profile": {"file": "models/tiny.yaml", "sha256": profile_sha}}}))
+    journal.record(CellEntry("llamacpp", "chat", "failed", "server exited with code 1 while starting", str(path)))
+
+
+def _plan(journal: Journal, reference: str | None = None):
+    return plan_cells(journal, ["llamacpp"], ["chat"], [], PROJECT_ROOT, PROFILE, [], reference)
+
+
+def test_a_rerun_with_nothing_edited_is_its_one_retry_not_an_attempt(tmp_path):
+    journal = Journal.open(tmp_path, model="tiny", machine="m", day=DAY)
+    unchanged = {"adapter_sha": adapters.source("llamacpp")["sha256"],
+                 "profile_sha": hashlib.sha256(PROFILE.read_bytes()).hexdigest()}
+    _failed(tmp_path, journal, **unchanged)
+    plan = _plan(journal)
+    assert plan.left_out("chat") == [] and journal.fix_attempts == {}
+    assert journal.retries["llamacpp/chat"]["edited"] == "nothing"
+    journal.record(CellEntry("llamacpp", "chat", "failed", "server exited with code 1 while starting",
+                             str(tmp_path / "chat" / f"llamacpp_{RERUN}.json")))
+    settle_cells(journal, plan, RERUN)
+    text = journal.md_path.read_text()
+    assert "- llamacpp/chat: retry, nothing edited: now failed (server exited with code 1 while starting)" in text
+    assert "- Decision: skip — its one retry of the run ended failed too" in text
+    _failed(tmp_path, journal, **unchanged)
+    assert _plan(journal).left_out("chat") == ["llamacpp"], "a second retry is refused"
+    assert "- refused: llamacpp/chat: a second retry this run (its first, at " in journal.md_path.read_text()
+
+
+def test_an_edited_profile_makes_the_rerun_the_cells_one_attempt_and_a_second_is_refused(tmp_path):
+    journal = Journal.open(tmp_path, model="tiny", machine="m", day=DAY)
+    _failed(tmp_path, journal, adapter_sha=adapters.source("llamacpp")["sha256"], profile_sha="0" * 64)
+    plan = _plan(journal)
+    assert plan.left_out("chat") == []
+    attempt = journal.fix_attempts["llamacpp/chat"]
+    assert (attempt["edited"], attempt["from_verdict"], attempt["from_run_id"]) == \
+        ("models/tiny.yaml", "failed", FAILED_RUN)
+
+    # the re-run passes, but no upstream reference was given: ok, not fixed, and the journal says why
+    rerun = str(tmp_path / "chat" / f"llamacpp_{RERUN}.json")
+    journal.record(CellEntry("llamacpp", "chat", "ok", "8/8 requests ok", rerun))
+    settle_cells(journal, plan, RERUN)
+    assert journal.fix_attempts["llamacpp/chat"]["outcome"] == "ok"
+    text = journal.md_path.read_text()
+    assert "- llamacpp/chat: models/tiny.yaml: ok, but not `fixed`: no upstream reference was given" in text
+
+    # it fails again later that day and is edited once more: refused, not run, journaled
+    _failed(tmp_path, journal, adapter_sha="1" * 64, profile_sha="0" * 64)
+    again = _plan(Journal.open(tmp_path, model="tiny", machine="m", day=DAY))
+    assert again.left_out("chat") == ["llamacpp"]
+    text = journal.md_path.read_text()
+    section = text.split("## Fix Attempts\n\n", 1)[1].split("\n\n", 1)[0]
+    assert "- refused: llamacpp/chat: a second fix attempt this run (its first, at " in section
+    assert "editing models/tiny.yaml, ended ok); one fix attempt per cell per run" in section
+
+
+def test_a_failed_attempt_makes_the_triage_say_skip(tmp_path):
+    journal = Journal.open(tmp_path, model="tiny", machine="m", day=DAY)
+    _failed(tmp_path, journal, adapter_sha="1" * 64, profile_sha=hashlib.sha256(PROFILE.read_bytes()).hexdigest())
+    plan = _plan(journal, "https://github.com/ggml-org/llama.cpp/pull/11500")
+    assert journal.fix_attempts["llamacpp/chat"]["edited"] == "adapters/llamacpp.py"
+    journal.record(CellEntry("llamacpp", "chat", "failed", "server exited with code 2 while starting",
+                             str(tmp_path / "chat" / f"llamacpp_{RERUN}.json")))
+    settle_cells(journal, plan, RERUN)
+    decision = next(line for line in journal.md_path.read_text().splitlines() if line.startswith("- Decision:"))
+    assert decision.startswith("- Decision: skip — its one fix attempt of the run (adapters/llamacpp.py) ended failed")
+
+
+def test_a_prior_skip_is_held_while_nothing_moved_and_lapses_with_a_new_release(tmp_path):
+    text = (PROJECT_ROOT / "tests" / "data" / "siliconbench" / "weekly_2026-11-24.journal.md").read_text()
+    extra = "### nosuch_fw (chat)\n- **Why skipped**: a framework cellbench has no adapter for\n\n## OOM Cells"
+    (tmp_path / "weekly_2026-11-24.journal.md").write_text(text.replace("## OOM Cells", extra, 1))
+    journal = Journal.open(tmp_path, model="tiny", machine="m", day=DAY)
+    same = [{"framework": "llamacpp", "before": "b7000", "after": "b7000"}]
+    assert _plan(journal).left_out("chat") == ["llamacpp"]
+    assert plan_cells(journal, ["llamacpp"], ["chat"], same, PROJECT_ROOT, PROFILE, [], None).left_out("chat") == \
+        ["llamacpp"]
+    assert "still holds: llamacpp is still b7000" in journal.md_path.read_text()
+
+    later = Journal.open(tmp_path, model="tiny", machine="m", day="2026-12-01")
+    moved = [{"framework": "llamacpp", "before": "b7000", "after": "b7100"}]
+    plan = plan_cells(later, ["llamacpp"], ["chat"], moved, PROJECT_ROOT, PROFILE, [], None)
+    assert plan.left_out("chat") == [] and plan.lapsed == ["llamacpp/chat"]
+    assert any(n.startswith("llamacpp/chat: the skip of 2026-11-24 (llama-server rejects --jinja") and
+               n.endswith("no longer holds: llamacpp moved from b7000 to b7100 this run; the cell runs")
+               for n in later.notes)
+    assert any(n.startswith("prior skips of frameworks with no cellbench adapter, not carried: ")
+               and "nosuch_fw/chat" in n for n in later.notes)
