@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
+from bench.setup.adapter import LINUX_PLATFORMS, Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
 from bench.setup.scripted_install import OwnBinary
 
 PORT = 8007
@@ -29,7 +29,7 @@ MAX_SEQ_LEN = 16384
 INITIAL_BLOCKS = 512
 PAGED_ATTENTION = "0.5"  # the share of free memory its paged KV cache may take (SiliconBench's value)
 DEVICES = {"darwin-arm64": "metal", "linux-x86_64+cuda": "cuda", "linux-aarch64+cuda": "cuda"}
-PLATFORMS = ("darwin-arm64", "linux-x86_64", "linux-aarch64", "linux-x86_64+cuda", "linux-aarch64+cuda")
+PLATFORMS = ("darwin-arm64", *LINUX_PLATFORMS)
 
 RECIPE = OwnBinary(
     framework="inferrs",

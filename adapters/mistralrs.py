@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
+from bench.setup.adapter import LINUX_PLATFORMS, Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
 from bench.setup.scripted_install import OwnBinary, ScriptedInstall, Step
 
 REPO = "https://github.com/EricLBuehler/mistral.rs.git"
@@ -44,14 +44,7 @@ RECIPE = ScriptedInstall(
     env_aliases=("MISTRALRS",),
     path_name="mistralrs",
 )
-LINUX_PLATFORMS = ("linux-x86_64", "linux-aarch64", "linux-x86_64+cuda", "linux-aarch64+cuda")
-OWN = OwnBinary(
-    framework="mistralrs",
-    env_var="MISTRALRS_SERVER",
-    env_aliases=("MISTRALRS",),
-    path_name="mistralrs",
-    why_no_installer="cellbench has no installer for mistral.rs on Linux",
-)
+OWN = OwnBinary.beside(RECIPE, "cellbench has no installer for mistral.rs on Linux")
 
 
 def serve(ctx: ServeContext) -> ServeCommand:

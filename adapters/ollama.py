@@ -15,7 +15,7 @@ without one. The same variables name a user's own build on macOS ahead of brew's
 
 from __future__ import annotations
 
-from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
+from bench.setup.adapter import LINUX_PLATFORMS, Adapter, Capabilities, ServeCommand, ServeContext
 from bench.setup.scripted_install import OwnBinary, ScriptedInstall, Step
 
 RECIPE = ScriptedInstall(
@@ -29,14 +29,7 @@ RECIPE = ScriptedInstall(
     env_aliases=("OLLAMA_BIN",),
     path_name="ollama",
 )
-LINUX_PLATFORMS = ("linux-x86_64", "linux-aarch64", "linux-x86_64+cuda", "linux-aarch64+cuda")
-OWN = OwnBinary(
-    framework="ollama",
-    env_var="OLLAMA",
-    env_aliases=("OLLAMA_BIN",),
-    path_name="ollama",
-    why_no_installer="cellbench has no installer for ollama on Linux",
-)
+OWN = OwnBinary.beside(RECIPE, "cellbench has no installer for ollama on Linux")
 
 NUM_PARALLEL = 16
 KEEP_ALIVE = "10m"

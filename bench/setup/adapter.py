@@ -103,6 +103,10 @@ class Bound:
     model: ModelRef
 
 
+# Every Linux tag a framework with a CPU and a CUDA build runs on.
+LINUX_PLATFORMS = ("linux-x86_64", "linux-aarch64", "linux-x86_64+cuda", "linux-aarch64+cuda")
+
+
 def this_platform() -> str:
     """`linux-x86_64`, `darwin-arm64`, ...: the OS and CPU, without accelerators."""
     return f"{platform.system().lower()}-{platform.machine().lower().replace('amd64', 'x86_64')}"

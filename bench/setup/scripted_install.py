@@ -264,6 +264,15 @@ class OwnBinary:
     version: str = "own"  # a cache key is never made: nothing is installed
     has_installer = False
 
+    @classmethod
+    def beside(cls, recipe: ScriptedInstall, why_no_installer: str) -> OwnBinary:
+        """The user's own binary where `recipe` cannot install, found the way `recipe` finds one
+        (the same variables and PATH name), so a user sets one name on every platform."""
+        if recipe.env_var is None or recipe.path_name is None:
+            raise ValueError(f"{recipe.framework}: the recipe names no variable and PATH name of an own binary")
+        return cls(framework=recipe.framework, env_var=recipe.env_var, env_aliases=recipe.env_aliases,
+                   path_name=recipe.path_name, why_no_installer=why_no_installer)
+
     def install_hint(self) -> str:
         also = "".join(f" (or ${name})" for name in self.env_aliases)
         return (f"{self.why_no_installer}: set {self.env_var}=/path/to/{self.path_name}{also} "
