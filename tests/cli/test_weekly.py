@@ -14,11 +14,7 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+from tests.support.gitrepo import run_git
 
 
 @pytest.fixture
@@ -28,16 +24,16 @@ def repo(tmp_path: Path) -> Path:
     (repo / "adapters").mkdir(parents=True)
     (repo / ".gitignore").write_text("/results/\n")
     (repo / "adapters" / "demo.py").write_text("PORT = 1\n")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "start")
+    run_git(repo, "init", "-q", "-b", "main")
+    run_git(repo, "add", ".")
+    run_git(repo, "commit", "-q", "-m", "start")
     (repo / "adapters" / "demo.py").write_text("PORT = 2\n")
     return repo
 
 
 @pytest.mark.integration
 def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_journal(repo, llama_server):
-    main_head = _git(repo, "rev-parse", "main")
+    main_head = run_git(repo, "rev-parse", "main")
     cmd = [sys.executable, "-m", "bench.cli.main", "weekly", f"--repo={repo}", "--no-update", "--",
            "-k", "llamacpp", "--requests", "2", "--concurrency", "1", "--warmup", "0", "--port", "0"]
     done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
@@ -47,27 +43,27 @@ def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_jour
     assert summary["branch"] == branch and summary["not_ok"] == []
 
     # The user's checkout never moved: still main, main untouched, results still on disk.
-    assert _git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
-    assert _git(repo, "rev-parse", "main") == main_head
+    assert run_git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert run_git(repo, "rev-parse", "main") == main_head
     machine = detect().slug
     scoped = f"results/tiny/{machine}"
     assert (repo / scoped / "chat").is_dir()
 
-    log = _git(repo, "log", "--format=%s", f"main..{branch}").splitlines()
+    log = run_git(repo, "log", "--format=%s", f"main..{branch}").splitlines()
     assert log[0].startswith(f"results: weekly run {date.today().isoformat()} (chat + agent)")
     assert log[1] == "adapter edit(demo): `PORT = 1` -> `PORT = 2` in adapters/demo.py"  # no cell it fixed
-    assert "Not a verified fix: no cell failed and then passed with it" in _git(repo, "log", "-1", "--format=%b",
+    assert "Not a verified fix: no cell failed and then passed with it" in run_git(repo, "log", "-1", "--format=%b",
                                                                                 f"{branch}~1")
-    assert _git(repo, "show", f"{branch}:adapters/demo.py") == "PORT = 2"
-    files = _git(repo, "show", "--name-only", "--format=", branch).splitlines()
+    assert run_git(repo, "show", f"{branch}:adapters/demo.py") == "PORT = 2"
+    files = run_git(repo, "show", "--name-only", "--format=", branch).splitlines()
     for split in ("chat", "agent"):
         assert f"{scoped}/{split}/comparison.json" in files and f"{scoped}/{split}/REPORT.md" in files
         assert any(f.startswith(f"{scoped}/{split}/llamacpp_") and f.endswith(".json") for f in files)
     assert f"{scoped}/weekly_{date.today().isoformat()}.journal.md" in files
     for split in ("chat", "agent"):  # one pytest-html page per split, neither overwriting the other
         page = f"{scoped}/weekly_{date.today().isoformat()}_{split}.html"
-        assert page in files and f"test_cell[llamacpp-{split}]" in _git(repo, "show", f"{branch}:{page}")
-    journal = _git(repo, "show", f"{branch}:{scoped}/weekly_{date.today().isoformat()}.journal.md")
+        assert page in files and f"test_cell[llamacpp-{split}]" in run_git(repo, "show", f"{branch}:{page}")
+    journal = run_git(repo, "show", f"{branch}:{scoped}/weekly_{date.today().isoformat()}.journal.md")
     assert f"Branch: {branch}" in journal and "pytest -m agent: exit 0" in journal
     assert "| llamacpp | ok |" in journal
     assert "adapters/demo.py" not in files  # the adapter fix is its own commit, not mixed with results

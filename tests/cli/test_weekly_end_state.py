@@ -15,15 +15,11 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
+from tests.support.gitrepo import run_git
 
 TODAY = date.today().isoformat()
 BRANCH = f"weekly/{TODAY}"
 SILICONBENCH = PROJECT_ROOT / "tests" / "data" / "siliconbench" / "weekly_2026-11-24.journal.md"
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture
@@ -35,10 +31,10 @@ def repo(tmp_path: Path) -> Path:
     (repo / "adapters").mkdir(parents=True)
     (repo / ".gitignore").write_text("/results/\n")
     (repo / "adapters" / "demo.py").write_text("PORT = 1\n")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "start")
-    _git(repo, "remote", "add", "origin", str(remote))
+    run_git(repo, "init", "-q", "-b", "main")
+    run_git(repo, "add", ".")
+    run_git(repo, "commit", "-q", "-m", "start")
+    run_git(repo, "remote", "add", "origin", str(remote))
     last_week = (date.today() - timedelta(days=7)).isoformat()
     scoped = repo / "results" / "tiny" / detect().slug
     scoped.mkdir(parents=True)
@@ -55,7 +51,7 @@ def _weekly(repo: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
 
 
 def _journal_on(remote: Path) -> str:
-    return _git(remote, "show", f"{BRANCH}:results/tiny/{detect().slug}/weekly_{TODAY}.journal.md")
+    return run_git(remote, "show", f"{BRANCH}:results/tiny/{detect().slug}/weekly_{TODAY}.journal.md")
 
 
 def test_last_weeks_siliconbench_skip_is_carried_and_the_branch_is_pushed_by_default(repo, tmp_path):
@@ -63,8 +59,8 @@ def test_last_weeks_siliconbench_skip_is_carried_and_the_branch_is_pushed_by_def
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "pytest" not in done.stdout.split("{")[0], "the only selected cell is skipped: no session started"
     remote = tmp_path / "remote.git"
-    assert _git(remote, "rev-parse", BRANCH) == _git(repo, "rev-parse", BRANCH), "the branch reached origin"
-    assert _git(remote, "branch", "--list", "main") == "", "main is never pushed"
+    assert run_git(remote, "rev-parse", BRANCH) == run_git(repo, "rev-parse", BRANCH), "the branch reached origin"
+    assert run_git(remote, "branch", "--list", "main") == "", "main is never pushed"
     journal = _journal_on(remote)
     assert journal.startswith(f"# Weekly Bench Run — {TODAY}\n\n## Summary\n")
     assert f"\n- Branch: {BRANCH}\n" in journal
@@ -78,20 +74,20 @@ def test_last_weeks_siliconbench_skip_is_carried_and_the_branch_is_pushed_by_def
     assert f"| llamacpp | skipped | still skipped since {last_week}: diagnosed, not fixed: " in journal
     assert (f"- {last_week} mistralrs / agent: scripts/serve_mistralrs.sh: --port-num -> --port "
             "(reference: https://github.com/EricLBuehler/mistral.rs/pull/1234") in journal  # earlier auto-fixes
-    assert _git(repo, "log", "--format=%s", "-2", BRANCH).splitlines() == [
+    assert run_git(repo, "log", "--format=%s", "-2", BRANCH).splitlines() == [
         f"journal: pushed, weekly run {TODAY}", f"results: weekly run {TODAY} (chat) on {detect().slug}"]
 
 
 def test_no_push_commits_the_branch_but_leaves_the_remote_alone(repo, tmp_path):
     done, summary = _weekly(repo, "--no-push")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert _git(tmp_path / "remote.git", "branch", "--list") == ""
-    journal = _git(repo, "show", f"{BRANCH}:results/tiny/{detect().slug}/weekly_{TODAY}.journal.md")
+    assert run_git(tmp_path / "remote.git", "branch", "--list") == ""
+    journal = run_git(repo, "show", f"{BRANCH}:results/tiny/{detect().slug}/weekly_{TODAY}.journal.md")
     assert "\n- Push: not pushed (--no-push)\n" in journal and summary["push"] == "not pushed (--no-push)"
 
 
 def test_push_without_a_remote_fails_the_run_and_says_so(repo):
-    _git(repo, "remote", "remove", "origin")
+    run_git(repo, "remote", "remove", "origin")
     done, summary = _weekly(repo, "--push")
     assert done.returncode == 7, done.stdout[-2000:] + done.stderr[-2000:]
     assert summary["push"] == "not pushed: the checkout has no git remote (--push asked for one)"
@@ -107,7 +103,7 @@ def test_a_push_the_remote_refuses_is_journaled_and_fails_the_run(repo, tmp_path
     assert summary["push"].startswith(f"push of {BRANCH} to origin ({tmp_path / 'remote.git'}) failed: ")
     local = (repo / "results" / "tiny" / detect().slug / f"weekly_{TODAY}.journal.md").read_text()
     assert f"\n- Push: {summary['push']}\n" in local
-    assert _git(repo, "log", "-1", "--format=%s", BRANCH) == f"journal: push failed, weekly run {TODAY}"
+    assert run_git(repo, "log", "-1", "--format=%s", BRANCH) == f"journal: push failed, weekly run {TODAY}"
 
 
 def test_a_skip_a_person_records_is_repeated_until_cleared(repo):

@@ -18,6 +18,7 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
+from tests.support.gitrepo import run_git
 
 WORKING = '    argv.append("--no-webui")\n'
 BROKEN = '    argv += ["--no-webui", "--no-such-flag"]\n'
@@ -38,17 +39,12 @@ def pytest_sessionstart(session):
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     """This project as it is on disk (tracked and new files), committed in a repository of its own
     with the llama.cpp adapter broken: the state the week starts from."""
     repo = tmp_path / "cellbench"
-    listed = _git(PROJECT_ROOT, "ls-files", "--cached", "--others", "--exclude-standard", "-z").split("\0")
+    listed = run_git(PROJECT_ROOT, "ls-files", "--cached", "--others", "--exclude-standard", "-z").split("\0")
     for rel in filter(None, listed):
         if (PROJECT_ROOT / rel).is_file():
             (repo / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -56,9 +52,9 @@ def checkout(tmp_path: Path) -> Path:
     adapter = repo / "adapters" / "llamacpp.py"
     assert WORKING in adapter.read_text()
     adapter.write_text(adapter.read_text().replace(WORKING, BROKEN))
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "the week starts")
+    run_git(repo, "init", "-q", "-b", "main")
+    run_git(repo, "add", ".")
+    run_git(repo, "commit", "-q", "-m", "the week starts")
     return repo
 
 
@@ -107,10 +103,10 @@ def test_a_week_with_a_broken_adapter_fixed_between_runs(checkout, tmp_path, lla
     subject = ('auto-fix(llamacpp, chat): `argv += ["--no-webui", "--no-such-flag"]` -> `argv.append("--no-webui")` '
                "in adapters/llamacpp.py")
     assert summary["commits"][0] == subject
-    log = _git(checkout, "log", "--format=%s", f"main..{branch}").splitlines()
+    log = run_git(checkout, "log", "--format=%s", f"main..{branch}").splitlines()
     assert log[1] == subject and log[0].startswith(f"results: weekly run {today} (chat)")
-    assert _git(checkout, "show", f"{branch}:adapters/llamacpp.py") + "\n" == adapter.read_text()
-    body = _git(checkout, "log", "-1", "--format=%b", f"{branch}~1")
+    assert run_git(checkout, "show", f"{branch}:adapters/llamacpp.py") + "\n" == adapter.read_text()
+    body = run_git(checkout, "log", "-1", "--format=%b", f"{branch}~1")
     assert body.startswith("- chat: it was failed in run ") and "verified by run " in body
     assert f"\n  upstream: {REF}\n" in body
 
@@ -121,12 +117,12 @@ def test_a_week_with_a_broken_adapter_fixed_between_runs(checkout, tmp_path, lla
     assert verdict["fix"]["reference"] == REF
     assert verdict["fix"]["adapter"] == "adapters/llamacpp.py"
     assert verdict["fix"]["sha256_before"] != verdict["fix"]["sha256_after"]
-    journal = _git(checkout, "show", f"{branch}:results/tiny/{detect().slug}/weekly_{today}.journal.md")
+    journal = run_git(checkout, "show", f"{branch}:results/tiny/{detect().slug}/weekly_{today}.journal.md")
     assert "| llamacpp | fixed |" in journal and "- Status: completed_with_fixes" in journal
     fixes = journal[journal.index("## Auto-Fixes"):journal.index("## Failures")]
     assert "### llamacpp / chat" in fixes and "- Why: it was failed in run " in fixes and f"- Reference: {REF}" in fixes
     assert "- llamacpp/chat: adapters/llamacpp.py: fixed (reference " in fixes  # the Fix Attempts line
-    assert f"- Commit: {_git(checkout, 'rev-parse', '--short=12', f'{branch}~1')} {subject}" in fixes
+    assert f"- Commit: {run_git(checkout, 'rev-parse', '--short=12', f'{branch}~1')} {subject}" in fixes
     assert f"- HTML: [chat](weekly_{today}_chat.html), [index](weekly_{today}.html)" in journal
     index = (scoped / f"weekly_{today}.html").read_text()
     assert f'href="weekly_{today}_chat.html"' in index and "<td>llamacpp</td><td>fixed</td>" in index
@@ -136,7 +132,7 @@ def test_a_week_with_a_broken_adapter_fixed_between_runs(checkout, tmp_path, lla
                                    edit="bench/core/metrics/level.py")
     assert code != 0 and summary["not_ok"] == ["llamacpp/chat: capped"], summary
     assert "edited during the run outside adapters/ and models/, not committed: bench/core/metrics/level.py" in stderr
-    assert "bench/core/metrics/level.py" not in _git(checkout, "log", "--name-only", "--format=", f"main..{branch}")
+    assert "bench/core/metrics/level.py" not in run_git(checkout, "log", "--name-only", "--format=", f"main..{branch}")
     journal = (scoped / f"weekly_{today}.journal.md").read_text()
     assert "| llamacpp | capped | cell budget of 20 s reached at c=1" in journal
     since = journal[journal.index("- Since the last pass:"):]  # the capped cell's entry under Failures

@@ -16,11 +16,7 @@ from bench.base.paths import PROJECT_ROOT
 from bench.cli.weekly_start import claim_branch, kept_awake, setup_problem, systemic_failure
 from bench.host.machine import detect
 from bench.reports.journal import CellEntry
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+from tests.support.gitrepo import run_git
 
 
 @pytest.fixture
@@ -28,22 +24,22 @@ def repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / ".gitignore").write_text("/results/\n")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "start")
+    run_git(repo, "init", "-q", "-b", "main")
+    run_git(repo, "add", ".")
+    run_git(repo, "commit", "-q", "-m", "start")
     return repo
 
 
 def test_the_branch_is_claimed_from_head_or_found(repo):
-    head = _git(repo, "rev-parse", "--short", "HEAD")
+    head = run_git(repo, "rev-parse", "--short", "HEAD")
     assert claim_branch(repo, "weekly/2026-12-01") == f"weekly/2026-12-01 (new, from {head})"
-    assert _git(repo, "rev-parse", "weekly/2026-12-01") == _git(repo, "rev-parse", "HEAD")
+    assert run_git(repo, "rev-parse", "weekly/2026-12-01") == run_git(repo, "rev-parse", "HEAD")
     assert claim_branch(repo, "weekly/2026-12-01") == "weekly/2026-12-01 (exists; this run adds to it)"
-    assert _git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main", "the checkout never moves"
+    assert run_git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main", "the checkout never moves"
 
 
 def test_a_branch_that_cannot_be_made_says_why(repo, tmp_path):
-    _git(repo, "branch", "weekly")  # a branch named `weekly` leaves no room for weekly/<date>
+    run_git(repo, "branch", "weekly")  # a branch named `weekly` leaves no room for weekly/<date>
     with pytest.raises(GitError, match=r"cannot create weekly/2026-12-01 in .*: .*weekly"):
         claim_branch(repo, "weekly/2026-12-01")
     with pytest.raises(GitError, match="refusing to commit results to main"):
@@ -99,7 +95,7 @@ def _weekly(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_weekly_stops_before_any_cell_when_its_branch_cannot_be_made(repo):
-    _git(repo, "branch", "weekly")
+    run_git(repo, "branch", "weekly")
     done = _weekly(repo)
     assert done.returncode == 6, done.stdout[-2000:] + done.stderr[-2000:]
     assert f"cannot create weekly/{date.today().isoformat()}" in done.stderr and "nothing was run" in done.stderr
@@ -142,8 +138,8 @@ def test_weekly_refuses_by_name_an_engine_edit_made_while_it_ran(repo, tmp_path)
     (repo / "adapters").mkdir()
     (repo / "adapters" / "demo.py").write_text("PORT = 1\n")
     (repo / "engine.py").write_text("TOUCHED = False\n")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "an adapter and the engine")
+    run_git(repo, "add", ".")
+    run_git(repo, "commit", "-q", "-m", "an adapter and the engine")
     plugin = tmp_path / "plugins" / "edit_during_run.py"
     plugin.parent.mkdir()
     plugin.write_text(f"""from pathlib import Path
@@ -158,5 +154,5 @@ def pytest_sessionstart(session):
     assert done.returncode != 0
     assert "edited during the run outside adapters/ and models/, not committed: engine.py" in done.stderr
     branch = f"weekly/{date.today().isoformat()}"
-    committed = _git(repo, "log", "--name-only", "--format=", f"main..{branch}").split()
+    committed = run_git(repo, "log", "--name-only", "--format=", f"main..{branch}").split()
     assert "engine.py" not in committed and "adapters/demo.py" in committed

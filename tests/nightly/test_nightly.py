@@ -20,6 +20,7 @@ from bench.base.paths import PROJECT_ROOT
 from bench.nightly.machines import Inputs, MachinesError, NightlyMachine, job_minutes, load_machines, matrix
 from bench.nightly.tracking import Night
 from tests.support import workflow
+from tests.support.gitrepo import run_git
 
 WORKFLOW = PROJECT_ROOT / ".github" / "workflows" / "nightly.yml"
 MACHINES = PROJECT_ROOT / "machines.yaml"
@@ -128,17 +129,12 @@ state.write_text(json.dumps(issues))
 '''
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
-
-
 def _workspace(root: Path) -> Path:
     """What actions/checkout leaves: this tree's files (committed or not) in a git checkout whose
     origin is a local bare repository. The virtualenv is this checkout's, already set up, so
     `make setup` finds it current (its stamp is newer than pyproject.toml)."""
     ws = root / "workspace"
-    listed = _git(PROJECT_ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
+    listed = run_git(PROJECT_ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     for rel in filter(None, listed):
         source = PROJECT_ROOT / rel
         if source.is_file():
@@ -147,12 +143,12 @@ def _workspace(root: Path) -> Path:
     (ws / ".venv").symlink_to(PROJECT_ROOT / ".venv")
     stamp = max((PROJECT_ROOT / ".venv").glob(".installed-*"), key=lambda p: p.stat().st_mtime)
     os.utime(ws / "pyproject.toml", (stamp.stat().st_mtime - 60,) * 2)
-    _git(ws, "init", "-q", "-b", "main")
-    _git(ws, "add", "-A")
-    _git(ws, "commit", "-q", "-m", "checkout")
-    _git(root, "init", "-q", "--bare", "origin.git")
-    _git(ws, "remote", "add", "origin", str(root / "origin.git"))
-    _git(ws, "push", "-q", "origin", "main")
+    run_git(ws, "init", "-q", "-b", "main")
+    run_git(ws, "add", "-A")
+    run_git(ws, "commit", "-q", "-m", "checkout")
+    run_git(root, "init", "-q", "--bare", "origin.git")
+    run_git(ws, "remote", "add", "origin", str(root / "origin.git"))
+    run_git(ws, "push", "-q", "origin", "main")
     return ws
 
 
@@ -217,7 +213,7 @@ def test_the_plan_and_machine_jobs_leave_this_machines_artifact(night):
         (result,) = (scoped / split).glob("llamacpp_*.json")
         data = json.loads(result.read_text())
         assert data["verdict"]["verdict"] == "ok" and data["machine"]["slug"] == "linux-cpu"
-        assert data["harness"]["commit"] == _git(PROJECT_ROOT, "rev-parse", "HEAD")
+        assert data["harness"]["commit"] == run_git(PROJECT_ROOT, "rev-parse", "HEAD")
         assert (scoped / f"weekly_{TODAY}_{split}.html").stat().st_size > 0
         assert (scoped / split / "REPORT.md").is_file()
     assert (scoped / f"weekly_{TODAY}.journal.md").is_file() and (scoped / f"weekly_{TODAY}.log").is_file()
@@ -253,17 +249,17 @@ def test_the_merge_job_reports_silent_machines_and_tracks_the_issue_until_a_gree
     assert "https://github.invalid/lab/cellbench/actions/runs/7" in opened["body"]
 
     shutil.rmtree(store / "nightly-lab-c")  # the next night: every expected machine sends everything
-    main_before = _git(night["root"] / "origin.git", "rev-parse", "main")
+    main_before = run_git(night["root"] / "origin.git", "rev-parse", "main")
     green = _merge(night, expected="linux-cpu,lab-b", push=True)
     assert green.ok, green.log()
     closed = [c for c in _gh_calls(night) if c["args"][:2] == ["issue", "close"]]
     assert [c["args"][2] for c in closed] == ["1"] and "Green on" in closed[0]["args"][-1]
     origin = night["root"] / "origin.git"
-    files = _git(origin, "ls-tree", "-r", "--name-only", f"nightly/{TODAY}").splitlines()
+    files = run_git(origin, "ls-tree", "-r", "--name-only", f"nightly/{TODAY}").splitlines()
     assert f"nightly/{TODAY}/MERGED.md" in files
     for machine in ("linux-cpu", "lab-b"):
         assert any(f.startswith(f"results/tiny/{machine}/agent/llamacpp_") for f in files)
-    assert _git(origin, "rev-parse", "main") == main_before, "main never moves"
+    assert run_git(origin, "rev-parse", "main") == main_before, "main never moves"
 
 
 @pytest.mark.parametrize("branch", ["main", "master", "weekly/2026-11-30"])
@@ -273,8 +269,8 @@ def test_publish_refuses_any_branch_but_nightly(tmp_path: Path, branch: str):
 
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "commit", "-q", "--allow-empty", "-m", "start")
+    run_git(repo, "init", "-q", "-b", "main")
+    run_git(repo, "commit", "-q", "--allow-empty", "-m", "start")
     with pytest.raises(GitError, match="nightly/<date> branch|refusing"):
         publish(repo, branch, tmp_path, [], push=False)
-    assert _git(repo, "branch", "--list").split() == ["*", "main"], "no branch was made"
+    assert run_git(repo, "branch", "--list").split() == ["*", "main"], "no branch was made"
