@@ -20,11 +20,13 @@ import importlib
 import json
 import os
 import sys
+from typing import cast
 
 import adapters
 from bench.host.machine import MachineSlugError
+from bench.perf.peers import Peer, tool
 from bench.setup.adapter import Adapter, host_platforms, this_platform
-from bench.setup.installs import InstallError, NotInstalled, Recipe, build_log_path, cached
+from bench.setup.installs import InstallError, NotInstalled, Recipe, build_log_path, cached, ensure_installed
 from bench.setup.scripted_install import ScriptedInstall
 from bench.setup.updates import install_selected, select
 
@@ -35,6 +37,9 @@ def _install(args: argparse.Namespace) -> int:
     names = args.frameworks or [a.name for a in adapters.registry().values() if a.runs_here()]
     rc = 0
     for name in names:
+        if (peer := tool(name)) is not None:  # a peer's client (`cellbench perf compare`), not a framework
+            rc = _install_tool(peer) or rc
+            continue
         adapter = adapters.get(name)
         tag = adapter.platform_here()
         if tag is None:
@@ -62,6 +67,23 @@ def _install(args: argparse.Namespace) -> int:
             print(f"{name}: pip failed on the network and ran once more: {first}", file=sys.stderr)
         print(json.dumps(inst.to_json()), flush=True)
     return rc
+
+
+def _install_tool(peer: Peer) -> int:
+    """Install a peer's pinned client into the framework cache, as a framework is installed."""
+    recipe = cast(Recipe, peer.recipe)
+    if why := peer.unavailable():
+        print(f"{peer.name}: {why}", file=sys.stderr)
+        return 1
+    if cached(recipe) is None:
+        print(f"{peer.name}: installing {recipe.version} (log: {build_log_path(recipe)})", file=sys.stderr, flush=True)
+    try:
+        inst = ensure_installed(recipe)
+    except InstallError as exc:
+        print(f"{peer.name}: FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(inst.to_json()), flush=True)
+    return 0
 
 
 def _installed(recipe: Recipe, pinned: bool) -> dict:
@@ -164,7 +186,8 @@ def _dispatch(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="cellbench")
     sub = parser.add_subparsers(dest="command", required=True)
     install = sub.add_parser("install", help="install frameworks into the cellbench cache")
-    install.add_argument("frameworks", nargs="*", help="default: every framework that runs on this platform")
+    install.add_argument("frameworks", nargs="*", help="default: every framework that runs on this platform; "
+                         "aiperf and guidellm: those peers' clients, for cellbench perf compare")
     install.add_argument("--pinned", action="store_true", help="the adapters' versions, not recorded updates")
     install.set_defaults(func=_install)
     doctor = sub.add_parser("doctor", help="which frameworks run here, what is installed, how to install the rest")

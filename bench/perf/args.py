@@ -32,3 +32,17 @@ def positive_ints(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"takes a comma-separated list of whole numbers above 0 with no empty "
                                          f"element, got {text!r}")
     return tuple(int(positive_int(part.strip())) for part in parts)
+
+
+def peer_names(text: str) -> tuple[str, ...]:
+    """`--peers vllm,aiperf`: known peer names, or `none` for cellbench's client alone."""
+    if text.strip() == "none":
+        return ()
+    from bench.perf.peers import peers  # the peers' modules load only for this option
+
+    known = [p.name for p in peers()]
+    names = tuple(part.strip() for part in text.split(","))
+    unknown = [n for n in names if n not in known]
+    if unknown or not all(names):
+        raise argparse.ArgumentTypeError(f"takes peers among {', '.join(known)} (or none), got {text!r}")
+    return names

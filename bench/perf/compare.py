@@ -1,11 +1,12 @@
-"""`cellbench perf compare`: cellbench's client beside vLLM's own on the same zero-work SSE server.
+"""`cellbench perf compare`: cellbench's client beside the peers' (vLLM's, AIPerf, guidellm) on the
+same zero-work SSE server.
 
-    cellbench perf compare [--repeat 3] [--json] [--rates 5000,10000] [--no-vllm]
+    cellbench perf compare [--repeat 3] [--json] [--rates 5000,10000] [--peers vllm,aiperf,guidellm|none]
     cellbench perf compare --llama-server [--pairs 5]      (bench.perf.llama_compare)
 
 A benchmark client must not be what it measures, and "ours is cheap" means little without the
-client everyone else uses on the same machine, the same server and the same bytes. So both run
-here, one after the other (cellbench, then vLLM; the order flips on every repeat), each a child
+clients everyone else uses on the same machine, the same server and the same bytes. So all run
+here, one after the other (cellbench, then the peers; the order flips on every repeat), each a child
 process pinned to one core while the server (bench.perf.client_overhead's, in a process of its
 own) has the other, and for each the command prints one row:
 
@@ -19,8 +20,8 @@ own) has the other, and for each the command prints one row:
   when it read each request and wrote each chunk (`timing_error`); the TTFT bias says which way a
   client leans, and the server's lateness against its plan is printed beside.
 
-vLLM's client comes from the framework cache when a vLLM install is there (`cellbench install
-vllm` puts it there; this command never installs); without one its row says why it is missing.
+The peers come from the framework cache (bench.perf.peers: `cellbench install vllm`, `aiperf`,
+`guidellm` put them there; this command never installs); a missing one's row says why.
 cellbench's client is driven through `bench.load.run_level` only, so the command measures
 whichever transport is current. It runs twice: as its levels run by default, a connection per
 request, and with `--keep-alive`, connections reused as vLLM's client reuses them: a connect
@@ -49,7 +50,7 @@ from bench.base import clock
 from bench.base.git import head_commit
 from bench.base.paths import PROJECT_ROOT, host_lock_path
 from bench.host.machine import detect
-from bench.perf.args import non_negative_float, positive_float, positive_int, positive_ints
+from bench.perf.args import non_negative_float, peer_names, positive_float, positive_int, positive_ints
 from bench.perf.client_figures import (
     ServerLog,
     Spread,
@@ -60,17 +61,9 @@ from bench.perf.client_figures import (
     timing_error,
 )
 from bench.perf.client_overhead import MODEL, paced_server
-from bench.perf.clients import (
-    CELLBENCH,
-    CELLBENCH_KEEP_ALIVE,
-    VLLM,
-    ClientRun,
-    Workload,
-    run_cellbench,
-    run_vllm,
-    vllm_install,
-    vllm_python,
-)
+from bench.perf.clients import CELLBENCH, CELLBENCH_KEEP_ALIVE, ClientRun, Workload, run_cellbench
+from bench.perf.peers import Peer, peers
+from bench.setup.installs import Installation
 from bench.setup.tinymodel import ensure_tiny_model
 
 # At least 4 tokens of the tiny model's tokenizer: vLLM's client drops shorter prompts.
@@ -216,17 +209,25 @@ def row(client: Client, measured: list[Measured], plan: Plan) -> ClientRow:
     return out
 
 
-def available_clients() -> tuple[list[Client], list[ClientRow]]:
-    """cellbench's client, and vLLM's when its install is cached; a ClientRow saying why for a missing one."""
+def available_clients(wanted: tuple[str, ...] | None = None) -> tuple[list[Client], list[ClientRow]]:
+    """cellbench's client and every peer in `wanted` (None: all) that is installed; a ClientRow
+    saying why for each wanted peer that is not."""
     clients = [Client(CELLBENCH, _cellbench_version(), run_cellbench)]
-    install = vllm_install()
-    if install is None:
-        missing = "no vLLM install in the framework cache (cellbench install vllm)"
-        return clients, [ClientRow(VLLM, "-", missing=missing)]
-    python = vllm_python(install)
-    if not python.is_file():
-        return clients, [ClientRow(VLLM, install.version, missing=f"{python} is not there")]
-    return [*clients, Client(VLLM, install.version, lambda w, f, c: run_vllm(python, w, f, c))], []
+    missing: list[ClientRow] = []
+    for peer in peers():
+        if wanted is not None and peer.name not in wanted:
+            continue
+        why = peer.unavailable()
+        install = None if why else peer.find()
+        if install is None:
+            missing.append(ClientRow(peer.name, "-", missing=why or f"not installed ({peer.install_hint})"))
+            continue
+        clients.append(Client(peer.name, install.version, _runner(peer, install)))
+    return clients, missing
+
+
+def _runner(peer: Peer, install: Installation) -> Runner:
+    return lambda work, folder, cpu: peer.run(install, work, folder, cpu)
 
 
 def _cellbench_version() -> str:
@@ -340,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="paced first-token delay [%(default)s]")
     ap.add_argument("--rounds", type=positive_int, default=Plan.rounds, help="requests per paced stream [%(default)s]")
     ap.add_argument("--no-pin", action="store_true", help="leave client and server unpinned")
-    ap.add_argument("--no-vllm", action="store_true", help="cellbench's client only")
+    ap.add_argument("--peers", type=peer_names, default=None,
+                    help="the peers' clients to run beside cellbench's, comma-separated, or none [every installed one]")
     ap.add_argument("--host-lock-timeout", type=non_negative_float, default=1800.0,
                     help="wait this long for the host lock that keeps cells off the machine [%(default)s s]")
     ap.add_argument("--keep", type=Path, default=None, help="keep the runs' files (logs, vLLM's results) here")
@@ -352,9 +354,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --llama-server: requests per run [%(default)s]")
     args = ap.parse_args(given)
     started = clock.now_iso()
-    clients, missing = available_clients()
-    if args.no_vllm:
-        clients, missing = clients[:1], []
+    clients, missing = available_clients(args.peers)
     if not args.llama_server:  # beside the default, cellbench as vLLM's client connects: kept alive
         clients.insert(1, Client(CELLBENCH_KEEP_ALIVE, clients[0].version,
                                  lambda w, f, c: run_cellbench(replace(w, keep_alive=True), f, c)))

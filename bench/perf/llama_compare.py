@@ -210,8 +210,8 @@ def compare_on_llama(plan: LlamaPlan, clients: list[Any], missing: list[Any], fo
     """The `--llama-server` mode of `cellbench perf compare`: runs, then the table or JSON."""
     runs, version = alternate(plan, [(c.name, c.run) for c in clients], folder, say)
     rows = [summary(runs, c.name) for c in clients]
-    pairings = [paired(runs, clients[0].name, clients[1].name, clean=clean) for clean in (False, True)] \
-        if len(clients) == 2 else []
+    pairings = [paired(runs, clients[0].name, peer.name, clean=clean)  # every peer against cellbench's client
+                for peer in clients[1:] for clean in (False, True)]
     m = detect()
     doc: dict[str, Any] = {"command": "cellbench perf compare " + " ".join(argv), "started_at": started,
            "finished_at": clock.now_iso(), "machine": {"slug": m.slug, "cpu": m.cpu, "cores": m.cores},

@@ -33,8 +33,9 @@ from bench.perf.client_figures import (
     ttft_errors,
 )
 from bench.perf.client_overhead import paced_server
-from bench.perf.clients import ClientRun, read_vllm_result, vllm_install
+from bench.perf.clients import ClientRun
 from bench.perf.llama_compare import paired, paired_difference
+from bench.perf.peers.vllm import read_vllm_result, vllm_install
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S
 
 
@@ -174,7 +175,7 @@ def test_compare_prints_a_row_per_client_with_every_chunk_counted(record_propert
     streams, tokens, requests, rate = 4, 10, 8, 400
     with_vllm = vllm_install() is not None
     doc = _compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
-                   "--rates", str(rate), "--rounds", "2", *([] if with_vllm else ["--no-vllm"]))
+                   "--rates", str(rate), "--rounds", "2", "--peers", "vllm" if with_vllm else "none")
     rows = {r["client"]: r for r in doc["rows"]}
     assert set(rows) == {"cellbench", "cellbench --keep-alive", *(["vllm"] if with_vllm else [])}
     paced_streams = rate * 10 // 1000
