@@ -13,8 +13,10 @@ it as `max_completion_tokens`, and the same number as `max_tokens` in the body's
 leading phase of the measured run whose requests are dropped from its figures, not one request
 before it, and the comparison cancels start-up another way (N against 3N) and keeps the opening
 round's TTFTs apart. `metrics.sample_size: null` keeps every request's text (its default; 0 or N
-would strip or sample it). It runs as ten worker processes (`max_worker_processes`, spawned) beside
-its main one and a few helpers, all pinned with it to the one core.
+would strip or sample it); so `work.detail` changes nothing here: guidellm writes every request's
+record whatever it is asked, and that writing is its own work, in its CPU figure. It runs as ten
+worker processes (`max_worker_processes`, spawned) beside its main one and a few helpers, all
+pinned with it to the one core.
 
 Read back from its JSON output (`benchmarks[0]`): a request is ok when it is in
 `requests.successful`, failed when `errored` or `incomplete`; its chunks are
