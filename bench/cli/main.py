@@ -9,7 +9,7 @@ result files (bench.reports.rebuild); `cellbench weekly` runs the unattended wee
 `cellbench update` installs frameworks' newer releases beside the pinned ones (bench.cli.update);
 `cellbench compare OLD NEW` judges two runs figure by figure and `cellbench noise FRAMEWORK` measures
 a machine's noise floor (bench.cli.decisions); `cellbench perf compare` runs cellbench's client
-beside vLLM's on one null server (bench.perf.compare). Install and doctor use the recorded update
+beside the peers' (vLLM's, AIPerf, guidellm) on one null server (bench.perf.compare). Install and doctor use the recorded update
 of a framework unless given `--pinned` (bench.setup.updates).
 """
 
@@ -163,7 +163,8 @@ OWN_OPTIONS = {
                 "OLD NEW: per cell, level and figure: regression, improvement, no detectable change, cannot tell"),
     "noise": ("bench.cli.decisions.noise",
               "FRAMEWORK: measure this machine's noise floor of one cell (its spread between identical runs)"),
-    "perf": ("bench.perf.compare", "perf compare: cellbench's client beside vLLM's on one null server"),
+    "perf": ("bench.perf.compare", "perf compare: cellbench's client beside the peers' on one null server; "
+             "perf ceiling: its most chunks and requests a second"),
 }
 
 

@@ -322,8 +322,12 @@ def say(text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["ceiling"]:
+        from bench.perf.ceiling import main as ceiling
+
+        return ceiling(given[1:])
     if argv is not None and given[:1] != ["compare"]:  # from `cellbench perf ...`
-        print("usage: cellbench perf compare [options] (see cellbench perf compare --help)", file=sys.stderr)
+        print("usage: cellbench perf compare|ceiling [options] (see cellbench perf compare --help)", file=sys.stderr)
         return 2
     if given[:1] == ["compare"]:
         given = given[1:]
