@@ -9,8 +9,8 @@ result files (bench.reports.rebuild); `cellbench weekly` runs the unattended wee
 `cellbench update` installs frameworks' newer releases beside the pinned ones (bench.cli.update);
 `cellbench compare OLD NEW` judges two runs figure by figure and `cellbench noise FRAMEWORK` measures
 a machine's noise floor (bench.cli.decisions); `cellbench perf compare` runs cellbench's client
-beside the peers' (vLLM's, AIPerf, guidellm) on one null server (bench.perf.compare). Install and doctor use the recorded update
-of a framework unless given `--pinned` (bench.setup.updates).
+beside the peers' (vLLM's, AIPerf, guidellm) on one null server (bench.perf.compare). Install and
+doctor use the recorded update of a framework unless given `--pinned` (bench.setup.updates).
 """
 
 from __future__ import annotations
