@@ -58,7 +58,7 @@ def measure(concurrency: int, tokens: int, rounds: int, procs: int) -> Ceiling:
     with paced_server(0.0, core=server_cpu, first_ms=0.0) as (url, server):
         cfg = LevelConfig(base_url=url, model=MODEL, concurrency=concurrency, requests=concurrency * rounds,
                           warmup=1, extra_body={"stream_options": {"include_usage": True}},
-                          client_cpus=client_cpus[:procs])
+                          client_cpus=tuple(client_cpus[:procs]))
         before = server.cpu_times()
         run = run_level_procs(cfg, prompts, prompts, plan)
         after = server.cpu_times()

@@ -54,7 +54,6 @@ from bench.perf.args import non_negative_float, peer_names, positive_float, posi
 from bench.perf.client_figures import (
     ServerLog,
     Spread,
-    TimingError,
     chunk_rate,
     cpu_per_chunk,
     cpu_share,
@@ -63,21 +62,12 @@ from bench.perf.client_figures import (
 from bench.perf.client_overhead import MODEL, paced_server
 from bench.perf.clients import CELLBENCH, CELLBENCH_KEEP_ALIVE, ClientRun, Workload, run_cellbench
 from bench.perf.peers import Peer, peers
+from bench.perf.rows import LEGEND, ClientRow, table
 from bench.setup.installs import Installation
 from bench.setup.tinymodel import ensure_tiny_model
 
 # At least 4 tokens of the tiny model's tokenizer: vLLM's client drops shorter prompts.
 PROMPT = "Write a short story about a lighthouse keeper and the sea."
-
-LEGEND = """\
-CPU per chunk: (CPU of {n3} requests - CPU of {n}) / (their difference in chunks), {streams} streams of {tokens}
-chunks from the unpaced server; chunks/s: the {n3}-request run's, the client on one core, its CPU share over the
-extra work and the server's (either near 1: that one was the limit). Paced runs: {rounds}
-requests per stream, first token {first:g} ms after the request (the opening round's streams staggered over a
-stream's length), then one chunk per {interval:g} ms; server wrote: its chunks/s once every stream ran.
-TTFT error: |the client's TTFT - the server's own| after the opening round, the server's wait to read a request
-included (bias: the median signed error; opening: the opening round's p50, every stream sent at once); ITL
-error: |the client's gap - the server's|."""
 
 Runner = Callable[[Workload, Path, "int | None"], ClientRun]
 
@@ -113,23 +103,6 @@ class Measured:
     server_cpu_s: float
     server_late: dict[str, Any] = field(default_factory=dict)  # the pacer's lateness (paced runs)
     server_log: ServerLog = field(default_factory=dict)  # when it read and wrote each stream (paced runs)
-
-
-@dataclass
-class ClientRow:
-    """One client's line of the perf comparison: its spreads over the runs, or why it did not run."""
-
-    client: str
-    version: str
-    cpu_us_per_chunk: Spread | None = None
-    chunks_per_s: Spread | None = None
-    client_cpu_share: Spread | None = None  # over the unpaced runs' extra work: below ~0.9, not client-bound
-    server_cpu_share: Spread | None = None  # of the unpaced 3N runs: near 1.0, the server was the bound
-    timing: list[TimingError] = field(default_factory=list)
-    server_late_p99_us: dict[str, float] = field(default_factory=dict)  # per rate, the worst run's
-    requests: int = 0
-    failed: int = 0
-    missing: str | None = None  # why this client did not run
 
 
 def cores(pin: bool) -> tuple[int | None, int | None]:
@@ -194,10 +167,11 @@ def row(client: Client, measured: list[Measured], plan: Plan) -> ClientRow:
     paired = [(small[r].run, large[r]) for r in sorted(small) if r in large]
     per_chunk = [c * 1e6 for s, big in paired if (c := cpu_per_chunk(s, big.run)) is not None]
     rates = [r for _, big in paired if (r := chunk_rate(big.run)) is not None]
+    per_s = [big.run.ok / big.run.duration_s for _, big in paired if big.run.duration_s > 0]
     shares = [big.server_cpu_s / big.run.duration_s for _, big in paired if big.run.duration_s > 0]
     busy = [c for s, big in paired if (c := cpu_share(s, big.run)) is not None]
-    out = ClientRow(client.name, client.version, Spread.of(per_chunk), Spread.of(rates), Spread.of(busy),
-                    Spread.of(shares))
+    out = ClientRow(client.name, client.version, Spread.of(per_chunk), Spread.of(rates), Spread.of(per_s),
+                    Spread.of(busy), Spread.of(shares))
     for rate in plan.rates:
         paced = [m for m in mine if m.kind == f"paced {rate}"]
         out.timing.append(timing_error([(m.run, m.server_log) for m in paced], rate, _streams(rate, plan)))
@@ -233,40 +207,6 @@ def _runner(peer: Peer, install: Installation) -> Runner:
 def _cellbench_version() -> str:
     commit = head_commit(PROJECT_ROOT)
     return f"git {commit[:9]}" if commit else "-"
-
-
-def _spread(s: Spread | None, fmt: str) -> str:
-    if s is None:
-        return "-"
-    return format(s.median, fmt) if s.n == 1 else f"{s.median:{fmt}} ({s.low:{fmt}}-{s.high:{fmt}})"
-
-
-def _pair(a: float | None, b: float | None) -> str:
-    return "-" if a is None or b is None else f"{a:.3f} / {b:.3f}"
-
-
-def table(rows: list[ClientRow], plan: Plan) -> str:
-    """The rows as a Markdown table (medians, with the range over repeats when there are several)."""
-    head = ["client", "CPU per chunk (us)", "chunks/s on one core", "CPU share: client / server"]
-    for rate in plan.rates:
-        head += [f"server wrote (chunks/s) @{rate:,}/s", f"TTFT error p50 / p99 (ms) @{rate:,}/s",
-                 f"ITL error p50 / p99 (ms) @{rate:,}/s"]
-    head.append("failed")
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        if r.missing:
-            lines.append(f"| {r.client} | " + r.missing + " |" + " |" * (len(head) - 2))
-            continue
-        cells = [f"{r.client} {r.version}", _spread(r.cpu_us_per_chunk, ".1f"), _spread(r.chunks_per_s, ",.0f"),
-                 f"{_spread(r.client_cpu_share, '.2f')} / {_spread(r.server_cpu_share, '.2f')}"]
-        for t in r.timing:
-            bias = "" if t.ttft_bias_ms is None else f", bias {t.ttft_bias_ms:+.3f}"
-            opening = "" if t.ttft_opening_p50_ms is None else f", opening {t.ttft_opening_p50_ms:.1f}"
-            wrote = "-" if t.written_per_s is None else f"{t.written_per_s:,.0f}"
-            cells += [wrote, _pair(t.ttft_p50_ms, t.ttft_p99_ms) + bias + opening, _pair(t.itl_p50_ms, t.itl_p99_ms)]
-        cells.append(f"{r.failed} of {r.requests}")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def report(rows: list[ClientRow], measured: list[Measured], plan: Plan, argv: list[str],
@@ -384,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     cpus = doc["cpus"]
     print(f"{doc['finished_at'][:10]}, {m['cpu']} ({m['cores']} cores, {m['slug']}); client on CPU {cpus['client']}, "
           f"server on CPU {cpus['server']}; load average {', '.join(f'{x:.2f}' for x in doc['load_average'])}")
-    print(table(rows, plan))
+    print(table(rows, plan.rates))
     print(LEGEND.format(n=plan.requests, n3=3 * plan.requests, streams=plan.streams, tokens=plan.tokens,
                         first=plan.first_ms, interval=plan.interval_ms, rounds=plan.rounds))
     for r in rows:
