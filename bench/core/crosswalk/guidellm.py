@@ -34,7 +34,8 @@ ENTRIES: tuple[PeerMetric, ...] = (
                f"the first token included, and matches no cellbench figure; {_TOKENS}", STATS),
     none("itl_ms", "no gaps between chunks: its ITL is one mean per request (cellbench's TPOT)", STATS),
     PeerMetric("e2el_ms", "Request latency", "request_latency", "request_end − request_start (s)", "same",
-               "request_end is stamped after the stream ends at `[DONE]`, as cellbench's t_end", HTTP),
+               "request_end is stamped after the stream ends at `[DONE]` (guidellm/backends/openai/http.py), as "
+               "cellbench's t_end", STATS),
     none("decode_tps", "no per-request decode rate: its per-request output_tokens_per_second is output tokens / "
          "request latency, TTFT included; 1000 / ITL is the nearest", STATS),
     PeerMetric("schedule_lag_ms", "Request dispatch delay", "request_dispatch_delay",

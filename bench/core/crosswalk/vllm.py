@@ -14,8 +14,8 @@ SERVE = "vllm/benchmarks/serve.py"
 _FIRST = ("its first token is the first SSE message whose `choices` is non-empty, even when the delta is empty "
           "(a role-only opening message counts); cellbench's is the first delta with content, reasoning or a tool "
           "call")
-_LAST = ("it ends at the last message with `choices`: the usage-only message after it and `[DONE]` do not count; "
-         "cellbench's E2EL ends at `[DONE]` (or the close after a finish_reason)")
+_LAST = ("its latency ends at the last message with `choices`: the usage-only message after it and `[DONE]` do not "
+         "count; cellbench's E2EL ends at `[DONE]` (or the close after a finish_reason)")
 _DURATION = ("the duration runs from before the first request is issued to the end of the last task; cellbench's "
              "wall time from the first send to the last end")
 _TOKENS = ("output tokens are usage.completion_tokens, else the tokenizer's count of the text; cellbench's, usage "
