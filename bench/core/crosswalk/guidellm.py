@@ -46,8 +46,8 @@ ENTRIES: tuple[PeerMetric, ...] = (
                "request_start − targeted_start, for rate strategies (constant, poisson, trace) only", "different",
                "it includes the client's own lateness, which cellbench reports apart as the schedule lag", STATS),
     PeerMetric("output_throughput_tps", "Output tokens per second", "output_tokens_per_second",
-               "rate of output tokens over the window: the first token at its line, the rest spread over the "
-               "request's later lines", "close", f"{_WINDOW}; {_TOKENS}", SUMMARY),
+               "rate of output tokens over the window: each request's first token at its line, the rest spread "
+               "evenly from there to its last token", "close", f"{_WINDOW}; {_TOKENS}", SUMMARY),
     PeerMetric("input_throughput_tps", "Prompt tokens per second", "prompt_tokens_per_second",
                "rate of prompt tokens over the window, counted at each request's first token", "close", _WINDOW,
                SUMMARY),
