@@ -1,7 +1,9 @@
 """guidellm 0.8.1's names for cellbench's figures, read in its per-request statistics
 (guidellm/schemas/base/request_stats.py), the HTTP backend that stamps the times
 (guidellm/backends/openai/http.py: time.time() per SSE line) and the benchmark's summary
-(guidellm/benchmark/schemas/metrics.py)."""
+(guidellm/benchmark/schemas/metrics.py). A name is its console table's (group and column:
+"Output Tokens Per Sec") where the console shows the figure (guidellm/benchmark/outputs/console.py),
+else its field's."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ ENTRIES: tuple[PeerMetric, ...] = (
                f"guidellm's own TPOT (time_per_output_token_ms) is (last token − request start) / output tokens, "
                f"the first token included, and matches no cellbench figure; {_TOKENS}", STATS),
     none("itl_ms", "no gaps between chunks: its ITL is one mean per request (cellbench's TPOT)", STATS),
-    PeerMetric("e2el_ms", "Request latency", "request_latency", "request_end − request_start (s)", "same",
+    PeerMetric("e2el_ms", "Request Latency", "request_latency", "request_end − request_start (s)", "same",
                "request_end is stamped after the stream ends at `[DONE]` (guidellm/backends/openai/http.py), as "
                "cellbench's t_end", STATS),
     none("decode_tps", "no per-request decode rate: its per-request output_tokens_per_second is output tokens / "
@@ -45,21 +47,21 @@ ENTRIES: tuple[PeerMetric, ...] = (
     PeerMetric("queue_delay_ms", "Request dispatch delay", "request_dispatch_delay",
                "request_start − targeted_start, for rate strategies (constant, poisson, trace) only", "different",
                "it includes the client's own lateness, which cellbench reports apart as the schedule lag", STATS),
-    PeerMetric("output_throughput_tps", "Output tokens per second", "output_tokens_per_second",
+    PeerMetric("output_throughput_tps", "Output Tokens Per Sec", "output_tokens_per_second",
                "rate of output tokens over the window: each request's first token at its line, the rest spread "
                "evenly from there to its last token", "close", f"{_WINDOW}; {_TOKENS}", SUMMARY),
-    PeerMetric("input_throughput_tps", "Prompt tokens per second", "prompt_tokens_per_second",
+    PeerMetric("input_throughput_tps", "Input Tokens Per Sec", "prompt_tokens_per_second",
                "rate of prompt tokens over the window, counted at each request's first token", "close", _WINDOW,
                SUMMARY),
-    PeerMetric("total_token_throughput_tps", "Tokens per second", "tokens_per_second",
+    PeerMetric("total_token_throughput_tps", "Total Tokens Per Sec", "tokens_per_second",
                "rate of prompt and output tokens over the window", "close", f"{_WINDOW}; {_TOKENS}", SUMMARY),
-    PeerMetric("request_throughput_rps", "Requests per second", "requests_per_second",
+    PeerMetric("request_throughput_rps", "Requests Per Sec", "requests_per_second",
                "rate of request ends over the window", "close", _WINDOW, SUMMARY),
-    PeerMetric("goodput.goodput_rps", "Request goodput", "request_goodput",
+    PeerMetric("goodput.goodput_rps", "Goodput Per Sec", "request_goodput",
                "rate over the window of the successful requests within every objective (ttft_ms, tpot_ms, e2el_ms)",
                "close", "its tpot_ms objective is compared with its ITL (cellbench's TPOT, to the last token); "
                f"{_WINDOW}", SUMMARY),
-    PeerMetric("wall_time_s", "Duration", "duration", "measure_end_time − measure_start_time", "close",
+    PeerMetric("wall_time_s", "Timings Dur", "duration", "measure_end_time − measure_start_time", "close",
                "the measurement window, warm-up and cool-down left out, is set by the scheduler, not by the "
                "requests; cellbench's wall time is the measured requests' first send to last end",
                "guidellm/benchmark/schemas/benchmark.py"),
