@@ -3,7 +3,8 @@
 `cellbench install [fw...]` installs frameworks into the cache; `cellbench doctor [--json]` says,
 for every framework, where it runs, whether it can run here, what is installed (version and
 where from) and the command that installs it. `cellbench report` rebuilds the reports from
-result files (bench.reports.rebuild); `cellbench weekly` runs the unattended weekly pipeline (bench.cli.weekly);
+result files, or with `--as TOOL` prints them under another tool's metric names (bench.reports.rebuild);
+`cellbench weekly` runs the unattended weekly pipeline (bench.cli.weekly);
 `cellbench eval precheck|locate` checks an eval config's rows without running them (bench.cli.eval);
 `cellbench serve FRAMEWORK` starts one server as its cell would, for debugging by hand (bench.cli.serve);
 `cellbench update` installs frameworks' newer releases beside the pinned ones (bench.cli.update);
@@ -149,7 +150,8 @@ def _doctor(args: argparse.Namespace) -> int:
 
 # Subcommands whose options their own modules parse: name -> (module, one-line help).
 OWN_OPTIONS = {
-    "report": ("bench.reports.rebuild", "rebuild comparison.json, REPORT.md and plots from result files alone"),
+    "report": ("bench.reports.rebuild", "rebuild comparison.json, REPORT.md and plots from result files alone "
+               "(--as TOOL: print REPORT.md under vLLM's, AIPerf's, guidellm's or SiliconBench's metric names)"),
     "weekly": ("bench.cli.weekly", "the unattended weekly run: update, chat, agent, reports, weekly/<date> branch"),
     "nightly": ("bench.cli.nightly",
                 "the nightly workflow's steps: job matrix, tracking issue, nightly/<date> branch"),

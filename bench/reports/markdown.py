@@ -205,7 +205,7 @@ def section_title(level: LevelKey) -> str:
 UNLIKE_ROW = "Differing settings"
 
 
-def _level_section(comparison: Comparison, level: LevelKey | int) -> list[str]:
+def _level_section(comparison: Comparison, level: LevelKey | int, relabel: Callable[[str], str] = str) -> list[str]:
     frameworks, results = comparison["frameworks"], comparison["results"]
     key = ("concurrency", level) if isinstance(level, int) else level
     by_fw = {fw: {level_key(lv): lv for lv in results[fw]["levels"]} for fw in frameworks}
@@ -216,7 +216,7 @@ def _level_section(comparison: Comparison, level: LevelKey | int) -> list[str]:
     rows_shown = [*every[:at], *(reasoning_rows() if reasoned else ()), *every[at:],
                   *(open_loop_rows() if key[0] == "rate" else ()),
                   *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ())]
-    rows = [[label, *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
+    rows = [[relabel(label), *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
                       for fw in frameworks)]
             for label, render in rows_shown]
     unlike = setting_differences({fw: results[fw]["run_config"] for fw in frameworks if key in by_fw[fw]})
@@ -360,13 +360,15 @@ def _caption(plot: Path, levels: list[LevelKey]) -> str:
     return f"TTFT and TPOT at {section_title(level).lower() if level else plot.stem}"
 
 
-def render_report(comparison: Comparison, plot_files: list[Path], floors: Floors | None = None) -> str:
+def render_report(comparison: Comparison, plot_files: list[Path], floors: Floors | None = None, *,
+                  relabel: Callable[[str], str] = str, note: tuple[str, ...] = ()) -> str:
     """The markdown text; `plot_files` are embedded by name, relative to the report; `floors`: the
-    machine's noise floors of these cells, for *Between frameworks* (bench.reports.between)."""
+    machine's noise floors of these cells, for *Between frameworks* (bench.reports.between); `relabel`
+    renames the level tables' rows and `note` goes under the title (`cellbench report --as`)."""
     if not comparison["frameworks"]:
         body = ["No result of this machine in this directory.", ""]
     else:
-        body = [line for level in plots.all_levels(comparison) for line in _level_section(comparison, level)]
+        body = [line for level in plots.all_levels(comparison) for line in _level_section(comparison, level, relabel)]
         body += between.interval_notes(comparison)
         body += between.between_section(comparison, plots.all_levels(comparison), floors, section_title)
         body += _sweep_section(comparison)
@@ -382,7 +384,8 @@ def render_report(comparison: Comparison, plot_files: list[Path], floors: Floors
     ]
     levels = plots.all_levels(comparison) if comparison["frameworks"] else []
     figures = ["## Plots", "", *[f"![{_caption(p, levels)}]({plots.PLOTS_DIR}/{p.name})\n" for p in plot_files]]
-    return "\n".join([*_header(comparison), *body, *notes, *figures])
+    header = _header(comparison)
+    return "\n".join([*header[:2], *(f"{line}\n" for line in note), *header[2:], *body, *notes, *figures])
 
 
 def write_report(split_dir: Path, comparison: Comparison) -> Path:

@@ -12,20 +12,30 @@ cellbench's: a folder of nothing else is never written to (its comparison.json a
 are SiliconBench's), and each one whose files were not imported yet gets a line naming the
 `cellbench import siliconbench` command that converts it (bench.imports.found). With nothing
 else to rebuild, that line is the answer and the exit status is 1.
+
+`--as aiperf|vllm|guidellm|siliconbench` writes nothing: it prints each split's REPORT.md, built
+from its result files as the rebuild would, with the level tables' metric rows named as that tool
+names them (bench.core.crosswalk), cellbench's name beside each, and a note under the title. The
+committed REPORT.md keeps cellbench's names: a report another tool's names were put on would be a
+second report of the same files, easy to take for the first, diff or commit by mistake.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.base.paths import results_root
+from bench.core import crosswalk
+from bench.core.metrics.table import BY_KEY
+from bench.core.noise import Floors
 from bench.core.store import COMPARISON_FILE
 from bench.imports import found
-from bench.reports import merge, plots
-from bench.reports.comparison import Comparison, read_comparison, write_comparison
+from bench.reports import markdown, merge, plots
+from bench.reports.comparison import Comparison, build_comparison, read_comparison, write_comparison
 from bench.reports.markdown import write_report
 
 
@@ -56,6 +66,49 @@ def rebuild(results_root: Path, *, model: str | None = None, machine: str | None
     return [path for d in split_dirs(results_root, model=model, machine=machine) for path in rebuild_split(d)[1]]
 
 
+_ROW_TAIL = re.compile(r"( (avg|p\d+))? \([^)]*\)$")  # "TPOT avg (ms)": the statistic and the unit after the name
+
+
+def peer_relabel(tool: str) -> Callable[[str], str]:
+    """REPORT.md's row label -> the same row under `tool`'s name for its metric: "TPOT avg (ms)" ->
+    "Inter Token Latency (AIPerf, close; cellbench TPOT) avg (ms)", "TTFB ..." -> "TTFB (no vLLM
+    equivalent) ...". A row of no crosswalk figure (counts, tokens per chunk, the client) keeps its label."""
+    keys = {label: key.partition(".")[0] if key.partition(".")[0] in BY_KEY else key
+            for label, key in markdown.row_metrics().items()}
+    keys.update({label: "goodput.goodput_rps" for label, _ in markdown.GOODPUT_ROWS})
+    short = crosswalk.tool_label(tool, version=False)
+
+    def relabel(label: str) -> str:
+        key = keys.get(label)
+        if key not in crosswalk.KEYS:
+            return label
+        entry = crosswalk.peer_metric(tool, key)
+        ours = _ROW_TAIL.sub("", label)
+        if entry.name is None:
+            return f"{ours} (no {short} equivalent){label[len(ours):]}"
+        how = {"same": "", "close": ", close", "different": ", differs"}[entry.likeness]
+        return f"{entry.name} ({short}{how}; cellbench {ours}){label[len(ours):]}"
+    return relabel
+
+
+def peer_note(tool: str) -> str:
+    """The line under the title of a report shown with `tool`'s names."""
+    short = crosswalk.tool_label(tool, version=False)
+    return (f"Metric names as {crosswalk.tool_label(tool)} gives them (`cellbench report --as {tool}`), cellbench's "
+            f"beside each: \"close\" marks a definition that differs in detail, \"differs\" another quantity, \"no "
+            f"{short} equivalent\" a figure {short} does not report. The values are cellbench's own, unchanged, "
+            "and only the level tables' rows are renamed; docs/metrics.md (Names in other tools) gives each "
+            "formula and how it differs. REPORT.md itself keeps cellbench's names.")
+
+
+def report_as(split_dir: Path, tool: str) -> str:
+    """`split_dir`'s REPORT.md under `tool`'s names, built from its result files; nothing is written."""
+    comparison = build_comparison(split_dir, machine=split_dir.parent.name)
+    plot_files = sorted((split_dir / plots.PLOTS_DIR).glob("*.png"))  # as the last rebuild left them
+    return markdown.render_report(comparison, plot_files, Floors(split_dir), relabel=peer_relabel(tool),
+                                  note=(peer_note(tool),))
+
+
 def main(argv: list[str] | None = None) -> int:
     args_given = list(argv if argv is not None else sys.argv[1:])
     if any(a == "--merge" or a.startswith("--merge=") for a in args_given):
@@ -67,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="results root [the checkout's results/: the nearest folder upward with a pytest.ini]")
     parser.add_argument("--model", help="only this model (its results directory name)")
     parser.add_argument("--machine", help="only this machine slug")
+    parser.add_argument("--as", dest="as_tool", choices=crosswalk.TOOLS,
+                        help="print each REPORT.md with this tool's metric names beside cellbench's (docs/metrics.md, "
+                             "Names in other tools); writes nothing")
     args = parser.parse_args(args_given)
     root = results_root(args.results_dir, Path.cwd())
     shown = root if args.results_dir is None else args.results_dir
@@ -76,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     if not dirs:
         print("\n".join(foreign) or f"no result directories under {shown}", file=sys.stderr)
         return 1
+    if args.as_tool is not None:
+        print("\n\n".join(report_as(split_dir, args.as_tool) for split_dir in dirs))
+        for line in foreign:
+            print(line, file=sys.stderr)
+        return 0
     for split_dir in dirs:
         comparison, written = rebuild_split(split_dir)
         for path in written:

@@ -9,9 +9,10 @@ schema), and REPORT.md (bench.reports.markdown) and the HTML review (bench.repor
 take their metric rows and columns from it.
 
 Adding a metric: a per-request function (in bench.core.metrics.requests, or here), one `Metric`
-row in METRICS, its key in `RequiredStats` or `OptionalStats` (so mypy knows it), and its formula
-in docs/metrics.md. tests/core/test_metric_table.py checks the table, these TypedDicts and the schema
-agree.
+row in METRICS, its key in `RequiredStats` or `OptionalStats` (so mypy knows it), its formula
+in docs/metrics.md, and what each peer tool calls it (bench.core.crosswalk). tests/core/test_metric_table.py
+checks the table, these TypedDicts and the schema agree; tests/core/test_crosswalk.py that the crosswalk
+covers the table.
 """
 
 from __future__ import annotations
