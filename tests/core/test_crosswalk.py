@@ -5,7 +5,6 @@ docs/metrics.md's "Names in other tools" shows exactly the code's entries."""
 from __future__ import annotations
 
 import glob
-import os
 import re
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from typing import get_type_hints
 
 import pytest
 
-from bench.base.paths import PROJECT_ROOT
+from bench.base.paths import PROJECT_ROOT, frameworks_dir
 from bench.core import crosswalk
 from bench.core.crosswalk import KEYS, TOOLS, PeerMetric, peer_formula, peer_metric, peer_name
 from bench.core.metrics.blocks import Goodput, Level
@@ -73,13 +72,9 @@ def test_importing_it_pulls_in_nothing_else():
 
 
 def _site_packages(package: str) -> Path | None:
-    """Where `package` is installed on this machine, if anywhere: the peers' own virtual environments
-    (CELLBENCH_PEER_SITES, colon-separated site-packages folders; /tmp/peer*/ and cellbench's install
-    cache by default)."""
-    home = Path.home() / ".cache" / "cellbench" / "frameworks"
-    given = [p for p in os.environ.get("CELLBENCH_PEER_SITES", "").split(":") if p]
-    found = [*given, *glob.glob("/tmp/peer*/lib/python3*/site-packages"),
-             *glob.glob(f"{home}/*/*/venv/lib/python3*/site-packages")]
+    """Where `package` is installed on this machine, if anywhere: a venv in cellbench's framework
+    cache (`cellbench install vllm`, `aiperf`, `guidellm` put the peers there)."""
+    found = glob.glob(f"{frameworks_dir()}/*/*/venv/lib/python3*/site-packages")
     return next((Path(p) for p in found if (Path(p) / package / "__init__.py").is_file()), None)
 
 
