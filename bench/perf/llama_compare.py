@@ -41,6 +41,11 @@ from bench.setup.tinymodel import ensure_tiny_model
 
 HOST = "127.0.0.1"
 FIGURES = ("output_throughput_tps", "tpot_p50_ms", "itl_p50_ms", "ttft_p50_ms")
+# Each figure's key in bench.core.crosswalk, where every peer's own name for it is declared.
+CROSSWALK_KEYS = {"output_throughput_tps": "output_throughput_tps", "tpot_p50_ms": "tpot_ms", "itl_p50_ms": "itl_ms",
+                  "ttft_p50_ms": "ttft_ms"}
+LABELS = {"output_throughput_tps": "output tok/s", "tpot_p50_ms": "TPOT p50", "itl_p50_ms": "ITL p50",
+          "ttft_p50_ms": "TTFT p50"}
 MAX_PROMPT_TOKENS = 1024  # vLLM's client drops longer prompts (and shorter than 4 tokens)
 
 
@@ -128,6 +133,7 @@ def summary(runs: list[tuple[str, ClientRun]], name: str) -> dict[str, Any]:
         spread = Spread.of(values)
         out[key] = None if spread is None else asdict(spread)
     out["errors"] = [e for r in mine for e in r.errors][:5]
+    out["own_names"] = own_names(name)  # the peer's names for the same figures (bench.core.crosswalk)
     return out
 
 
@@ -179,6 +185,20 @@ def paired(runs: list[tuple[str, ClientRun]], a: str, b: str, *, clean: bool = F
     return out
 
 
+def own_names(client: str) -> dict[str, str] | None:
+    """A peer's own name for each figure (bench.core.crosswalk), "no equivalent" where it has none,
+    with how close its definition is; None for cellbench's own client."""
+    from bench.core.crosswalk import TOOLS, likeness, peer_name
+
+    if client not in TOOLS:
+        return None
+    out = {}
+    for key in FIGURES:
+        name = peer_name(client, CROSSWALK_KEYS[key])
+        out[key] = "no equivalent" if name is None else f"{name} ({likeness(client, CROSSWALK_KEYS[key])})"
+    return out
+
+
 def table(rows: list[dict[str, Any]], *pairings: dict[str, Any]) -> str:
     """Markdown: per client, the median (lowest-highest) of each figure, and the failed requests;
     a last row: cellbench's median over vLLM's, minus one."""
@@ -226,6 +246,10 @@ def compare_on_llama(plan: LlamaPlan, clients: list[Any], missing: list[Any], fo
           f"{plan.pairs} x {len(clients)} runs alternated, {plan.requests} requests each at c={plan.concurrency}, "
           f"max_tokens {plan.max_tokens}")
     print(table(rows, *pairings))
+    for r in rows:
+        if names := own_names(r["client"]):
+            print(f"{r['client']} reports these under its own names: "
+                  + "; ".join(f"{LABELS[k]} = {names[k]}" for k in FIGURES))
     for r in missing:
         print(f"{r.client}: {r.missing}")
     return 0
