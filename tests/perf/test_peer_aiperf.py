@@ -30,29 +30,30 @@ EXPORT = Path(__file__).parent.parent / "data" / "peers" / "aiperf"
 
 def test_a_real_export_is_read_per_request_with_its_failures_apart():
     run = peer.read_aiperf_exports(EXPORT, cpu_s=7.0, wall_s=11.0)
-    # The warm-up (stream 1) is left out; streams 2-4 timed out, 5-7 got all 5 chunks.
-    assert (run.ok, run.failed, run.chunks, run.cpu_s, run.wall_s) == (3, 3, 15, 7.0, 11.0)
-    assert [stream_of(text) for text, _, _ in run.timings] == ["5", "6", "7"]
-    assert run.timings[0] == (" #5 tok tok tok tok", pytest.approx(0.022989683),
-                              pytest.approx([0.009797547, 0.009930172, 0.010118183, 0.009893248]))
+    # The warm-up (stream 1) is left out; streams 3 and 4 timed out, 2, 5, 6 and 7 got all 5 chunks.
+    assert (run.ok, run.failed, run.chunks, run.cpu_s, run.wall_s) == (4, 2, 20, 7.0, 11.0)
+    assert [stream_of(text) for text, _, _ in run.timings] == ["5", "2", "6", "7"]  # in AIPerf's record order
+    assert run.timings[1] == (" #2 tok tok tok tok", pytest.approx(0.037815964),
+                              pytest.approx([0.011437832, 0.008399331, 0.009984243, 0.009856835]))
     assert all(len(gaps) == 4 for _, _, gaps in run.timings)
-    assert run.errors == ["TimeoutError: TimeoutError()"] * 3
-    assert run.duration_s == pytest.approx(0.135850752)
+    assert run.errors == ["TimeoutError: TimeoutError()"] * 2
+    assert run.duration_s == pytest.approx(0.141542656)
     # AIPerf's own medians, over the successful requests only.
-    assert run.reported == {"output_throughput_tps": pytest.approx(100.44389572613835),
-                            "ttft_p50_ms": pytest.approx(21.87649), "tpot_p50_ms": pytest.approx(10.02414275),
-                            "itl_p50_ms": pytest.approx(9.984424)}
-    # Every successful request is found in the server's log of the same run.
+    assert run.reported == {"output_throughput_tps": pytest.approx(136.85373696646064),
+                            "ttft_p50_ms": pytest.approx(24.4770505), "tpot_p50_ms": pytest.approx(9.951299125),
+                            "itl_p50_ms": pytest.approx(10.037863)}
+    # Every successful request is found in the server's log of the same run, every gap beside the server's.
     log = json.loads((EXPORT / "server_log.json").read_text())
-    assert len(ttft_errors(run, log)) == 3 and len(itl_errors(run, log)) == 12
+    assert len(ttft_errors(run, log)) == 4 and len(itl_errors(run, log)) == 16
+    assert max(itl_errors(run, log)) < 0.005  # in seconds, as the log is: a ms-for-s slip would be 10 s off
 
 
 def test_without_per_request_records_the_aggregate_counts_are_read(tmp_path):
     shutil.copy(EXPORT / peer.AGGREGATE, tmp_path / peer.AGGREGATE)  # as `--export-level summary` leaves it
     run = peer.read_aiperf_exports(tmp_path, cpu_s=1.0, wall_s=2.0)
     # request_count is the successful requests, not completed_request_count (6: both kinds).
-    assert (run.ok, run.failed, run.chunks, run.timings) == (3, 3, 15, [])
-    assert run.errors == ["TimeoutError: TimeoutError()"] and run.reported["ttft_p50_ms"] == pytest.approx(21.87649)
+    assert (run.ok, run.failed, run.chunks, run.timings) == (4, 2, 20, [])
+    assert run.errors == ["TimeoutError: TimeoutError()"] and run.reported["ttft_p50_ms"] == pytest.approx(24.4770505)
 
 
 def test_the_command_sends_the_workload_in_order_after_its_warm_up(tmp_path):
@@ -62,7 +63,8 @@ def test_the_command_sends_the_workload_in_order_after_its_warm_up(tmp_path):
     opts = dict(zip(argv, argv[1:], strict=False))  # each option and the word after it
     assert opts["--concurrency"] == "3" and opts["--request-count"] == "4" and opts["--warmup-request-count"] == "1"
     assert json.loads(opts["--extra-inputs"]) == {"max_tokens": 7, "ignore_eos": True}
-    assert opts["--connection-reuse-strategy"] == "pooled" and opts["--export-level"] == "raw"
+    assert opts["--connection-reuse-strategy"] == "pooled" and opts["--export-level"] == "records"
+    assert "--export-outputs-json" in argv
     assert opts["--dataset-sampling-strategy"] == "sequential" and "--use-server-token-count" in argv
     other = peer.aiperf_argv("aiperf", Workload("u", "tiny", 1, 1, ("a",), 1, detail=False), tmp_path / "d", tmp_path)
     assert other[other.index("--connection-reuse-strategy") + 1] == "never"

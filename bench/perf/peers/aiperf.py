@@ -33,16 +33,28 @@ Read back from AIPerf's own exports in the artifact folder:
   are over the successful requests, as cellbench's are (the failure-inflated percentiles AIPerf
   adds are its `adj_*` entries, not read); `request_count` is its count of successful requests,
   `error_request_count` of failed ones (`completed_request_count` is both).
-- With `work.detail` (`--export-level raw`): `profile_export.jsonl`, one record per request, a
-  request failed when it has an `error`; a successful one's chunks are 1 + its `inter_chunk_latency`
-  gaps, its TTFT `time_to_first_token`. Those records keep no output text, so each is matched by
-  its `x_request_id` to its record in `profile_export_raw.jsonl`, whose SSE packets give the start
-  of the output text (the null server names its stream there).
+- With `work.detail` (`--export-level records --export-outputs-json`): `profile_export.jsonl`, one
+  record per request, a request failed when it has an `error`; a successful one's chunks are 1 +
+  its `inter_chunk_latency` gaps, its TTFT `time_to_first_token`. Those records keep no output
+  text, so each is matched by its `x_request_id` to its entry in `outputs.json`, whose
+  `response_text` starts with the null server's stream id. That export writes each request's text
+  once; the raw export (`--export-level raw`: every SSE packet with its headers) would give the
+  same text at several times the writing while the timed requests run.
 - Without (`--export-level summary`, the CPU runs: no per-request files written): the counts of
   the aggregate, and `total_usage_completion_tokens`, the server's completion tokens of the
   successful requests, as the chunks (one token a chunk, as the null server sends them).
 
-CPU: see `cpu_accounting` for how AIPerf's processes are reaped and counted.
+CPU: `run_child`'s wait4 figure holds all of AIPerf's processes. AIPerf's parent (which becomes
+its system controller) starts and reaps the others (dataset manager, timing manager, worker
+manager, records manager, one worker, one record processor here: 7 processes pinned to the one
+core), so their user+sys land in its children's rusage before it exits. Checked on 2026-12-02 by
+polling every process of the tree with psutil every 20 ms during the run (each one's last
+reading, which misses at most its last 20 ms): 600 requests of 100 chunks, wait4 10.73 s against
+10.63 s summed over the 7 processes; 6 requests of 5 chunks, 6.17 s against 6.11 s. Most of a
+run's fixed cost is the dataset manager's start (3-4 s, loading the tokenizer); the N-vs-3N
+difference cancels it.
+
+`benchmark_duration` is AIPerf's first request sent to last response of the profiling phase.
 """
 
 from __future__ import annotations
@@ -65,7 +77,7 @@ RECIPE = PipVenv(framework=AIPERF, version="0.13.0", packages=("aiperf==0.13.0",
 
 AGGREGATE = "profile_export_aiperf.json"
 RECORDS = "profile_export.jsonl"
-RAW = "profile_export_raw.jsonl"
+OUTPUTS = "outputs.json"
 
 
 def connection_reuse(work: Workload) -> str:
@@ -84,7 +96,8 @@ def aiperf_argv(executable: str, work: Workload, dataset: Path, artifacts: Path)
         "--concurrency", str(work.concurrency), "--request-count", str(work.requests),
         "--warmup-request-count", "1", "--extra-inputs", json.dumps(body), "--use-server-token-count",
         "--connection-reuse-strategy", connection_reuse(work),
-        "--export-level", "raw" if work.detail else "summary", "--output-artifact-dir", str(artifacts),
+        *(["--export-level", "records", "--export-outputs-json"] if work.detail else ["--export-level", "summary"]),
+        "--output-artifact-dir", str(artifacts),
         "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry", "--no-auto-plot",
     ]
 
@@ -102,7 +115,7 @@ def run_aiperf(install: Installation, work: Workload, folder: Path, cpu: int | N
     # it: the first line is the warm-up (prompts[0], as cellbench's), then request i on line i + 1.
     texts = [work.prompts[0], *requests_of(work)]
     dataset.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
-    for old in (AGGREGATE, RECORDS, RAW):
+    for old in (AGGREGATE, RECORDS, OUTPUTS):
         (artifacts / old).unlink(missing_ok=True)
     log = folder / "aiperf.log"
     argv = aiperf_argv(install.executable(AIPERF), work, dataset, artifacts)
@@ -125,7 +138,7 @@ def read_aiperf_exports(artifacts: Path, cpu_s: float, wall_s: float) -> ClientR
                          duration_s=duration, cpu_s=cpu_s, wall_s=wall_s, timings=[],
                          reported=_reported(aggregate), errors=_summary_errors(aggregate))
     records = [r for r in _lines(artifacts / RECORDS) if r["metadata"].get("benchmark_phase") == "profiling"]
-    texts = _output_heads(artifacts / RAW) if (artifacts / RAW).is_file() else {}
+    texts = _output_heads(artifacts / OUTPUTS) if (artifacts / OUTPUTS).is_file() else {}
     good = [r for r in records if not r.get("error")]
     timings = []
     for r in good:
@@ -156,28 +169,10 @@ def _values(record: dict[str, Any], tag: str) -> list[float]:
     return [float(x) for x in found["value"]]
 
 
-def _output_heads(raw: Path) -> dict[str, str]:
-    """x_request_id -> the start of its output text, from the SSE packets of the raw export."""
-    heads = {}
-    for record in _lines(raw):
-        if record["metadata"].get("benchmark_phase") != "profiling":
-            continue
-        text = ""
-        for response in record.get("responses") or []:
-            for packet in response.get("packets") or []:
-                text += _delta(packet.get("value", ""))
-            if len(text) >= HEAD:
-                break
-        heads[record["metadata"]["x_request_id"]] = text[:HEAD]
-    return heads
-
-
-def _delta(data: str) -> str:
-    """The content of one SSE data packet of a chat stream ("" for [DONE] or a usage-only chunk)."""
-    if not data.startswith("{"):
-        return ""
-    choices = json.loads(data).get("choices") or [{}]
-    return str((choices[0].get("delta") or {}).get("content") or "")
+def _output_heads(outputs: Path) -> dict[str, str]:
+    """x_request_id -> the start of its output text, from outputs.json (profiling requests only)."""
+    data = json.loads(outputs.read_text())
+    return {str(e["x_request_id"]): str(e.get("response_text") or "")[:HEAD] for e in data["data"]}
 
 
 def _stat(aggregate: dict[str, Any], tag: str, stat: str) -> float | None:
