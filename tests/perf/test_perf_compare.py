@@ -202,7 +202,7 @@ def test_compare_prints_a_row_per_client_with_every_chunk_counted(record_propert
 def test_llama_server_mode_alternates_both_clients_on_the_same_prompts(llama_server, record_property):
     if vllm_install() is None:
         pytest.skip("needs vLLM's client: no vLLM install in the framework cache (cellbench install vllm)")
-    doc = _compare("--llama-server", "--pairs", "1", "--llama-requests", "4", "--tokens", "8")
+    doc = _compare("--llama-server", "--pairs", "1", "--llama-requests", "4", "--tokens", "8", "--peers", "vllm")
     assert [r["client"] for r in doc["runs"]] == ["cellbench", "vllm"]  # A B
     rows = {r["client"]: r for r in doc["rows"]}
     assert rows["cellbench"]["failed"] == 0 and rows["cellbench"]["requests"] == 4

@@ -19,7 +19,7 @@ from bench.perf.clients import ClientRun, Workload
 from bench.setup.installs import Installation, Recipe
 
 # One module per peer, in the order their rows are printed.
-PEER_MODULES = ("bench.perf.peers.vllm", "bench.perf.peers.guidellm")
+PEER_MODULES = ("bench.perf.peers.vllm", "bench.perf.peers.aiperf", "bench.perf.peers.guidellm")
 
 
 @dataclass(frozen=True)
