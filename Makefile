@@ -33,7 +33,7 @@ bench: setup
 	$(PY) -m pytest -m chat --requests $(BENCH_REQUESTS) --rounds $(BENCH_ROUNDS) --html=results/report.html --self-contained-html $(ARGS)
 
 test: setup chromium lint
-	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm vllm_mlx
+	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm vllm_mlx aiperf guidellm
 	$(PY) -m pytest tests -p no:cacheprovider -m "not perf" $(ARGS)
 
 # No framework install, no server: what a change to the engine, the reports or the pytest layer

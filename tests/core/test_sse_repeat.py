@@ -123,6 +123,15 @@ def test_the_shortcut_reads_the_text_and_stamps_each_chunk_when_it_arrived():
     assert parsed == 3  # role, the first content chunk and finish are parsed ([DONE] is no JSON); b, c, "d é" not
 
 
+def test_json_written_with_blanks_after_its_colons_is_read_the_same_way():
+    """Python's json.dumps writes `"content": " tok"` (transformers serve, mlx-lm's server)."""
+    spaced = [b"data: " + json.dumps(json.loads(e[6:])).encode() + b"\n\n" for e in (ROLE, PLAIN, wire(base("b")),
+                                                                                   wire(base("c")), FINISH)]
+    rec, parsed = drive([*spaced, DONE])
+    assert rec == bytewise([*spaced, DONE]) and rec.output_text_head == "abc"
+    assert parsed == 3
+
+
 def test_a_server_whose_chunks_never_repeat_stops_being_learned_from():
     events = [ROLE, *(wire({**base(str(k)), "created": k}) for k in range(8)), FINISH, DONE]
     rec, parsed = drive(events)

@@ -2,9 +2,9 @@
 
 A server streams every token as the same JSON with only the content's text changed (the id,
 `created`, the model's name and the empty fields are the same for a request's every chunk). Once
-a stream's content chunk has been parsed in full, its bytes are kept as a prefix (up to and
-including `"content":"`) and a suffix (from the closing quote on); a later read that starts with
-that prefix, ends with that suffix, and has between them a non-empty text with no quote, no
+a stream's content chunk has been parsed in full, its bytes are kept as a prefix (up to the
+content string's opening quote) and a suffix (from its closing quote on); a later read that
+starts with that prefix, ends with that suffix, and has between them a non-empty text with no quote, no
 backslash and no control character, in valid UTF-8, is that same JSON with a different content
 string, so it says what the parsed chunk said with this text as its output: output and answer,
 no finish_reason, no usage, no error, the same model. Exact by construction, it is learned only
@@ -18,7 +18,9 @@ import re
 # What would end, escape or break the JSON string (or, as \r and \n, the SSE line) it sits in.
 _UNSAFE = re.compile(rb'["\\\x00-\x1f]')
 _KEY = b'"content"'
-_OPEN = b'"content":"'
+# the key, its colon and the string's opening quote, with the blanks JSON allows (Python's json.dumps
+# writes `"content": "`, most servers `"content":"`)
+_OPEN = re.compile(rb'"content"[ \t]*:[ \t]*"')
 
 
 class RepeatedChunk:
@@ -42,10 +44,10 @@ class RepeatedChunk:
         (other output beside it: reasoning, a second choice)."""
         if b"\\" in read or read.count(_KEY) != 1:
             return None
-        at = read.find(_OPEN)
-        if at < 0:
+        opened = _OPEN.search(read)
+        if opened is None:
             return None
-        start = at + len(_OPEN)
+        start = opened.end()
         close = read.find(b'"', start)
         found = read[start:close]
         if close < 0 or not found or _UNSAFE.search(found):
