@@ -9,7 +9,7 @@ fast as it can) runs pinned to the last usable CPU; the client's level (`run_lev
 concurrency: delivered chunks/s and requests/s over the level's wall time, the busiest client
 process's CPU share and the server's: a share near 1.0 says which of the two was the limit. On
 a host with two CPUs the server gets one and the client one, so a figure whose server share is
-near 1.0 is the server's ceiling, not the client's (the command says so in its row). Short
+near 1.0 is the server's ceiling as much as the client's (the row's "limited by" says which). Short
 responses (`--tokens 1`) measure requests/s, long ones chunks/s.
 """
 
@@ -43,7 +43,7 @@ class Ceiling:
     requests_per_s: float
     client_cpu_share: float | None  # the busiest client process's, of one core
     server_cpu_share: float
-    limited_by: str  # "client", "server" or "neither" (the host, or both below BOUND)
+    limited_by: str  # "client", "server", "client and server" or "neither" (the host, or both below BOUND)
 
 
 def measure(concurrency: int, tokens: int, rounds: int, procs: int) -> Ceiling:
@@ -66,7 +66,8 @@ def measure(concurrency: int, tokens: int, rounds: int, procs: int) -> Ceiling:
     wall = s["wall_time_s"] or float("nan")
     server_share = ((after.user + after.system) - (before.user + before.system)) / wall
     client_share = s["client"].get("cpu_share")
-    limited = ("client" if (client_share or 0.0) > BOUND else "server" if server_share > BOUND else "neither")
+    bound = [who for who, share in (("client", client_share or 0.0), ("server", server_share)) if share > BOUND]
+    limited = " and ".join(bound) or "neither"  # both near a core: a faster client would meet a saturated server
     return Ceiling(concurrency, procs, s["num_requests"], s["failed"], s["chunks_total"] / wall,
                    s["request_throughput_rps"] or 0.0, client_share, server_share, limited)
 

@@ -54,6 +54,7 @@ from bench.perf.args import non_negative_float, peer_names, positive_float, posi
 from bench.perf.client_figures import (
     ServerLog,
     Spread,
+    TimingError,
     chunk_rate,
     cpu_per_chunk,
     cpu_share,
@@ -224,8 +225,15 @@ def report(rows: list[ClientRow], measured: list[Measured], plan: Plan, argv: li
         "runs": [{"client": x.client, "kind": x.kind, "repeat": x.repeat, "ok": x.run.ok, "failed": x.run.failed,
                   "chunks": x.run.chunks, "duration_s": round(x.run.duration_s, 4), "cpu_s": round(x.run.cpu_s, 4),
                   "wall_s": round(x.run.wall_s, 3), "server_cpu_s": round(x.server_cpu_s, 4),
-                  "server_late": x.server_late, "errors": x.run.errors} for x in measured],
+                  "server_late": x.server_late, "errors": x.run.errors,
+                  # a paced run's own timing errors: whether the tail holds in every repeat, not only pooled
+                  **({"timing": asdict(_run_timing(x, plan))} if x.server_log else {})} for x in measured],
     }
+
+
+def _run_timing(x: Measured, plan: Plan) -> TimingError:
+    rate = int(x.kind.removeprefix("paced "))
+    return timing_error([(x.run, x.server_log)], rate, _streams(rate, plan))
 
 
 @contextlib.contextmanager
@@ -291,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="wait this long for the host lock that keeps cells off the machine [%(default)s s]")
     ap.add_argument("--keep", type=Path, default=None, help="keep the runs' files (logs, vLLM's results) here")
     ap.add_argument("--llama-server", action="store_true",
-                    help="instead: both clients on the cached llama-server, runs alternated (bench.perf.llama_compare)")
+                    help="instead: every client on the cached llama-server, runs alternated (bench.perf.llama_compare)")
     ap.add_argument("--pairs", type=positive_int, default=5, help="with --llama-server: A B pairs [%(default)s]")
     ap.add_argument("--concurrency", type=positive_int, default=4, help="with --llama-server: in flight [%(default)s]")
     ap.add_argument("--llama-requests", type=positive_int, default=40,
@@ -299,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(given)
     started = clock.now_iso()
     clients, missing = available_clients(args.peers)
-    if not args.llama_server:  # beside the default, cellbench as vLLM's client connects: kept alive
+    if not args.llama_server:  # beside the default, cellbench as the peers connect: kept alive
         clients.insert(1, Client(CELLBENCH_KEEP_ALIVE, clients[0].version,
                                  lambda w, f, c: run_cellbench(replace(w, keep_alive=True), f, c)))
     with tempfile.TemporaryDirectory(prefix="cellbench-perf-") as tmp:

@@ -1,19 +1,21 @@
-"""`cellbench perf compare --llama-server`: cellbench's client and vLLM's on the same llama-server,
-with the same prompts, runs alternated A B A B ...
+"""`cellbench perf compare --llama-server`: cellbench's client and the peers' (vLLM's, AIPerf,
+guidellm: whichever are installed) on the same llama-server, with the same prompts, runs
+alternated A B C ... then in reverse.
 
-The end-to-end check of the null-server comparison: on a real server, do the two clients report
+The end-to-end check of the null-server comparison: on a real server, do the clients report
 the same throughput, TPOT, ITL and TTFT? Every run gets a fresh llama-server (the cached build
 and the built-in tiny model, started exactly as a chat cell starts it), because a server that
 has seen a prompt answers it from its prompt cache; alternating the clients spreads the host's
-drift over both. Both send the chat split's prompts that vLLM's client accepts (4 to 1024 tokens:
+drift over all. All send the chat split's prompts that vLLM's client accepts (4 to 1024 tokens:
 it drops the others), request i the i-th of them, as one user message, the tiny profile's
 sampling, `ignore_eos` and the same `max_tokens`, with the same concurrency in a closed loop.
-Per client: the median over its runs of each figure as the client itself reports it, the range
+Per client: the median over its runs of each figure as the client itself reports it, under
+cellbench's name for it (each peer's own name beside, from bench.core.crosswalk), the range
 (lowest-highest) over the runs, and its failed requests. Then, because one run on a shared host
-varies by more than the clients differ, the comparison is paired: per pair, cellbench's figure
-over vLLM's minus one, and the median of those with a distribution-free 95% confidence interval
-(`paired_difference`). A pair's two runs are seconds apart, so the host's drift over the hour
-cancels; the order within a pair flips every pair, so going first or second does too.
+varies by more than the clients differ, each peer is paired with cellbench: per round,
+cellbench's figure over the peer's minus one, and the median of those with a distribution-free
+95% confidence interval (`paired_difference`). A round's runs are seconds apart, so the host's
+drift over the hour cancels; the order flips every round, so going first or last does too.
 """
 
 from __future__ import annotations

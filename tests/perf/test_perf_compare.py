@@ -183,6 +183,8 @@ def test_compare_prints_a_row_per_client_with_every_chunk_counted(record_propert
         expected = {"unpaced N": requests, "unpaced 3N": 3 * requests, f"paced {rate}": 2 * paced_streams}[run["kind"]]
         assert (run["ok"], run["failed"]) == (expected, 0), run
         assert run["chunks"] == expected * tokens, run  # the same count from both clients
+        if run["kind"].startswith("paced"):  # each paced run's own errors, beside the pooled ones of its row
+            assert run["timing"]["requests"] == expected and run["timing"]["itl_p99_ms"] is not None, run
     for name, r in rows.items():
         assert r["cpu_us_per_chunk"] is not None and r["chunks_per_s"]["median"] > 0
         (timing,) = r["timing"]
