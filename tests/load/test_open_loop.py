@@ -191,7 +191,10 @@ def test_the_deadline_stops_the_arrivals_and_cancels_what_is_in_flight():
                         prompts("stream 10 0.05"), [])
     assert time.perf_counter() - t0 < 5
     assert run.partial and run.stop_reason.startswith("deadline reached")
-    assert 5 <= len(run.records) <= 15, "about a second of arrivals at 10/s"
+    # about 10 arrivals a second from the level's start to the deadline: a busy host that started
+    # the level late left it less of that second, which is not what this test is about
+    window = max(0.0, t0 + 1.0 - run.t_start)
+    assert abs(len(run.records) - 10 * window) <= 5, (len(run.records), window)
     assert all(r.t_send <= t0 + 1.0 + SEND_BOUND_S for r in run.records)
 
 
