@@ -8,22 +8,19 @@ made); the command is checked by running it with AIPerf from the framework cache
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from bench.base.paths import PROJECT_ROOT
 from bench.perf.client_figures import itl_errors, stream_of, ttft_errors
 from bench.perf.client_overhead import MODEL
 from bench.perf.clients import Workload
 from bench.perf.peers import aiperf as peer
 from bench.perf.peers import peers
 from bench.setup.installs import cached
-from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S
+from tests.support.busy import TEST_TIMEOUT_S
+from tests.support.perf_compare import perf_compare
 
 EXPORT = Path(__file__).parent.parent / "data" / "peers" / "aiperf"
 
@@ -73,14 +70,6 @@ def test_the_command_sends_the_workload_in_order_after_its_warm_up(tmp_path):
     assert [p.name for p in peers()].count("aiperf") == 1
 
 
-def _compare(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "perf", "compare", "--json",
-                           "--host-lock-timeout", str(HOST_LOCK_WAIT_S), *args],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=SESSION_TIMEOUT_S,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
 
 def _installed() -> None:
     if cached(peer.RECIPE) is None:
@@ -92,7 +81,7 @@ def _installed() -> None:
 def test_compare_gives_aiperf_a_row_with_every_chunk_counted(record_property):
     _installed()
     streams, tokens, requests, rate = 4, 10, 8, 400
-    doc = _compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
+    doc = perf_compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
                    "--rates", str(rate), "--rounds", "2", "--peers", "aiperf")
     (row,) = [r for r in doc["rows"] if r["client"] == "aiperf"]
     paced_streams = rate * 10 // 1000
@@ -114,7 +103,7 @@ def test_compare_gives_aiperf_a_row_with_every_chunk_counted(record_property):
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_on_llama_server_aiperf_fails_no_request_with_a_connection_per_request(llama_server, record_property):
     _installed()
-    doc = _compare("--llama-server", "--pairs", "1", "--llama-requests", "4", "--tokens", "8", "--peers", "aiperf")
+    doc = perf_compare("--llama-server", "--pairs", "1", "--llama-requests", "4", "--tokens", "8", "--peers", "aiperf")
     rows = {r["client"]: r for r in doc["rows"]}
     assert [r["client"] for r in doc["runs"]] == ["cellbench", "aiperf"]
     assert rows["aiperf"]["requests"] == 4 and rows["aiperf"]["failed"] == 0, rows["aiperf"]

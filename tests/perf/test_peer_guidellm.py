@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from bench.base.paths import PROJECT_ROOT
 from bench.perf.client_figures import stream_of, timing_error, ttft_errors
 from bench.perf.clients import Workload
 from bench.perf.peers.guidellm import RECIPE, read_guidellm_result, scenario
 from bench.setup.installs import cached
-from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S
+from tests.support.busy import TEST_TIMEOUT_S
+from tests.support.perf_compare import perf_compare
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "peers" / "guidellm"
 
@@ -84,14 +81,6 @@ def test_the_scenario_sends_exactly_the_workload(tmp_path):
         scenario(Workload("u", "m", 1, 1, ("p",), 1), tmp_path / "d", tmp_path / "o")
 
 
-def _compare(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "perf", "compare", "--json", "--peers", "guidellm",
-                           "--host-lock-timeout", str(HOST_LOCK_WAIT_S), *args],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=SESSION_TIMEOUT_S,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
 
 def _installed() -> None:
     if cached(RECIPE) is None:
@@ -103,8 +92,8 @@ def _installed() -> None:
 def test_compare_gives_guidellm_a_row_with_every_chunk_counted(record_property):
     _installed()
     streams, tokens, requests, rate = 4, 10, 8, 400
-    doc = _compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
-                   "--rates", str(rate), "--rounds", "2")
+    doc = perf_compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
+                   "--rates", str(rate), "--rounds", "2", "--peers", "guidellm")
     paced_streams = rate * 10 // 1000
     runs = [r for r in doc["runs"] if r["client"] == "guidellm"]
     assert [r["kind"] for r in runs] == ["unpaced N", "unpaced 3N", f"paced {rate}"]
@@ -125,7 +114,8 @@ def test_compare_gives_guidellm_a_row_with_every_chunk_counted(record_property):
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_llama_server_mode_runs_guidellm_beside_cellbench(llama_server, record_property):
     _installed()
-    doc = _compare("--llama-server", "--pairs", "1", "--llama-requests", "4", "--tokens", "8")
+    doc = perf_compare("--llama-server", "--pairs", "1", "--llama-requests", "4", "--tokens", "8",
+                       "--peers", "guidellm")
     assert [r["client"] for r in doc["runs"]] == ["cellbench", "guidellm"]
     rows = {r["client"]: r for r in doc["rows"]}
     assert (rows["guidellm"]["requests"], rows["guidellm"]["failed"]) == (4, 0), rows["guidellm"]["errors"]

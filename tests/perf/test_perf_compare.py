@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import socket
 import subprocess
@@ -36,7 +35,8 @@ from bench.perf.client_overhead import paced_server
 from bench.perf.clients import ClientRun
 from bench.perf.llama_compare import paired, paired_difference
 from bench.perf.peers.vllm import read_vllm_result, vllm_install
-from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S
+from tests.support.busy import TEST_TIMEOUT_S
+from tests.support.perf_compare import perf_compare
 
 
 def _post(sock: socket.socket, body: dict) -> None:
@@ -160,21 +160,13 @@ def test_vllm_detailed_result_is_read_per_request():
     assert (plain.ok, plain.failed, plain.chunks, plain.timings) == (9, 1, 900, [])
 
 
-def _compare(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "perf", "compare", "--json",
-                           "--host-lock-timeout", str(HOST_LOCK_WAIT_S), *args],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=SESSION_TIMEOUT_S,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
 
 @pytest.mark.integration
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_compare_prints_a_row_per_client_with_every_chunk_counted(record_property):
     streams, tokens, requests, rate = 4, 10, 8, 400
     with_vllm = vllm_install() is not None
-    doc = _compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
+    doc = perf_compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
                    "--rates", str(rate), "--rounds", "2", "--peers", "vllm" if with_vllm else "none")
     rows = {r["client"]: r for r in doc["rows"]}
     assert set(rows) == {"cellbench", "cellbench --keep-alive", *(["vllm"] if with_vllm else [])}
@@ -204,7 +196,7 @@ def test_compare_prints_a_row_per_client_with_every_chunk_counted(record_propert
 def test_llama_server_mode_alternates_both_clients_on_the_same_prompts(llama_server, record_property):
     if vllm_install() is None:
         pytest.skip("needs vLLM's client: no vLLM install in the framework cache (cellbench install vllm)")
-    doc = _compare("--llama-server", "--pairs", "1", "--llama-requests", "4", "--tokens", "8", "--peers", "vllm")
+    doc = perf_compare("--llama-server", "--pairs", "1", "--llama-requests", "4", "--tokens", "8", "--peers", "vllm")
     assert [r["client"] for r in doc["runs"]] == ["cellbench", "vllm"]  # A B
     rows = {r["client"]: r for r in doc["rows"]}
     assert rows["cellbench"]["failed"] == 0 and rows["cellbench"]["requests"] == 4
