@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,10 +31,10 @@ def drive(reads: list[bytes]) -> tuple[RequestRecord, int]:
     parsed = 0
     real = stream_module.read_payload
 
-    def counting(data: bytes, name: str | None):  # type: ignore[no-untyped-def]
+    def counting(data: bytes, event: str | None) -> tuple[bool, bool, str, Any, Any, Any, str | None]:
         nonlocal parsed
         parsed += 1
-        return real(data, name)
+        return real(data, event)
 
     rec = RequestRecord(index=0, prompt_name="p", t_send=0.0)
     stream = ChatStream(rec)

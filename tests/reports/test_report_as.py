@@ -12,12 +12,13 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.core import crosswalk
+from bench.core.metrics.blocks import Goodput
 from bench.core.result import read_result
 from bench.reports import rebuild
 from tests.support.results import put, variant, write_cell
 
-GOODPUT = {"slo": {"ttft_p99": 500.0}, "good_requests": 7, "goodput_rps": 3.21, "attainment": {"ttft_p99": 0.875},
-           "slo_met": False, "missed": ["ttft_p99"]}
+GOODPUT: Goodput = {"slo": {"ttft_p99": 500.0}, "good_requests": 7, "goodput_rps": 3.21,
+                    "attainment": {"ttft_p99": 0.875}, "slo_met": False, "missed": ["ttft_p99"]}
 
 
 @pytest.fixture(scope="module")
