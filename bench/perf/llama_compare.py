@@ -11,8 +11,11 @@ it drops the others), request i the i-th of them, as one user message, the tiny 
 sampling, `ignore_eos` and the same `max_tokens`, with the same concurrency in a closed loop.
 Per client: the median over its runs of each figure as the client itself reports it, under
 cellbench's name for it (each peer's own name beside, from bench.core.crosswalk), the range
-(lowest-highest) over the runs, and its failed requests. Then, because one run on a shared host
-varies by more than the clients differ, each peer is paired with cellbench: per round,
+(lowest-highest) over the runs, and its failed requests; beside them the server's own output
+tok/s in the same runs, from its log (bench.perf.llama_log), and each run's reported throughput
+over the server's minus one. That last tells a client that mis-reads the stream (far from 0)
+from one that slowed the server it measured (near 0, however low both are). Then, because one
+run on a shared host varies by more than the clients differ, each peer is paired with cellbench: per round,
 cellbench's figure over the peer's minus one, and the median of those with a distribution-free
 95% confidence interval (`paired_difference`). A round's runs are seconds apart, so the host's
 drift over the hour cancels; the order flips every round, so going first or last does too.
@@ -34,6 +37,7 @@ from bench.host.machine import detect
 from bench.host.ports import free_port
 from bench.perf.client_figures import Spread
 from bench.perf.clients import ClientRun, Workload
+from bench.perf.llama_log import server_throughput
 from bench.run.cell import bind
 from bench.run.launch import launching
 from bench.setup import profiles
@@ -104,36 +108,47 @@ def fitting_prompts(tokenizer_dir: Path, max_tokens: int) -> tuple[str, ...]:
 
 
 def alternate(plan: LlamaPlan, runners: list[tuple[str, Callable[[Workload, Path, int | None], ClientRun]]],
-              folder: Path, say: Callable[[str], None]) -> tuple[list[tuple[str, ClientRun]], str]:
+              folder: Path, say: Callable[[str], None]) -> tuple[list[tuple[str, ClientRun]], list[float | None], str]:
     """`plan.pairs` rounds of every client in turn (A B, then B A, ...), each run on a fresh
-    server; the runs in order and the server's version."""
+    server; the runs in order, the server's own output tok/s in each (from its log), and the
+    server's version."""
     model = ensure_tiny_model()
     prompts = fitting_prompts(model.hf_dir, plan.max_tokens)
     extra = request_extras()
     runs: list[tuple[str, ClientRun]] = []
+    server: list[float | None] = []
     version = "-"
     for pair in range(plan.pairs):
         for name, run in runners if pair % 2 == 0 else runners[::-1]:
             say(f"[{pair + 1}/{plan.pairs}] llama-server: {name} ({plan.requests} requests at c={plan.concurrency})")
-            with llama_server(plan.concurrency, folder / f"llama-server-{pair}-{name}.log") as served:
+            log = folder / f"llama-server-{pair}-{name}.log"
+            with llama_server(plan.concurrency, log) as served:
                 work = Workload(base_url=served.base_url, model=served.model, concurrency=plan.concurrency,
                                 requests=plan.requests, prompts=prompts, max_tokens=plan.max_tokens,
                                 extra=extra, tokenizer=str(model.hf_dir))
                 runs.append((name, run(work, folder, None)))
                 version = served.version
-    return runs, version
+            server.append(server_throughput(log, plan.requests))  # the log is complete once it stopped
+    return runs, server, version
 
 
-def summary(runs: list[tuple[str, ClientRun]], name: str) -> dict[str, Any]:
+def summary(runs: list[tuple[str, ClientRun]], name: str, server: list[float | None] | None = None) -> dict[str, Any]:
     """One client's figures over its runs: each a Spread of the per-run values it reported, and
-    its failed requests of all sent."""
+    its failed requests of all sent; with `server` (the server's own tok/s per run, as `runs`),
+    its Spread over this client's runs and of the client's throughput over it minus one."""
     mine = [r for n, r in runs if n == name]
+    own = [s for (n, _), s in zip(runs, server or [None] * len(runs), strict=True) if n == name]
     out: dict[str, Any] = {"client": name, "runs": len(mine), "failed": sum(r.failed for r in mine),
                            "requests": sum(r.ok + r.failed for r in mine)}
     for key in FIGURES:
         values = [float(v) for r in mine if (v := r.reported.get(key)) is not None]
         spread = Spread.of(values)
         out[key] = None if spread is None else asdict(spread)
+    seen = Spread.of([s for s in own if s])
+    out["server_tps"] = None if seen is None else asdict(seen)
+    reads = Spread.of([float(t) / s - 1 for r, s in zip(mine, own, strict=True)
+                       if s and (t := r.reported.get("output_throughput_tps")) is not None])
+    out["vs_server"] = None if reads is None else asdict(reads)
     out["errors"] = [e for r in mine for e in r.errors][:5]
     out["own_names"] = own_names(name)  # the peer's names for the same figures (bench.core.crosswalk)
     return out
@@ -204,7 +219,8 @@ def own_names(client: str) -> dict[str, str] | None:
 def table(rows: list[dict[str, Any]], *pairings: dict[str, Any]) -> str:
     """Markdown: per client, the median (lowest-highest) of each figure, and the failed requests;
     a last row: cellbench's median over vLLM's, minus one."""
-    head = ["client", "output tok/s", "TPOT p50 (ms)", "ITL p50 (ms)", "TTFT p50 (ms)", "failed"]
+    head = ["client", "output tok/s", "TPOT p50 (ms)", "ITL p50 (ms)", "TTFT p50 (ms)", "failed",
+            "server's own tok/s (its log)", "client's tok/s / server's - 1"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["client"]]
@@ -212,10 +228,13 @@ def table(rows: list[dict[str, Any]], *pairings: dict[str, Any]) -> str:
             s = r[key]
             cells.append("-" if s is None else f"{s['median']:.2f} ({s['low']:.2f}-{s['high']:.2f})")
         cells.append(f"{r['failed']} of {r['requests']}")
+        s, v = r.get("server_tps"), r.get("vs_server")
+        cells.append("-" if s is None else f"{s['median']:.2f} ({s['low']:.2f}-{s['high']:.2f})")
+        cells.append("-" if v is None else f"{v['median']:+.1%} ({v['low']:+.1%} to {v['high']:+.1%})")
         lines.append("| " + " | ".join(cells) + " |")
     if len(rows) == 2 and all(rows[0][k] and rows[1][k] for k in FIGURES):
         diff = [f"{rows[0][k]['median'] / rows[1][k]['median'] - 1:+.1%}" for k in FIGURES]
-        lines.append(f"| {rows[0]['client']} vs {rows[1]['client']}, medians | " + " | ".join(diff) + " | |")
+        lines.append(f"| {rows[0]['client']} vs {rows[1]['client']}, medians | " + " | ".join(diff) + " | | | |")
     for pairs in pairings:
         if not all(pairs[k] for k in FIGURES):
             continue
@@ -223,15 +242,15 @@ def table(rows: list[dict[str, Any]], *pairings: dict[str, Any]) -> str:
         n, coverage = pairs[FIGURES[0]]["n"], pairs[FIGURES[0]]["coverage"]
         which = " in which neither failed a request" if pairs["clean"] else ""
         lines.append(f"| {pairs['a']} / {pairs['b']} - 1, median of {n} pairs{which} ({coverage:.0%} interval) | "
-                     + " | ".join(cells) + " | |")
+                     + " | ".join(cells) + " | | | |")
     return "\n".join(lines)
 
 
 def compare_on_llama(plan: LlamaPlan, clients: list[Any], missing: list[Any], folder: Path,
                      say: Callable[[str], None], as_json: bool, argv: list[str], started: str) -> int:
     """The `--llama-server` mode of `cellbench perf compare`: runs, then the table or JSON."""
-    runs, version = alternate(plan, [(c.name, c.run) for c in clients], folder, say)
-    rows = [summary(runs, c.name) for c in clients]
+    runs, server, version = alternate(plan, [(c.name, c.run) for c in clients], folder, say)
+    rows = [summary(runs, c.name, server) for c in clients]
     pairings = [paired(runs, clients[0].name, peer.name, clean=clean)  # every peer against cellbench's client
                 for peer in clients[1:] for clean in (False, True)]
     m = detect()
@@ -240,7 +259,8 @@ def compare_on_llama(plan: LlamaPlan, clients: list[Any], missing: list[Any], fo
            "llama_server": version, "plan": asdict(plan), "rows": rows, "paired": pairings,
            "missing": [{"client": r.client, "why": r.missing} for r in missing],
            "runs": [{"client": n, "ok": r.ok, "failed": r.failed, "duration_s": round(r.duration_s, 3),
-                     **{k: r.reported.get(k) for k in FIGURES}} for n, r in runs]}
+                     **{k: r.reported.get(k) for k in FIGURES}, "server_tps": s}
+                    for (n, r), s in zip(runs, server, strict=True)]}
     if as_json:
         print(json.dumps(doc, indent=1))
         return 0

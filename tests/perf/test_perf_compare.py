@@ -203,7 +203,11 @@ def test_llama_server_mode_alternates_both_clients_on_the_same_prompts(llama_ser
     assert rows["vllm"]["requests"] == 4  # its failures (reused keep-alive connections) are reported
     for name, r in rows.items():
         assert r["output_throughput_tps"]["median"] > 0 and r["ttft_p50_ms"]["median"] > 0, r
+        # The server's own figure from its log: a client times from before the server starts the
+        # first request to after it released the last, so it cannot report more tokens a second.
+        assert r["server_tps"]["median"] > 0 and r["vs_server"]["high"] <= 0.01, r
         record_property(f"{name}_failed", r["failed"])
+        record_property(f"{name}_vs_server", r["vs_server"]["median"])
 
 
 def test_a_paired_difference_is_the_median_ratio_with_its_order_statistic_interval():
