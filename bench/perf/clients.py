@@ -13,6 +13,7 @@ cancels between a run of N and one of 3N requests.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -20,9 +21,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.core.level_run import LevelRun
 
 CELLBENCH = "cellbench"
 CELLBENCH_KEEP_ALIVE = "cellbench --keep-alive"
@@ -67,6 +72,9 @@ class ClientRun:
     timings: list[tuple[str, float, list[float]]]
     reported: dict[str, float | None]  # the client's own figures: throughput, TTFT/TPOT/ITL medians (ms)
     errors: list[str] = field(default_factory=list)  # up to a few failed requests' messages
+    # What cellbench's child saw of its own process over the measured phase (`host_evidence`),
+    # for telling a tail the host made from one the client made; empty for the peers.
+    evidence: dict[str, float | None] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------ running a child
@@ -126,7 +134,8 @@ def cellbench_child(work: Workload) -> dict[str, Any]:
     cfg = LevelConfig(base_url=work.base_url, model=work.model, concurrency=work.concurrency,
                       requests=work.requests, warmup=1,
                       extra_body={**work.extra, "stream_options": {"include_usage": True}}, keep_alive=work.keep_alive)
-    run = run_level(cfg, prompts, prompts[:1])
+    with collector_pauses() as pauses:
+        run = run_level(cfg, prompts, prompts[:1])
     s = summarize_level(run)
     ok = [r for r in run.records if r.ok]
     return {
@@ -136,7 +145,44 @@ def cellbench_child(work: Workload) -> dict[str, Any]:
         "reported": {"output_throughput_tps": s["output_throughput_tps"], "ttft_p50_ms": s["ttft_ms"]["p50"],
                      "tpot_p50_ms": s["tpot_ms"]["p50"], "itl_p50_ms": s["itl_ms"]["p50"]},
         "errors": [f"{r.error.type.value}: {r.error.message}" for r in run.records if r.error][:3],
+        "evidence": host_evidence(run, pauses),
     }
+
+
+@contextmanager
+def collector_pauses() -> Iterator[list[tuple[float, float]]]:
+    """The garbage collector's pauses while the block runs, (perf_counter at its start, seconds),
+    timed from its own start and stop callbacks (a few hundred ns each)."""
+    pauses: list[tuple[float, float]] = []
+    began = [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            pauses.append((began[0], time.perf_counter() - began[0]))
+
+    gc.callbacks.append(timed)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(timed)
+
+
+def host_evidence(run: LevelRun, pauses: list[tuple[float, float]]) -> dict[str, float | None]:
+    """What can put a chunk's timestamp late, besides the client's own work: the loop thread
+    waiting for a CPU (run-queue wait, its preemptions) and the collector's pauses; and how late
+    the loop ran its 10 ms ticker (the sum of all causes), over the measured phase (the
+    collection run_level makes before it, and the warm-up's, left out)."""
+    host = run.client.host
+    pauses_s = [d for t, d in pauses if run.t_start <= t <= run.t_end]
+    wall = run.t_end - run.t_start
+    wait = None if host is None or host.run_queue_wait_share is None else host.run_queue_wait_share * wall * 1e3
+    return {"run_queue_wait_ms": wait,
+            "preempted": None if host is None or host.involuntary_switches is None else host.involuntary_switches,
+            "loop_lag_p99_ms": run.client.loop_lag_p99_ms,
+            "gc_collections": len(pauses_s), "gc_pause_max_ms": max(pauses_s, default=0.0) * 1e3,
+            "gc_pause_total_ms": sum(pauses_s) * 1e3}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -104,6 +104,8 @@ class Measured:
     server_cpu_s: float
     server_late: dict[str, Any] = field(default_factory=dict)  # the pacer's lateness (paced runs)
     server_log: ServerLog = field(default_factory=dict)  # when it read and wrote each stream (paced runs)
+    # The host meanwhile: CPU the hypervisor took (steal, every CPU) and the server's preemptions.
+    host: dict[str, float | None] = field(default_factory=dict)
 
 
 def cores(pin: bool) -> tuple[int | None, int | None]:
@@ -144,14 +146,30 @@ def measure(plan: Plan, clients: list[Client], folder: Path, say: Callable[[str]
                     work = Workload(base_url=url, model=MODEL, concurrency=concurrency, requests=requests,
                                     prompts=(PROMPT,), max_tokens=plan.tokens, tokenizer=tokenizer,
                                     detail=server["precise"])
-                    before = proc.cpu_times()
+                    before, switched, stolen = proc.cpu_times(), proc.num_ctx_switches().involuntary, steal_s()
                     run = client.run(work, folder, client_cpu)
                     after = proc.cpu_times()
+                    host = {"steal_ms": _ms_between(stolen, steal_s()),
+                            "server_preempted": proc.num_ctx_switches().involuntary - switched}
                     late = _server_json(url, "/stats") if server["precise"] else {}
                     log = _server_json(url, "/log") if server["precise"] else {}
                 spent = (after.user + after.system) - (before.user + before.system)
-                done.append(Measured(client.name, kind, rep, run, spent, late, log))
+                done.append(Measured(client.name, kind, rep, run, spent, late, log, host))
     return done
+
+
+def steal_s() -> float | None:
+    """Seconds of CPU the hypervisor has taken from this VM since boot, all CPUs (/proc/stat's
+    8th `cpu` field; None where there is none)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" and len(fields) > 8 else None
+    except (OSError, ValueError):
+        return None
+
+
+def _ms_between(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else (b - a) * 1e3
 
 
 def _server_json(url: str, path: str) -> dict[str, Any]:
@@ -227,7 +245,8 @@ def report(rows: list[ClientRow], measured: list[Measured], plan: Plan, argv: li
                   "wall_s": round(x.run.wall_s, 3), "server_cpu_s": round(x.server_cpu_s, 4),
                   "server_late": x.server_late, "errors": x.run.errors,
                   # a paced run's own timing errors: whether the tail holds in every repeat, not only pooled
-                  **({"timing": asdict(_run_timing(x, plan))} if x.server_log else {})} for x in measured],
+                  **({"timing": asdict(_run_timing(x, plan)), "host": {**x.host, **x.run.evidence}}
+                     if x.server_log else {})} for x in measured],
     }
 
 

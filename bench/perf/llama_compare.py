@@ -12,11 +12,12 @@ sampling, `ignore_eos` and the same `max_tokens`, with the same concurrency in a
 Per client: the median over its runs of each figure as the client itself reports it, under
 cellbench's name for it (each peer's own name beside, from bench.core.crosswalk), the range
 (lowest-highest) over the runs, and its failed requests; beside them the server's own output
-tok/s in the same runs, from its log (bench.perf.llama_log), and each run's reported throughput
-over the server's minus one. That last tells a client that mis-reads the stream (far from 0)
-from one that slowed the server it measured (near 0, however low both are). Then, because one
-run on a shared host varies by more than the clients differ, each peer is paired with cellbench: per round,
-cellbench's figure over the peer's minus one, and the median of those with a distribution-free
+tok/s in the same runs, from its log (bench.perf.llama_log; not for a run that failed a
+request), and each run's reported throughput over the server's minus one. That last tells a
+client that mis-reads the stream (far from 0) from one that slowed the server it measured (near
+0, however low both are). Then, because one run on a shared host varies by more than the
+clients differ, each peer is paired with cellbench: per round, cellbench's figure over the
+peer's minus one, and the median of those with a distribution-free
 95% confidence interval (`paired_difference`). A round's runs are seconds apart, so the host's
 drift over the hour cancels; the order flips every round, so going first or last does too.
 """
@@ -128,7 +129,9 @@ def alternate(plan: LlamaPlan, runners: list[tuple[str, Callable[[Workload, Path
                                 extra=extra, tokenizer=str(model.hf_dir))
                 runs.append((name, run(work, folder, None)))
                 version = served.version
-            server.append(server_throughput(log, plan.requests))  # the log is complete once it stopped
+            # The log is complete once the server stopped. A run with a failed request has no
+            # server figure: the log cannot say which requests a failed one was (some never reached it).
+            server.append(None if runs[-1][1].failed else server_throughput(log, plan.requests))
     return runs, server, version
 
 

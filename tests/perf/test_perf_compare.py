@@ -10,6 +10,7 @@ were is what the command reports; no test asserts it.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
@@ -32,7 +33,7 @@ from bench.perf.client_figures import (
     ttft_errors,
 )
 from bench.perf.client_overhead import paced_server
-from bench.perf.clients import ClientRun
+from bench.perf.clients import ClientRun, collector_pauses
 from bench.perf.llama_compare import paired, paired_difference
 from bench.perf.peers.vllm import read_vllm_result, vllm_install
 from tests.support.busy import TEST_TIMEOUT_S
@@ -177,6 +178,13 @@ def test_compare_prints_a_row_per_client_with_every_chunk_counted(record_propert
         assert run["chunks"] == expected * tokens, run  # the same count from both clients
         if run["kind"].startswith("paced"):  # each paced run's own errors, beside the pooled ones of its row
             assert run["timing"]["requests"] == expected and run["timing"]["itl_p99_ms"] is not None, run
+            # and what the host did meanwhile: the server's preemptions for every client, and for
+            # cellbench's own the loop thread's waits for a CPU and the collector's pauses
+            assert run["host"]["server_preempted"] >= 0, run
+            if run["client"].startswith("cellbench"):
+                evidence = run["host"]
+                assert evidence["run_queue_wait_ms"] >= 0 and evidence["gc_collections"] >= 0, run
+                assert evidence["gc_pause_total_ms"] >= evidence["gc_pause_max_ms"] >= 0, run
     for name, r in rows.items():
         assert r["cpu_us_per_chunk"] is not None and r["chunks_per_s"]["median"] > 0
         (timing,) = r["timing"]
@@ -263,3 +271,16 @@ def test_a_value_that_cannot_describe_a_run_is_a_usage_error_naming_the_option(t
     assert f"error: argument {option}: takes " in proc.stderr and "Traceback" not in proc.stderr
     assert re.search(rf"got '?{re.escape(args[-1])}'?$", proc.stderr.strip()), proc.stderr
 
+
+
+def test_the_collectors_pauses_are_timed_while_the_block_runs_and_only_then():
+    with collector_pauses() as pauses:
+        junk = [[i] for i in range(1000)]  # something for it to traverse
+        gc.collect()
+        gc.collect(0)
+    assert len(pauses) >= 2 and all(d > 0 for _, d in pauses)
+    assert pauses == sorted(pauses)  # (start, duration) in the order they ran
+    seen, callbacks = len(pauses), len(gc.callbacks)
+    gc.collect()
+    assert len(pauses) == seen and junk  # its callback went with the block
+    assert callbacks == len(gc.callbacks)
