@@ -11,7 +11,7 @@ verdict, and for a benchmark cell writes the journal of the cell's results folde
 cell (bench.reports.journal), with the comparison against the cell's previous result when that
 one was imported from another benchmark (bench.core.imported), and for a failed cell the
 telemetry reading of its result. When the session finishes it
-rebuilds comparison.json, REPORT.md and the plots of every split the session touched
+rebuilds comparison.json, REPORT.md, comparison.csv and the plots of every split the session touched
 (bench.reports.rebuild) and closes the journals (`partial` when interrupted).
 """
 
@@ -108,9 +108,10 @@ class RunRecorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         for split_dir in sorted(self.split_dirs):
             written = rebuild_split(split_dir)[1]
-            self.written += written[:2]  # comparison.json, REPORT.md
-            if written[2:]:
-                self.written.append(written[2].parent)  # plots/
+            plots = [p for p in written if p.suffix == ".png"]
+            self.written += [p for p in written if p not in plots]  # comparison.json, REPORT.md, comparison.csv
+            if plots:
+                self.written.append(plots[0].parent)  # plots/, as one line
         for journal in self.journals.values():
             journal.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
             self.written.append(journal.md_path)

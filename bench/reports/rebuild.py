@@ -1,4 +1,4 @@
-"""Rebuild comparison.json, REPORT.md and plots from result files alone.
+"""Rebuild comparison.json, comparison.csv, REPORT.md and plots from result files alone.
 
 `python -m bench.reports.rebuild [--results-dir DIR] [--model M] [--machine SLUG]`; with
 `--merge DIR...` it hands over to bench.reports.merge (one report across machines' result folders).
@@ -36,6 +36,7 @@ from bench.core.store import COMPARISON_FILE
 from bench.imports import found
 from bench.reports import markdown, merge, plots
 from bench.reports.comparison import Comparison, build_comparison, read_comparison, write_comparison
+from bench.reports.csv_export import comparison_csv, requests_csv, write_comparison_csv
 from bench.reports.markdown import write_report
 
 
@@ -58,7 +59,8 @@ def rebuild_split(split_dir: Path) -> tuple[Comparison, list[Path]]:
     comparison_path = write_comparison(split_dir, machine=split_dir.parent.name)
     comparison = read_comparison(comparison_path)
     report = write_report(split_dir, comparison)
-    return comparison, [comparison_path, report, *sorted((split_dir / plots.PLOTS_DIR).glob("*.png"))]
+    table = write_comparison_csv(split_dir, comparison)
+    return comparison, [comparison_path, report, table, *sorted((split_dir / plots.PLOTS_DIR).glob("*.png"))]
 
 
 def rebuild(results_root: Path, *, model: str | None = None, machine: str | None = None) -> list[Path]:
@@ -120,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="results root [the checkout's results/: the nearest folder upward with a pytest.ini]")
     parser.add_argument("--model", help="only this model (its results directory name)")
     parser.add_argument("--machine", help="only this machine slug")
+    parser.add_argument("--csv", action="store_true",
+                        help="print every split's figures as one CSV (bench.reports.csv_export); writes nothing")
+    parser.add_argument("--requests-csv", action="store_true",
+                        help="also write each result's per-request log as <result>.requests.csv beside its sidecar")
     parser.add_argument("--as", dest="as_tool", choices=crosswalk.TOOLS,
                         help="print each REPORT.md with this tool's metric names beside cellbench's (docs/metrics.md, "
                              "Names in other tools); writes nothing")
@@ -132,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     if not dirs:
         print("\n".join(foreign) or f"no result directories under {shown}", file=sys.stderr)
         return 1
+    if args.csv:
+        print(comparison_csv(build_comparison(d, machine=d.parent.name) for d in dirs), end="")
+        return 0
     if args.as_tool is not None:
         print("\n\n".join(report_as(split_dir, args.as_tool) for split_dir in dirs))
         for line in foreign:
@@ -139,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for split_dir in dirs:
         comparison, written = rebuild_split(split_dir)
+        if args.requests_csv:
+            written += [requests_csv(split_dir / str(r["requests_file"])) for r in comparison["results"].values()
+                        if r.get("requests_file") and (split_dir / str(r["requests_file"])).is_file()]
         for path in written:
             print(path)
         for ignored in comparison["ignored"]:

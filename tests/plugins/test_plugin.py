@@ -305,6 +305,7 @@ def test_terminal_summary_lists_the_files_written(pytester: pytest.Pytester):
         "*cellbench verdicts: 1 ok*",
         f"  {split_dir / 'comparison.json'}",
         f"  {split_dir / 'REPORT.md'}",
+        f"  {split_dir / 'comparison.csv'}",
         f"  {split_dir / 'plots'}{os.sep}",
         f"  {split_dir.parent}{os.sep}weekly_*.journal.md",
         f"  {pytester.path / 'out' / 'report.html'}",

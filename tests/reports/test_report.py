@@ -221,8 +221,8 @@ def test_python_m_bench_report_rebuilds_from_files_alone(built, tmp_path):
     proc = run_report("--results-dir", str(root))
     assert proc.returncode == 0, proc.stderr
     written = [Path(line) for line in proc.stdout.splitlines()]
-    assert written[:2] == [copy / "comparison.json", copy / "REPORT.md"]
-    assert sorted(p.name for p in written[2:]) == [*(f"latency_c{c}.png" for c in (1, 2, 4)), "throughput.png"]
+    assert written[:3] == [copy / "comparison.json", copy / "REPORT.md", copy / "comparison.csv"]
+    assert sorted(p.name for p in written[3:]) == [*(f"latency_c{c}.png" for c in (1, 2, 4)), "throughput.png"]
     assert all(p.is_file() for p in written)
     assert f"ignored {BROKEN}: unreadable:" in proc.stderr
     rebuilt = (copy / "REPORT.md").read_text()
@@ -249,7 +249,8 @@ def test_rebuild_filters_by_model_and_machine(tmp_path, real):
 
     assert {p.parent for p in rebuild(root, machine=FOREIGN, model="tiny") if p.suffix != ".png"} == {there}
     assert {p.parent for p in rebuild(root, model="tiny") if p.suffix != ".png"} == {here, there}
-    comparison, report = rebuild(root, model="other-model")
+    comparison, report, table = rebuild(root, model="other-model")
+    assert table == misfiled / "comparison.csv"
     assert comparison == misfiled / "comparison.json"
     text = report.read_text()
     assert "No result of this machine" in text and "model tiny, this directory is for other-model" in text
