@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
+from bench.core import energy
 from bench.core.metrics.blocks import Level, ThroughputIntervals, Uncertainty
 from bench.core.metrics.intervals import Interval, needs_n, rounds_interval
 from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE
@@ -178,6 +179,7 @@ RULES: dict[str, Rule] = {
     "warmup": warmup,
     "content_encodings": counts,
     "goodput": worst(_goodput_score),
+    "energy": energy.combined,
 }
 """How each field of the rounds becomes the combined level's: a field not listed (a round's own
 `round`, `throughput_ci95`, `uncertainty`) is not carried over; `combine_rounds` makes those."""

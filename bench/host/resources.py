@@ -8,7 +8,8 @@ JSON line in `path`:
      "system": {"mem_total_bytes": ..., "mem_used_bytes": ..., "mem_available_bytes": ...},
      "pressure": {"some_avg10": 0.0, "full_avg10": 0.0},           # Linux PSI, when present
      "cgroup": {"usage_bytes": ...},                                 # under --memory-limit
-     "gpu": [{"index": 0, "util_percent": 97.0, "mem_used_bytes": ..., "power_w": 301.2}]}
+     "gpu": [{"index": 0, "util_percent": 97.0, "mem_used_bytes": ..., "power_w": 301.2}],
+     "cpu_energy": {"joules": 81234.5, "wall": 1767000000.125}}     # RAPL packages, where readable
 
 `t` is monotonic seconds since the sampler started, `wall` epoch seconds. Keys whose source is
 absent on this machine are left out. `peak` holds the peaks for the result file and `summary()`
@@ -41,6 +42,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import psutil
+
+from bench.host.power import PowerSample, Rapl, readings
 
 if TYPE_CHECKING:
     from bench.host.memlimit import MemoryCgroup
@@ -216,6 +219,8 @@ class ResourceSampler:
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
         self._gpu_wanted = gpu
+        self._rapl: Rapl | None = None
+        self.power: list[PowerSample] = []  # the samples' power readings, for energy per token (bench.core.energy)
         self._gpu: _Gpu | None = None
         self._out: IO[str] | None = None
         self._lock = threading.Lock()
@@ -266,6 +271,7 @@ class ResourceSampler:
     # --- the thread ---
 
     def _run(self) -> None:
+        self._rapl = Rapl()
         if self._gpu_wanted:
             try:
                 self._gpu = _Gpu()
@@ -280,6 +286,8 @@ class ResourceSampler:
             due = self.interval_s - ((time.monotonic() - self._t0) % self.interval_s)
             if self._stop.wait(due):
                 break
+        with contextlib.suppress(Exception):  # a last one as it stops, so the last level's end is bracketed
+            self._sample_once()
         if self._gpu is not None:
             self._gpu.close()
         with self._lock:
@@ -298,7 +306,7 @@ class ResourceSampler:
         now = time.monotonic()
         sample: dict = {"t": round(now - self._t0, 3), "wall": round(time.time(), 3)}
         for key, read in (("tree", self._tree), ("system", self._system), ("pressure", self._pressure),
-                          ("cgroup", self._cgroup), ("gpu", self._gpus)):
+                          ("cgroup", self._cgroup), ("gpu", self._gpus), ("cpu_energy", self._cpu_energy)):
             try:
                 value = read()
             except Exception as exc:  # noqa: BLE001 - one source failing leaves the others
@@ -307,6 +315,7 @@ class ResourceSampler:
             if value is not None:
                 sample[key] = value
         self._update_peak(sample)
+        self.power += readings(sample)
         self.samples += 1
         with self._lock:
             if self._out is not None:
@@ -380,6 +389,9 @@ class ResourceSampler:
         if self.cgroup is None:
             return None
         return {"usage_bytes": self.cgroup.usage_bytes()}
+
+    def _cpu_energy(self) -> dict[str, float] | None:
+        return self._rapl.read() if self._rapl else None
 
     def _gpus(self) -> list[dict] | None:
         if self._gpu is None or self._gpu.kind is None:

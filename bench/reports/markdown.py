@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.base.files import atomic_write
-from bench.core import imported
+from bench.core import energy, imported
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
 from bench.core.metrics import audit_lines
 from bench.core.metrics import table as metric_table
@@ -110,6 +110,7 @@ def level_rows() -> tuple[Row, ...]:
         ("Wall time (s)", _field("wall_time_s", 2)),
         ("Tokens per chunk", _field("tokens_per_chunk", 2)),
         ("Client CPU share", lambda lv: _num(lv["client"]["cpu_share"] if "client" in lv else None, 1, 100, "%")),
+        ("Energy (J/output token)", lambda lv: energy.cell_text(lv["energy"]) if "energy" in lv else NULL),
     )
 
 

@@ -5,11 +5,11 @@ A level is closed-loop (a concurrency) or open-loop (an `OpenLoop` schedule at a
 Levels run on a fresh server each, or all on one (--share-server, --endpoint). With --rounds K
 they run round-major (c=1, c=8, c=16, then all again), so a slow drift of the host spreads over
 every level instead of landing on one, each (level, round) on its own server unless shared; the
-result's levels combine each level's rounds (bench.core.rounds). The cell stops
-early, keeping everything measured so far, when a server fails to start, is killed for memory
-or ends on its own, when the cell's budget is spent, or when the load generator's hang watchdog
-ends a level (both `capped`). A transient start failure (a port found held, or a server that
-dropped its readiness connections and exited: bench.run.server) is retried once.
+result's levels combine each level's rounds (bench.core.rounds). The cell stops early, keeping
+everything measured so far, when a server fails to start, is killed for memory or ends on its
+own, when the cell's budget is spent, or when the load generator's hang watchdog ends a level
+(both `capped`). A transient start failure (a port found held, or a server that dropped its
+readiness connections and exited: bench.run.server) is retried once.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import replace
 from functools import partial
 from typing import IO, Any
 
+from bench.core.energy import wall_span, with_energy
 from bench.core.level_run import level_label, rate_json, rate_text
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
@@ -85,6 +86,7 @@ class CellRun:
         self.platform_tag = platform_tag
         self.prompt_set, self.paths, self.launch = prompt_set, paths, launch
         self.summaries: list[Level] = []
+        self._windows: list[tuple[Level, float, float]] = []  # this server's levels, their wall spans: energy
         self.servers: list[Server] = []
         self.listed: tuple[str, ...] | None = None
         self.response_models: set[str] = set()
@@ -214,6 +216,8 @@ class CellRun:
                 server_info["overhead"] = server.overhead()
             if sampler is not None:  # the file name, not the path: results stay valid when moved or committed
                 server_info["resources"] = as_block(ServerResources, {**sampler.summary(), "path": sampler.path.name})
+                with_energy(self._windows, sampler.power, sampler.summary()["gpu_source"], sampler.interval_s)
+            self._windows = []
             self.oom = self.oom or exit_info.oom
         return self.oom is None and self.capped is None and self.server_exit is None
 
@@ -352,6 +356,8 @@ class CellRun:
             summary["round"] = k
         if run.records or run.warmup_records:
             self.summaries.append(summary)
+        if run.records:
+            self._windows.append((summary, *wall_span(run)))
         self.response_models.update(summary["served_models"])
         ol = run.config.open_loop
         key: dict[str, Any] = {"concurrency": run.config.concurrency} if ol is None else {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,10 +23,13 @@ import psutil
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
+from bench.core.energy import NO_SOURCE
 from bench.core.result import new_run_id, validate
+from bench.host.power import Rapl
 from bench.reports.markdown import suite_overhead
 from bench.run.cell import CellConfig, run_cell
 from bench.setup import profiles
+from tests.support import known_watts
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S, assert_ok_unless_client_limited
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(TEST_TIMEOUT_S)]
@@ -123,6 +127,33 @@ def test_chat_cell_ok_and_tokens_equal_server_usage(tmp_path, no_leaked_servers)
     assert f"| llamacpp | {overhead['spawn_s']:.3f} |" in report[report.index("## Suite overhead"):]
     (journal,) = path.parent.parent.glob("weekly_*.journal.md")
     assert f"| llamacpp | {verdict} |" in journal.read_text()
+    # energy: this machine's sources, or plainly none (a VM: no GPU power, no readable RAPL)
+    if not Rapl() and shutil.which("nvidia-smi") is None:
+        assert all(lv["energy"] == {"sources": [], "note": NO_SOURCE} for lv in result["levels"])
+        assert "| Energy (J/output token) | none: no power source |" in report
+    else:
+        assert all(e["joules"] > 0 for lv in result["levels"] for e in lv["energy"]["sources"])
+
+
+def test_energy_per_output_token_of_a_source_of_known_watts(tmp_path, no_leaked_servers):
+    """With a CPU power source of exactly 20 W in place of RAPL, each level's joules are 20 W times
+    its measured wall time, and its J/token those joules over the server's output tokens."""
+    proc = run_pytest("-p", "tests.support.known_watts", "-m", "chat", "-k", "llamacpp", "--requests", "8",
+                      "--concurrency", "1,2", "--warmup", "1", "--port", "0", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    (path,) = result_files(tmp_path)
+    result = load_valid(path)
+    for level in result["levels"]:
+        (entry,) = level["energy"]["sources"]
+        assert (entry["device"], entry["source"], entry["interval_s"]) == ("cpu", "rapl", 1.0)
+        assert entry["wall_s"] == pytest.approx(level["wall_time_s"], abs=1e-6)  # epoch seconds: float to ~0.2 us
+        assert entry["joules"] == pytest.approx(known_watts.WATTS * level["wall_time_s"], rel=1e-6)
+        assert entry["avg_w"] == pytest.approx(known_watts.WATTS, rel=1e-6)
+        assert entry["output_tokens"] == level["output_tokens_total"] > 0
+        assert entry["j_per_output_token"] == pytest.approx(entry["joules"] / level["output_tokens_total"])
+    report = (path.parent / "REPORT.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| Energy (J/output token)"))
+    assert "(cpu rapl, 20.0 W)" in row, row
 
 
 def test_share_server_runs_every_level_on_one_server(tmp_path, no_leaked_servers):

@@ -20,6 +20,7 @@ from bench.core.metrics.intervals import Interval
 from bench.core.metrics.reasoning import Reasoned
 from bench.core.metrics.table import OptionalStats, RequiredStats
 from bench.core.records import ContentEncodings, ErrorSample
+from bench.host.power import Device
 
 
 class ChunkDivergence(TypedDict):
@@ -94,6 +95,33 @@ class OpenLoopBlock(TypedDict):
     peak_in_flight: int
 
 
+class _EnergySourceRequired(TypedDict):
+    device: Device  # the GPUs' power, or the CPU packages' energy counters
+    source: str  # how it was read: nvml, nvidia-smi, metalstat, rapl
+    interval_s: float  # the sampling interval
+    samples: int  # samples inside the level's window
+
+
+class EnergySource(_EnergySourceRequired):
+    """One power source over a level (bench.core.energy)."""
+
+    wall_s: float
+    joules: float
+    avg_w: float | None
+    output_tokens: int
+    j_per_output_token: float | None
+
+
+class _EnergyRequired(TypedDict):
+    sources: list[EnergySource]
+
+
+class Energy(_EnergyRequired, total=False):
+    """A level's energy: an entry per power source, or none and a `note` saying why."""
+
+    note: str
+
+
 class Goodput(TypedDict):
     """A level against the run's SLOs (bench.core.open_loop.goodput)."""
 
@@ -159,6 +187,7 @@ class Level(_LevelRequired, LevelIdentity, OptionalStats, ContentEncodings, Reas
     `request_rate`; its stats blocks are the metric table's (RequiredStats, OptionalStats)."""
 
     goodput: Goodput  # with --slo
+    energy: Energy  # a started server's levels (an endpoint's are not sampled)
     prompt_reuse: PromptReuse
     # measured results only (an imported level lacks what the other tool never recorded)
     started_at: float
