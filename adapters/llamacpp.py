@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
 from bench.setup.installs import SdistCMakeBuild
+from bench.setup.server_metrics import ServerMetrics
 
 BUILD = "11434"
 
@@ -96,4 +97,10 @@ ADAPTER = Adapter(
     serve=serve,
     capabilities=Capabilities(ignore_eos=True),
     startup_timeout_s=120.0,
+    # llama-server b11434's /metrics: counters and gauges, no histograms
+    server_metrics=ServerMetrics(flags=("--metrics",),
+                                 counters={"generated_tokens": "llamacpp:tokens_predicted_total",
+                                           "prompt_tokens": "llamacpp:prompt_tokens_total"},
+                                 gauges={"running": "llamacpp:requests_processing",
+                                         "waiting": "llamacpp:requests_deferred"}),
 )

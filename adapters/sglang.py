@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
 from bench.setup.scripted_install import ScriptedInstall, Step
+from bench.setup.server_metrics import ServerMetrics
 
 REPO = "https://github.com/sgl-project/sglang.git"
 PYTHON = "{prefix}/venv/bin/python"
@@ -101,4 +102,10 @@ ADAPTER = Adapter(
     capabilities=Capabilities(ignore_eos=True),
     startup_timeout_s=300.0,
     served_id=served_id,
+    server_metrics=ServerMetrics(  # off unless asked for; names as SGLang's production-metrics docs give them
+        flags=("--enable-metrics",),
+        counters={"generated_tokens": "sglang:generation_tokens_total", "prompt_tokens": "sglang:prompt_tokens_total"},
+        gauges={"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs",
+                "kv_cache_usage": "sglang:token_usage", "prefix_cache_hit_rate": "sglang:cache_hit_rate"},
+        histograms={"ttft": "sglang:time_to_first_token_seconds"}),
 )

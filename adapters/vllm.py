@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
 from bench.setup.installs import PipVenv
+from bench.setup.server_metrics import ServerMetrics
 
 CPU = PipVenv(
     framework="vllm",
@@ -102,4 +103,12 @@ ADAPTER = Adapter(
     serve=serve,
     capabilities=Capabilities(ignore_eos=True),
     startup_timeout_s=300.0,
+    server_metrics=ServerMetrics(  # on by default; names as vLLM 0.32.0 serves them
+        counters={"generated_tokens": "vllm:generation_tokens_total", "prompt_tokens": "vllm:prompt_tokens_total",
+                  "prefix_cache_hits": "vllm:prefix_cache_hits_total",
+                  "prefix_cache_queries": "vllm:prefix_cache_queries_total"},
+        gauges={"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting",
+                "kv_cache_usage": "vllm:kv_cache_usage_perc"},
+        histograms={"ttft": "vllm:time_to_first_token_seconds", "itl": "vllm:inter_token_latency_seconds",
+                    "queue": "vllm:request_queue_time_seconds", "e2e": "vllm:e2e_request_latency_seconds"}),
 )

@@ -52,7 +52,7 @@ def serve(args: argparse.Namespace) -> int:
         port = free_port(HOST) if port == 0 else port
         ctx = ServeContext(install, model, HOST, port, args.split, args.concurrency, tag,
                            api_key=key.value if key else None)
-        command = replace(adapter.serve(ctx), secrets=(key.value,) if key else ())
+        command = replace(adapter.command(ctx), secrets=(key.value,) if key else ())
     except (profiles.ProfileError, profiles.ProfileUnavailable, NotInstalled, InstallError, NotConfigured,
             ValueError) as exc:
         print(f"cellbench serve: {exc}", file=sys.stderr)

@@ -14,7 +14,6 @@ readiness connections and exited: bench.run.server) is retried once.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
 import time
@@ -23,22 +22,21 @@ from dataclasses import replace
 from functools import partial
 from typing import IO, Any
 
-from bench.core.energy import wall_span, with_energy
 from bench.core.level_run import level_label, rate_json, rate_text
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
 from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result import CellPaths
-from bench.core.result_model import Level, ReportedVersion, Server, ServerCommand, ServerExit, ServerResources, as_block
+from bench.core.result_model import Level, ReportedVersion, Server, ServerCommand, ServerExit, as_block
 from bench.core.rounds import combined_levels
 from bench.host.ports import free_port
-from bench.host.resources import ResourceSampler
 from bench.load import LevelConfig, LevelRun, OpenLoop
 from bench.load.procs import plan_level, run_level_procs
 from bench.run.audits import cache as cache_audit
 from bench.run.config import CellConfig, Launcher
 from bench.run.probes import Endpoint, list_models, reported_version
+from bench.run.scrape.watch import ServerWatch
 from bench.run.server import ServerProcess, ServerStartError
 from bench.run.sweep import RateSweep
 from bench.setup.adapter import Adapter, ModelRef, ServeContext
@@ -86,7 +84,7 @@ class CellRun:
         self.platform_tag = platform_tag
         self.prompt_set, self.paths, self.launch = prompt_set, paths, launch
         self.summaries: list[Level] = []
-        self._windows: list[tuple[Level, float, float]] = []  # this server's levels, their wall spans: energy
+        self.watch = ServerWatch(None, None)  # the current server's
         self.servers: list[Server] = []
         self.listed: tuple[str, ...] | None = None
         self.response_models: set[str] = set()
@@ -187,12 +185,11 @@ class CellRun:
             return False
         server_info["ready_after_s"] = server.ready_after_s
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
-        # An endpoint's process is not ours to watch: nothing is sampled for it.
-        sampler = ResourceSampler(pid, self.paths.split_dir / f"{self.paths.stem}.{label}.resources.jsonl",
-                                  cgroup=getattr(server, "cgroup", None),
-                                  on_tree=getattr(server, "note_tree", None)) if pid else None
+        self.watch = ServerWatch.start(pid, self.paths.split_dir / f"{self.paths.stem}.{label}", server,
+                                       self.adapter.server_metrics, server.base_url,
+                                       self.cfg.api_key.headers if self.cfg.api_key else {})
         try:
-            with sampler or contextlib.nullcontext():
+            with self.watch:
                 listed = list_models(server.base_url, self.cfg.api_key)
                 if listed is not None:
                     self.listed = listed
@@ -214,10 +211,7 @@ class CellRun:
             server_info["exit"] = as_block(ServerExit, exit_info.to_json())
             if isinstance(server, ServerProcess):
                 server_info["overhead"] = server.overhead()
-            if sampler is not None:  # the file name, not the path: results stay valid when moved or committed
-                server_info["resources"] = as_block(ServerResources, {**sampler.summary(), "path": sampler.path.name})
-                with_energy(self._windows, sampler.power, sampler.summary()["gpu_source"], sampler.interval_s)
-            self._windows = []
+            self.watch.finish(server_info)
             self.oom = self.oom or exit_info.oom
         return self.oom is None and self.capped is None and self.server_exit is None
 
@@ -247,7 +241,7 @@ class CellRun:
         key = self.cfg.api_key
         ctx = ServeContext(self.install, self.model, self.cfg.host, port, self.cfg.split, self._sized_for(),
                            self.platform_tag, api_key=key.value if key else None)
-        command = replace(self.adapter.serve(ctx), cpus=self.cfg.cpus.server, secrets=(key.value,) if key else ())
+        command = replace(self.adapter.command(ctx), cpus=self.cfg.cpus.server, secrets=(key.value,) if key else ())
         log_path = self.paths.server_log(label)
         server_info["port"] = port
         server_info["command"] = as_block(ServerCommand, command.to_json())
@@ -313,7 +307,8 @@ class CellRun:
                            self.summaries[-1] if self.summaries else None)  # auto plans from the level before
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
         try:
-            run = run_level_procs(level_cfg, self.prompt_set.prompts, self.prompt_set.warmup, procs, server_pid=pid)
+            with self.watch.level():
+                run = run_level_procs(level_cfg, self.prompt_set.prompts, self.prompt_set.warmup, procs, server_pid=pid)
         except KeyboardInterrupt as exc:  # keep what the level finished, then let the interrupt end the cell
             if getattr(exc, "level_run", None) is not None:
                 self._keep(exc.level_run, sidecar, k)  # type: ignore[attr-defined]  # set by the load generator
@@ -356,8 +351,7 @@ class CellRun:
             summary["round"] = k
         if run.records or run.warmup_records:
             self.summaries.append(summary)
-        if run.records:
-            self._windows.append((summary, *wall_span(run)))
+        self.watch.keep(summary, run)
         self.response_models.update(summary["served_models"])
         ol = run.config.open_loop
         key: dict[str, Any] = {"concurrency": run.config.concurrency} if ol is None else {

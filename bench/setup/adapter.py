@@ -18,6 +18,7 @@ from typing import Any
 from bench.setup.installs import Installation, Recipe
 from bench.setup.model_ref import ModelFormat, ModelRef
 from bench.setup.profiles import ModelProfile
+from bench.setup.server_metrics import ServerMetrics
 
 __all__ = [
     "Adapter", "Bound", "Capabilities", "ModelFormat", "ModelRef", "NotConfigured", "ServeCommand", "ServeContext",
@@ -147,6 +148,13 @@ class Adapter:
     # its workers); otherwise the engine appends them to the server's argv.
     places_extra_args: bool = False
     notes: str = ""
+    server_metrics: ServerMetrics | None = None  # its Prometheus endpoint, scraped around each level
+
+    def command(self, ctx: ServeContext) -> ServeCommand:
+        """`serve(ctx)` and the flags that turn its metrics endpoint on: the server a cell starts."""
+        command = self.serve(ctx)
+        flags = self.server_metrics.flags if self.server_metrics is not None else ()
+        return replace(command, argv=[*command.argv, *flags]) if flags else command
 
     def platform_here(self) -> str | None:
         """The most specific platform tag of this host that the adapter supports, or None."""

@@ -114,6 +114,14 @@ def test_chat_cell_ok_and_tokens_equal_server_usage(tmp_path, no_leaked_servers)
         accounting = level["audits"]["token_accounting"]
         assert accounting["requests"] == 20 and accounting["usage_tokens"] == level["output_tokens_total"]
         assert accounting["chunks"] == level["chunks_total"], accounting
+        # the server's own count (llama-server --metrics), scraped as the level started and ended:
+        # every token it generated for the level's requests, warm-up included, as usage reported them
+        seen = level["server_metrics"]
+        assert seen["includes_warmup"] and seen["errors"] == [], seen
+        level_records = [r for r in records if r["concurrency"] == level["concurrency"]]
+        assert seen["counters"]["generated_tokens"] == sum(r["usage_completion_tokens"] for r in level_records) > 0
+        assert 0 <= seen["gauges"]["running"]["max"] <= level["concurrency"]
+        assert (path.parent / seen["sidecar"]).is_file()
     # the session's reports, rebuilt from the result files at its end
     comparison = json.loads((path.parent / "comparison.json").read_text())
     assert comparison["provenance"]["llamacpp"]["run_id"] == result["run_id"]

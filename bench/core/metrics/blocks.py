@@ -122,6 +122,35 @@ class Energy(_EnergyRequired, total=False):
     note: str
 
 
+class GaugeFigures(TypedDict):
+    mean: float  # over the level's scrapes, both ends included
+    max: float
+    samples: int
+
+
+class HistogramFigures(TypedDict):
+    count: float  # the increase of its _count over the level
+    mean_ms: float | None  # increase of _sum / increase of _count, in ms; None: no observation
+
+
+class _ServerMetricsRequired(TypedDict):
+    path: str  # the server's Prometheus endpoint
+    interval_s: float  # between scrapes while the level ran
+    includes_warmup: bool  # the scrapes bracket the level's warm-up too
+    sidecar: str  # the server's .server-metrics.jsonl: every scrape's values
+    errors: list[str]  # failed scrapes of this server, once per kind
+
+
+class ServerMetricsBlock(_ServerMetricsRequired, total=False):
+    """A level as the server saw it (bench.run.scrape), under cellbench's names (bench.setup.server_metrics)."""
+
+    note: str  # why there are no figures: no scrape as the level started or ended
+    scrapes: int  # from the level's start to its end, both included
+    counters: dict[str, float]  # each counter's increase over the level
+    gauges: dict[str, GaugeFigures]  # per gauge (bench.setup.server_metrics.GAUGES)
+    histograms: dict[str, HistogramFigures]  # per histogram (HISTOGRAMS)
+
+
 class Goodput(TypedDict):
     """A level against the run's SLOs (bench.core.open_loop.goodput)."""
 
@@ -188,6 +217,7 @@ class Level(_LevelRequired, LevelIdentity, OptionalStats, ContentEncodings, Reas
 
     goodput: Goodput  # with --slo
     energy: Energy  # a started server's levels (an endpoint's are not sampled)
+    server_metrics: ServerMetricsBlock  # a started server whose adapter declares its metrics
     prompt_reuse: PromptReuse
     # measured results only (an imported level lacks what the other tool never recorded)
     started_at: float
