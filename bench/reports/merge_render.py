@@ -271,7 +271,7 @@ def _md_header(merged: Merged) -> list[str]:
         "merged.json). Each cell is that machine's own newest result; numbers are never pooled across machines.",
         "",
         "## Sources", "",
-        *markdown._table(["Folder", "Machines"], [[s["dir"], ", ".join(s["machines"])] for s in merged["sources"]]),
+        *markdown.table(["Folder", "Machines"], [[s["dir"], ", ".join(s["machines"])] for s in merged["sources"]]),
         "",
         f"Expected machines: {expected}.", "",
         f"Sent nothing: {', '.join(_sent_nothing(merged)) or 'none'}.", "",
@@ -285,11 +285,11 @@ def _md_table(table: MergedTable, images: dict[str, bytes]) -> list[str]:
     provenance = ["Machine", "Framework", "Run id", "Harness commit", "Framework version", "File"]
     return [
         f"## {table['model']} — {table['split']}", "",
-        *markdown._table(["Framework", *table["machines"]], [unlike, *rows] if unlike else rows), "",
-        *([markdown._cell(unlike_note(found)), ""] if found.note else []), *between.machines_lines(table),
+        *markdown.table(["Framework", *table["machines"]], [unlike, *rows] if unlike else rows), "",
+        *([markdown.cell(unlike_note(found)), ""] if found.note else []), *between.machines_lines(table),
         f"### Provenance — {table['model']} {table['split']}", "",
-        *markdown._table(provenance, _provenance_rows(table)), "",
-        *[f"Ignored on {i['machine']}: {markdown._cell(i['file'])}: {markdown._cell(i['reason'])}\n"
+        *markdown.table(provenance, _provenance_rows(table)), "",
+        *[f"Ignored on {i['machine']}: {markdown.cell(i['file'])}: {markdown.cell(i['reason'])}\n"
           for i in table["ignored"]],
         *[f"![{name}]({PLOTS_DIR}/{name})\n" for name in _plots_of(table, images)],
     ]
@@ -305,8 +305,8 @@ def render_markdown(merged: Merged, images: dict[str, bytes]) -> str:
                 for f in merged["failures"]]
     missing = [f"{m['model']} {m['split']}: no result from {m['machine']} ({m['reason']})" for m in merged["missing"]]
     lines = [*_md_header(merged), *[line for t in merged["tables"] for line in _md_table(t, images)]]
-    lines += markdown._bullets("Failures", failures, "None: every cell is ok or skipped.")
-    lines += markdown._bullets("Missing", missing, "None: every machine sent every model and split.")
+    lines += markdown.bullets("Failures", failures, "None: every cell is ok or skipped.")
+    lines += markdown.bullets("Missing", missing, "None: every machine sent every model and split.")
     return "\n".join(lines)
 
 

@@ -1,0 +1,145 @@
+"""The rows of REPORT.md's level tables: each a label and how a level renders in it.
+
+The per-request metrics' rows are the metric table's (bench.core.metrics.table), in its order;
+reasoning, open-loop and goodput rows join a table only where one of its levels has them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bench.core import energy, imported
+from bench.core.metrics import table as metric_table
+from bench.core.metrics.intervals import bound_text
+from bench.core.metrics.table import Metric
+from bench.core.result_model import Level
+from bench.reports import between
+from bench.reports.markdown.text import NULL, num
+
+
+def _key(level: Level, key: str, stat: str | None = None) -> float | None:
+    """`level[key]` (or `level[key][stat]`) for a key ROWS names as data; None when absent (an
+    imported level has no TPOT nor client block)."""
+    return imported.metric_value(level, key if stat is None else f"{key}.{stat}")
+
+
+def _stat(block: str, stat: str, digits: int = 1, scale: float = 1.0) -> Callable[[Level], str]:
+    """The block's `stat`; a percentile with its 95% interval where the block has one (INTERVALS_NOTE)."""
+    def cell(lv: Level) -> str:
+        value = num(_key(lv, block, stat), digits, scale)
+        return value if value == NULL else value + bound_text(lv.get(block), stat, f".{digits}f", scale)
+    return cell
+
+
+def _field(key: str, digits: int = 1) -> Callable[[Level], str]:
+    return lambda lv: num(_key(lv, key), digits)
+
+
+def _outcome(lv: Level) -> str:
+    text = f"{lv['successful']} / {lv['failed']}"
+    return f"{text} (partial: {lv['stop_reason']})" if lv["partial"] else text
+
+
+def _gaps(key: str, stat: str, digits: int, scale: float) -> Callable[[Level], str]:
+    """A per-gap metric (ITL) of a bundling framework is per chunk, not per token: say so in the cell."""
+    def cell(lv: Level) -> str:
+        value = _stat(key, stat, digits, scale)(lv)
+        return f"{value} (per chunk)" if lv["itl_per_chunk"] and value != NULL else value
+    return cell
+
+
+def metric_rows(metric: Metric) -> list[tuple[str, Callable[[Level], str]]]:
+    """A metric table row's REPORT.md rows (its `Shown`): "TTFT avg (ms)", "TTFT p50 (ms)", ..."""
+    shown = metric.report
+    if shown is None:
+        return []
+    render = _gaps if metric.per_gap else _stat
+    return [(label, render(metric.key, stat, shown.digits, shown.scale)) for label, stat in shown.rows(metric)]
+
+
+def _shown(when: tuple[str, ...], *, after_throughput: bool = False) -> list[tuple[str, Callable[[Level], str]]]:
+    """The REPORT.md rows of the metric table's rows whose `when` is in `when`, in the table's order."""
+    return [row for m in metric_table.METRICS if m.when in when and m.report is not None
+            and m.report.after_throughput == after_throughput for row in metric_rows(m)]
+
+
+_EVERY_LEVEL = ("always", "measured", "added")  # "added": an earlier result shows no value
+Row = tuple[str, Callable[[Level], str]]
+
+
+def level_rows() -> tuple[Row, ...]:
+    """Every level's rows; the metrics' are the metric table's (bench.core.metrics.table), in its
+    order. Milliseconds and tok/s to 1 decimal, seconds to 2 (the result stores E2EL in ms)."""
+    return (
+        ("Successful / Failed", _outcome),
+        *_shown(_EVERY_LEVEL),
+        ("Output throughput (tok/s)", lambda lv: between.rate_cell(lv, "output_throughput_tps", 1)),
+        ("Input throughput (tok/s)", _field("input_throughput_tps")),
+        ("Total throughput (tok/s)", _field("total_token_throughput_tps")),
+        ("Request throughput (req/s)", lambda lv: between.rate_cell(lv, "request_throughput_rps", 2)),
+        *_shown(_EVERY_LEVEL, after_throughput=True),
+        ("Wall time (s)", _field("wall_time_s", 2)),
+        ("Tokens per chunk", _field("tokens_per_chunk", 2)),
+        ("Client CPU share", lambda lv: num(lv["client"]["cpu_share"] if "client" in lv else None, 1, 100, "%")),
+        ("Energy (J/output token)", lambda lv: energy.cell_text(lv["energy"]) if "energy" in lv else NULL),
+    )
+
+
+def reasoning_rows() -> tuple[Row, ...]:
+    """Where a level of the table reasoned: the reasoning metrics' rows and the reasoning block's,
+    after the rows of the metrics the table lists before the reasoning ones (TTFT): a reasoning
+    model's TTFT ends at its first reasoning delta, its TTFA at the first answer delta
+    (docs/metrics.md, Reasoning models)."""
+    return (
+        *_shown(("reasoning",)),
+        ("Reasoning tokens avg", _stat("reasoning", "tokens_mean")),
+        ("Reasoning / answer chunks", lambda lv: NULL if (block := lv.get("reasoning")) is None
+         else f"{block['chunks_total']} / {block['answer_chunks_total']}"),
+    )
+
+
+def reasoning_at(rows: tuple[Row, ...]) -> int:
+    """Where in `rows` the reasoning rows go: after the last row of a metric listed before the first reasoning one."""
+    metrics = metric_table.METRICS
+    first = next((i for i, m in enumerate(metrics) if m.when == "reasoning"), len(metrics))
+    before = {label for m in metrics[:first] for label, _ in metric_rows(m)}
+    return max((i for i, (label, _) in enumerate(rows) if label in before), default=0) + 1
+
+
+def open_loop_rows() -> tuple[Row, ...]:
+    """Open-loop levels only: how the arrivals went, and the open-loop metrics' rows."""
+    return (
+        ("Offered rate (req/s)", _stat("open_loop", "offered_rate_rps", 2)),
+        ("Achieved rate (req/s)", _stat("open_loop", "achieved_rate_rps", 2)),
+        ("Queued / peak in flight", lambda lv: f"{lv['open_loop']['queued']} / {lv['open_loop']['peak_in_flight']}"
+         if "open_loop" in lv else NULL),
+        *_shown(("open_loop",)),
+    )
+
+
+ROWS = level_rows()  # as the table stands at import; the sections ask for the rows again
+
+
+def _goodput(lv: Level) -> str:
+    block = lv.get("goodput")
+    if block is None:
+        return NULL
+    met = "SLO met" if block["slo_met"] else "SLO missed"
+    return f"{num(block['goodput_rps'], 2)} ({block['good_requests']} good, {met})"
+
+
+# Levels judged against SLOs (--slo) only.
+GOODPUT_ROWS: tuple[Row, ...] = (("Goodput (req/s)", _goodput),)
+def row_metrics() -> dict[str, str]:
+    """The metric each row shows, as an imported result labels its methods (bench.core.imported)."""
+    return {
+        "Successful / Failed": "failed",
+        **{label: f"{m.key}.{stat}" for m in metric_table.METRICS if m.report is not None
+           for label, stat in m.report.rows(m)},
+        "Output throughput (tok/s)": "output_throughput_tps", "Input throughput (tok/s)": "input_throughput_tps",
+        "Total throughput (tok/s)": "total_token_throughput_tps",
+        "Request throughput (req/s)": "request_throughput_rps", "Wall time (s)": "wall_time_s",
+        "Tokens per chunk": "tokens_per_chunk",
+    }
+
+

@@ -1,0 +1,199 @@
+"""REPORT.md's sections: the header (runs, verdicts), a table per level, the SLO sweep, the
+imported results' notes, the suite's overhead, the audits, and the plots' captions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.core import imported
+from bench.core.level_run import LevelKey, key_label, level_key, rate_text
+from bench.core.metrics import audit_lines
+from bench.core.metrics import table as metric_table
+from bench.core.result_model import Level, Result
+from bench.reports import between, plots
+from bench.reports.comparison import Comparison, setting_differences
+from bench.reports.markdown.rows import (
+    GOODPUT_ROWS,
+    level_rows,
+    open_loop_rows,
+    reasoning_at,
+    reasoning_rows,
+    row_metrics,
+)
+from bench.reports.markdown.text import MISSING_LEVEL, NULL, bullets, num, table
+
+
+def _value(result: Result, row: str, render: Callable[[Level], str], level: Level) -> str:
+    """The row's value; an imported one its tool derived differently is marked `(<tool>)`."""
+    text = render(level)
+    source = imported.source(result)
+    if source is None or text == NULL or imported.comparable(result, row_metrics().get(row, row)):
+        return text
+    return f"{text} ({source['label']})"
+
+
+def _column(comparison: Comparison, fw: str) -> str:
+    label = imported.label(comparison["results"][fw])
+    return f"{fw}, {label}" if label else fw
+
+
+def section_title(level: LevelKey) -> str:
+    """"Concurrency 8", or "Request rate 4 req/s" (with its burstiness and cap when set)."""
+    return f"Concurrency {level[1]}" if level[0] == "concurrency" else f"Request rate {key_label(level, full=True)}"
+
+
+UNLIKE_ROW = "Differing settings"
+
+
+def level_section(comparison: Comparison, level: LevelKey | int, relabel: Callable[[str], str] = str) -> list[str]:
+    frameworks, results = comparison["frameworks"], comparison["results"]
+    key = ("concurrency", level) if isinstance(level, int) else level
+    by_fw = {fw: {level_key(lv): lv for lv in results[fw]["levels"]} for fw in frameworks}
+    present = [by_fw[fw][key] for fw in frameworks if key in by_fw[fw]]
+    every = level_rows()
+    reasoned = any(m.when == "reasoning" and m.key in lv for m in metric_table.METRICS for lv in present)
+    at = reasoning_at(every)
+    rows_shown = [*every[:at], *(reasoning_rows() if reasoned else ()), *every[at:],
+                  *(open_loop_rows() if key[0] == "rate" else ()),
+                  *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ())]
+    rows = [[relabel(label), *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
+                      for fw in frameworks)]
+            for label, render in rows_shown]
+    unlike = setting_differences({fw: results[fw]["run_config"] for fw in frameworks if key in by_fw[fw]})
+    if unlike:  # said where the numbers are, not only in the warnings below (docs/results.md, Like with like)
+        rows.insert(0, [UNLIKE_ROW, *("; ".join(f"{k}={v[fw]}" for k, v in unlike.items()) if fw in next(
+            iter(unlike.values())) else MISSING_LEVEL for fw in frameworks)])
+    header = ["Metric", *(_column(comparison, fw) for fw in frameworks)]
+    note = [f"Not like with like: these columns ran with different {', '.join(unlike)}; a difference between them "
+            "may be the settings', not the frameworks'.", ""] if unlike else []
+    shown = between.interval_line({fw: by_fw[fw][key] for fw in frameworks if key in by_fw[fw]})
+    return [f"## {section_title(key)}", "", *table(header, rows, "---:"), "", *note, *shown]
+
+
+def sweep_section(comparison: Comparison) -> list[str]:
+    """Each framework's `--request-rate sweep`: the highest rate that met the SLOs, and how it was found."""
+    rows = []
+    for fw in comparison["frameworks"]:
+        sweep = comparison["results"][fw].get("sweep")
+        if sweep is None:
+            continue
+        slo = ", ".join(f"{name}={limit:g}ms" for name, limit in sweep["slo"].items())
+        tried = ", ".join(f"{rate_text(r)} {'met' if ok else 'missed'}"
+                          for r, ok in zip(sweep["rates"], sweep["passed"], strict=True))
+        best = "none met the SLO" if sweep["best_rps"] is None else f"{rate_text(sweep['best_rps'])} req/s"
+        rows.append([_column(comparison, fw), slo, best, num(sweep["goodput_rps"], 2),
+                     "—" if sweep["failing_rps"] is None else f"{rate_text(sweep['failing_rps'])} req/s",
+                     tried, sweep["stopped"]])
+    if not rows:
+        return []
+    header = ["Framework", "SLO", "Highest rate meeting the SLO", "Goodput there (req/s)", "Lowest rate missing it",
+              "Rates run (req/s)", "Stopped"]
+    return ["## SLO sweep", "", "Open-loop levels from the start rate, doubled (or halved) until the SLO's outcome "
+            "changed, then bisected to the tolerance; a rate meets the SLO when every SLO's attainment reached its "
+            "percentile, the level ran to its end and it sent at 90% of its offered rate or more (docs/metrics.md).",
+            "", *table(header, rows), ""]
+
+
+def _origin(result: Result) -> str:
+    """` (imported (SiliconBench) from llamacpp_20261120_101500.json)`, or "" for a measured result."""
+    source = imported.source(result)
+    return f" ({imported.label(result)} from {Path(source['file']).name})" if source else ""
+
+
+def imported_notes(comparison: Comparison) -> list[str]:
+    """Where each imported result came from, what of it is not compared, and its own warnings."""
+    lines = []
+    for fw, label in sorted(comparison.get("imported", {}).items()):
+        result = comparison["results"][fw]
+        source = imported.source(result)
+        if source is None:
+            continue
+        left_out = imported.left_out(result)
+        lines.append(f"{fw}: {label} (sha256 {source['sha256'][:12]}, its timestamp {source['timestamp']})"
+                     + (f"; {left_out}; a value marked ({source['label']}) is not comparable" if left_out else ""))
+        lines += [f"{fw}: {warning}" for warning in source["warnings"]]
+    return lines
+
+
+def _verdict(comparison: Comparison, fw: str) -> str:
+    verdict = comparison["results"][fw]["verdict"]
+    notes = [*verdict["annotations"], *(["suspicious"] if fw in comparison["suspicious"] else [])]
+    return f"{verdict['verdict']} ({', '.join(notes)})" if notes else verdict["verdict"]
+
+
+def report_header(comparison: Comparison) -> list[str]:
+    frameworks = comparison["frameworks"]
+    prov = comparison["provenance"]
+    runs = [[fw, prov[fw]["run_id"], prov[fw]["finished_at"], prov[fw]["file"] + _origin(comparison["results"][fw]),
+             prov[fw]["model_path"] or NULL] for fw in frameworks]
+    verdicts = [[fw, _verdict(comparison, fw), comparison["results"][fw]["verdict"]["reason"],
+                 comparison["results"][fw]["framework"]["version"]] for fw in frameworks]
+    return [
+        f"# cellbench results — {comparison['model']} ({comparison['split']}) on {comparison['machine']}",
+        "",
+        f"Generated {comparison['generated_at']} from the result files beside this report "
+        "(the same data is in comparison.json).",
+        "",
+        "## Runs",
+        "",
+        *table(["Framework", "Run id", "Finished", "File", "Model path"], runs),
+        "",
+        "## Verdicts",
+        "",
+        *table(["Framework", "Verdict", "Reason", "Framework version"], verdicts),
+        "",
+    ]
+
+
+OVERHEAD_PARTS = ("spawn_s", "ready_detect_bound_s", "teardown_s")
+
+
+def suite_overhead(result: Result) -> dict[str, float] | None:
+    """The suite's own seconds in a cell, per part and in total, and their share of the cell.
+
+    part_s = Σ over the cell's servers of that part (spawn, readiness detection bound, teardown);
+    total_s = Σ parts; share = total_s / duration_s (the cell's wall time, setup to result).
+    The readiness part is an upper bound, so the share is too. None for a result without the
+    servers' overhead (an endpoint, an imported result, a file of an earlier cellbench)."""
+    spans = [server["overhead"] for server in result.get("servers", []) if "overhead" in server]
+    if not spans or not result.get("duration_s"):
+        return None
+    parts = {part: sum(span.get(part, 0.0) for span in spans) for part in OVERHEAD_PARTS}
+    total = sum(parts.values())
+    return {**parts, "total_s": total, "share": total / result["duration_s"]}
+
+
+def overhead_section(comparison: Comparison) -> list[str]:
+    rows = [[fw, *(f"{o[part]:.3f}" for part in OVERHEAD_PARTS), f"{o['total_s']:.3f}",
+             f"{comparison['results'][fw]['duration_s']:.1f}", f"{o['share']:.2%}"]
+            for fw in comparison["frameworks"] if (o := suite_overhead(comparison["results"][fw]))]
+    if not rows:
+        return []
+    header = ["Framework", "Spawn (s)", "Readiness noticed within (s)", "Teardown (s)", "Total (s)",
+              "Cell wall time (s)", "Share"]
+    return ["## Suite overhead", "", "The suite's own time per cell: starting each server, noticing it is ready "
+            "(an upper bound), stopping its process group; the framework's own load time is not in it.", "",
+            *table(header, rows, "---:"), ""]
+
+
+def audits_section(comparison: Comparison) -> list[str]:
+    """A line per framework and level whose audit fired, and per audit a framework could not make
+    (bench.core.metrics.audits); an annotation of the cell, never its verdict."""
+    results = comparison["results"]
+    lines = [f"{fw}: {line}" for fw in comparison["frameworks"] for line in audit_lines(results[fw]["levels"])]
+    return bullets("Audits", lines, "None: every level audited passed token accounting (5% of its requests or "
+                    "fewer off their chunk count) and ran every request to its max_tokens.")
+
+
+def caption(plot: Path, levels: list[LevelKey]) -> str:
+    if plot.name == plots.THROUGHPUT_PNG:
+        return "Output throughput against concurrency"
+    if plot.name == plots.THROUGHPUT_RATE_PNG:
+        return "Output throughput against request rate (open loop)"
+    if plot.name == plots.RESOURCES_PNG:
+        return "Server memory and CPU over the cell"
+    level = next((key for key in levels if plots.latency_png(key) == plot.name), None)
+    return f"TTFT and TPOT at {section_title(level).lower() if level else plot.stem}"
+
+
