@@ -197,6 +197,7 @@ class RunConfig(_RunConfigRequired, total=False):
     cpu_affinity: CpuAffinity
     unique_prompts: bool
     keep_alive: bool
+    server_metrics: bool  # --server-metrics; absent: before the option (scraped where declared)
     load: Load  # open loop, or --slo; absent: closed loop
     rounds: int  # --rounds K >= 2; absent: one round
 

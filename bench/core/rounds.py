@@ -17,7 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from bench.core import energy
-from bench.core.metrics.blocks import Level, ThroughputIntervals, Uncertainty
+from bench.core.metrics.blocks import (
+    GaugeFigures,
+    HistogramFigures,
+    Level,
+    ServerMetricsBlock,
+    ThroughputIntervals,
+    Uncertainty,
+)
 from bench.core.metrics.intervals import Interval, needs_n, rounds_interval
 from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE
 from bench.core.metrics.statistics import PERCENTILES, Stats
@@ -161,6 +168,40 @@ def _reuse_score(block: Mapping[str, Any]) -> tuple[bool, bool]:
     return block["may_hit_cache"], block["server_warmed"]
 
 
+def server_metrics(blocks: list[ServerMetricsBlock]) -> ServerMetricsBlock:
+    """The rounds' server_metrics as one level's: counters and histogram counts summed, a gauge's
+    mean weighted by its samples and its maximum the rounds' largest, a histogram's mean weighted
+    by its count; the rounds without figures (`note`: a scrape missing) are left out, and said."""
+    measured = [b for b in blocks if "counters" in b]
+    block: ServerMetricsBlock = {**blocks[0], "errors": sorted({e for b in blocks for e in b["errors"]})}
+    for key in ("note", "scrapes", "counters", "gauges", "histograms"):
+        block.pop(key, None)  # type: ignore[misc]
+    if len(measured) < len(blocks):
+        block["note"] = f"{len(blocks) - len(measured)} of {len(blocks)} rounds without figures: " + \
+            "; ".join(sorted({b["note"] for b in blocks if "note" in b}))
+    if not measured:
+        return block
+    block["scrapes"] = sum(b.get("scrapes", 0) for b in measured)
+    block["counters"] = {name: sum(b["counters"][name] for b in measured if name in b["counters"])
+                         for name in {c for b in measured for c in b["counters"]}}
+    gauges: dict[str, GaugeFigures] = {}
+    for name in {g for b in measured for g in b.get("gauges", {})}:
+        seen = [b["gauges"][name] for b in measured if name in b.get("gauges", {})]
+        n = sum(f["samples"] for f in seen)
+        gauges[name] = {"mean": sum(f["mean"] * f["samples"] for f in seen) / n, "max": max(f["max"] for f in seen),
+                        "samples": n}
+    block["gauges"] = gauges
+    histograms: dict[str, HistogramFigures] = {}
+    for name in {h for b in measured for h in b.get("histograms", {})}:
+        observed = [b["histograms"][name] for b in measured if name in b.get("histograms", {})]
+        known = [(h["mean_ms"], h["count"]) for h in observed if h["mean_ms"] is not None]  # count 0: none
+        counted = sum(n for _, n in known)
+        histograms[name] = {"count": sum(h["count"] for h in observed),
+                            "mean_ms": sum(m * n for m, n in known) / counted if counted else None}
+    block["histograms"] = histograms
+    return block
+
+
 RULES: dict[str, Rule] = {
     "concurrency": first, "request_rate": first, "open_loop": open_loop,
     "num_requests": sum, "successful": sum, "failed": sum, "partial": any, "stop_reason": first_known,
@@ -180,6 +221,7 @@ RULES: dict[str, Rule] = {
     "content_encodings": counts,
     "goodput": worst(_goodput_score),
     "energy": energy.combined,
+    "server_metrics": server_metrics,
 }
 """How each field of the rounds becomes the combined level's: a field not listed (a round's own
 `round`, `throughput_ci95`, `uncertainty`) is not carried over; `combine_rounds` makes those."""

@@ -10,9 +10,12 @@ across frameworks and levels:
 
 A level's counts and throughputs are `statistic` "value" (their units: LEVEL_FIGURES); every
 distribution of the metric table (bench.core.metrics.table) gives n, mean, min, max, stdev and its
-percentiles, in the table's unit. `ci95_low`/`ci95_high` are the 95% interval where the result
-holds one (a percentile's distribution-free interval, the throughputs' `throughput_ci95`), empty
-where it does not (too few requests for a p99's interval: the result says how many it needs).
+percentiles, in the table's unit; a level's energy per power source (`energy.gpu`: joules, avg_w,
+j_per_output_token) and the server's own metrics (`server.generated_tokens` increase,
+`server.waiting` mean and max, `server.ttft` count and mean) follow. `ci95_low`/`ci95_high` are
+the 95% interval where the result holds one (a percentile's distribution-free interval, the
+throughputs' `throughput_ci95`), empty where it does not (too few requests for a p99's interval:
+the result says how many it needs).
 
 `<result>.requests.csv` (`cellbench report --requests-csv`) has one row per request of the
 `.requests.jsonl` sidecar, warm-up included (its `warmup` column says so): the sidecar's fields,
@@ -86,6 +89,31 @@ def _level_rows(level: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
                 ci = cis.get(stat) or {}
                 unit = "requests" if stat == "n" else metric.unit
                 yield metric.key, stat, _cell(block[stat]), unit, _cell(ci.get("low")), _cell(ci.get("high"))
+    yield from _server_rows(level)
+
+
+# The server's own view (a level's server_metrics block): each gauge's unit; counters count tokens.
+GAUGE_UNITS = {"running": "requests", "waiting": "requests", "kv_cache_usage": "share",
+               "prefix_cache_hit_rate": "share"}
+
+
+def _server_rows(level: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+    """The level's energy per power source and the server's own metrics, without intervals (one
+    integral, one scrape series per level)."""
+    for entry in (level.get("energy") or {}).get("sources", []):
+        name = f"energy.{entry['device']}"
+        yield name, "joules", _cell(entry["joules"]), "J", "", ""
+        yield name, "avg_w", _cell(entry["avg_w"]), "W", "", ""
+        yield name, "j_per_output_token", _cell(entry["j_per_output_token"]), "J/token", "", ""
+    seen = level.get("server_metrics") or {}
+    for name, value in sorted((seen.get("counters") or {}).items()):
+        yield f"server.{name}", "increase", _cell(value), "tokens", "", ""
+    for name, figures in sorted((seen.get("gauges") or {}).items()):
+        for stat in ("mean", "max"):
+            yield f"server.{name}", stat, _cell(figures[stat]), GAUGE_UNITS.get(name, ""), "", ""
+    for name, figures in sorted((seen.get("histograms") or {}).items()):
+        yield f"server.{name}", "count", _cell(figures["count"]), "observations", "", ""
+        yield f"server.{name}", "mean", _cell(figures["mean_ms"]), "ms", "", ""
 
 
 def _cell(value: Any) -> Any:

@@ -49,6 +49,8 @@ from bench.core.result_model import Level, NoResult, Result
 from bench.core.verdicts import Verdict
 from bench.reports import between
 from bench.reports.comparison import settings_of
+from bench.reports.markdown.rows import server_rows
+from bench.reports.markdown.text import NULL
 
 LOG_TAIL_LINES = 60
 MISSING = "—"
@@ -278,13 +280,16 @@ def server_log_tails(result: Result | NoResult, n: int = LOG_TAIL_LINES) -> list
 
 def _level_table(levels: Iterable[Level]) -> str:
     """Every level's row; its metric columns are the metric table's with a `review` format (a
-    reasoning-only one, TTFA, where a level's model reasoned), each its p50."""
+    reasoning-only one, TTFA, where a level's model reasoned), each its p50, then the server's own
+    figures and what limited the level where some level has them (REPORT.md's server rows)."""
     levels = sorted(levels, key=level_key)
     open_loop = any("request_rate" in lv for lv in levels)
     shown = [m for m in metric_table.METRICS if m.review is not None
              and (m.when != "reasoning" or any(m.key in lv for lv in levels)) and (m.when != "open_loop" or open_loop)]
+    server = server_rows(levels)  # the server's own view, as REPORT.md's rows have it
     head = ("request rate" if open_loop else "concurrency", "ok / failed", "output tok/s",
-            *(f"{m.label} p50 ({m.unit})" for m in shown), "note")
+            *(f"{m.label} p50 ({m.unit})" for m in shown),
+            *(label.lower().replace("server: ", "server ") for label, _ in server), "note")
     rows = []
     for lv in levels:
         note = lv["stop_reason"] if lv.get("partial") else (", ".join(lv.get("errors", {})) or "")
@@ -292,7 +297,8 @@ def _level_table(levels: Iterable[Level]) -> str:
             note = f"goodput {_fmt(goodput['goodput_rps'], '.2f')} req/s" + (f"; {note}" if note else "")
         cells = (level_label(lv) if open_loop else lv.get("concurrency"), f"{lv['successful']} / {lv['failed']}",
                  between.rate_cell(lv, "output_throughput_tps", 1).replace("N/A", MISSING),
-                 *(_p50_cell(lv, m.key, m.review or "") for m in shown), note)
+                 *(_p50_cell(lv, m.key, m.review or "") for m in shown),
+                 *(render(lv).replace(NULL, MISSING) for _, render in server), note)
         rows.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
     return f'<table class="cellbench-levels">{header}{"".join(rows)}</table>'

@@ -96,6 +96,7 @@ def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConf
         "cpu_affinity": as_block(CpuAffinity, cfg.cpus.to_json()),
         "unique_prompts": cfg.unique_prompts,
         "keep_alive": cfg.keep_alive,
+        "server_metrics": cfg.scrape_interval_s is not None,
         "prompts": {"source": str(prompt_set.source), "format": prompt_set.format,
                     "count": len(prompt_set.prompts), "tools_param": cfg.tools_param},
     }

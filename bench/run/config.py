@@ -20,6 +20,7 @@ from bench.core.verdicts import CellVerdict
 from bench.host.affinity import Placement
 from bench.load import Progress
 from bench.load.procs import ProcsChoice
+from bench.run.scrape.scraper import INTERVAL_S as SCRAPE_INTERVAL_S
 from bench.run.server import ServerProcess
 from bench.run.sweep import SweepPlan
 from bench.setup import profiles
@@ -218,6 +219,9 @@ class CellConfig:
     unique_prompts: bool = False  # a nonce opens every request's first message: nothing to cache
     cache_audit: bool = False  # --cache-audit: after the last level, repeated prompts against first ones
     keep_alive: bool = False  # --keep-alive: connections reused across requests (default: one per request)
+    # --server-metrics: seconds between scrapes of a started server's metrics where its adapter
+    # declares them (bench.run.scrape); None: off, neither scraped nor turned on
+    scrape_interval_s: float | None = SCRAPE_INTERVAL_S
     load: LoadPlan | None = None  # open-loop levels (then `levels` only sizes the servers), or --slo
     api_key: profiles.ApiKey | None = None  # sent to every server; given to those whose command takes it
     rounds: int = 1  # --rounds: every level measured this many times, round after round (bench.run.levels)

@@ -186,7 +186,7 @@ class CellRun:
         server_info["ready_after_s"] = server.ready_after_s
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
         self.watch = ServerWatch.start(pid, self.paths.split_dir / f"{self.paths.stem}.{label}", server,
-                                       self.adapter.server_metrics, server.base_url,
+                                       self.adapter.server_metrics, self.cfg.scrape_interval_s, server.base_url,
                                        self.cfg.api_key.headers if self.cfg.api_key else {})
         try:
             with self.watch:
@@ -241,7 +241,8 @@ class CellRun:
         key = self.cfg.api_key
         ctx = ServeContext(self.install, self.model, self.cfg.host, port, self.cfg.split, self._sized_for(),
                            self.platform_tag, api_key=key.value if key else None)
-        command = replace(self.adapter.command(ctx), cpus=self.cfg.cpus.server, secrets=(key.value,) if key else ())
+        command = replace(self.adapter.command(ctx, metrics=self.cfg.scrape_interval_s is not None),
+                          cpus=self.cfg.cpus.server, secrets=(key.value,) if key else ())
         log_path = self.paths.server_log(label)
         server_info["port"] = port
         server_info["command"] = as_block(ServerCommand, command.to_json())

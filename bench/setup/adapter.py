@@ -150,10 +150,11 @@ class Adapter:
     notes: str = ""
     server_metrics: ServerMetrics | None = None  # its Prometheus endpoint, scraped around each level
 
-    def command(self, ctx: ServeContext) -> ServeCommand:
-        """`serve(ctx)` and the flags that turn its metrics endpoint on: the server a cell starts."""
+    def command(self, ctx: ServeContext, *, metrics: bool = True) -> ServeCommand:
+        """`serve(ctx)`, with the flags that turn its metrics endpoint on unless `metrics` is False
+        (--server-metrics off): the server a cell starts."""
         command = self.serve(ctx)
-        flags = self.server_metrics.flags if self.server_metrics is not None else ()
+        flags = self.server_metrics.flags if self.server_metrics is not None and metrics else ()
         return replace(command, argv=[*command.argv, *flags]) if flags else command
 
     def platform_here(self) -> str | None:

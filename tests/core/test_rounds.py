@@ -94,6 +94,33 @@ def test_evidence_blocks_are_the_worst_rounds():
     assert level["warmup"]["requests"] == sum(r["warmup"]["requests"] for r in rounds)
 
 
+def _server_block(generated: float, waiting: tuple[float, float, int], ttft: tuple[float, float | None]) -> dict:
+    return {"path": "/metrics", "interval_s": 2.0, "includes_warmup": True, "sidecar": "x.server-metrics.jsonl",
+            "errors": [], "scrapes": waiting[2], "counters": {"generated_tokens": generated},
+            "gauges": {"waiting": {"mean": waiting[0], "max": waiting[1], "samples": waiting[2]}},
+            "histograms": {"ttft": {"count": ttft[0], "mean_ms": ttft[1]}}}
+
+
+def test_the_servers_own_figures_of_rounds_are_pooled_not_medianed():
+    """Counters add up over the rounds; a gauge's mean is over all their scrapes and a histogram's
+    over all their observations, as if the rounds were one level; a round without figures is said."""
+    rounds = rounds_of(3)
+    rounds[0]["server_metrics"] = _server_block(100, (1.0, 4, 3), (10, 20.0))
+    rounds[1]["server_metrics"] = _server_block(300, (4.0, 8, 9), (30, 40.0))
+    rounds[2]["server_metrics"] = {"path": "/metrics", "interval_s": 2.0, "includes_warmup": True,
+                                   "sidecar": "y.server-metrics.jsonl", "errors": ["TimeoutError: timed out"],
+                                   "note": "no scrape as the level ended"}
+    block = combine_rounds(rounds)["server_metrics"]
+    assert block["counters"] == {"generated_tokens": 400} and block["scrapes"] == 12
+    assert block["gauges"]["waiting"] == {"mean": (1.0 * 3 + 4.0 * 9) / 12, "max": 8, "samples": 12}
+    assert block["histograms"]["ttft"] == {"count": 40, "mean_ms": (10 * 20.0 + 30 * 40.0) / 40}
+    assert block["errors"] == ["TimeoutError: timed out"]
+    assert block["note"] == "1 of 3 rounds without figures: no scrape as the level ended"
+    result = synthetic_result()
+    result["levels"] = [combine_rounds(rounds)]
+    validate(result)
+
+
 def test_a_failing_round_counts_in_the_verdict():
     rounds = rounds_of(2)
     rounds[1]["failed"], rounds[1]["successful"] = 8, 0

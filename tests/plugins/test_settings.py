@@ -29,6 +29,7 @@ def test_dump(request):
         "frozen": frozen, "levels": s.levels, "requests": s.requests, "warmup": s.warmup,
         "request_timeout_s": s.request_timeout_s, "skip_existing_s": s.skip_existing_s,
         "keep_alive": s.keep_alive, "hang_s": s.hang_s, "cell_budget_s": s.cell_budget_s,
+        "scrape_interval_s": s.scrape_interval_s,
         "cell_budget_given": s.cell_budget_given, "endpoint": s.endpoint, "run_id": s.run_id,
         "rounds": s.rounds, "table_from": s.eval.table_from, "gpu_pool": s.eval.gpu_pool,
         "markexpr": s.pytest.markexpr, "keyword": s.pytest.keyword}))
@@ -67,6 +68,12 @@ def test_each_option_lands_parsed_in_its_field(pytester: pytest.Pytester):
     assert (s["markexpr"], s["keyword"]) == ("not agent", "dump")
 
 
+def test_server_metrics_is_on_every_2_s_off_or_seconds(pytester: pytest.Pytester):
+    assert _settings(pytester)["scrape_interval_s"] == 2.0
+    assert _settings(pytester, "--server-metrics", "off")["scrape_interval_s"] is None
+    assert _settings(pytester, "--server-metrics=0.25")["scrape_interval_s"] == 0.25
+
+
 def test_the_later_of_keep_alive_and_its_negation_wins(pytester: pytest.Pytester):
     assert _settings(pytester, "--keep-alive", "--no-keep-alive")["keep_alive"] is False
     assert _settings(pytester, "--skip-existing")["skip_existing_s"] == 0.0, "alone: this run's results"
@@ -78,6 +85,10 @@ def test_the_later_of_keep_alive_and_its_negation_wins(pytester: pytest.Pytester
     (("--skip-existing", "-1"), "ERROR: --skip-existing takes hours, 0 or more, got -1"),
     (("--host-lock-timeout", "-5"), "ERROR: --host-lock-timeout takes seconds, 0 or more, got -5"),
     (("--request-timeout", "0"), "ERROR: --request-timeout takes seconds, more than 0, got 0"),
+    (("--server-metrics", "0"), "ERROR: --server-metrics takes on, off or the seconds between scrapes (more than 0), "
+                                "got '0'"),
+    (("--server-metrics", "yes"), "ERROR: --server-metrics takes on, off or the seconds between scrapes "
+                                  "(more than 0), got 'yes'"),
 ])
 def test_a_declared_check_is_the_options_own_usage_error(pytester: pytest.Pytester, args: tuple[str, ...], line: str):
     pytester.makepyfile(test_dump=DUMP)

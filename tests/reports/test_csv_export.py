@@ -87,3 +87,28 @@ def test_the_per_request_csv_has_every_request_and_the_tables_formulas(split):
             assert json.loads(row["error"])["type"] == line["error"]["type"]
             assert row["ttft_ms"] == "" and row["tpot_ms"] == ""
     assert sum(r["error"] != "" for r in table) == 4  # 2 failed a level, 2 levels
+
+
+def test_energy_and_the_servers_own_metrics_are_rows_too(tmp_path):
+    root = tmp_path / "results"
+    path = write_cell(root)
+    result = json.loads(path.read_text())
+    level = result["levels"][0]
+    level["energy"] = {"sources": [{"device": "gpu", "source": "nvml", "interval_s": 1.0, "samples": 4,
+                                    "wall_s": 2.0, "joules": 300.0, "avg_w": 150.0, "output_tokens": 600,
+                                    "j_per_output_token": 0.5}]}
+    level["server_metrics"] = {"path": "/metrics", "interval_s": 2.0, "includes_warmup": True, "sidecar": "s.jsonl",
+                               "errors": [], "scrapes": 3, "counters": {"generated_tokens": 612.0},
+                               "gauges": {"waiting": {"mean": 2.5, "max": 4.0, "samples": 3}},
+                               "histograms": {"ttft": {"count": 9.0, "mean_ms": 41.5}}}
+    path.write_text(json.dumps(result))
+    assert rebuild.main(["--results-dir", str(root)]) == 0
+    table = rows((path.parent / CSV_FILE).read_text())
+    got = {(r["metric"], r["statistic"]): (r["value"], r["unit"], r["ci95_low"]) for r in table
+           if r["level"] == f"c={level['concurrency']}"}
+    assert got[("energy.gpu", "joules")] == ("300.0", "J", "")
+    assert got[("energy.gpu", "j_per_output_token")] == ("0.5", "J/token", "")
+    assert got[("server.generated_tokens", "increase")] == ("612.0", "tokens", "")
+    assert got[("server.waiting", "mean")] == ("2.5", "requests", "")
+    assert got[("server.waiting", "max")] == ("4.0", "requests", "")
+    assert got[("server.ttft", "mean")] == ("41.5", "ms", "") and got[("server.ttft", "count")][0] == "9.0"

@@ -46,6 +46,7 @@ class ClientHealthBlock(_ClientHealthRequired, total=False):
     """A level's `client` block (bench.core.metrics.client.client_health)."""
 
     limited_by: str | None
+    server_queue: str  # the server's queue, where it had one (with_server_queue)
     connections: Connections
     pinned: bool
     cpus: list[int] | None

@@ -1,13 +1,17 @@
 """The load generator's health over a level (its `client` block), and whether its timing limited
-the level's numbers."""
+the level's numbers or, by the server's own queue, the server's capacity did."""
 
 from __future__ import annotations
 
 from bench.core.level_run import ClientHealth
-from bench.core.metrics.blocks import ClientHealthBlock
+from bench.core.metrics.blocks import ClientHealthBlock, ServerMetricsBlock
 
 STARVED_CPUS_BUSY = 0.9  # the client's CPUs this busy (every process): the host kept it from running
 STARVED_RUN_QUEUE_WAIT = 0.1  # the loop thread waited this share of the phase for a CPU: likewise
+# The server's `waiting` gauge this high on average over a level's scrapes: it held requests it
+# could not start yet, for a good part of the level (the scrapes as the level starts and ends, when
+# nothing waits, count too: a queue seen by one scrape in the middle of three is mean 1/3 of it).
+SERVER_QUEUE_MEAN = 0.5
 
 
 def client_health(
@@ -59,4 +63,23 @@ def client_health(
     }
     if health.connections is not None:
         block["connections"] = health.connections.to_json()
+    return block
+
+
+def with_server_queue(client: ClientHealthBlock, server: ServerMetricsBlock) -> ClientHealthBlock:
+    """The client block, with `limited_by` "server" where the client was not late and the server
+    held requests it had not started: its `waiting` gauge's mean over the level's scrapes was
+    SERVER_QUEUE_MEAN or more. Its capacity, not the offered load, set the level's numbers;
+    `server_queue` says what was seen (and the queue histogram's mean wait, where the server has
+    one). A late client stays what it was: its delay is in the numbers whatever the server did."""
+    waiting = server.get("gauges", {}).get("waiting")
+    if waiting is None or waiting["mean"] < SERVER_QUEUE_MEAN:
+        return client
+    seen = f"server queue: {waiting['mean']:.1f} requests waiting on average, {waiting['max']:g} at most"
+    queue = server.get("histograms", {}).get("queue")
+    if queue is not None and queue["mean_ms"] is not None:
+        seen += f", {queue['mean_ms']:.1f} ms mean wait"
+    block: ClientHealthBlock = {**client, "server_queue": seen}
+    if client.get("limited_by") is None:
+        block["limited_by"] = "server"
     return block

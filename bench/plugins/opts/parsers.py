@@ -6,6 +6,7 @@ the option's own (most come from the bench.run.config, bench.host and bench.eval
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -16,6 +17,7 @@ from bench.base.defaults import SPLITS, levels_text
 from bench.eval import gpus
 from bench.host import memlimit
 from bench.run.config import cell_budgets, comma_list, concurrency_levels, hang_seconds
+from bench.run.scrape.scraper import INTERVAL_S
 
 
 def levels(text: str | None) -> tuple[int, ...]:
@@ -104,3 +106,17 @@ def prompt_files(text: str | None) -> dict[str, Path]:
             raise pytest.UsageError(f"--prompts {split}={path}: no such file")
         files[split] = Path(path)
     return files
+
+
+def scrape_interval(text: str) -> float | None:
+    """--server-metrics: `on` -> the scraper's interval (2 s), `off` -> None, `0.5` -> 0.5 s."""
+    if text in ("on", "off"):
+        return INTERVAL_S if text == "on" else None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0 or math.isinf(seconds):
+        raise pytest.UsageError(f"--server-metrics takes on, off or the seconds between scrapes (more than 0), "
+                                f"got {text!r}")
+    return seconds

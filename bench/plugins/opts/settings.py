@@ -160,6 +160,11 @@ class Settings:
         brief="reuse connections across a level's requests",
         also=(Option("--no-keep-alive", "one connection per request", action="store_false", dest="keep_alive",
                      shown="default"),))
+    scrape_interval_s: float | None = option(
+        "--server-metrics", "scrape each started server's Prometheus /metrics as every level starts and ends and "
+        "every SECONDS during it (on: every 2 s), where its adapter declares them, turning them on where a flag does "
+        "(llama-server --metrics); off: neither", default="on", metavar="on|off|SECONDS", parse=parsers.scrape_interval,
+        brief="scrape the servers' own metrics around and during each level (on: every 2 s)")
     skip_existing_s: float | None = option(
         "--skip-existing", "keep, not re-measure, a cell's non-failed result of this machine in this run (--run-id), "
         "or newer than HOURS: the cell reports that result's verdict, annotated resumed", type=float, nargs="?",

@@ -6,8 +6,10 @@ reasoning, open-loop and goodput rows join a table only where one of its levels 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
+from bench.base.dotted import json_path_or
 from bench.core import energy, imported
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.intervals import bound_text
@@ -143,3 +145,65 @@ def row_metrics() -> dict[str, str]:
     }
 
 
+
+
+# ------------------------------------------------------------------ the server's own view
+
+
+def _figure(level: Level, path: str) -> float | None:
+    """A number of the level's `server_metrics` block (`gauges.waiting.mean`); None where absent."""
+    value = json_path_or(level.get("server_metrics"), path)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _mean_max(path: str, digits: int = 1, scale: float = 1.0, suffix: str = "") -> Callable[[Level], str]:
+    def cell(lv: Level) -> str:
+        mean, top = _figure(lv, f"{path}.mean"), _figure(lv, f"{path}.max")
+        return NULL if mean is None or top is None else \
+            f"{num(mean, digits, scale, suffix)} / {num(top, digits, scale, suffix)}"
+    return cell
+
+
+def _hit_share(lv: Level) -> str:
+    hits, queries = _figure(lv, "counters.prefix_cache_hits"), _figure(lv, "counters.prefix_cache_queries")
+    return NULL if hits is None or not queries else f"{num(hits / queries, 1, 100, '%')} of {queries:.0f}"
+
+
+def _client(lv: Level) -> Mapping[str, Any]:
+    return lv.get("client") or {}
+
+
+def _limited_by(lv: Level) -> str:
+    client = _client(lv)
+    cause = client.get("limited_by")
+    if cause is None:
+        return NULL
+    return f"{cause} ({client['server_queue']})" if cause == "server" and "server_queue" in client else cause
+
+
+# Each row: its label, the figure whose presence in a level of the table shows the row, its cell.
+SERVER_ROWS: tuple[tuple[str, str, Callable[[Level], str]], ...] = (
+    ("Server: TTFT avg (ms)", "histograms.ttft.mean_ms", lambda lv: num(_figure(lv, "histograms.ttft.mean_ms"), 1)),
+    ("Server: queue wait avg (ms)", "histograms.queue.mean_ms",
+     lambda lv: num(_figure(lv, "histograms.queue.mean_ms"), 1)),
+    ("Server: running mean / max", "gauges.running.mean", _mean_max("gauges.running")),
+    ("Server: waiting mean / max", "gauges.waiting.mean", _mean_max("gauges.waiting")),
+    ("Server: KV cache use mean / max", "gauges.kv_cache_usage.mean", _mean_max("gauges.kv_cache_usage", 1, 100, "%")),
+    ("Server: prefix-cache hits", "counters.prefix_cache_queries", _hit_share),
+    ("Server: generated tokens", "counters.generated_tokens",
+     lambda lv: num(_figure(lv, "counters.generated_tokens"), 0)),
+)
+SERVER_NOTE = ("Server rows: the server's own /metrics over each level, its warm-up requests included; a gauge's "
+               "mean and maximum are over the scrapes from the level's start to its end (docs/metrics.md, The "
+               "server's own view).")
+
+
+def server_rows(levels: Iterable[Level]) -> tuple[Row, ...]:
+    """The server rows some level of `levels` has a figure for, then *Limited by* where a level was
+    limited by something (its client, the host, the server's queue)."""
+    levels = list(levels)
+    rows: list[Row] = [(label, render) for label, shows, render in SERVER_ROWS
+                       if any(_figure(lv, shows) is not None for lv in levels)]
+    if any(_client(lv).get("limited_by") for lv in levels):
+        rows.append(("Limited by", _limited_by))
+    return tuple(rows)

@@ -15,11 +15,13 @@ from bench.reports import between, plots
 from bench.reports.comparison import Comparison, setting_differences
 from bench.reports.markdown.rows import (
     GOODPUT_ROWS,
+    SERVER_NOTE,
     level_rows,
     open_loop_rows,
     reasoning_at,
     reasoning_rows,
     row_metrics,
+    server_rows,
 )
 from bench.reports.markdown.text import MISSING_LEVEL, NULL, bullets, num, table
 
@@ -56,7 +58,7 @@ def level_section(comparison: Comparison, level: LevelKey | int, relabel: Callab
     at = reasoning_at(every)
     rows_shown = [*every[:at], *(reasoning_rows() if reasoned else ()), *every[at:],
                   *(open_loop_rows() if key[0] == "rate" else ()),
-                  *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ())]
+                  *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ()), *(server := server_rows(present))]
     rows = [[relabel(label), *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
                       for fw in frameworks)]
             for label, render in rows_shown]
@@ -68,7 +70,8 @@ def level_section(comparison: Comparison, level: LevelKey | int, relabel: Callab
     note = [f"Not like with like: these columns ran with different {', '.join(unlike)}; a difference between them "
             "may be the settings', not the frameworks'.", ""] if unlike else []
     shown = between.interval_line({fw: by_fw[fw][key] for fw in frameworks if key in by_fw[fw]})
-    return [f"## {section_title(key)}", "", *table(header, rows, "---:"), "", *note, *shown]
+    server_note = [SERVER_NOTE, ""] if any(label.startswith("Server:") for label, _ in server) else []
+    return [f"## {section_title(key)}", "", *table(header, rows, "---:"), "", *note, *server_note, *shown]
 
 
 def sweep_section(comparison: Comparison) -> list[str]:

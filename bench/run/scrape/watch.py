@@ -6,7 +6,8 @@ and the server's own metrics (Scraper), each level's from the scrapes that brack
         with watch.level():
             run = run_level_procs(...)
         watch.keep(summary, run)
-    watch.finish(server_info)   # after the server stopped: the resources block, each level's energy and metrics
+    watch.finish(server_info)   # after the server stopped: the resources block, each level's energy and
+                                # metrics, and its client block's `limited_by` "server" where the server queued
 
 The scrapes bracket the whole level, warm-up included (the load generator runs its warm-up in the
 level), so a level's counters hold its warm-up requests too; `server_metrics.includes_warmup` says so.
@@ -22,6 +23,7 @@ from typing import Any
 from bench.core.energy import wall_span, with_energy
 from bench.core.level_run import LevelRun
 from bench.core.metrics.blocks import GaugeFigures, HistogramFigures, ServerMetricsBlock
+from bench.core.metrics.client import with_server_queue
 from bench.core.result_model import Level, Server, ServerResources, as_block
 from bench.host.resources import ResourceSampler
 from bench.run.scrape.scraper import Scrape, Scraper
@@ -36,17 +38,18 @@ class ServerWatch:
         self._last: tuple[Scrape | None, Scrape | None] = (None, None)
 
     @classmethod
-    def start(cls, pid: int | None, files: Path, server: Any, declared: ServerMetrics | None, base_url: str,
-              headers: dict[str, str]) -> ServerWatch:
-        """The watch of a server whose files are `files`.* (`.resources.jsonl`, `.server-metrics.jsonl`);
-        nothing is watched of a server that is not ours (an endpoint: no `pid`)."""
+    def start(cls, pid: int | None, files: Path, server: Any, declared: ServerMetrics | None,
+              interval_s: float | None, base_url: str, headers: dict[str, str]) -> ServerWatch:
+        """The watch of a server whose files are `files`.* (`.resources.jsonl`, `.server-metrics.jsonl`),
+        its metrics scraped every `interval_s` where declared (None: not scraped); nothing is watched
+        of a server that is not ours (an endpoint: no `pid`)."""
         if pid is None:
             return cls(None, None)
         sampler = ResourceSampler(pid, files.with_name(files.name + ".resources.jsonl"),
                                   cgroup=getattr(server, "cgroup", None), on_tree=getattr(server, "note_tree", None))
-        scraper = None if declared is None else Scraper(
+        scraper = None if declared is None or interval_s is None else Scraper(
             base_url.rstrip("/") + declared.path, declared, files.with_name(files.name + ".server-metrics.jsonl"),
-            headers=headers)
+            headers=headers, interval_s=interval_s)
         return cls(sampler, scraper)
 
     def __enter__(self) -> ServerWatch:
@@ -85,6 +88,8 @@ class ServerWatch:
         if self.scraper is not None:
             for level, before, after in self._brackets:
                 level["server_metrics"] = level_metrics(self.scraper, before, after)
+                if "client" in level:
+                    level["client"] = with_server_queue(level["client"], level["server_metrics"])
 
 
 def level_metrics(scraper: Scraper, before: Scrape | None, after: Scrape | None) -> ServerMetricsBlock:
