@@ -71,7 +71,6 @@ class Scraper:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.mark()  # a last scrape as the server is about to stop
         self._stop = True
         self._wake.set()
         self._thread.join(self.timeout_s + 1.0)
@@ -102,10 +101,14 @@ class Scraper:
         return self._last_failure >= asked
 
     def _run(self) -> None:
-        while not self._stop:
-            self._wake.clear()
-            self._scrape_once()
+        """A scrape every interval, and at once when marked. None as the thread starts: a level's
+        first scrape is its mark (each one costs the process about 0.7 ms of CPU, docs/metrics.md)."""
+        while True:
             self._wake.wait(self.interval_s)
+            self._wake.clear()
+            if self._stop:
+                return
+            self._scrape_once()
 
     def _scrape_once(self) -> None:
         began = time.time()
