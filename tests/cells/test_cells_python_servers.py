@@ -139,6 +139,16 @@ def test_chat_cell_ok_with_server_usage(tmp_path, framework):
         if caps.ignore_eos:
             assert all(r["finish_reason"] == "length" for r in ok), \
                 "ignore_eos is honoured: every reply runs to max_tokens"
+        if adapter.server_metrics is not None:  # the server's own count (vLLM: /metrics, on by default)
+            seen = level["server_metrics"]
+            level_records = [r for r in records if r["concurrency"] == level["concurrency"]]  # warm-up included
+            assert seen["errors"] == [] and seen["includes_warmup"], seen
+            assert seen["counters"]["generated_tokens"] == sum(r["usage_completion_tokens"] or 0 for r in level_records)
+            answered = [r for r in level_records if r["usage_completion_tokens"]]
+            for histogram in ("ttft", "e2e", "queue"):  # one observation per request the engine finished
+                assert seen["histograms"][histogram]["count"] == len(answered), (histogram, seen["histograms"])
+            assert 0 <= seen["gauges"]["running"]["max"] <= level["concurrency"], seen["gauges"]
+            assert level["client"]["limited_by"] != "server", level["client"]  # c <= its batch: nothing queued long
 
 
 @integration
