@@ -147,7 +147,8 @@ def test_chat_cell_ok_with_server_usage(tmp_path, framework):
             answered = [r for r in level_records if r["usage_completion_tokens"]]
             for histogram in ("ttft", "e2e", "queue"):  # one observation per request the engine finished
                 assert seen["histograms"][histogram]["count"] == len(answered), (histogram, seen["histograms"])
-            assert 0 <= seen["gauges"]["running"]["max"] <= level["concurrency"], seen["gauges"]
+            running = seen["gauges"].get("running")  # none for a level shorter than the 2 s between scrapes
+            assert running is None or 0 <= running["max"] <= level["concurrency"], seen["gauges"]
             assert level["client"]["limited_by"] != "server", level["client"]  # c <= its batch: nothing queued long
 
 

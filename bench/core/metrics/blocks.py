@@ -124,7 +124,7 @@ class Energy(_EnergyRequired, total=False):
 
 
 class GaugeFigures(TypedDict):
-    mean: float  # over the level's scrapes, both ends included
+    mean: float  # over the scrapes while the level ran, its two ends left out
     max: float
     samples: int
 
@@ -146,7 +146,7 @@ class ServerMetricsBlock(_ServerMetricsRequired, total=False):
     """A level as the server saw it (bench.run.scrape), under cellbench's names (bench.setup.server_metrics)."""
 
     note: str  # why there are no figures: no scrape as the level started or ended
-    scrapes: int  # from the level's start to its end, both included
+    scrapes: int  # while the level ran, between its start and its end
     counters: dict[str, float]  # each counter's increase over the level
     gauges: dict[str, GaugeFigures]  # per gauge (bench.setup.server_metrics.GAUGES)
     histograms: dict[str, HistogramFigures]  # per histogram (HISTOGRAMS)

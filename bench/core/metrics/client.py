@@ -8,9 +8,8 @@ from bench.core.metrics.blocks import ClientHealthBlock, ServerMetricsBlock
 
 STARVED_CPUS_BUSY = 0.9  # the client's CPUs this busy (every process): the host kept it from running
 STARVED_RUN_QUEUE_WAIT = 0.1  # the loop thread waited this share of the phase for a CPU: likewise
-# The server's `waiting` gauge this high on average over a level's scrapes: it held requests it
-# could not start yet, for a good part of the level (the scrapes as the level starts and ends, when
-# nothing waits, count too: a queue seen by one scrape in the middle of three is mean 1/3 of it).
+# The server's `waiting` gauge this high on average over the scrapes while a level ran: it held
+# requests it could not start yet for a good part of the level, not for a passing moment.
 SERVER_QUEUE_MEAN = 0.5
 
 

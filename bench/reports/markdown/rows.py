@@ -194,8 +194,8 @@ SERVER_ROWS: tuple[tuple[str, str, Callable[[Level], str]], ...] = (
      lambda lv: num(_figure(lv, "counters.generated_tokens"), 0)),
 )
 SERVER_NOTE = ("Server rows: the server's own /metrics over each level, its warm-up requests included; a gauge's "
-               "mean and maximum are over the scrapes from the level's start to its end (docs/metrics.md, The "
-               "server's own view).")
+               "mean and maximum are over the scrapes while the level ran, none for a level shorter than the scrape "
+               "interval (docs/metrics.md, The server's own view).")
 
 
 def server_rows(levels: Iterable[Level]) -> tuple[Row, ...]:

@@ -93,15 +93,17 @@ class ServerWatch:
 
 
 def level_metrics(scraper: Scraper, before: Scrape | None, after: Scrape | None) -> ServerMetricsBlock:
-    """A level's `server_metrics`: each counter's increase over the level, each gauge's mean and
-    maximum over the scrapes from its start to its end, each histogram's count and mean."""
+    """A level's `server_metrics`: each counter's increase from its start to its end, each gauge's
+    mean and maximum over the scrapes in between (the two ends left out: they see the server
+    before the level's first request and after its last, idle; a level shorter than the interval
+    has none, so no gauge), each histogram's count and mean."""
     block: ServerMetricsBlock = {"path": scraper.declared.path, "interval_s": scraper.interval_s,
                                  "includes_warmup": True, "sidecar": scraper.sidecar.name,
                                  "errors": list(scraper.errors)}
     if before is None or after is None:
         block["note"] = "no scrape " + ("as the level started" if before is None else "as the level ended")
         return block
-    during = [s for s in scraper.scrapes if before.wall <= s.wall <= after.wall]
+    during = [s for s in scraper.scrapes if before.wall < s.wall < after.wall]
     block["scrapes"] = len(during)
     block["counters"] = {c: after.counters[c] - v for c, v in before.counters.items() if c in after.counters}
     gauges: dict[str, GaugeFigures] = {}
