@@ -67,8 +67,8 @@ def client_health(
 
 def with_server_queue(client: ClientHealthBlock, server: ServerMetricsBlock) -> ClientHealthBlock:
     """The client block, with `limited_by` "server" where the client was not late and the server
-    held requests it had not started: its `waiting` gauge's mean over the level's scrapes was
-    SERVER_QUEUE_MEAN or more. Its capacity, not the offered load, set the level's numbers;
+    held requests it had not started: its `waiting` gauge's mean over the scrapes while the level
+    ran was SERVER_QUEUE_MEAN or more. Its capacity, not the offered load, set the level's numbers;
     `server_queue` says what was seen (and the queue histogram's mean wait, where the server has
     one). A late client stays what it was: its delay is in the numbers whatever the server did."""
     waiting = server.get("gauges", {}).get("waiting")
