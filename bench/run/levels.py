@@ -345,7 +345,8 @@ class CellRun:
             return f"before {step_text(first, self.rounds) if first is not None else 'the first level'}"
         at = self._last_text()
         last = self.summaries[-1] if self.summaries and _same(self.summaries[-1], self.last_level) else None
-        return f"during {at} after {last['successful'] if last else 0} of {self.cfg.requests} requests"
+        asked = self.requests(self.last_level[0])
+        return f"during {at} after {last['successful'] if last else 0} of {asked} requests"
 
     def _keep(self, run: LevelRun, sidecar: IO[str], k: int) -> None:
         """A level's summary (with its goodput under --slo) into the result (one stopped in warm-up

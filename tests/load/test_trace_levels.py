@@ -150,6 +150,7 @@ def test_load_plan_says_what_is_wrong_with_a_ramp_or_a_duration():
     (["--trace-file", "TRACE", "--request-rate", "4"], "--trace-file's level sends on the file's own arrival times"),
     (["--trace-file", "BAD"], "line 2: missing output_length"),
     (["--duration", "soon"], "--duration takes a time more than 0"),
+    (["--trace-file", "TRACE", "--unique-prompts"], "--unique-prompts opens every message with a nonce"),
     (["--trace-file", "TRACE", "--model", "PROFILE"], "profile 'other' has none cellbench can load"),
 ])
 def test_bad_trace_ramp_and_duration_options_are_one_usage_error_line(stand_in, args, says):  # noqa: F811

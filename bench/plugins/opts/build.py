@@ -62,6 +62,9 @@ def build(config: pytest.Config) -> Settings:
     )
     _check_prompts(built)
     if built.load is not None and built.load.trace is not None:
+        if built.unique_prompts:
+            raise pytest.UsageError("--unique-prompts opens every message with a nonce, which would change "
+                                    "--trace-file's input lengths and the prefixes its hash_ids share: give one")
         try:
             traces.check_tokenizer(profile.builtin, profile.name)
         except traces.TokenizerMissing as exc:
