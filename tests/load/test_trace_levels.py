@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 from bench.core import metrics
-from bench.core.level_run import LevelConfig, OpenLoop, Ramp, TraceSchedule, key_label, level_key, levels_text
+from bench.core.level_run import (
+    LevelConfig,
+    OpenLoop,
+    Ramp,
+    TraceSchedule,
+    key_label,
+    level_key,
+    levels_text,
+    sidecar_key,
+)
 from bench.core.rounds import combine_rounds
 from bench.load import run_level
 from bench.load.arrivals import arrival_offsets, ramp_offsets, schedule
@@ -68,6 +77,21 @@ def test_a_trace_level_sends_at_the_files_offsets_and_is_named_by_the_file():
 
 
 # ---------------------------------------------------------------- --duration against a real server
+
+
+def test_a_ramped_level_sends_on_the_ramp_and_is_keyed_apart_from_its_flat_rate():
+    ramp = Ramp("exponential", 5.0)
+    cfg = LevelConfig(base_url="", model="req-model", concurrency=0, requests=12, warmup=0,
+                      open_loop=OpenLoop(40.0, ramp=ramp, seed=3))
+    with ScriptServer() as srv:
+        run = run_level(LevelConfig(**{**cfg.__dict__, "base_url": srv.base_url}), prompts("stream 1 0"), [])
+    assert run.schedule == ramp_offsets(40.0, ramp, 1.0, 12, seed=3)
+    t0 = run.records[0].t_sched
+    assert [r.t_sched - t0 for r in run.records] == pytest.approx(list(run.schedule), abs=1e-9)
+    s = metrics.summarize_level(run)
+    assert s["open_loop"]["ramp"] == {"shape": "exponential", "start_rps": 5.0}
+    assert level_key(s) == level_key(sidecar_key(run.config)) == OpenLoop(40.0, ramp=ramp).key
+    assert level_key(s) != OpenLoop(40.0).key and key_label(level_key(s)) == "40 req/s, exponential ramp from 5 req/s"
 
 
 def test_a_duration_ends_a_closed_loop_level_and_lets_its_requests_finish():
