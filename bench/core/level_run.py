@@ -34,6 +34,36 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class Ramp:
+    """--ramp-up: the arrival rate rises from `start_rate` to the level's rate over its requests,
+    `shape` "linear" or "exponential" in the request's index (bench.load.arrivals.ramp_offsets)."""
+
+    shape: str
+    start_rate: float  # requests/s, more than 0 and below the level's rate
+
+    def text(self) -> str:
+        return f"{self.shape} ramp from {rate_text(self.start_rate)} req/s"
+
+
+@dataclass(frozen=True)
+class TraceSchedule:
+    """A request trace replayed as an open-loop level: its file, and the arrival offsets it gives
+    (seconds after its first entry; bench.setup.traces reads the file)."""
+
+    file: str  # the file's name, as labels show it
+    sha256: str  # of the file's bytes: two levels of one name and another content are different levels
+    format: str  # "mooncake" or "burstgpt"
+    offsets: tuple[float, ...] = field(repr=False)
+    skipped: int = 0  # rows the file has and no replay can send (BurstGPT's 0 response tokens)
+
+    @property
+    def offered_rate(self) -> float:
+        """(n - 1) / span of the offsets, as the level's `request_rate`; inf when all arrive at once."""
+        span = self.offsets[-1] - self.offsets[0] if self.offsets else 0.0
+        return (len(self.offsets) - 1) / span if span > 0 else math.inf
+
+
+@dataclass(frozen=True)
 class OpenLoop:
     """An open-loop level: arrivals at `rate` requests/s, on a schedule fixed before the level starts.
 
@@ -43,21 +73,37 @@ class OpenLoop:
     rate = inf sends every request at once. With `max_concurrency`, an arrival that finds that many
     requests in flight waits for one to end (its queueing delay is recorded apart from its TTFT)."""
 
-    rate: float  # requests/s, > 0; math.inf: every request at once
+    rate: float  # requests/s, > 0; math.inf: every request at once; a trace's: the rate its offsets offer
     burstiness: float = 1.0
     max_concurrency: int | None = None
     seed: int = 0
+    ramp: Ramp | None = None  # --ramp-up: the rate rises to `rate` over the level
+    trace: TraceSchedule | None = None  # --trace-file: the file's offsets are the schedule, not gamma draws
 
     @property
     def arrivals(self) -> str:
-        """"all at once", "poisson" (burstiness 1) or "gamma"."""
+        """"trace", "all at once", "poisson" (burstiness 1) or "gamma"."""
+        if self.trace is not None:
+            return "trace"
         if math.isinf(self.rate):
             return "all at once"
         return "poisson" if self.burstiness == 1.0 else "gamma"
 
+    def measured(self, asked: int) -> int:
+        """The level's measured requests: a trace's entries, else the `asked` (--requests)."""
+        return len(self.trace.offsets) if self.trace is not None else asked
+
+    @property
+    def key(self) -> LevelKey:
+        """The level's `level_key`, as its result will have it."""
+        if self.trace is not None:
+            return ("trace", self.trace.file, self.trace.sha256, self.max_concurrency or 0)
+        ramp = (self.ramp.text(),) if self.ramp is not None else ()
+        return ("rate", self.rate, self.burstiness, self.max_concurrency or 0, *ramp)
+
     @property
     def label(self) -> str:
-        return f"{rate_text(self.rate)} req/s"
+        return key_label(self.key)
 
 
 @dataclass(frozen=True)
@@ -91,6 +137,9 @@ class LevelConfig:
     # Sent with every chat request (the API key's `Authorization`); never in a repr, so never in a
     # traceback or a recorded config.
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # --duration: no measured request is sent after the measured phase's start + this many seconds;
+    # those in flight finish. Whichever of it and `requests` comes first ends the level.
+    duration_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -152,13 +201,17 @@ class LevelRun:
     # request asked for) and the most requests it held in flight at once; () and 0 for a closed loop.
     schedule: tuple[float, ...] = ()
     peak_in_flight: int = 0
+    # With --duration: what ended the measured phase, "duration" or "requests" (every request asked
+    # for was sent first); None without a duration. Neither is a cut: the level is complete.
+    ended_by: str | None = None
 
 
 # ------------------------------------------------------------------ naming a level of a result
 
 LevelKey = tuple[Any, ...]
-"""("concurrency", N), or ("rate", R, burstiness, max concurrency or 0): two levels with one key
-measured the same thing; the first item is the kind, so keys of the two kinds never compare equal."""
+"""("concurrency", N), ("rate", R, burstiness, max concurrency or 0[, ramp text]) or ("trace", file
+name, sha256, max concurrency or 0): two levels with one key measured the same thing; the first item
+is the kind, so keys of two kinds never compare equal (a trace's offered rate is no rate level)."""
 
 
 def rate_text(rate: float | str) -> str:
@@ -177,6 +230,21 @@ def rate_json(rate: float) -> float | str:
     return "inf" if math.isinf(rate) else rate
 
 
+def sidecar_key(cfg: LevelConfig) -> dict[str, Any]:
+    """What a request sidecar line of this level says of it, for `level_key`: its concurrency, or its
+    rate, burstiness and cap with the trace and ramp blocks the level's `open_loop` has."""
+    ol = cfg.open_loop
+    if ol is None:
+        return {"concurrency": cfg.concurrency}
+    key: dict[str, Any] = {"request_rate": rate_json(ol.rate), "burstiness": ol.burstiness,
+                           "max_concurrency": ol.max_concurrency}
+    if ol.trace is not None:
+        key["trace"] = {"file": ol.trace.file, "sha256": ol.trace.sha256}
+    if ol.ramp is not None:
+        key["ramp"] = {"shape": ol.ramp.shape, "start_rps": ol.ramp.start_rate}
+    return key
+
+
 def is_open_loop(level: Mapping[str, Any]) -> bool:
     """A level of a result, or a line of a request sidecar, of an open-loop level."""
     return "request_rate" in level
@@ -189,19 +257,28 @@ def level_key(level: Mapping[str, Any]) -> LevelKey:
     if not is_open_loop(level):
         return ("concurrency", level["concurrency"])
     block = level.get("open_loop", level)
-    return ("rate", rate_value(level["request_rate"]), float(block.get("burstiness", 1.0)),
-            block.get("max_concurrency") or 0)
+    cap = block.get("max_concurrency") or 0
+    if (trace := block.get("trace")) is not None:
+        return ("trace", trace["file"], trace["sha256"], cap)
+    ramp = block.get("ramp")
+    return ("rate", rate_value(level["request_rate"]), float(block.get("burstiness", 1.0)), cap,
+            *((Ramp(ramp["shape"], ramp["start_rps"]).text(),) if ramp else ()))
 
 
 def key_label(key: LevelKey, *, full: bool = False) -> str:
-    """"c=8", or "4 req/s" (`full`: with ", burstiness 2" and ", max concurrency 8" when set)."""
+    """"c=8", "4 req/s" (`full`: with ", burstiness 2" and ", max concurrency 8" when set), "4 req/s,
+    linear ramp from 0.4 req/s", or "trace mooncake-small.jsonl" (`full`: with its cap)."""
     if key[0] == "concurrency":
         return f"c={key[1]}"
+    if key[0] == "trace":
+        return f"trace {key[1]}" + (f", max concurrency {key[3]}" if full and key[3] else "")
     text = f"{rate_text(key[1])} req/s"
     if full and key[2] != 1.0:
         text += f", burstiness {key[2]:g}"
     if full and key[3]:
         text += f", max concurrency {key[3]}"
+    if len(key) > 4:  # a ramp: always named, a ramped level is not its flat rate's
+        text += f", {key[4]}"
     return text
 
 
@@ -211,8 +288,10 @@ def level_label(level: Mapping[str, Any], *, full: bool = False) -> str:
 
 
 def levels_text(levels: Iterable[Mapping[str, Any]]) -> str:
-    """"c=1, 8" or "4, 8 req/s" for levels of one cell (a cell's levels are of one kind)."""
+    """"c=1, 8", "4, 8 req/s" or "trace t.jsonl" for levels of one cell (a cell's levels are of one kind)."""
     keys = [level_key(lv) for lv in levels]
     closed = [str(k[1]) for k in keys if k[0] == "concurrency"]
     rates = [rate_text(k[1]) for k in keys if k[0] == "rate"]
-    return "; ".join(([f"c={', '.join(closed)}"] if closed else []) + ([f"{', '.join(rates)} req/s"] if rates else []))
+    traces = [key_label(k) for k in dict.fromkeys(k for k in keys if k[0] == "trace")]
+    return "; ".join(([f"c={', '.join(closed)}"] if closed else []) + ([f"{', '.join(rates)} req/s"] if rates else [])
+                     + traces)

@@ -41,6 +41,26 @@ class Load(_LoadRequired, total=False):
     seed: int
     slo: dict[str, float] | None
     sweep: dict[str, Any] | None  # {start_rps, tolerance, max_levels}; the schema leaves it open too
+    trace: LoadTrace  # mode "trace": the file replayed
+    ramp_up: LoadRamp  # --ramp-up
+    duration_s: float  # --duration: each level's measured phase bound in time
+
+
+class LoadTrace(TypedDict):
+    """run_config.load.trace: the file --trace-file replayed (its entries and skipped rows)."""
+
+    file: str
+    sha256: str
+    format: str
+    entries: int
+    skipped: int
+
+
+class LoadRamp(TypedDict):
+    """run_config.load.ramp_up: its shape, and --ramp-up-start (null: a tenth of each level's rate)."""
+
+    shape: str
+    start_rps: float | None
 
 
 class Sweep(TypedDict):

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from bench.core import energy
+from bench.core.level_run import level_key
 from bench.core.metrics.blocks import (
     GaugeFigures,
     HistogramFigures,
@@ -146,7 +147,16 @@ def open_loop(values: list[Mapping[str, Any]]) -> dict[str, Any]:
     block.update(offered_rate_rps=median([v["offered_rate_rps"] for v in values]),
                  achieved_rate_rps=median([v["achieved_rate_rps"] for v in values]),
                  queued=sum(v["queued"] for v in values), peak_in_flight=max(v["peak_in_flight"] for v in values))
+    if "trace" in block:  # each round replays the trace; a --duration may cut one round's shorter
+        block["trace"] = {**block["trace"], "sent": min(v["trace"]["sent"] for v in values)}
     return block
+
+
+def duration(values: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """--duration over the rounds: the duration ended the level if it ended any round; sent and asked summed."""
+    ended = "duration" if any(v["ended_by"] == "duration" for v in values) else "requests"
+    return {"limit_s": values[0]["limit_s"], "ended_by": ended, "sent": sum(v["sent"] for v in values),
+            "asked": sum(v["asked"] for v in values)}
 
 
 def _audit_score(audits: Mapping[str, Any]) -> tuple[int, int]:
@@ -220,6 +230,7 @@ RULES: dict[str, Rule] = {
     "warmup": warmup,
     "content_encodings": counts,
     "goodput": worst(_goodput_score),
+    "duration": duration,
     "energy": energy.combined,
     "server_metrics": server_metrics,
 }
@@ -265,6 +276,5 @@ def combined_levels(summaries: Sequence[Level], *, asked: int) -> list[Level]:
         return list(summaries)
     by_level: dict[Any, list[Level]] = {}
     for summary in summaries:
-        key = (summary.get("concurrency"), summary.get("request_rate"))
-        by_level.setdefault(key, []).append(summary)
+        by_level.setdefault(level_key(summary), []).append(summary)
     return [combine_rounds(group, asked=asked) for group in by_level.values()]

@@ -1,7 +1,8 @@
 """One level as an open loop: requests arrive on a schedule at a rate, whatever the server does.
 
-The schedule is fixed before the level starts (`arrival_offsets`: seeded, so two runs of one rate,
-burstiness and seed send at the same offsets from the measured phase's start). The dispatcher
+The schedule is fixed before the level starts (`schedule`: seeded gamma draws at a rate,
+`arrival_offsets`, or rising to it, `ramp_offsets`, so two runs of one rate, burstiness and seed send
+at the same offsets from the measured phase's start; or a trace file's own offsets). The dispatcher
 sends request i at t0 + offset i; with `max_concurrency` an arrival that finds that many requests
 in flight waits, in arrival order, for one to end. Each record keeps the three times apart:
 `t_sched` (its arrival), `t_admitted` (when it got its place: the arrival itself when a place was
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.core.level_run import LevelConfig, LevelRun
+from bench.core.level_run import LevelConfig, LevelRun, OpenLoop, Ramp
 from bench.load.closed_loop import ClosedLoopLevel
 from bench.load.interrupts import retrieve
 from bench.setup.prompts import Prompt
@@ -47,6 +48,31 @@ def arrival_offsets(rate: float, burstiness: float, n: int, seed: int) -> tuple[
     return (0.0, *(float(x) for x in np.cumsum(gaps)))
 
 
+def ramp_offsets(rate: float, ramp: Ramp, burstiness: float, n: int, seed: int) -> tuple[float, ...]:
+    """n arrival offsets whose rate rises from ramp.start_rate (R0) to `rate` (R) over the requests:
+    gap k (k = 0 .. n-2, before request k+1) is the flat schedule's gap drawn at rate 1 (the same
+    gamma draws `arrival_offsets` makes, so one seed gives one shape) divided by r_k, where with
+    u = k / max(n - 2, 1) r_k = R0 + (R - R0) u (linear) or R0 (R / R0)^u (exponential): the first gap
+    at R0, the last at R."""
+    if not 0 < ramp.start_rate < rate or math.isinf(rate) or ramp.shape not in ("linear", "exponential"):
+        raise ValueError(f"bad ramp: {ramp} to rate {rate}")
+    unit = arrival_offsets(1.0, burstiness, n, seed)
+    gaps = np.diff(np.asarray(unit))
+    u = np.arange(len(gaps)) / max(n - 2, 1)
+    r0 = ramp.start_rate
+    rates = r0 + (rate - r0) * u if ramp.shape == "linear" else r0 * (rate / r0) ** u
+    return (0.0, *(float(x) for x in np.cumsum(gaps / rates)))[:n] if n else ()
+
+
+def schedule(ol: OpenLoop, n: int) -> tuple[float, ...]:
+    """The level's first n arrival offsets: the trace's own, a ramp's or the flat rate's."""
+    if ol.trace is not None:
+        return ol.trace.offsets[:n]
+    if ol.ramp is not None:
+        return ramp_offsets(ol.rate, ol.ramp, ol.burstiness, n, ol.seed)
+    return arrival_offsets(ol.rate, ol.burstiness, n, ol.seed)
+
+
 class OpenLoopLevel(ClosedLoopLevel):
     """A level whose measured requests arrive on `cfg.open_loop`'s schedule."""
 
@@ -56,7 +82,7 @@ class OpenLoopLevel(ClosedLoopLevel):
         if ol is None:
             raise ValueError("an open-loop level needs LevelConfig.open_loop")
         self.cap = ol.max_concurrency
-        self.schedule = arrival_offsets(ol.rate, ol.burstiness, cfg.requests, ol.seed)
+        self.schedule = schedule(ol, cfg.requests)
         self.holding = 0  # requests admitted and not yet released: what the cap counts
         self.peak = 0
         # The cap's free places, each with the moment it became free (in that order; -inf: never

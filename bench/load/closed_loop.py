@@ -40,6 +40,7 @@ class ClosedLoopLevel:
         self.in_flight: dict[asyncio.Task, Flight] = {}
         self.next_index = 0
         self.stop_reason: str | None = None
+        self.duration_over = False  # --duration: the measured phase's time is up; nothing more is sent
         self.output_events = 0  # output events received, for progress and the watchdog
         self.failed = 0
         self.finished = 0  # requests over, warm-up included: the watchdog's sign of life
@@ -83,6 +84,7 @@ class ClosedLoopLevel:
             started_at=self.started_at,
             partial=self.stop_reason is not None,
             stop_reason=self.stop_reason,
+            ended_by=None if cfg.duration_s is None else "duration" if self.duration_over else "requests",
             client=measured_health(phase, self.records, self.watch.loop_lags, cfg.client_cpus is not None,
                                    self.client.connections),
         )
@@ -175,10 +177,14 @@ class ClosedLoopLevel:
     # ------------------------------------------------------------ stopping
 
     def _may_send(self) -> bool:
-        """False once the level is stopping (checked here too: the deadline timer may lag)."""
+        """False once the level is stopping (checked here too: the deadline timer may lag), or once
+        its --duration is up: then what is in flight finishes, and nothing more is sent."""
         if self.stop_reason is None and self.cfg.deadline is not None and _perf() >= self.cfg.deadline:
             self._on_deadline()
-        return self.stop_reason is None
+        if (self.measuring and not self.duration_over and self.cfg.duration_s is not None
+                and _perf() >= self.t0 + self.cfg.duration_s):
+            self.duration_over = True
+        return self.stop_reason is None and not self.duration_over
 
     def _cancel(self, task: asyncio.Task, reason: str) -> bool:
         flight = self.in_flight.get(task)
@@ -194,7 +200,7 @@ class ClosedLoopLevel:
 
     def _on_deadline(self) -> None:
         cfg = self.cfg
-        if self.next_index >= cfg.requests and not self.in_flight:
+        if (self.next_index >= cfg.requests or self.duration_over) and not self.in_flight:
             return  # finished just in time
         phase = "" if self.measuring else " during warm-up"
         self.stop_reason = (

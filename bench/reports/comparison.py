@@ -67,6 +67,9 @@ METHODOLOGY_KEYS = (
     "load.burstiness",
     "load.max_concurrency",
     "load.seed",
+    "load.trace.sha256",  # another trace, or the same name with other content
+    "load.ramp_up",
+    "load.duration_s",  # a level cut by time against one of a count
 )
 # What an absent key means, where it is not "missing": a result without run_config.load ran closed loop.
 ABSENT = {"load.mode": "closed"}

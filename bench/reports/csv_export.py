@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.core.level_run import level_key
+from bench.core.level_run import key_label, level_key
 from bench.core.metrics.table import METRICS
 from bench.core.records import RequestRecord
 from bench.reports.comparison import Comparison
@@ -63,13 +63,16 @@ def comparison_rows(comparison: Comparison) -> Iterator[tuple[Any, ...]]:
         for level in result.get("levels") or []:
             key = level_key(level)
             where = (_level_text(key), key[1] if key[0] == "concurrency" else "",
-                     key[1] if key[0] == "rate" else "")
+                     level["request_rate"] if key[0] != "concurrency" else "")
             for row in _level_rows(level):
                 yield (*cell, *where, *row)
 
 
 def _level_text(key: tuple[Any, ...]) -> str:
-    return f"c={key[1]}" if key[0] == "concurrency" else f"rate={key[1]:g}"
+    """c=8, rate=4, or a trace's or ramp's label ("trace t.jsonl", "rate=4, linear ramp from 0.4 req/s")."""
+    if key[0] == "trace":
+        return key_label(key)
+    return (f"c={key[1]}" if key[0] == "concurrency" else f"rate={key[1]:g}") + (f", {key[4]}" if len(key) > 4 else "")
 
 
 def _level_rows(level: dict[str, Any]) -> Iterator[tuple[Any, ...]]:

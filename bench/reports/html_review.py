@@ -93,7 +93,9 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
     if "run_config" in result:  # what the summary compares across a split's cells (not like with like)
         row["settings"] = settings_of(result["run_config"])
     row["tps_by_level"] = {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels if "concurrency" in lv}
-    if by_rate := {rate_text(lv["request_rate"]): lv["output_throughput_tps"] for lv in levels if "request_rate" in lv}:
+    # flat rates only: a trace's offered rate or a ramp's end rate is not the same level at that rate
+    flat = [lv for lv in levels if "request_rate" in lv and level_key(lv)[0] == "rate" and len(level_key(lv)) == 4]
+    if by_rate := {rate_text(lv["request_rate"]): lv["output_throughput_tps"] for lv in flat}:
         row["tps_by_rate"] = by_rate
     return row
 

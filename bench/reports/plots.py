@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -31,7 +32,7 @@ from matplotlib.ticker import NullFormatter
 
 from bench.base.files import atomic_write
 from bench.core import imported, metrics
-from bench.core.level_run import LevelKey, key_label, level_key, rate_text
+from bench.core.level_run import LevelKey, key_label, level_key, rate_text, rate_value
 from bench.core.records import RequestRecord
 from bench.core.result_model import Level, Result, RunConfig, Stats
 from bench.reports.comparison import Comparison, setting_differences
@@ -50,8 +51,15 @@ def latency_png(level: LevelKey | int) -> str:
     key = ("concurrency", level) if isinstance(level, int) else level
     if key[0] == "concurrency":
         return f"latency_c{key[1]}.png"
-    shape = (f"_b{key[2]:g}" if key[2] != 1.0 else "") + (f"_m{key[3]}" if key[3] else "")
-    return f"latency_r{rate_text(key[1])}{shape}.png"
+    cap = f"_m{key[3]}" if key[3] else ""
+    if key[0] == "trace":  # latency_trace_mooncake-small_1a2b3c4d.png: the name, and the content it had
+        return f"latency_trace_{_file_safe(Path(key[1]).stem)}_{key[2][:8]}{cap}.png"
+    ramp = f"_{_file_safe(key[4])}" if len(key) > 4 else ""
+    return f"latency_r{rate_text(key[1])}{'_b' + format(key[2], 'g') if key[2] != 1.0 else ''}{cap}{ramp}.png"
+
+
+def _file_safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
 
 MARKS = ("†", "‡", "§", "¶", "‖", "#")  # then [7], [8], ...; never "*", which marks a summary box
 
@@ -188,7 +196,7 @@ def throughput_vs_concurrency(comparison: Comparison, split_dir: Path) -> Path |
     found = unlike(_run_configs(comparison, drawn))
     series = {marked(fw, found, _legend(fw, comparison["results"][fw])): {
         key[1]: _tps_point(lv) for key, lv in keys[fw].items() if key[0] == "concurrency"} for fw in drawn}
-    if not any(series.values()) and any(key[0] == "rate" for by in keys.values() for key in by):
+    if not any(series.values()) and any(key[0] != "concurrency" for by in keys.values() for key in by):
         return None
     fig = throughput_figure(series, _title(comparison, "Output throughput"))
     note_unlike(fig, found)
@@ -285,7 +293,8 @@ def latency_distributions(comparison: Comparison, level: LevelKey | int, split_d
         summarized = any(str(b["label"]).endswith("*") for b in boxes)
         ax.set_xlabel("framework" + (" (* = no sidecar: p50-p90 box)" if summarized else ""))
         ax.grid(True, axis="y", alpha=0.3)
-    at = f"concurrency {level[1]}" if level[0] == "concurrency" else f"request rate {key_label(level, full=True)}"
+    at = {"concurrency": f"concurrency {level[1]}", "trace": key_label(level, full=True)}.get(
+        level[0], f"request rate {key_label(level, full=True)}")
     fig.suptitle(_title(comparison, f"Latency at {at}"), fontsize=10)
     note_unlike(fig, found)
     return _save(fig, split_dir / PLOTS_DIR / latency_png(level))
@@ -294,8 +303,11 @@ def latency_distributions(comparison: Comparison, level: LevelKey | int, split_d
 def cell_plot(result: Result) -> bytes:
     """A small PNG of one cell: output tok/s and TTFT p50 per level (an HTML report extra), against
     concurrency or, for an open-loop cell, request rate (a rate of inf is left out)."""
-    by_level = {key[1]: lv for key, lv in _levels(result).items() if key[1] != float("inf")}
-    open_loop = any(key[0] == "rate" for key in _levels(result))
+    # A trace level stands at the rate its offsets offered, as its request_rate says.
+    by_level = {key[1] if key[0] != "trace" else rate_value(lv["request_rate"]): lv
+                for key, lv in _levels(result).items()}
+    by_level = {x: lv for x, lv in by_level.items() if x != float("inf")}
+    open_loop = any(key[0] != "concurrency" for key in _levels(result))
     levels = sorted(by_level)
     fig = _figure(6, 2.6)
     panels: tuple[tuple[str, Callable[[Level], float | None]], ...] = (

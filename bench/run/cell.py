@@ -34,7 +34,7 @@ from bench.run.cell_result import (
 from bench.run.config import CellConfig, CellOutcome, Launcher
 from bench.run.fixes import profile_source, verified_fix
 from bench.run.levels import CellRun
-from bench.setup import profiles
+from bench.setup import profiles, traces
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
 from bench.setup.installs import Installation, InstallError, NotInstalled
 from bench.setup.prompts import PromptSet, load_prompts, load_split
@@ -134,6 +134,10 @@ def _skipped(reason: str) -> CellOutcome:
 
 
 def _prompts(cfg: CellConfig) -> PromptSet:
+    if cfg.load is not None and (trace := cfg.load.trace) is not None:  # made to the trace's lengths, split's warm-up
+        synth = traces.Synthesiser(traces.tokenizer_path(cfg.profile.builtin, cfg.profile.name), seed=cfg.load.seed)
+        return PromptSet(traces.trace_prompts(trace, synth), load_split(cfg.split).warmup, trace.path,
+                         f"{trace.format} trace")
     if cfg.prompts_path is not None:
         return load_prompts(cfg.prompts_path, split_hint=cfg.split, tools_param=cfg.tools_param)
     return load_split(cfg.split, tools_param=cfg.tools_param)

@@ -88,7 +88,7 @@ def _framework(name: str, platform_tag: str, install: Installation, reported: Re
 def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConfig:
     block: RunConfig = {
         "levels": ["sweep"] if run.search is not None else [point_json(p) for p in run.points()],
-        "requests_per_level": cfg.requests,
+        "requests_per_level": run.requests(run.points()[0]) if run.search is None else cfg.requests,
         "warmup": cfg.warmup,
         "levels_share_server": run.shared,
         "request_timeout_s": cfg.request_timeout_s,
@@ -108,12 +108,26 @@ def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConf
 
 
 def _load(plan: LoadPlan) -> Load:
-    """run_config.load: how the levels were sent; a closed-loop run without --slo has none."""
+    """run_config.load: how the levels were sent; a closed-loop run without --slo or --duration has none."""
+    load = _sent(plan)
+    if plan.ramp_up is not None:
+        load["ramp_up"] = {"shape": plan.ramp_up, "start_rps": plan.ramp_up_start}
+    if plan.duration_s is not None:
+        load["duration_s"] = plan.duration_s
+    return load
+
+
+def _sent(plan: LoadPlan) -> Load:
+    slo = slo_json(plan.slos) or None
+    if (trace := plan.trace) is not None:
+        return {"mode": "trace", "trace": {"file": trace.name, "sha256": trace.sha256, "format": trace.format,
+                                           "entries": len(trace.entries), "skipped": trace.skipped},
+                "max_concurrency": plan.max_concurrency, "seed": plan.seed, "slo": slo}
     if not plan.open_loop:
-        return {"mode": "closed", "slo": slo_json(plan.slos) or None}
+        return {"mode": "closed", "slo": slo}
     sweep = plan.sweep
     load: Load = {"mode": "open", "request_rates": [rate_json(r) for r in plan.rates], "burstiness": plan.burstiness,
-                  "max_concurrency": plan.max_concurrency, "seed": plan.seed, "slo": slo_json(plan.slos) or None,
+                  "max_concurrency": plan.max_concurrency, "seed": plan.seed, "slo": slo,
                   "sweep": None if sweep is None else {"start_rps": sweep.start, "tolerance": sweep.tolerance,
                                                        "max_levels": sweep.max_levels}}
     if sweep is not None:

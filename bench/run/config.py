@@ -14,6 +14,7 @@ from bench.base.defaults import (
     DEFAULT_WARMUP,
     SPLITS,
 )
+from bench.core.level_run import Ramp, TraceSchedule
 from bench.core.open_loop import Slo, parse_slos
 from bench.core.result_model import NoResult, Result
 from bench.core.verdicts import CellVerdict
@@ -24,6 +25,7 @@ from bench.run.scrape.scraper import INTERVAL_S as SCRAPE_INTERVAL_S
 from bench.run.server import ServerProcess
 from bench.run.sweep import SweepPlan
 from bench.setup import profiles
+from bench.setup.traces import Trace, load_trace
 
 Launcher = Callable[..., ServerProcess]
 """`launch(command, adapter, host, port, log_path, memory_limit_bytes=None, budget_s=None,
@@ -43,26 +45,117 @@ class LoadPlan:
     max_concurrency: int | None = None
     seed: int = 0
     slos: tuple[Slo, ...] = ()
+    trace: Trace | None = None  # --trace-file: one level replaying it
+    ramp_up: str | None = None  # --ramp-up: linear or exponential
+    ramp_up_start: float | None = None  # --ramp-up-start; None: a tenth of each level's rate
+    duration_s: float | None = None  # --duration: each level's measured phase bound in time
 
     @property
     def open_loop(self) -> bool:
-        return bool(self.rates) or self.sweep is not None
+        return bool(self.rates) or self.sweep is not None or self.trace is not None
+
+    def ramp(self, rate: float) -> Ramp | None:
+        """The ramp of the level at `rate`, None without --ramp-up."""
+        if self.ramp_up is None:
+            return None
+        return Ramp(self.ramp_up, self.ramp_up_start if self.ramp_up_start is not None else rate * RAMP_START_SHARE)
+
+    def trace_schedule(self) -> TraceSchedule | None:
+        if (trace := self.trace) is None:
+            return None
+        return TraceSchedule(trace.name, trace.sha256, trace.format, tuple(e.offset_s for e in trace.entries),
+                             trace.skipped)
 
 
+RAMP_SHAPES = ("linear", "exponential")
+RAMP_START_SHARE = 0.1  # --ramp-up without --ramp-up-start starts each level at a tenth of its rate
 LOAD_OPTIONS = ("request_rate", "concurrency", "burstiness", "max_concurrency", "arrival_seed", "slo",
-                "sweep_levels", "sweep_tolerance", "rounds")  # load_plan's arguments, as the options' dests name them
+                "sweep_levels", "sweep_tolerance", "rounds", "trace_file", "ramp_up", "ramp_up_start",
+                "duration")  # load_plan's arguments, as the options' dests name them
 
 
 def load_plan(request_rate: str | None, *, concurrency: str | None = None, burstiness: float | None = None,
               max_concurrency: int | None = None, arrival_seed: int | None = None, slo: str | None = None,
               sweep_levels: int | None = None, sweep_tolerance: float | None = None,
-              rounds: int | None = None) -> LoadPlan | None:
-    """The options of open-loop levels (--request-rate R[,R2..] | sweep[:START], --burstiness,
-    --max-concurrency, --arrival-seed, --sweep-levels, --sweep-tolerance) and --slo as a LoadPlan;
-    None when none is given (closed-loop levels, as always). ValueError says what is wrong, and
-    --rounds with a sweep is wrong: a sweep chooses each rate from the level before, so a second
-    round would not repeat the first one's levels."""
-    rates, seed = request_rate, arrival_seed
+              rounds: int | None = None, trace_file: str | None = None, ramp_up: str | None = None,
+              ramp_up_start: float | None = None, duration: str | None = None) -> LoadPlan | None:
+    """The options of open-loop levels (--request-rate R[,R2..] | sweep[:START], --trace-file,
+    --burstiness, --max-concurrency, --arrival-seed, --sweep-levels, --sweep-tolerance, --ramp-up,
+    --ramp-up-start), --duration and --slo as a LoadPlan; None when none is given (closed-loop levels,
+    as always). ValueError says what is wrong, and --rounds with a sweep is wrong: a sweep chooses
+    each rate from the level before, so a second round would not repeat the first one's levels."""
+    duration_s = _duration(duration)
+    if trace_file is not None:
+        return _trace_plan(trace_file, request_rate, concurrency, burstiness, max_concurrency, arrival_seed, slo,
+                           sweep_levels, sweep_tolerance, ramp_up, ramp_up_start, duration_s)
+    if ramp_up_start is not None and ramp_up is None:
+        raise ValueError("--ramp-up-start is where --ramp-up starts: give --ramp-up linear|exponential too")
+    if ramp_up is not None and request_rate is None:
+        raise ValueError(f"--ramp-up {ramp_up} raises an arrival rate, and closed-loop levels have none (each slot "
+                         "sends when its last request ends): give --request-rate R")
+    plan = _rate_plan(request_rate, concurrency, burstiness, max_concurrency, arrival_seed, slo, sweep_levels,
+                      sweep_tolerance, rounds)
+    if ramp_up is not None:
+        plan = replace(_checked_ramp(plan, ramp_up, ramp_up_start), ramp_up=ramp_up, ramp_up_start=ramp_up_start)
+    if duration_s is not None:
+        plan = replace(plan or LoadPlan(), duration_s=duration_s)
+    return plan
+
+
+def _duration(text: str | None) -> float | None:
+    if text is None:
+        return None
+    takes = f"--duration takes a time more than 0: 90, 90s, 5m or 1.5h, got {text!r}"
+    try:
+        seconds = _duration_s(text)
+    except ValueError:
+        raise ValueError(takes) from None
+    if not 0 < seconds < float("inf"):
+        raise ValueError(takes)
+    return seconds
+
+
+def _checked_ramp(plan: LoadPlan | None, shape: str, start: float | None) -> LoadPlan:
+    assert plan is not None, "--ramp-up comes with --request-rate"
+    if shape not in RAMP_SHAPES:
+        raise ValueError(f"--ramp-up takes {' or '.join(RAMP_SHAPES)}, got {shape!r}")
+    if plan.sweep is not None:
+        raise ValueError("--ramp-up cannot shape --request-rate sweep's levels: the sweep judges each rate's SLOs at "
+                         "that rate, and a ramp spends the level below it")
+    if any(r == float("inf") for r in plan.rates):
+        raise ValueError("--ramp-up cannot rise to --request-rate inf: every request is sent at once")
+    if start is not None and not start > 0:
+        raise ValueError(f"--ramp-up-start takes a rate more than 0, got {start:g}")
+    if start is not None and any(start >= r for r in plan.rates):
+        raise ValueError(f"--ramp-up-start {start:g} is not below every --request-rate "
+                         f"({', '.join(f'{r:g}' for r in plan.rates)}): a ramp rises to the level's rate")
+    return plan
+
+
+def _trace_plan(trace_file: str, request_rate: str | None, concurrency: str | None, burstiness: float | None,
+                max_concurrency: int | None, arrival_seed: int | None, slo: str | None, sweep_levels: int | None,
+                sweep_tolerance: float | None, ramp_up: str | None, ramp_up_start: float | None,
+                duration_s: float | None) -> LoadPlan:
+    """--trace-file: one open-loop level on the file's own arrival times."""
+    clashing = [name for name, value in (("--request-rate", request_rate), ("--concurrency", concurrency),
+                                         ("--burstiness", burstiness), ("--sweep-levels", sweep_levels),
+                                         ("--sweep-tolerance", sweep_tolerance)) if value is not None]
+    if clashing:
+        raise ValueError(f"--trace-file's level sends on the file's own arrival times: {', '.join(clashing)} "
+                         "would set another schedule; give one of them")
+    if ramp_up is not None or ramp_up_start is not None:
+        raise ValueError("--ramp-up cannot shape --trace-file's level: its arrival times are the file's own, and a "
+                         "ramp would replay another load than the trace recorded")
+    if max_concurrency is not None and max_concurrency < 1:
+        raise ValueError(f"--max-concurrency takes a count of 1 or more, got {max_concurrency}")
+    trace = load_trace(Path(trace_file))  # TraceError is a ValueError naming the file and the line
+    return LoadPlan(max_concurrency=max_concurrency, seed=LoadPlan.seed if arrival_seed is None else arrival_seed,
+                    slos=parse_slos(slo) if slo is not None else (), trace=trace, duration_s=duration_s)
+
+
+def _rate_plan(rates: str | None, concurrency: str | None, burstiness: float | None, max_concurrency: int | None,
+               seed: int | None, slo: str | None, sweep_levels: int | None, sweep_tolerance: float | None,
+               rounds: int | None) -> LoadPlan | None:
     if rates is not None and concurrency is not None:
         raise ValueError("--concurrency and --request-rate name two kinds of level: give one")
     if rates is None:
@@ -70,7 +163,7 @@ def load_plan(request_rate: str | None, *, concurrency: str | None = None, burst
                                           ("--arrival-seed", seed), ("--sweep-levels", sweep_levels),
                                           ("--sweep-tolerance", sweep_tolerance)) if value is not None]
         if named:
-            raise ValueError(f"{', '.join(named)} shape open-loop levels: give --request-rate too")
+            raise ValueError(f"{', '.join(named)} shape open-loop levels: give --request-rate or --trace-file too")
         return None if slo is None else LoadPlan(slos=parse_slos(slo))
     if burstiness is not None and not burstiness > 0:
         raise ValueError(f"--burstiness takes a gamma shape more than 0 (1: Poisson), got {burstiness:g}")

@@ -22,7 +22,7 @@ from dataclasses import replace
 from functools import partial
 from typing import IO, Any
 
-from bench.core.level_run import level_label, rate_json, rate_text
+from bench.core.level_run import level_label, rate_text, sidecar_key
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
 from bench.core.open_loop import Sweep, goodput
@@ -71,7 +71,7 @@ def _file_label(steps: list[Step], rounds: int) -> str:
     if len(steps) != 1:
         return "shared"
     point, k = steps[0]
-    label = f"c{point}" if isinstance(point, int) else f"r{rate_text(point.rate)}"
+    label = f"c{point}" if isinstance(point, int) else "trace" if point.trace else f"r{rate_text(point.rate)}"
     return label if rounds < 2 else f"{label}.r{k}"
 
 
@@ -126,12 +126,18 @@ class CellRun:
         plan = self.cfg.load
         if plan is None or not plan.open_loop:
             return list(self.cfg.levels)
+        if (trace := plan.trace_schedule()) is not None:  # one level: the trace, at the rate its offsets offer
+            return [OpenLoop(trace.offered_rate, max_concurrency=plan.max_concurrency, seed=plan.seed, trace=trace)]
         return [self._open_loop(rate) for rate in plan.rates]
 
     def _open_loop(self, rate: float) -> OpenLoop:
         plan = self.cfg.load
         assert plan is not None, "open-loop levels come from a load plan"
-        return OpenLoop(rate, plan.burstiness, plan.max_concurrency, plan.seed)
+        return OpenLoop(rate, plan.burstiness, plan.max_concurrency, plan.seed, ramp=plan.ramp(rate))
+
+    def requests(self, point: Point) -> int:
+        """A level's measured requests: --requests, or a trace's entries."""
+        return point.measured(self.cfg.requests) if isinstance(point, OpenLoop) else self.cfg.requests
 
     def _swept(self) -> Iterator[Step]:
         assert self.search is not None
@@ -186,8 +192,7 @@ class CellRun:
         server_info["ready_after_s"] = server.ready_after_s
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
         self.watch = ServerWatch.start(pid, self.paths.split_dir / f"{self.paths.stem}.{label}", server,
-                                       self.adapter.server_metrics, self.cfg.scrape_interval_s, server.base_url,
-                                       self.cfg.api_key.headers if self.cfg.api_key else {})
+                                       self.adapter.server_metrics, self.cfg.scrape_interval_s, self.cfg.api_key)
         try:
             with self.watch:
                 listed = list_models(server.base_url, self.cfg.api_key)
@@ -289,7 +294,7 @@ class CellRun:
             model=self.model.served_id,
             concurrency=concurrency,
             open_loop=open_loop,
-            requests=self.cfg.requests,
+            requests=self.requests(point),
             warmup=self.cfg.warmup,
             request_timeout_s=self.cfg.request_timeout_s,
             extra_body=self.extra_body,
@@ -303,8 +308,9 @@ class CellRun:
             server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.endpoint),
             keep_alive=self.cfg.keep_alive,
             headers=self.cfg.api_key.headers if self.cfg.api_key else {},
+            duration_s=self.cfg.load.duration_s if self.cfg.load else None,
         )
-        procs = plan_level(self.cfg.client_procs, concurrency, self.cfg.requests,
+        procs = plan_level(self.cfg.client_procs, concurrency, level_cfg.requests,
                            self.summaries[-1] if self.summaries else None)  # auto plans from the level before
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
         try:
@@ -339,7 +345,8 @@ class CellRun:
             return f"before {step_text(first, self.rounds) if first is not None else 'the first level'}"
         at = self._last_text()
         last = self.summaries[-1] if self.summaries and _same(self.summaries[-1], self.last_level) else None
-        return f"during {at} after {last['successful'] if last else 0} of {self.cfg.requests} requests"
+        asked = self.requests(self.last_level[0])
+        return f"during {at} after {last['successful'] if last else 0} of {asked} requests"
 
     def _keep(self, run: LevelRun, sidecar: IO[str], k: int) -> None:
         """A level's summary (with its goodput under --slo) into the result (one stopped in warm-up
@@ -354,9 +361,7 @@ class CellRun:
             self.summaries.append(summary)
         self.watch.keep(summary, run)
         self.response_models.update(summary["served_models"])
-        ol = run.config.open_loop
-        key: dict[str, Any] = {"concurrency": run.config.concurrency} if ol is None else {
-            "request_rate": rate_json(ol.rate), "burstiness": ol.burstiness, "max_concurrency": ol.max_concurrency}
+        key = sidecar_key(run.config)
         if self.rounds > 1:
             key["round"] = k
         for record in [*run.warmup_records, *run.records]:

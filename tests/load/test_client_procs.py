@@ -458,3 +458,13 @@ def test_an_open_loop_level_runs_its_one_schedule_on_one_process(paced, procs):
     assert run.client.procs_how == ("test: 1" if procs == 1 else "test: 2; an open-loop level runs on one process")
     assert [r.index for r in run.records] == [0, 1, 2, 3] and all(r.ok for r in run.records)
     assert len(run.schedule) == 4 and workers_of() == []
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_a_duration_ends_a_level_on_several_processes_as_on_one(paced):
+    # 1000 requests of 0.5 s each on 4 slots take over 2 minutes; the duration is 0.8 s
+    run = run_level_procs(level(paced, concurrency=4, requests=1000, duration_s=0.8), prompts(3, 100), [], plan(2))
+    assert run.ended_by == "duration" and not run.partial and run.stop_reason is None
+    assert 0 < len(run.records) < 1000 and all(r.ok for r in run.records), "what was in flight finished"
+    assert metrics.summarize_level(run)["duration"]["ended_by"] == "duration"

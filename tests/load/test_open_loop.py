@@ -367,7 +367,7 @@ def test_load(cell_config):
     (["--request-rate", "fast"], "--request-rate takes comma-separated requests/s"),
     (["--request-rate", "4", "--concurrency", "8"], "--concurrency and --request-rate name two kinds of level"),
     (["--request-rate", "sweep"], "--request-rate sweep looks for the highest rate meeting an SLO: give --slo too"),
-    (["--burstiness", "2"], "--burstiness shape open-loop levels: give --request-rate too"),
+    (["--burstiness", "2"], "--burstiness shape open-loop levels: give --request-rate or --trace-file too"),
     (["--request-rate", "4", "--max-concurrency", "0"], "--max-concurrency takes a count of 1 or more"),
     (["--request-rate", "4", "--slo", "ttft_p97=1s"], "'ttft_p97=1s': an SLO is METRIC_pNN=LIMIT"),
 ])

@@ -83,9 +83,25 @@ class Warmup(_WarmupRequired, total=False):
     error_samples: dict[str, list[ErrorSample]]
 
 
-class OpenLoopBlock(TypedDict):
-    """How an open-loop level's requests arrived (bench.core.metrics.level.open_loop_block)."""
+class RampBlock(TypedDict):
+    """--ramp-up: the rate rose from start_rps to the level's over its requests."""
 
+    shape: str  # linear or exponential
+    start_rps: float
+
+
+class TraceBlock(TypedDict):
+    """--trace-file: the trace a level replayed, and how much of it it sent."""
+
+    file: str
+    sha256: str
+    format: str  # mooncake or burstgpt
+    entries: int  # the trace's requests (its skipped rows not counted)
+    sent: int  # of them, sent: fewer when --duration ended the level first
+    skipped: int  # rows no replay can send (BurstGPT's 0 response tokens)
+
+
+class _OpenLoopRequired(TypedDict):
     arrivals: str
     burstiness: float
     max_concurrency: int | None
@@ -94,6 +110,22 @@ class OpenLoopBlock(TypedDict):
     achieved_rate_rps: float | None
     queued: int
     peak_in_flight: int
+
+
+class OpenLoopBlock(_OpenLoopRequired, total=False):
+    """How an open-loop level's requests arrived (bench.core.metrics.level.open_loop_block)."""
+
+    ramp: RampBlock  # --ramp-up only
+    trace: TraceBlock  # --trace-file only
+
+
+class DurationBlock(TypedDict):
+    """--duration: the measured phase's time bound, and what ended it (neither is a cut level)."""
+
+    limit_s: float
+    ended_by: str  # "duration" (time was up first) or "requests" (every request asked for was sent first)
+    sent: int  # measured requests sent
+    asked: int  # measured requests asked for (--requests, or a trace's entries)
 
 
 class _EnergySourceRequired(TypedDict):
@@ -217,6 +249,7 @@ class Level(_LevelRequired, LevelIdentity, OptionalStats, ContentEncodings, Reas
     `request_rate`; its stats blocks are the metric table's (RequiredStats, OptionalStats)."""
 
     goodput: Goodput  # with --slo
+    duration: DurationBlock  # with --duration
     energy: Energy  # a started server's levels (an endpoint's are not sampled)
     server_metrics: ServerMetricsBlock  # a started server whose adapter declares its metrics
     prompt_reuse: PromptReuse

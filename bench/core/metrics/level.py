@@ -16,6 +16,7 @@ from bench.core.metrics.audits import DIVERGENCE_WARN_FRACTION, NOT_SENT, compar
 from bench.core.metrics.blocks import (
     ChunkDivergence,
     DominantError,
+    DurationBlock,
     Level,
     LevelIdentity,
     OpenLoopBlock,
@@ -64,7 +65,7 @@ def open_loop_block(run: LevelRun) -> OpenLoopBlock:
     ol = run.config.open_loop
     assert ol is not None, "an open-loop level"
     sent = [r for r in run.records if r.t_send is not None]
-    return {
+    block: OpenLoopBlock = {
         "arrivals": ol.arrivals,
         "burstiness": ol.burstiness,
         "max_concurrency": ol.max_concurrency,
@@ -74,6 +75,20 @@ def open_loop_block(run: LevelRun) -> OpenLoopBlock:
         "queued": sum(1 for r in sent if (d := queue_delay(r)) is not None and d > 0),
         "peak_in_flight": run.peak_in_flight,
     }
+    if ol.ramp is not None:
+        block["ramp"] = {"shape": ol.ramp.shape, "start_rps": ol.ramp.start_rate}
+    if (trace := ol.trace) is not None:
+        block["trace"] = {"file": trace.file, "sha256": trace.sha256, "format": trace.format,
+                          "entries": len(trace.offsets), "sent": len(run.records), "skipped": trace.skipped}
+    return block
+
+
+def duration_block(run: LevelRun) -> DurationBlock | None:
+    """--duration's bound on the level and what ended it; None without --duration."""
+    if run.config.duration_s is None or run.ended_by is None:
+        return None
+    return {"limit_s": run.config.duration_s, "ended_by": run.ended_by, "sent": len(run.records),
+            "asked": run.config.requests}
 
 
 def level_identity(run: LevelRun) -> LevelIdentity:
@@ -231,7 +246,7 @@ def summarize_level(
     per_chunk = tokens_per_chunk(ok)
     stats = level_stats(ok, records, open_loop=run.config.open_loop is not None, reasoning=reasoning_summary(ok))
     throughput_ci95, uncertainty = within_run(ok, run.t_start, run.t_end, run.config.concurrency)
-    return {
+    level: Level = {
         **level_identity(run),
         "num_requests": len(records),
         "successful": len(ok),
@@ -264,3 +279,6 @@ def summarize_level(
         "uncertainty": uncertainty,
         **content_encodings(records),  # only when a server compressed a stream anyway
     }
+    if (bound := duration_block(run)) is not None:
+        level["duration"] = bound
+    return level

@@ -74,6 +74,10 @@ def merge(cfg: LevelConfig, warm: LevelRun | None, reports: Sequence[WorkerRepor
         started_at=started_at,
         partial=reason is not None or any(rep.partial for rep in reports),
         stop_reason=reason,
+        # A worker's own count ran out or its --duration did; fewer records than asked, with no
+        # stop reason, means the duration came first.
+        ended_by=None if cfg.duration_s is None else
+        "duration" if reason is None and len(records) < cfg.requests else "requests",
         client=merged_health(healths, procs, procs_how, warm),
     )
 

@@ -4,6 +4,7 @@ one `Settings` before any server starts (a bad value is a usage error, not a fai
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from bench.plugins.opts.eval_settings import EvalSettings
 from bench.plugins.opts.settings import PytestOptions, Settings
 from bench.plugins.opts.spec import Option, declared, flags
 from bench.run.config import DEFAULT_CELL_BUDGET_S, LOAD_OPTIONS, LoadPlan, load_plan
-from bench.setup import profiles
+from bench.setup import profiles, traces
 from bench.setup.prompts import PromptFileError, load_prompts
 
 RUN_ID_KEY = "cellbench_run_id"  # in xdist's workerinput: the controller's run id
@@ -32,6 +33,7 @@ def every_option() -> list[Option]:
 
 def build(config: pytest.Config) -> Settings:
     """The session's Settings; raises pytest.UsageError for the first bad value."""
+    _pdb_trace_mixup(config)
     raw = {opt.name: config.getoption(opt.name) for opt in every_option()}
     for opt in every_option():
         opt.check(raw[opt.name])
@@ -59,7 +61,27 @@ def build(config: pytest.Config) -> Settings:
             timeout=config.getoption("timeout", None) if config.pluginmanager.hasplugin("timeout") else None),
     )
     _check_prompts(built)
+    if built.load is not None and built.load.trace is not None:
+        if built.unique_prompts:
+            raise pytest.UsageError("--unique-prompts opens every message with a nonce, which would change "
+                                    "--trace-file's input lengths and the prefixes its hash_ids share: give one")
+        try:
+            traces.check_tokenizer(profile.builtin, profile.name)
+        except traces.TokenizerMissing as exc:
+            raise pytest.UsageError(str(exc)) from None
     return built
+
+
+def _pdb_trace_mixup(config: pytest.Config) -> None:
+    """`pytest --trace FILE` is pytest's debugging option (break to pdb at each test) and FILE a test
+    path: a user who meant a request trace would get a pdb prompt. Say which option they meant."""
+    if not config.getoption("trace", False):
+        return
+    for arg in config.args:
+        path = Path(arg.split("::")[0])
+        if traces.looks_like_trace(path if path.is_absolute() else Path(config.invocation_params.dir) / path):
+            raise pytest.UsageError(f"{arg} is a request trace, and pytest's own --trace starts pdb; give a request "
+                                    f"trace as --trace-file PATH")
 
 
 def _parsed(cls: type, raw: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,12 @@ page is generated from the options' declarations (`bench/plugins/opts/settings.p
 option, regenerate it:
 
     {COMMAND}
+
+A request trace is `--trace-file PATH`, never `--trace`: pytest owns `--trace` (its debugging
+plugin: break to pdb at the start of each test), so `pytest --trace t.jsonl` would start pdb and
+take the file for a test path. cellbench stops that session with a usage error, "pytest's own
+--trace starts pdb; give a request trace as --trace-file PATH", when `--trace` is given beside a
+file that parses as a trace ([Traces, ramps and durations](running-cells.md#traces-ramps-and-durations)).
 """
 
 

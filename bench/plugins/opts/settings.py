@@ -68,6 +68,20 @@ class Settings:
                                       shown=str(SweepPlan.max_levels))
     sweep_tolerance: float | None = option("--sweep-tolerance", "--request-rate sweep: relative precision",
                                            type=float, shown=f"{SweepPlan.tolerance:g}")
+    trace_file: str | None = option(
+        "--trace-file", "one open-loop level replaying a request trace (mooncake JSONL or BurstGPT CSV): its "
+        "arrival times, input and output lengths, prompts made to the input lengths with the model's tokenizer "
+        "(pytest's own --trace starts pdb)", metavar="PATH", shown="none",
+        brief="an open-loop level replaying a request trace (mooncake, BurstGPT)")
+    ramp_up: str | None = option(
+        "--ramp-up", "open loop: the arrival rate rises to each level's rate over its requests", shown="none: flat",
+        metavar="linear|exponential", choices=("linear", "exponential"))
+    ramp_up_start: float | None = option("--ramp-up-start", "--ramp-up: the rate it starts from, requests/s",
+                                         type=float, metavar="R0", shown="a tenth of each level's rate")
+    duration: str | None = option(
+        "--duration", "bound each level's measured phase in time as --requests bounds it in count: no request is "
+        "sent after it, those in flight finish; whichever comes first ends the level", metavar="90|90s|5m|1.5h",
+        shown="none", brief="bound each level's measured phase in time (whichever of it and --requests is first)")
     requests: int = option("--requests", "measured requests per level", type=int, default=DEFAULT_REQUESTS,
                            takes="a count of measured requests per level, 1 or more", valid=lambda v: v >= 1)
     warmup: int = option("--warmup", "warm-up requests per level, not measured", type=int, default=DEFAULT_WARMUP,

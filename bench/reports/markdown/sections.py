@@ -41,8 +41,12 @@ def _column(comparison: Comparison, fw: str) -> str:
 
 
 def section_title(level: LevelKey) -> str:
-    """"Concurrency 8", or "Request rate 4 req/s" (with its burstiness and cap when set)."""
-    return f"Concurrency {level[1]}" if level[0] == "concurrency" else f"Request rate {key_label(level, full=True)}"
+    """"Concurrency 8", "Request rate 4 req/s" (with its burstiness, cap and ramp when set), or
+    "Trace mooncake-small.jsonl" (with its cap)."""
+    if level[0] == "concurrency":
+        return f"Concurrency {level[1]}"
+    label = key_label(level, full=True)
+    return f"T{label[1:]}" if level[0] == "trace" else f"Request rate {label}"
 
 
 UNLIKE_ROW = "Differing settings"
@@ -57,7 +61,7 @@ def level_section(comparison: Comparison, level: LevelKey | int, relabel: Callab
     reasoned = any(m.when == "reasoning" and m.key in lv for m in metric_table.METRICS for lv in present)
     at = reasoning_at(every)
     rows_shown = [*every[:at], *(reasoning_rows() if reasoned else ()), *every[at:],
-                  *(open_loop_rows() if key[0] == "rate" else ()),
+                  *(open_loop_rows() if key[0] != "concurrency" else ()),
                   *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ()), *(server := server_rows(present))]
     rows = [[relabel(label), *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
                       for fw in frameworks)]

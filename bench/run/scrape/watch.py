@@ -27,6 +27,7 @@ from bench.core.metrics.client import with_server_queue
 from bench.core.result_model import Level, Server, ServerResources, as_block
 from bench.host.resources import ResourceSampler
 from bench.run.scrape.scraper import Scrape, Scraper
+from bench.setup.profiles import ApiKey
 from bench.setup.server_metrics import ServerMetrics
 
 
@@ -39,17 +40,18 @@ class ServerWatch:
 
     @classmethod
     def start(cls, pid: int | None, files: Path, server: Any, declared: ServerMetrics | None,
-              interval_s: float | None, base_url: str, headers: dict[str, str]) -> ServerWatch:
+              interval_s: float | None, api_key: ApiKey | None) -> ServerWatch:
         """The watch of a server whose files are `files`.* (`.resources.jsonl`, `.server-metrics.jsonl`),
-        its metrics scraped every `interval_s` where declared (None: not scraped); nothing is watched
-        of a server that is not ours (an endpoint: no `pid`)."""
+        its metrics scraped every `interval_s` where declared (None: not scraped), with the API key
+        its chat requests carry; nothing is watched of a server that is not ours (an endpoint: no `pid`)."""
         if pid is None:
             return cls(None, None)
         sampler = ResourceSampler(pid, files.with_name(files.name + ".resources.jsonl"),
                                   cgroup=getattr(server, "cgroup", None), on_tree=getattr(server, "note_tree", None))
         scraper = None if declared is None or interval_s is None else Scraper(
-            base_url.rstrip("/") + declared.path, declared, files.with_name(files.name + ".server-metrics.jsonl"),
-            headers=headers, interval_s=interval_s)
+            server.base_url.rstrip("/") + declared.path, declared,
+            files.with_name(files.name + ".server-metrics.jsonl"), headers=api_key.headers if api_key else {},
+            interval_s=interval_s)
         return cls(sampler, scraper)
 
     def __enter__(self) -> ServerWatch:
