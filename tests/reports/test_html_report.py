@@ -411,8 +411,11 @@ def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama
     top = result["levels"][-1]
     bound = top["throughput_ci95"]["output_throughput_tps"]  # 4 requests: too few time windows to bound it
     interval = f" (n<{bound['needs_n']})" if bound["low"] is None else f" [{bound['low']:.1f}, {bound['high']:.1f}]"
+    badge = "" if verdict == "ok" else f" {verdict}"  # a degraded cell's figures carry its verdict
     assert table.column("output_tps")["bench/test_cells.py::test_cell[llamacpp-chat]"] == \
-        f"{top['output_throughput_tps']:.1f}{interval} within-run only"
+        f"{top['output_throughput_tps']:.1f}{interval} within-run only{badge}"
+    assert table.column("result")["bench/test_cells.py::test_cell[llamacpp-chat]"] == \
+        ("Passed" if verdict == "ok" else verdict.upper())
     assert table.column("failure_rate")["bench/test_cells.py::test_cell[llamacpp-chat]"] == "0.0%"
     assert "server log c2" in dom and "data:image/png;base64," in dom
     assert result["framework"]["version"] in " ".join(table.environment)
