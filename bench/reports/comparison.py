@@ -171,7 +171,7 @@ def build_comparison(split_dir: Path, *, machine: str, this_run: str | None = No
             if any(m.kind == NOT_THIS_RUN for m in standings[fw].marks):
                 r = selection.chosen.pop(fw)
                 left_out.append({"framework": fw, "run_id": r.run_id, "file": r.path.name, "finished_at": r.finished_at,
-                                 "reason": f"{run_text(r.run_id, r.finished_at)}, not this run ({run})"})
+                                 "reason": f"{run_text(r.run_id, r.finished_at)}; this run is {run}"})
     frameworks = order(sorted(selection.chosen), standings)
     flagged = {
         fw: reason

@@ -89,7 +89,7 @@ def test_the_standing_of_each_kind_of_result():
     earlier = standing_of(ok, "20261201T000000Z-bbbb")
     assert earlier.word == NOT_THIS_RUN and earlier.tags == "not this run"
     assert earlier.short() == f"not from this run (run {RUN} of 2026-11-30)"
-    assert earlier.text() == f"not from this run: run {RUN} of 2026-11-30, not this run (20261201T000000Z-bbbb)"
+    assert earlier.text() == f"not from this run: run {RUN} of 2026-11-30; this run is 20261201T000000Z-bbbb"
     assert standing_of(ok, None).ok, "without a run to be about (compare), no result is of another one"
     both = standing_of(synthetic_result(Spec(failed=3)), "20261201T000000Z-bbbb")
     assert [m.kind for m in both.marks] == ["degraded", NOT_THIS_RUN]
@@ -167,10 +167,10 @@ def test_a_result_of_an_earlier_run_is_marked_with_its_run_or_left_out(tmp_path)
     assert left["frameworks"] == ["vllm"] and list(left["results"]) == ["vllm"]
     assert left["left_out"] == [{"framework": "llamacpp", "run_id": EARLIER, "file": f"llamacpp_{EARLIER}.json",
                                  "finished_at": "2026-11-29T10:00:30+00:00",
-                                 "reason": f"run {EARLIER} of 2026-11-29, not this run ({RUN})"}]
+                                 "reason": f"run {EARLIER} of 2026-11-29; this run is {RUN}"}]
     report = render_report(left, [])
     assert ("Left out, not from this run (`cellbench report --other-runs mark` shows them): llamacpp: run "
-            f"{EARLIER} of 2026-11-29, not this run ({RUN}) (file llamacpp_{EARLIER}.json).") in report
+            f"{EARLIER} of 2026-11-29; this run is {RUN} (file llamacpp_{EARLIER}.json).") in report
     assert "| llamacpp |" not in report and "| Metric | vllm |" in report
     given = build_comparison(d, machine=SLUG, this_run=EARLIER)  # a session's rebuild names its own run
     assert given["this_run"] == {"run_id": EARLIER, "chosen_by": "given"}
@@ -182,7 +182,7 @@ def test_cellbench_report_takes_the_run_and_what_to_do_with_other_runs(tmp_path,
     d = write_cell(tmp_path, Spec(framework="vllm")).parent
     assert cellbench(["report", "--results-dir", str(tmp_path), "--other-runs", "leave-out"]) == 0
     err = capsys.readouterr().err
-    assert f"  left out llamacpp_{EARLIER}.json: run {EARLIER} of 2026-11-29, not this run ({RUN}) " \
+    assert f"  left out llamacpp_{EARLIER}.json: run {EARLIER} of 2026-11-29; this run is {RUN} " \
            "(--other-runs mark shows it)" in err
     assert json.loads((d / "comparison.json").read_text())["frameworks"] == ["vllm"]
     assert cellbench(["report", "--results-dir", str(tmp_path), "--run-id", EARLIER]) == 0

@@ -67,8 +67,8 @@ def level_section(comparison: Comparison, level: LevelKey | int, relabel: Callab
                   *(open_loop_rows() if key[0] != "concurrency" else ()),
                   *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ()), *(server := server_rows(present))]
     marks = standings(comparison)  # at the numbers where they stand beside another framework's
-    at = marks if len(present) > 1 else {fw: Standing() for fw in frameworks}
-    rows = [[relabel(label), *(_value(results[fw], label, render, by_fw[fw][key], at[fw]) if key in by_fw[fw]
+    beside = marks if len(present) > 1 else {fw: Standing() for fw in frameworks}
+    rows = [[relabel(label), *(_value(results[fw], label, render, by_fw[fw][key], beside[fw]) if key in by_fw[fw]
                                else MISSING_LEVEL for fw in frameworks)]
             for label, render in rows_shown]
     unlike = setting_differences({fw: results[fw]["run_config"] for fw in frameworks if key in by_fw[fw]})
@@ -80,7 +80,7 @@ def level_section(comparison: Comparison, level: LevelKey | int, relabel: Callab
             "may be the settings', not the frameworks'.", ""] if unlike else []
     intervals = between.interval_line({fw: by_fw[fw][key] for fw in frameworks if key in by_fw[fw]})
     server_note = [SERVER_NOTE, ""] if any(label.startswith("Server:") for label, _ in server) else []
-    legend = shown.legend_note(at, [fw for fw in frameworks if key in by_fw[fw]])
+    legend = shown.legend_note(beside, [fw for fw in frameworks if key in by_fw[fw]])
     return [f"## {section_title(key)}", "", *table(header, rows, "---:"), "", *legend, *note, *server_note, *intervals]
 
 

@@ -174,7 +174,7 @@ def standing_of(result: Mapping[str, Any], this_run: str | None = None) -> Stand
         marks.append(Mark(IMPORTED, f"{imported.label(cast(Result, result))} from {source['file']}", source["label"]))
     elif this_run is not None and result.get("run_id") != this_run:
         run = run_text(str(result.get("run_id")), result.get("finished_at"))
-        marks.append(Mark(NOT_THIS_RUN, f"{run}, not this run ({this_run})", run))
+        marks.append(Mark(NOT_THIS_RUN, f"{run}; this run is {this_run}", run))
     return Standing(tuple(marks), served)
 
 
