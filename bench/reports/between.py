@@ -267,7 +267,7 @@ def against_previous(result_path: str | Path | None) -> dict[str, Any] | None:
 
 def previous_line(found: Mapping[str, Any]) -> str:
     """"against run X: 1 regression, 2 improvements, 5 no detectable change, 3 cannot tell (basis: ...)",
-    or "against run X: not judged: run X is degraded: ..." where a side does not stand ok."""
+    or "against run X: not judged: run X: degraded: ..." where a side does not stand ok."""
     if found.get("not_judged"):
         return f"against run {found['run_id']}: not judged: {found['not_judged']}"
     counts = found["counts"]
