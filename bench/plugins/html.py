@@ -7,7 +7,8 @@ the cell's files, so under xdist the extras travel on the report as pytest-html'
 it keeps each benchmark cell's record for the cell's row (the verdict and numbers columns,
 filled when pytest-html builds the row, after the hook has fired) and adds each framework's
 version to the environment table; the run id, the machine and the model go there when the
-session is configured.
+session is configured. The session's run id is "this run" of each row's standing
+(bench.reports.standing): a result --skip-existing kept from another run is marked so.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bench.plugins.options import settings
 from bench.plugins.transport import finished
 from bench.plugins.verdicts import cell_outcome
 from bench.reports import html_review
+from bench.reports.pages import summary as review_summary
 
 HTML_REPORT = pytest.StashKey["HtmlReport"]()
 
@@ -70,11 +72,12 @@ class HtmlReport:
 
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
                                    session: pytest.Session) -> None:
-        prefix.append(html_review.session_summary_html([cell.to_json() for cell in self.cells.values()]))
+        cells = [cell.to_json() for cell in self.cells.values()]
+        prefix.append(review_summary.session_summary_html(cells, settings(self.config).run_id))
 
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
         cells[2:2] = html_review.header_cells()  # after Result and Test
 
     def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
         cell = self.cells.get(report.nodeid) if report.when == "call" else None
-        cells[2:2] = html_review.row_cells(cell.to_json() if cell else None)
+        cells[2:2] = html_review.row_cells(cell.to_json() if cell else None, settings(self.config).run_id)

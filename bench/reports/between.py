@@ -39,7 +39,8 @@ from bench.core.noise import Floors
 from bench.core.result import NotAResult, read_result
 from bench.core.result_model import Result, RunConfig
 from bench.core.store import LoadedResult, previous_of
-from bench.reports.comparison import Comparison, setting_differences
+from bench.reports.comparison import Comparison, setting_differences, standings
+from bench.reports.standing import Standing, shown, standing_of
 
 INTERVALS_NOTE = ("A percentile's [low, high] is its distribution-free 95% confidence interval, two of the level's "
                   "own values; (n<N) marks one that the level's n values are too few to bound: that takes N or "
@@ -161,12 +162,18 @@ def _pair_line(figure: Figure, better: str, worse: str, c: Change, unlike: Seque
 
 def level_decisions(comparison: Comparison, key: LevelKey,
                     floors: Floors | None = None) -> tuple[list[str], set[str]]:
-    """The lines of one level of *Between frameworks*, and the bases of their estimates."""
-    results = comparison["results"]
-    at = {fw: lv for fw in comparison["frameworks"] for lv in results[fw]["levels"] if level_key(lv) == key}
-    if len(at) < 2:
+    """The lines of one level of *Between frameworks*, and the bases of their estimates. Only the
+    results that stand ok are ordered (bench.reports.standing); the others are named, with their marks."""
+    results, marks = comparison["results"], standings(comparison)
+    present = {fw: lv for fw in comparison["frameworks"] for lv in results[fw]["levels"] if level_key(lv) == key}
+    if len(present) < 2:
         return [], set()
-    lines, bases = [], set()
+    at = {fw: lv for fw, lv in present.items() if marks[fw].ok}
+    apart = shown.left_out(marks, present)
+    lines = [f"- Left out of any order: {apart}."] if apart else []
+    if len(at) < 2:
+        return [*lines, f"- No order: {'only one framework stands' if at else 'no framework stands'} ok here."], set()
+    bases: set[str] = set()
     for figure in (FIGURES[k] for k in SHOWN):
         est = {fw: _estimate(results[fw], lv, figure, floors) for fw, lv in at.items()}
         bases |= {e.basis for e in est.values()}
@@ -197,7 +204,8 @@ def between_section(comparison: Comparison, levels: Iterable[LevelKey], floors: 
     if not body:
         return []
     return ["## Between frameworks", "",
-            "Each pair of neighbours, best first, judged by the 95% interval of the ratio of their figures: "
+            "Each pair of neighbours, best first, judged by the 95% interval of the ratio of their figures, among "
+            "the results that stand ok (verdict ok or fixed, from this run; a marked one is named, never ordered): "
             "\"faster\" only where that interval leaves no doubt of the direction, else no detectable difference "
             "(with the smallest difference these figures could have shown) or cannot tell (docs/comparisons.md). "
             f"Basis: {basis_words(bases)}.",
@@ -229,7 +237,9 @@ def against_previous(result_path: str | Path | None) -> dict[str, Any] | None:
     comparison.json chooses: bench.core.store.previous_of), as plain JSON-able data: the previous
     run id and file, the settings that differ, the regressions' texts, the decisions' counts and
     their bases (the machine's floor of the cell, beside its results, where one was measured).
-    None when there is no previous result, or a file cannot be read."""
+    Where either side does not stand ok (its verdict, interrupted, imported: bench.reports.standing)
+    nothing is judged and `not_judged` says why. None when there is no previous result, or a file
+    cannot be read."""
     if not result_path:
         return None
     try:
@@ -239,17 +249,27 @@ def against_previous(result_path: str | Path | None) -> dict[str, Any] | None:
         return None
     if previous is None:
         return None
+    unlike = setting_differences({"previous": previous.data["run_config"], "this": current.data["run_config"]})
+    apart = [f"{side}: {s.text()}" for side, s in (("this run", standing_of(current.data)),
+                                                       (f"run {previous.run_id}", standing_of(previous.data)))
+             if not s.ok]
+    if apart:  # a result that does not stand ok is never judged faster or slower (bench.reports.standing)
+        return {"run_id": previous.run_id, "file": previous.path.name, "unlike": list(unlike), "regressions": [],
+                "counts": dict.fromkeys(("regression", "improvement", "no detectable change", "cannot tell"), 0),
+                "basis": "", "not_judged": "; ".join(apart)}
     changes = compare_results(previous.data, current.data, Floors(Path(result_path).parent))
     counts = {d: sum(c.decision == d for _, c in changes)
               for d in ("regression", "improvement", "no detectable change", "cannot tell")}
-    unlike = setting_differences({"previous": previous.data["run_config"], "this": current.data["run_config"]})
     return {"run_id": previous.run_id, "file": previous.path.name, "unlike": list(unlike), "counts": counts,
             "regressions": [f"{at}: {c.figure.label}: {c.text()}" for at, c in changes if c.decision == "regression"],
             "basis": basis_words(c.basis for _, c in changes)}
 
 
 def previous_line(found: Mapping[str, Any]) -> str:
-    """"against run X: 1 regression, 2 improvements, 5 no detectable change, 3 cannot tell (basis: ...)"."""
+    """"against run X: 1 regression, 2 improvements, 5 no detectable change, 3 cannot tell (basis: ...)",
+    or "against run X: not judged: run X: degraded: ..." where a side does not stand ok."""
+    if found.get("not_judged"):
+        return f"against run {found['run_id']}: not judged: {found['not_judged']}"
     counts = found["counts"]
     parts = [f"{counts['regression']} regression{'' if counts['regression'] == 1 else 's'}",
              f"{counts['improvement']} improvement{'' if counts['improvement'] == 1 else 's'}",
@@ -344,7 +364,11 @@ def machines_lines(table: Mapping[str, Any]) -> list[str]:
     decision on output tok/s, worded as *Between frameworks* words it."""
     figure, lines, bases = FIGURES[TPS_KEY], [], set()
     for fw in table["frameworks"]:
-        cells = {m: c for m, c in table["cells"][fw].items() if c.get("tps_estimates")}
+        measured = {m: c for m, c in table["cells"][fw].items() if c.get("tps_estimates")}
+        marks = {m: Standing.from_json(c["standing"]) if c.get("standing") else Standing() for m, c in measured.items()}
+        cells = {m: c for m, c in measured.items() if marks[m].ok}  # a marked cell is named, never ordered
+        if apart := shown.left_out(marks, measured):
+            lines.append(f"- {fw}: left out of any order: {apart}")
         levels = sorted({int(k) for c in cells.values() for k in c["tps_estimates"]})
         for level in levels:
             est = {m: Estimate(e["value"], e["log_se"], float("inf") if e["df"] is None else e["df"], e["basis"],

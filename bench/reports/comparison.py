@@ -7,6 +7,12 @@ methodologies differ, which changed suspiciously against the previous run of the
 every file left out with its reason, so a reader can check the provenance without a shell.
 A result converted from another benchmark's file is named in `imported` with its label and the
 original file (bench.core.imported), so no reader takes its numbers for cellbench's.
+
+Each chosen result has its `standing` (bench.reports.standing): `ok`, or the marks (its verdict,
+interrupted, imported, not from this run) that keep its figures out of every order; `frameworks`
+lists the ok ones first. `this_run` is the run the comparison is about: the one given (a session's
+own), else the run of the newest measured result here. With `other_runs="leave-out"` a result of
+another run is not chosen but listed in `left_out` with its run, its file and why.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from bench.core import imported
 from bench.core.result import as_result, write_json_atomic
 from bench.core.result_model import IgnoredFile, Result, RunConfig, as_block
 from bench.core.store import COMPARISON_FILE, LoadedResult, Selection, load_results, select_latest, suspicious
+from bench.reports.standing import NOT_THIS_RUN, Standing, order, run_text, standing_of, this_run_of
 
 COMPARISON_VERSION = 1
+OTHER_RUNS = ("mark", "leave-out")  # what a comparison does with a result of another run than this one
 
 
 class Provenance(TypedDict):
@@ -32,6 +40,19 @@ class Provenance(TypedDict):
     machine: str
     finished_at: str
     model_path: str | None
+
+
+class ThisRun(TypedDict):
+    run_id: str | None  # None: no measured result here
+    chosen_by: str  # "given", or "the newest result here"
+
+
+class LeftOut(TypedDict):
+    framework: str
+    run_id: str
+    file: str
+    finished_at: str
+    reason: str
 
 
 class Comparison(TypedDict):
@@ -49,6 +70,9 @@ class Comparison(TypedDict):
     suspicious: dict[str, str]
     imported: dict[str, str]  # framework -> `imported (<tool>) from <original file>`, for imported results
     ignored: list[IgnoredFile]
+    this_run: ThisRun
+    standing: dict[str, dict[str, Any]]  # framework -> Standing.to_json(): its flag and marks
+    left_out: list[LeftOut]  # results of other runs, with other_runs="leave-out"
 
 # The run_config keys that change what a number means; request_timeout_s only bounds a failure.
 METHODOLOGY_KEYS = (
@@ -125,16 +149,30 @@ def _provenance(result: LoadedResult) -> Provenance:
     }
 
 
-def build_comparison(split_dir: Path, *, machine: str) -> Comparison:
-    """The comparison of `split_dir` (`<results>/<model>/<machine>/<split>/`) for `machine`.
+def build_comparison(split_dir: Path, *, machine: str, this_run: str | None = None,
+                     other_runs: str = "mark") -> Comparison:
+    """The comparison of `split_dir` (`<results>/<model>/<machine>/<split>/`) for `machine`, about
+    run `this_run` (default: the run of the newest measured result here).
 
     The model and split come from the directory layout that bench.core.result defines; a result that
-    disagrees with them is ignored with its reason."""
+    disagrees with them is ignored with its reason. A result of another run is chosen and marked
+    (`other_runs="mark"`) or listed in `left_out` ("leave-out")."""
+    if other_runs not in OTHER_RUNS:
+        raise ValueError(f"other_runs must be one of {', '.join(OTHER_RUNS)}, not {other_runs!r}")
     split_dir = Path(split_dir)
     model, split = split_dir.parent.parent.name, split_dir.name
     loaded, problems = load_results(split_dir)
     selection = select_latest(loaded, machine=machine, model=model, split=split)
-    frameworks = sorted(selection.chosen)
+    run = this_run or this_run_of(r.data for r in selection.chosen.values())
+    standings = {fw: standing_of(r.data, run) for fw, r in selection.chosen.items()}
+    left_out: list[LeftOut] = []
+    if other_runs == "leave-out":
+        for fw in sorted(selection.chosen):
+            if any(m.kind == NOT_THIS_RUN for m in standings[fw].marks):
+                r = selection.chosen.pop(fw)
+                left_out.append({"framework": fw, "run_id": r.run_id, "file": r.path.name, "finished_at": r.finished_at,
+                                 "reason": f"{run_text(r.run_id, r.finished_at)}; this run is {run}"})
+    frameworks = order(sorted(selection.chosen), standings)
     flagged = {
         fw: reason
         for fw in frameworks
@@ -156,13 +194,24 @@ def build_comparison(split_dir: Path, *, machine: str) -> Comparison:
                      if (label := imported.label(chosen := selection.chosen[fw].data))
                      and (source := imported.source(chosen))},
         "ignored": [i.to_json() for i in sorted([*problems, *selection.ignored], key=lambda i: i.file)],
+        "this_run": {"run_id": run, "chosen_by": "given" if this_run else "the newest result here"},
+        "standing": {fw: standings[fw].to_json() for fw in frameworks},
+        "left_out": left_out,
     }
 
 
-def write_comparison(split_dir: Path, *, machine: str) -> Path:
+def standings(comparison: Comparison) -> dict[str, Standing]:
+    """Each framework's standing, as the comparison recorded it (a comparison without one: its
+    verdict's, from the result alone)."""
+    recorded = comparison.get("standing") or {}
+    return {fw: Standing.from_json(recorded[fw]) if fw in recorded else standing_of(comparison["results"][fw])
+            for fw in comparison["frameworks"]}
+
+
+def write_comparison(split_dir: Path, *, machine: str, this_run: str | None = None, other_runs: str = "mark") -> Path:
     """Build and write `<split_dir>/comparison.json` atomically; returns its path."""
     path = Path(split_dir) / COMPARISON_FILE
-    write_json_atomic(path, build_comparison(split_dir, machine=machine))
+    write_json_atomic(path, build_comparison(split_dir, machine=machine, this_run=this_run, other_runs=other_runs))
     return path
 
 

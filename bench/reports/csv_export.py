@@ -6,7 +6,12 @@ comparison.csv is long, one row per framework x level x metric x statistic, so a
 statistic adds rows, never columns, and a filter on `metric` and `statistic` picks one figure
 across frameworks and levels:
 
-    model,machine,split,framework,run_id,verdict,level,concurrency,request_rate,metric,statistic,value,unit,ci95_low,ci95_high
+    model,machine,split,framework,run_id,verdict,standing,level,concurrency,request_rate,metric,statistic,value,unit,ci95_low,ci95_high
+
+`standing` is the result's flag (bench.reports.standing): `ok`, or its marks, each with what a
+reader needs ("degraded", "not from this run (run X of 2026-12-01)", "wrong-model (served M)");
+filter on `standing` = `ok` for the figures that may be compared. The rows of the ok results come
+first. A wrong-model result's rows name the model its server served in `model`, not the one asked.
 
 A level's counts and throughputs are `statistic` "value" (their units: LEVEL_FIGURES); every
 distribution of the metric table (bench.core.metrics.table) gives n, mean, min, max, stdev and its
@@ -36,11 +41,11 @@ from typing import Any
 from bench.core.level_run import key_label, level_key
 from bench.core.metrics.table import METRICS
 from bench.core.records import RequestRecord
-from bench.reports.comparison import Comparison
+from bench.reports.comparison import Comparison, standings
 
 CSV_FILE = "comparison.csv"
-HEADER = ("model", "machine", "split", "framework", "run_id", "verdict", "level", "concurrency", "request_rate",
-          "metric", "statistic", "value", "unit", "ci95_low", "ci95_high")
+HEADER = ("model", "machine", "split", "framework", "run_id", "verdict", "standing", "level", "concurrency",
+          "request_rate", "metric", "statistic", "value", "unit", "ci95_low", "ci95_high")
 # A level's single figures: (key, unit, its key in the level's throughput_ci95 block or None).
 LEVEL_FIGURES = (
     ("num_requests", "requests", None), ("successful", "requests", None), ("failed", "requests", None),
@@ -54,12 +59,14 @@ _RECORD_FIELDS = [f.name for f in dataclasses.fields(RequestRecord)]
 
 
 def comparison_rows(comparison: Comparison) -> Iterator[tuple[Any, ...]]:
-    """Every figure of `comparison`'s chosen results, one HEADER row each."""
-    for framework in sorted(comparison["results"]):
+    """Every figure of `comparison`'s chosen results, one HEADER row each, the ok results' first."""
+    marks = standings(comparison)
+    for framework in comparison["frameworks"]:
         result: dict[str, Any] = dict(comparison["results"][framework])
         verdict = (result.get("verdict") or {}).get("verdict", "")
-        cell = (comparison["model"], comparison["machine"], comparison["split"], framework, result.get("run_id", ""),
-                verdict)
+        model = marks[framework].served_model or comparison["model"]  # a wrong-model result's figures are its
+        cell = (model, comparison["machine"], comparison["split"], framework, result.get("run_id", ""), verdict,
+                marks[framework].short())
         for level in result.get("levels") or []:
             key = level_key(level)
             where = (_level_text(key), key[1] if key[0] == "concurrency" else "",

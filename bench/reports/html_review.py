@@ -15,7 +15,10 @@ decided here is (1) the cells of each row, (2) the extras shown when a row is ex
   Every level's numbers are in the row's extras.
 - pytest-html sorts a column by comparing the cell's inner HTML as a string (its app.js). Each
   of our cells therefore starts with `<span data-sort="KEY">`: a zero-padded number (so 9.5 sorts
-  below 12.0) or a severity rank for verdicts (failures first), missing values lowest.
+  below 12.0) or a severity rank for verdicts (failures first), missing values lowest. A cell that
+  does not stand ok (bench.reports.standing: its verdict, an earlier run's result) has its figures
+  badged with its marks, and their keys put them after the ok cells' whichever way a column sorts
+  best first. The summary above the rows is bench.reports.pages.summary's.
 - Extras per cell: a summary (verdict, reason, annotations, the levels' audit lines, the per-level table, with TTFA p50
   beside TTFT p50 where a level's model reasoned, and the tail of every server log), the cell
   plot (PNG), the result JSON and each server log tail as text.
@@ -27,7 +30,8 @@ decided here is (1) the cells of each row, (2) the extras shown when a row is ex
   with `innerHTML` as well, so they are escaped too.
 
 Everything a row needs is computed on the side that ran the cell (`row_data`, `extras_for`) and
-travels as plain JSON-able data on the report, so the report is the same with or without xdist.
+travels as plain JSON-able data on the report, so the report is the same with or without xdist;
+only its standing waits for the controller, which knows the session's run id.
 """
 
 from __future__ import annotations
@@ -47,10 +51,11 @@ from bench.core.metrics.audits import CACHED, SHORT_OUTPUT, TOKEN_ACCOUNTING
 from bench.core.metrics.intervals import bound_text
 from bench.core.result_model import Level, NoResult, Result
 from bench.core.verdicts import Verdict
-from bench.reports import between
+from bench.reports import between, standing
 from bench.reports.comparison import settings_of
 from bench.reports.markdown.rows import server_rows
 from bench.reports.markdown.text import NULL
+from bench.reports.standing import shown
 
 LOG_TAIL_LINES = 60
 MISSING = "—"
@@ -92,6 +97,7 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
     # framework x request rate table (JSON keys: strings).
     if "run_config" in result:  # what the summary compares across a split's cells (not like with like)
         row["settings"] = settings_of(result["run_config"])
+    row["standing_facts"] = standing.facts(result)  # its standing is decided on the controller, by this run
     row["tps_by_level"] = {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels if "concurrency" in lv}
     # flat rates only: a trace's offered rate or a ramp's end rate is not the same level at that rate
     flat = [lv for lv in levels if "request_rate" in lv and level_key(lv)[0] == "rate" and len(level_key(lv)) == 4]
@@ -113,74 +119,6 @@ def verdict_css() -> str:
     rules = [f'.col-verdict span[data-sort="{rank}-{v}"], .cellbench-verdict-{v} '
              f"{{color: {VERDICT_COLOURS[v]}; font-weight: 600}}" for rank, v in enumerate(VERDICT_RANK)]
     return "<style>" + "\n".join(rules) + "</style>"
-
-
-def session_summary_html(cells: list[dict[str, Any]]) -> str:
-    """What a reviewer reads first: the verdict counts, worst first, each with a checkbox that
-    shows or hides that verdict's rows; output tok/s per cell and concurrency level, as a table
-    and as one plot per split; skipped cells on one line."""
-    if not cells:
-        return ""
-    counts = {v: sum(c["verdict"] == v for c in cells) for v in VERDICT_RANK}
-    filters = " ".join(
-        f'<label class="cellbench-verdict-{v}"><input type="checkbox" class="cellbench-filter" data-verdict="{v}" '
-        f"checked> {n} {escape(v)}</label>" for v, n in counts.items() if n)
-    tables, plots, unlike = [], [], between.unlike_marks(cells)
-    for by, head, what in (("tps_by_level", "c={}", "concurrency level"), ("tps_by_rate", "{} req/s", "request rate")):
-        measured = [c for c in cells if (c.get("row") or {}).get(by)]
-        levels = sorted({k for c in measured for k in c["row"][by]}, key=rate_value)
-        heads = "".join(f"<th>{escape(head.format(level))}</th>" for level in levels)
-        body = "".join(
-            f'<tr><td>{escape(str(c.get("framework")))} {escape(str(c.get("split")))}'
-            f'{escape(unlike.get((c.get("framework"), c.get("split")), ""))}</td>'
-            f'<td class="cellbench-verdict-{escape(c["verdict"])}">{escape(c["verdict"])}</td>'
-            + "".join(f"<td>{_fmt(c['row'][by].get(level), '.1f')}</td>" for level in levels) + "</tr>"
-            for c in sorted(measured, key=lambda c: (str(c.get("split")), str(c.get("framework")))))
-        tables.append(f'<table class="cellbench-throughput"><tr><th>cell</th><th>verdict</th>{heads}</tr>{body}</table>'
-                      f"<p>Output tok/s at each {what}.</p>" if measured else "")
-        plots.append(_throughput_plots(measured, by))
-    skipped = sorted(f"{c.get('framework')} {c.get('split')}" for c in cells if c["verdict"] == "skipped")
-    skipped_line = f"<p>Skipped: {escape(', '.join(skipped))}.</p>" if skipped else ""
-    return (f'<div class="cellbench-summary">{verdict_css()}<h2>cellbench</h2>'
-            f"<p>Verdicts (untick to hide those rows): {filters}</p>{tables[0]}{plots[0]}{tables[1]}{plots[1]}"
-            f"{skipped_line}{FILTER_SCRIPT}</div>")
-
-
-def _throughput_plots(measured: list[dict[str, Any]], by: str = "tps_by_level") -> str:
-    """One output tok/s plot per split, framework lines, against concurrency (`tps_by_level`) or
-    request rate (`tps_by_rate`): splits, and the two kinds of level, are never drawn on one axis."""
-    from bench.reports.plots import CONCURRENCY_AXIS, RATE_AXIS, throughput_png  # matplotlib: only for a report
-
-    rates = by == "tps_by_rate"
-    images = []
-    for split in sorted({str(c.get("split")) for c in measured}, key=lambda s: (s != "chat", s)):
-        series = {str(c.get("framework")): {rate_value(k): v for k, v in c["row"][by].items() if k != "inf"}
-                  for c in measured if str(c.get("split")) == split}
-        title = f"Output throughput{' against request rate' if rates else ''} ({split})"
-        png = base64.b64encode(throughput_png(series, title, RATE_AXIS if rates else CONCURRENCY_AXIS)).decode()
-        alt = f"output tok/s against {'request rate' if rates else 'concurrency'}, {split}"
-        images.append(f'<img class="cellbench-throughput-plot" alt="{escape(alt)}" '
-                      f'src="data:image/png;base64,{png}" width="560">')
-    return "".join(images)
-
-
-# pytest-html renders its rows with JavaScript and renders them again on every sort and on its own
-# outcome filters, so the verdict filter hides rows by class and re-applies after each render.
-FILTER_SCRIPT = """<style>.cellbench-filtered {display: none}</style><script>
-document.addEventListener("DOMContentLoaded", () => {
-  const hidden = new Set();
-  const apply = () => document.querySelectorAll("#results-table tbody.results-table-row").forEach((row) => {
-    const key = row.querySelector(".col-verdict span[data-sort]")?.dataset.sort || "";
-    row.classList.toggle("cellbench-filtered", hidden.has(key.replace(/^[0-9]+-/, "")));
-  });
-  document.querySelectorAll("input.cellbench-filter").forEach((box) => box.addEventListener("change", () => {
-    box.checked ? hidden.delete(box.dataset.verdict) : hidden.add(box.dataset.verdict);
-    apply();
-  }));
-  const table = document.getElementById("results-table");
-  if (table) new MutationObserver(apply).observe(table, {childList: true});
-});
-</script>"""
 
 
 # ------------------------------------------------------------------ table cells (on the controller)
@@ -206,12 +144,21 @@ def _fmt(value: float | None, spec: str) -> str:
     return MISSING if value is None else format(value, spec)
 
 
-def row_cells(data: dict[str, Any] | None) -> list[str]:
+def cell_standing(data: Mapping[str, Any], this_run: str | None) -> standing.Standing:
+    """The standing of a row's cell (its record, `CellRecord.to_json()`) in session `this_run`:
+    from its result's facts (`row_data`), else from its verdict alone."""
+    found = (data.get("row") or {}).get("standing_facts") or {"verdict": {"verdict": data.get("verdict"),
+                                                                          "reason": data.get("reason", "")}}
+    return standing.standing_of(found, this_run if "run_id" in found else None)
+
+
+def row_cells(data: dict[str, Any] | None, this_run: str | None = None) -> list[str]:
     """The cells of one row, in COLUMNS order; empty ones for reports without cellbench data
-    (a setup error, a collection error), so the columns stay aligned."""
+    (a setup error, a collection error), so the columns stay aligned. A figure of a cell that does
+    not stand ok in session `this_run` carries its marks and sorts after the ok ones."""
     if not data:
         return [f'<td class="col-{kind}"><span data-sort=""></span></td>' for kind, _, _ in COLUMNS]
-    verdict = data["verdict"]
+    verdict, marks = data["verdict"], cell_standing(data, this_run)
     rank = VERDICT_RANK.index(verdict) if verdict in VERDICT_RANK else len(VERDICT_RANK)
     badges = "".join(
         f' <span class="cellbench-annotation" title="{escape(_annotation_note(data, note))}">{escape(note)}</span>'
@@ -226,10 +173,12 @@ def row_cells(data: dict[str, Any] | None) -> list[str]:
     return [
         _td("verdict", f"{rank}-{verdict}", verdict, badges),
         level_cell,
-        _td("output_tps", number_key(row.get("output_tps")), _fmt(row.get("output_tps"), ".1f")
-            + between.row_interval(row), between.row_basis_badge(row)),
-        _td("ttft_p50", number_key(row.get("ttft_p50_ms")), _fmt(row.get("ttft_p50_ms"), ".1f")),
-        _td("tpot_p50", number_key(row.get("tpot_p50_ms")), _fmt(row.get("tpot_p50_ms"), ".2f")),
+        _td("output_tps", shown.sort_key(number_key(row.get("output_tps")), marks, higher_is_better=True),
+            _fmt(row.get("output_tps"), ".1f") + between.row_interval(row),
+            between.row_basis_badge(row) + (shown.badge(marks) if row.get("output_tps") is not None else "")),
+        *(_td(kind, shown.sort_key(number_key(row.get(key)), marks, higher_is_better=False), _fmt(row.get(key), spec),
+              shown.badge(marks) if row.get(key) is not None else "")
+          for kind, key, spec in (("ttft_p50", "ttft_p50_ms", ".1f"), ("tpot_p50", "tpot_p50_ms", ".2f"))),
         _td("failure_rate", number_key(row.get("failure_rate")),
             MISSING if row.get("failure_rate") is None else f"{row['failure_rate']:.1%}"),
     ]

@@ -31,8 +31,8 @@ from bench.core.result import write_json_atomic
 from bench.core.result_model import Result
 from bench.core.store import COMPARISON_FILE
 from bench.core.verdicts import GREEN_VERDICTS
-from bench.reports import between, merge_render
-from bench.reports.comparison import Comparison, build_comparison
+from bench.reports import between
+from bench.reports.comparison import Comparison, build_comparison, standings
 from bench.reports.journal.names import journal_files
 from bench.reports.merge_render import (
     NO_RESULT,
@@ -45,6 +45,8 @@ from bench.reports.merge_render import (
     Missing,
     SourceFolder,
 )
+from bench.reports.pages import merged_index
+from bench.reports.standing import Standing, standing_of
 
 MERGED_JSON = "merged.json"
 MERGED_VERSION = 1
@@ -153,23 +155,26 @@ def _tps(result: Result) -> dict[str, float | None]:
     return {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels}
 
 
-def result_cell(result: Result, file: str, floors: Floors | None = None) -> MergedCell:
-    """The cell of a chosen result: its verdict, per-level output tok/s (and its estimate, with the
-    machine's noise floor: bench.reports.between) and provenance."""
+def result_cell(result: Result, file: str, floors: Floors | None = None,
+                standing: Standing | None = None) -> MergedCell:
+    """The cell of a chosen result: its verdict and standing (bench.reports.standing; without one
+    given, its verdict's), per-level output tok/s (and its estimate, with the machine's noise floor:
+    bench.reports.between) and provenance."""
     harness = result.get("harness")
     return {"source": "result", "verdict": result["verdict"]["verdict"], "reason": result["verdict"]["reason"],
             "output_tps": _tps(result), "run_id": result["run_id"],
             "harness_commit": harness["commit"] if harness else None,
             "harness_dirty": harness["dirty"] if harness else None,
             "framework_version": result["framework"]["version"], "file": file, "imported": imported.label(result),
-            "run_config": result.get("run_config"), "tps_estimates": between.tps_estimates(result, floors)}
+            "run_config": result.get("run_config"), "tps_estimates": between.tps_estimates(result, floors),
+            "standing": (standing or standing_of(result)).to_json()}
 
 
 def note_cell(source: str, verdict: str, reason: str, file: str | None = None) -> MergedCell:
     """A cell without a result: a journal entry, a framework not run, or a machine that sent nothing."""
     return {"source": source, "verdict": verdict, "reason": reason, "output_tps": {}, "run_id": None,
             "harness_commit": None, "harness_dirty": None, "framework_version": None, "file": file, "imported": None,
-            "run_config": None, "tps_estimates": {}}
+            "run_config": None, "tps_estimates": {}, "standing": None}
 
 
 def _relative(path: Path, md: MachineDir) -> str:
@@ -183,10 +188,11 @@ def machine_cells(md: MachineDir, split: str) -> tuple[dict[str, MergedCell], li
     ignored: list[IgnoredEntry] = []
     split_dir = md.path / split
     if split in md.result_splits:
-        comparison: Comparison = build_comparison(split_dir, machine=md.machine)
+        comparison: Comparison = build_comparison(split_dir, machine=md.machine)  # this run: the machine's newest
+        marks = standings(comparison)
         for fw, result in comparison["results"].items():
             cells[fw] = result_cell(result, _relative(split_dir / comparison["provenance"][fw]["file"], md),
-                                    Floors(split_dir))
+                                    Floors(split_dir), marks[fw])
         ignored = [{"machine": md.machine, "file": _relative(split_dir / i["file"], md), "reason": i["reason"]}
                    for i in comparison["ignored"]]
     for fw, (journal, entry) in md.journal_cells(split).items():
@@ -270,7 +276,7 @@ def write_merged(merged: Merged, out: Path) -> list[Path]:
     """merged.json (atomically), then MERGED.md, the plots and index.html; returns the files written."""
     path = Path(out) / MERGED_JSON
     write_json_atomic(path, merged)
-    return [path, *merge_render.write_report(merged, Path(out))]
+    return [path, *merged_index.write_report(merged, Path(out))]
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,8 +1,13 @@
-"""The merged report of several machines: merged.json's shape, and MERGED.md, plots and index.html.
+"""The merged report of several machines: merged.json's shape, and MERGED.md and its plots
+(index.html: bench.reports.pages.merged_index).
 
 bench.reports.merge collects a `Merged` document from the result folders of several machines;
 this module declares that document's types and renders it. Everything here reads the document
-alone (never a result file), so the three views cannot disagree with merged.json. The document
+alone (never a result file), so the three views cannot disagree with merged.json.
+
+A cell whose result does not stand ok (bench.reports.standing: its verdict, interrupted, imported,
+not from its machine's newest run) says so in its text, is hatched and labelled in the plots, and
+takes no place in *Between machines*. The document
 types live here rather than in bench.reports.merge because merge's CLI calls these renderers:
 the types sit in the lower module so the two do not import each other.
 
@@ -17,16 +22,12 @@ get a Differing settings row, their settings' mark (bench.reports.plots.unlike),
 
 from __future__ import annotations
 
-import base64
-from html import escape
-from pathlib import Path
 from typing import Any, TypedDict
 
-from bench.base.files import atomic_write
 from bench.core.result_model import RunConfig
-from bench.core.verdicts import GREEN_VERDICTS
 from bench.reports import between, markdown, plots
 from bench.reports.comparison import setting_differences
+from bench.reports.standing import Standing, shown
 
 MERGED_MD = "MERGED.md"
 INDEX_HTML = "index.html"
@@ -54,6 +55,7 @@ class MergedCell(TypedDict):
     imported: str | None  # `imported (SiliconBench)`: a result converted from another benchmark's file
     run_config: RunConfig | None  # the result's: its Differing settings against the table's other cells
     tps_estimates: dict[str, dict[str, Any]]  # output tok/s by level, as judged (bench.reports.between)
+    standing: dict[str, Any] | None  # the result's, Standing.to_json(); None for a cell without a result
 
 
 class IgnoredEntry(TypedDict):
@@ -120,14 +122,25 @@ def peak_tps(cell: MergedCell) -> float | None:
     return max(values) if values else None
 
 
+def cell_standing(cell: MergedCell) -> Standing:
+    """The standing of a cell's result (a cell without one, or of an earlier merged.json: ok)."""
+    return Standing.from_json(found) if (found := cell.get("standing")) else Standing()
+
+
 def cell_text(cell: MergedCell) -> str:
-    """e.g. `ok · c=1 173.8 · c=8 218.2 tok/s`, `failed: <reason>` or `no result from m4`."""
+    """e.g. `ok · c=1 173.8 · c=8 218.2 tok/s`, `degraded · c=1 ...`, `ok, not from this run (run X
+    of 2026-12-01) · ...`, `wrong-model (served M) · ...`, `failed: <reason>` or `no result from m4`."""
     if cell["source"] == "missing":
         return cell["reason"] if cell["verdict"] == NO_RESULT else cell["verdict"]
     if cell["source"] == "journal" or not cell["output_tps"]:
         return f"{cell['verdict']}: {cell['reason']}"
     levels = " · ".join(f"c={c} {markdown.NULL if t is None else f'{t:.1f}'}" for c, t in _level_tps(cell))
-    return f"{cell['verdict']}{f', {label}' if (label := cell.get('imported')) else ''} · {levels} tok/s"
+    marks = cell_standing(cell).marks
+    head = ", ".join([next((m.short() for m in marks if m.kind == cell["verdict"]), cell["verdict"]),
+                      *(m.short() for m in marks if m.kind != cell["verdict"])])
+    if not marks and (label := cell.get("imported")):  # an earlier merged.json: no standing
+        head += f", {label}"
+    return f"{head} · {levels} tok/s"
 
 
 def commit_text(cell: MergedCell) -> str:
@@ -198,11 +211,13 @@ def by_machine_png(table: MergedTable) -> bytes | None:
     found = plots.unlike(_configs(table))
     for k, machine in enumerate(machines):
         xs = [i + (k - (len(machines) - 1) / 2) * width for i, fw in enumerate(frameworks) if (fw, machine) in peaks]
-        bars = ax.bar(xs, [peaks[fw, machine] for fw in frameworks if (fw, machine) in peaks], width, label=machine,
-                      color=_color(table["machines"], machine))
-        if found.marks:  # each bar's settings mark on top of it
-            ax.bar_label(bars, [found.marks.get(f"{fw} on {machine}", "") for fw in frameworks
-                                if (fw, machine) in peaks])
+        drawn = [fw for fw in frameworks if (fw, machine) in peaks]
+        marks = [cell_standing(table["cells"][fw][machine]) for fw in drawn]
+        bars = ax.bar(xs, [peaks[fw, machine] for fw in drawn], width, label=machine,
+                      color=_color(table["machines"], machine), hatch=["" if m.ok else "//" for m in marks])
+        if found.marks or not all(m.ok for m in marks):  # each bar's settings mark and standing on top of it
+            ax.bar_label(bars, [" ".join(filter(None, (found.marks.get(f"{fw} on {machine}", ""), m.tags)))
+                                for fw, m in zip(drawn, marks, strict=True)], fontsize=7)
     ax.set_xticks(range(len(frameworks)), frameworks)
     ax.set_ylabel("peak output throughput (tok/s)")
     ax.grid(True, axis="y", alpha=0.3)
@@ -226,8 +241,10 @@ def vs_concurrency_png(table: MergedTable) -> bytes | None:
     axes = fig.subplots(1, len(series), sharey=True, squeeze=False)[0]
     for ax, (machine, by_fw) in zip(axes, series.items(), strict=True):
         for fw, points in by_fw.items():
-            ax.plot([c for c, _ in points], [t for _, t in points], marker="o",
-                    label=plots.marked(f"{fw} on {machine}", found, fw), color=_color(table["frameworks"], fw))
+            mark = cell_standing(table["cells"][fw][machine])  # a marked cell: dashed, its marks in its label
+            ax.plot([c for c, _ in points], [t for _, t in points], marker="o", linestyle="-" if mark.ok else "--",
+                    label=plots.marked(f"{fw} on {machine}", found, shown.label(fw, mark)),
+                    color=_color(table["frameworks"], fw))
         plots._log2_axis(ax, sorted({c for pts in by_fw.values() for c, _ in pts}))
         ax.grid(True, alpha=0.3)
         ax.set_title(machine, fontsize=10)
@@ -308,93 +325,3 @@ def render_markdown(merged: Merged, images: dict[str, bytes]) -> str:
     lines += markdown.bullets("Failures", failures, "None: every cell is ok or skipped.")
     lines += markdown.bullets("Missing", missing, "None: every machine sent every model and split.")
     return "\n".join(lines)
-
-
-# ------------------------------------------------------------------ index.html
-
-STYLE = """body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;margin:1em 0}
-td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}
-td.missing{background:#e4e4e4;color:#555;font-style:italic;font-weight:bold}td.not-run{color:#888;font-style:italic}
-td.failure{background:#fde2e2}td.skipped{color:#666}
-img{max-width:100%;display:block;margin:1em 0}"""
-
-
-def _html_table(header: list[str], rows: list[list[tuple[str, str]]]) -> str:
-    """A table of (css class, text) cells; every text is escaped."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f'<td class="{cls}">{escape(text)}</td>' if cls else f"<td>{escape(text)}</td>"
-                                    for cls, text in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _data_url(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode()
-
-
-def _css(cell: MergedCell) -> str:
-    if cell["source"] == "missing":
-        return "missing" if cell["verdict"] == NO_RESULT else "not-run"
-    return {"fixed": "ok"}.get(cell["verdict"], cell["verdict"]) if cell["verdict"] in GREEN_VERDICTS else "failure"
-
-
-def _html_section(table: MergedTable, images: dict[str, bytes]) -> str:
-    cells = table["cells"]
-    found = plots.unlike(_configs(table))
-    rows = [[("", fw), *((_css(cells[fw][m]), _marked_text(table, found, fw, m)) for m in table["machines"])]
-            for fw in table["frameworks"]]
-    if unlike := _unlike_row(table):
-        rows.insert(0, [("", text) for text in unlike])
-    provenance = [[("", text) for text in row] for row in _provenance_rows(table)]
-    figures = "".join(f'<img alt="{escape(name)}" src="{_data_url(images[name])}">'
-                      for name in _plots_of(table, images))
-    ignored = "".join(f"<li>ignored on {escape(i['machine'])}: {escape(i['file'])}: {escape(i['reason'])}</li>"
-                      for i in table["ignored"])
-    return (f"<h2>{escape(table['model'])} — {escape(table['split'])}</h2>"
-            + _html_table(["Framework", *table["machines"]], rows)
-            + (f"<p>{escape(unlike_note(found))}</p>" if found.note else "") + between.machines_html(table)
-            + "<h3>Provenance</h3>"
-            + _html_table(["Machine", "Framework", "Run id", "Harness commit", "Framework version", "File"], provenance)
-            + (f"<ul>{ignored}</ul>" if ignored else "") + figures)
-
-
-def render_html(merged: Merged, images: dict[str, bytes]) -> str:
-    """index.html: one self-contained page (plots inline as base64 PNG, no external assets)."""
-    sources = _html_table(["Folder", "Machines"], [[("", s["dir"]), ("", ", ".join(s["machines"]))]
-                                                   for s in merged["sources"]])
-    failures = "".join(f"<li>{escape(f['model'])} {escape(f['split'])} on {escape(f['machine'])}: "
-                       f"{escape(f['framework'])} <b>{escape(f['verdict'])}</b>: {escape(f['reason'])}</li>"
-                       for f in merged["failures"]) or "<li>None: every cell is ok or skipped.</li>"
-    missing = "".join(f"<li>{escape(m['model'])} {escape(m['split'])}: no result from {escape(m['machine'])} "
-                      f"({escape(m['reason'])})</li>" for m in merged["missing"]) or "<li>None.</li>"
-    return "\n".join([
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-        f"<title>cellbench merged report</title><style>{STYLE}</style></head><body>",
-        "<h1>cellbench merged report</h1>",
-        f"<p>Generated {escape(merged['generated_at'])}. Each cell is that machine's own newest result.</p>",
-        f"<h2>Sources</h2>{sources}",
-        f"<p>Expected machines: {escape(', '.join(merged['expected']) or 'none given (--expect)')}. "
-        f"Sent nothing: {escape(', '.join(_sent_nothing(merged)) or 'none')}.</p>",
-        f"<h2>Failures</h2><ul>{failures}</ul>",
-        f"<h2>Missing</h2><ul>{missing}</ul>",
-        *[_html_section(t, images) for t in merged["tables"]],
-        "</body></html>", ""])
-
-
-def write_report(merged: Merged, out: Path) -> list[Path]:
-    """Write MERGED.md, `plots/*.png` and index.html under `out`; returns the files written.
-
-    Figures of an earlier merge into the same folder that this one does not draw are removed,
-    so a stale plot never sits beside the new report."""
-    out = Path(out)
-    images = plot_images(merged)
-    written = []
-    for name, png in images.items():
-        atomic_write(out / PLOTS_DIR / name, png)
-        written.append(out / PLOTS_DIR / name)
-    for old in (out / PLOTS_DIR).glob("*.png"):
-        if old.name.endswith((BY_MACHINE, VS_CONCURRENCY)) and old.name not in images:
-            old.unlink()
-    for name, text in ((MERGED_MD, render_markdown(merged, images)), (INDEX_HTML, render_html(merged, images))):
-        atomic_write(out / name, text)
-        written.append(out / name)
-    return written

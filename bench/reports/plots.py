@@ -31,11 +31,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from bench.base.files import atomic_write
-from bench.core import imported, metrics
+from bench.core import metrics
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text, rate_value
 from bench.core.records import RequestRecord
 from bench.core.result_model import Level, Result, RunConfig, Stats
-from bench.reports.comparison import Comparison, setting_differences
+from bench.reports.comparison import Comparison, setting_differences, standings
+from bench.reports.standing import shown
 
 PLOTS_DIR = "plots"
 DPI = 100
@@ -178,10 +179,10 @@ def throughput_png(series: Mapping[str, Mapping[float, float | None]], title: st
     return _png(throughput_figure(series, title, xlabel))
 
 
-def _legend(framework: str, result: Result) -> str:
-    """The framework's name, and `imported (SiliconBench)` for a result another tool measured."""
-    label = imported.label(result)
-    return f"{framework}, {label}" if label else framework
+def _legend(comparison: Comparison, framework: str) -> str:
+    """The framework's name, `imported (SiliconBench)` for a result another tool measured, and its
+    result's other marks where it does not stand ok: `vllm (degraded)` (bench.reports.standing)."""
+    return shown.column(framework, comparison["results"][framework], standings(comparison)[framework])
 
 
 def _tps_point(lv: Level) -> float | None:
@@ -194,7 +195,7 @@ def throughput_vs_concurrency(comparison: Comparison, split_dir: Path) -> Path |
     keys = {fw: _levels(comparison["results"][fw]) for fw in comparison["frameworks"]}
     drawn = [fw for fw, by in keys.items() if not by or any(key[0] == "concurrency" for key in by)]
     found = unlike(_run_configs(comparison, drawn))
-    series = {marked(fw, found, _legend(fw, comparison["results"][fw])): {
+    series = {marked(fw, found, _legend(comparison, fw)): {
         key[1]: _tps_point(lv) for key, lv in keys[fw].items() if key[0] == "concurrency"} for fw in drawn}
     if not any(series.values()) and any(key[0] != "concurrency" for by in keys.values() for key in by):
         return None
@@ -213,7 +214,7 @@ def throughput_vs_rate(comparison: Comparison, split_dir: Path) -> Path | None:
     for fw, by in rated.items():
         for key, lv in by.items():
             shape = key_label(key, full=True).partition(", ")[2]
-            label = _legend(fw, comparison["results"][fw]) + (f" ({shape})" if shape else "")
+            label = _legend(comparison, fw) + (f" ({shape})" if shape else "")
             series.setdefault(marked(fw, found, label), {})[key[1]] = _tps_point(lv)
     if not series:
         return None
@@ -274,17 +275,14 @@ def latency_distributions(comparison: Comparison, level: LevelKey | int, split_d
     otherwise a summary box from the result's stats blocks (x label ends in "*")."""
     split_dir = Path(split_dir)
     level = ("concurrency", level) if isinstance(level, int) else level
-    present = {
-        fw: (request_samples(split_dir, result, level), _levels(result)[level])
-        for fw, result in comparison["results"].items()
-        if level in _levels(result)
-    }
+    present = {fw: (request_samples(split_dir, result, level), _levels(result)[level])
+               for fw in comparison["frameworks"] if level in _levels(result := comparison["results"][fw])}
     found = unlike(_run_configs(comparison, present))  # the frameworks at this level only
     fig = _figure(9, 4.5)
     for ax, key, name in zip(fig.subplots(1, 2), ("ttft_ms", "tpot_ms"), ("TTFT (ms)", "TPOT (ms)"), strict=True):
-        boxes = [b for fw, (samples, lv) in sorted(present.items())
-                 if (b := _box(marked(fw, found), samples, lv["ttft_ms"] if key == "ttft_ms" else lv.get("tpot_ms"),
-                               key))]
+        boxes = [b for fw, (samples, lv) in present.items()  # the ok ones first, as comparison.json lists them
+                 if (b := _box(marked(fw, found, _legend(comparison, fw)), samples,
+                               lv["ttft_ms"] if key == "ttft_ms" else lv.get("tpot_ms"), key))]
         if boxes:
             ax.bxp(boxes, showfliers=True)
         else:
@@ -360,8 +358,9 @@ def resources_over_time(comparison: Comparison, split_dir: Path) -> Path | None:
     for fw, samples in series.items():
         t0 = samples[0]["wall"]
         t = [s["wall"] - t0 for s in samples]
-        rss_ax.plot(t, [(s.get("tree") or {}).get("rss_bytes", 0) / 2**30 for s in samples], label=marked(fw, found))
-        cpu_ax.plot(t, [(s.get("tree") or {}).get("cpu_percent", 0) for s in samples], label=marked(fw, found))
+        name = marked(fw, found, _legend(comparison, fw))
+        rss_ax.plot(t, [(s.get("tree") or {}).get("rss_bytes", 0) / 2**30 for s in samples], label=name)
+        cpu_ax.plot(t, [(s.get("tree") or {}).get("cpu_percent", 0) for s in samples], label=name)
     rss_ax.set_ylabel("server RSS (GiB)")
     cpu_ax.set_ylabel("server CPU (%)")
     cpu_ax.set_xlabel("seconds since the cell's first server started")

@@ -13,6 +13,10 @@ are SiliconBench's), and each one whose files were not imported yet gets a line 
 `cellbench import siliconbench` command that converts it (bench.imports.found). With nothing
 else to rebuild, that line is the answer and the exit status is 1.
 
+Each report is about one run (bench.reports.standing): `--run-id ID`, else the run of the split's
+newest result. A result of another run is shown with its run id and day and kept out of every
+order, or with `--other-runs leave-out` left out, with a line naming it.
+
 `--as aiperf|vllm|guidellm|siliconbench` writes nothing: it prints each split's REPORT.md, built
 from its result files as the rebuild would, with the level tables' metric rows named as that tool
 names them (bench.core.crosswalk), cellbench's name beside each, and a note under the title. The
@@ -35,7 +39,7 @@ from bench.core.noise import Floors
 from bench.core.store import COMPARISON_FILE
 from bench.imports import found
 from bench.reports import markdown, merge, plots
-from bench.reports.comparison import Comparison, build_comparison, read_comparison, write_comparison
+from bench.reports.comparison import OTHER_RUNS, Comparison, build_comparison, read_comparison, write_comparison
 from bench.reports.csv_export import comparison_csv, requests_csv, write_comparison_csv
 from bench.reports.markdown import write_report
 
@@ -52,20 +56,25 @@ def split_dirs(results_root: Path, *, model: str | None = None, machine: str | N
             yield split_dir
 
 
-def rebuild_split(split_dir: Path) -> tuple[Comparison, list[Path]]:
-    """comparison.json, then REPORT.md and plots rendered from that file as written.
+def rebuild_split(split_dir: Path, *, this_run: str | None = None,
+                  other_runs: str = "mark") -> tuple[Comparison, list[Path]]:
+    """comparison.json, then REPORT.md and plots rendered from that file as written, about run
+    `this_run` (default: the run of the split's newest result; bench.reports.comparison).
 
     Returns the comparison and the files written."""
-    comparison_path = write_comparison(split_dir, machine=split_dir.parent.name)
+    comparison_path = write_comparison(split_dir, machine=split_dir.parent.name, this_run=this_run,
+                                       other_runs=other_runs)
     comparison = read_comparison(comparison_path)
     report = write_report(split_dir, comparison)
     table = write_comparison_csv(split_dir, comparison)
     return comparison, [comparison_path, report, table, *sorted((split_dir / plots.PLOTS_DIR).glob("*.png"))]
 
 
-def rebuild(results_root: Path, *, model: str | None = None, machine: str | None = None) -> list[Path]:
+def rebuild(results_root: Path, *, model: str | None = None, machine: str | None = None, this_run: str | None = None,
+            other_runs: str = "mark") -> list[Path]:
     """Rebuild every (filtered) split directory under `results_root`; returns the files written."""
-    return [path for d in split_dirs(results_root, model=model, machine=machine) for path in rebuild_split(d)[1]]
+    return [path for d in split_dirs(results_root, model=model, machine=machine)
+            for path in rebuild_split(d, this_run=this_run, other_runs=other_runs)[1]]
 
 
 _ROW_TAIL = re.compile(r"( (avg|p\d+))? \([^)]*\)$")  # "TPOT avg (ms)": the statistic and the unit after the name
@@ -103,9 +112,9 @@ def peer_note(tool: str) -> str:
             "formula and how it differs. REPORT.md itself keeps cellbench's names.")
 
 
-def report_as(split_dir: Path, tool: str) -> str:
+def report_as(split_dir: Path, tool: str, *, this_run: str | None = None, other_runs: str = "mark") -> str:
     """`split_dir`'s REPORT.md under `tool`'s names, built from its result files; nothing is written."""
-    comparison = build_comparison(split_dir, machine=split_dir.parent.name)
+    comparison = build_comparison(split_dir, machine=split_dir.parent.name, this_run=this_run, other_runs=other_runs)
     plot_files = sorted((split_dir / plots.PLOTS_DIR).glob("*.png"))  # as the last rebuild left them
     return markdown.render_report(comparison, plot_files, Floors(split_dir), relabel=peer_relabel(tool),
                                   note=(peer_note(tool),))
@@ -129,7 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--as", dest="as_tool", choices=crosswalk.TOOLS,
                         help="print each REPORT.md with this tool's metric names beside cellbench's (docs/metrics.md, "
                              "Names in other tools); writes nothing")
+    parser.add_argument("--run-id", dest="this_run", metavar="ID",
+                        help="the run the reports are about: a result of another run is marked `not from this run` "
+                             "[the run of each split's newest result]")
+    parser.add_argument("--other-runs", choices=OTHER_RUNS, default="mark",
+                        help="a result of another run than this one: shown with its run id and day, out of every "
+                             "order (mark), or left out with a line naming it (leave-out) [mark]")
     args = parser.parse_args(args_given)
+    which = {"this_run": args.this_run, "other_runs": args.other_runs}
     root = results_root(args.results_dir, Path.cwd())
     shown = root if args.results_dir is None else args.results_dir
     dirs = list(split_dirs(root, model=args.model, machine=args.machine))
@@ -139,15 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(foreign) or f"no result directories under {shown}", file=sys.stderr)
         return 1
     if args.csv:
-        print(comparison_csv(build_comparison(d, machine=d.parent.name) for d in dirs), end="")
+        print(comparison_csv(build_comparison(d, machine=d.parent.name, **which) for d in dirs), end="")
         return 0
     if args.as_tool is not None:
-        print("\n\n".join(report_as(split_dir, args.as_tool) for split_dir in dirs))
+        print("\n\n".join(report_as(split_dir, args.as_tool, **which) for split_dir in dirs))
         for line in foreign:
             print(line, file=sys.stderr)
         return 0
     for split_dir in dirs:
-        comparison, written = rebuild_split(split_dir)
+        comparison, written = rebuild_split(split_dir, **which)
         if args.requests_csv:
             written += [requests_csv(split_dir / str(r["requests_file"])) for r in comparison["results"].values()
                         if r.get("requests_file") and (split_dir / str(r["requests_file"])).is_file()]
@@ -155,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             print(path)
         for ignored in comparison["ignored"]:
             print(f"  ignored {ignored['file']}: {ignored['reason']}", file=sys.stderr)
+        for left in comparison["left_out"]:
+            print(f"  left out {left['file']}: {left['reason']} (--other-runs mark shows it)", file=sys.stderr)
     for line in foreign:  # beside cellbench's own results: said, and the rebuild stands
         print(line, file=sys.stderr)
     return 0

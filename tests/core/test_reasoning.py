@@ -148,7 +148,7 @@ def test_the_reasoning_rows_stand_beside_ttft_where_a_level_reasoned(tmp_path):
     template = read_result(write_cell(tmp_path / "cell"))
     d = cell_dir(tmp_path / "results", template)
     put(d, template)
-    thinking = variant(template, framework="vllm", run_id="20300102T000000Z-bbbb")
+    thinking = variant(template, framework="vllm")  # the same run: both stand ok, in that order
     summary = reasoning_level()
     thinking["levels"][0].update(ttfa_ms=summary["ttfa_ms"], reasoning=summary["reasoning"])  # c=1 reasoned, c=2 not
     validate(thinking)

@@ -172,7 +172,7 @@ def test_a_version_1_file_from_an_earlier_cellbench_feeds_the_reports(tmp_path):
     loaded, ignored = load_results(split_dir)
     assert ignored == [] and [r.framework for r in loaded] == ["llamacpp", "vllm"]
     comparison = build_comparison(split_dir, machine="intelxeonprocessor")
-    assert comparison["frameworks"] == ["llamacpp", "vllm"]
+    assert comparison["frameworks"] == ["vllm", "llamacpp"]  # the older run's result after this run's
     assert comparison["results"]["llamacpp"] == json.loads(V1_FILE.read_text())
 
 

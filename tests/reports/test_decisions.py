@@ -23,6 +23,7 @@ from bench.reports.between import WITHIN_RUN
 from bench.reports.comparison import Comparison, build_comparison
 from bench.reports.journal import CellEntry, Journal
 from bench.reports.markdown import render_report
+from bench.reports.pages import summary as html_summary
 from tests.core.test_intervals import without_intervals
 from tests.plugins.test_plugin import cell_dir, stand_in_cells
 from tests.support.results import Spec, put, synthetic_result, variant, write_cell
@@ -87,7 +88,7 @@ def vllm_beside(two: tuple[Path, Result], scale: float, spread: float) -> Compar
     """The comparison of the llamacpp cell and a vllm copy of it `scale` times as fast, both rates
     with intervals of +-`spread`."""
     d, template = two
-    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-bbbb", scale=scale))
+    put(d, variant(template, framework="vllm", scale=scale))  # the same run: both stand ok
     comparison = build_comparison(d, machine=MACHINE)
     for fw in ("llamacpp", "vllm"):
         with_rate_intervals(comparison, fw, spread)
@@ -127,7 +128,7 @@ def test_a_result_written_before_intervals_renders_and_says_it_has_none(two):
     d, template = two
     (d / f"llamacpp_{template['run_id']}.json").unlink()
     put(d, without_intervals(template))
-    put(d, without_intervals(variant(template, framework="vllm", run_id="20300101T000000Z-bbbb", scale=3.0)))
+    put(d, without_intervals(variant(template, framework="vllm", scale=3.0)))
     report = report_of(d)
     assert "Intervals: no interval in this result (written before intervals)." in section(report, "Concurrency 1")
     between = section(report, "Between frameworks")
@@ -138,7 +139,7 @@ def test_a_result_written_before_intervals_renders_and_says_it_has_none(two):
 
 def test_rounds_are_named_as_the_basis_of_the_intervals(two):
     d, template = two
-    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-bbbb"))
+    put(d, variant(template, framework="vllm"))
 
     def shape(c: Comparison) -> None:
         with_rate_intervals(c, "llamacpp", 0.04, rounds=3)
@@ -171,7 +172,7 @@ def test_the_floors_beside_the_results_judge_and_are_named_with_their_dates(two)
 
 def test_frameworks_that_ran_other_settings_are_not_like_with_like(two):
     d, template = two
-    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-bbbb", share_server=True))
+    put(d, variant(template, framework="vllm", share_server=True))
     between = section(report_of(d), "Between frameworks")
     assert "(not like with like: they ran with different levels_share_server)" in between
 
@@ -250,7 +251,7 @@ def test_the_summary_marks_a_cell_whose_settings_differ_from_its_split(two):
     cells = [{"verdict": "ok", "framework": fw, "split": "chat", "row": html_review.row_data(r)}
              for fw, r in (("llamacpp", template), ("vllm", template),
                            ("sglang", variant(template, framework="sglang", share_server=True)))]
-    html = html_review.session_summary_html(cells)
+    html = html_summary.session_summary_html(cells)
     assert "sglang chat (not comparable: other levels_share_server than the rest of its split)" in html
     assert "llamacpp chat (not comparable" not in html and "vllm chat (not comparable" not in html
 
@@ -258,7 +259,7 @@ def test_the_summary_marks_a_cell_whose_settings_differ_from_its_split(two):
 def test_rounds_that_agree_exactly_still_render(two):
     """Rounds whose TTFT p50s are equal have a standard error of ~0: the report still renders."""
     d, template = two
-    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-bbbb"))
+    put(d, variant(template, framework="vllm"))
 
     def shape(c: Comparison) -> None:
         for lv in c["results"]["llamacpp"]["levels"]:

@@ -29,6 +29,7 @@ from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
 from bench.reports import html_review
 from bench.reports.comparison import settings_of
+from bench.reports.pages import summary as html_summary
 from tests.plugins.test_plugin import cell_dir, hand_result, stand_in_cells
 from tests.support.busy import assert_ok_unless_client_limited
 
@@ -122,6 +123,8 @@ def test_row_numbers_are_the_highest_level_and_the_failure_rate_is_over_all_leve
         "failure_rate": 3 / 12,
         "tps_by_level": {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in result["levels"]},
         "settings": settings_of(result["run_config"]),  # for the summary's not-comparable marks
+        "standing_facts": {k: result[k] for k in ("run_id", "finished_at", "verdict")}  # its standing, decided
+        | {"model": {k: result["model"][k] for k in ("requested", "served")}},  # on the controller
         # c=8's rate rests on time windows of its own run: 8 requests are too few for four of them
         "output_tps_ci95": top["throughput_ci95"]["output_throughput_tps"],
         "interval_basis": "within-run only: a second run on this host can differ by more",
@@ -193,6 +196,7 @@ def four_cells(root: Path) -> dict[str, dict]:
 
 
 CELL_IDS = "llamacpp-chat or vllm-chat or mlx_lm-chat or hf_transformers-chat"
+STAND_IN_RUN = "20261129T100000Z-bbbb"
 VERDICTS = {  # 8 requests a cell: too few to place a failure rate on either side of 20%, so `uncertain`
     "test_stand_in_cells.py::test_cell[hf_transformers-chat]": "ok uncertain",
     "test_stand_in_cells.py::test_cell[llamacpp-chat]": "ok suspicious",
@@ -214,8 +218,9 @@ def stand_in_report(request, tmp_path_factory) -> Session:
     directory = tmp_path_factory.mktemp("stand-in-report")
     project_ini(directory)
     stand_in_cells(directory, four_cells(directory / "results"))
-    proc = subprocess.run(pytest_command("-k", CELL_IDS, *request.param), cwd=directory, capture_output=True,
-                          text=True, timeout=600)
+    # the session is the stand-ins' run, so their results are from this run (bench.reports.standing)
+    proc = subprocess.run(pytest_command("-k", CELL_IDS, "--run-id", STAND_IN_RUN, *request.param), cwd=directory,
+                          capture_output=True, text=True, timeout=600)
     return Session(directory / "report.html", proc, rendered(directory / "report.html"))
 
 
@@ -227,6 +232,12 @@ def test_verdict_and_metric_columns_in_the_rendered_report(stand_in_report):
     sortable = {h["data-column-type"] for h in table.headers if "sortable" in h.get("class", "").split()}
     assert {"verdict", "level", "output_tps", "ttft_p50", "tpot_p50", "failure_rate"} <= sortable
     assert table.column("verdict") == VERDICTS
+    # pytest's Result column says the verdict where it is not ok, not pytest's "Passed"/"Failed"
+    assert table.column("result") == {
+        "test_stand_in_cells.py::test_cell[hf_transformers-chat]": "Passed",
+        "test_stand_in_cells.py::test_cell[llamacpp-chat]": "Passed",
+        "test_stand_in_cells.py::test_cell[mlx_lm-chat]": "ALL-FAILED",
+        "test_stand_in_cells.py::test_cell[vllm-chat]": "DEGRADED"}
     # 8 requests at c=8 leave too few time windows for a rate's interval; it rests on one run
     assert table.column("output_tps")["test_stand_in_cells.py::test_cell[hf_transformers-chat]"] == \
         "1234.0 (n<8) within-run only"
@@ -246,10 +257,14 @@ def test_the_report_opens_on_a_summary_and_the_worst_verdicts(stand_in_report):
     counts = re.sub(r"<[^>]+>", "", summary.split("Verdicts (untick to hide those rows): ")[1].split("</p>")[0])
     assert counts.split() == ["1", "all-failed", "1", "degraded", "2", "ok"]
     assert summary.count('<img class="cellbench-throughput-plot"') == 1  # one split: one plot
-    rows = re.findall(r"<tr><td>([\w_]+ chat)</td><td[^>]*>([\w-]+)</td>(.*?)</tr>", summary)
-    assert {cell: verdict for cell, verdict, _ in rows} == {
-        "hf_transformers chat": "ok", "llamacpp chat": "ok", "mlx_lm chat": "all-failed", "vllm chat": "degraded"}
-    hf = next(numbers for cell, _, numbers in rows if cell.startswith("hf_transformers"))
+    rows = re.findall(r"<tr><td>([\w_]+ chat)(?: \(([^)]+)\))?</td><td[^>]*>([\w-]+)</td>(.*?)</tr>", summary)
+    # the ok cells first; the others marked with their verdict, at their name and at every figure
+    assert [(cell, mark, verdict) for cell, mark, verdict, _ in rows] == [
+        ("hf_transformers chat", "", "ok"), ("llamacpp chat", "", "ok"), ("mlx_lm chat", "all-failed", "all-failed"),
+        ("vllm chat", "degraded", "degraded")]
+    vllm = next(numbers for cell, _, _, numbers in rows if cell.startswith("vllm"))
+    assert re.findall(r"<td>([^<]*)</td>", vllm) == ["100.0 (degraded)", "100.0 (degraded)"]
+    hf = next(numbers for cell, _, _, numbers in rows if cell.startswith("hf_transformers"))
     assert "1234.0" in hf
     by_default = ResultsTable(dom).column("verdict")
     assert [v.split()[0] for v in by_default.values()] == ["all-failed", "degraded", "ok", "ok"], "worst first"
@@ -273,25 +288,36 @@ def test_a_verdict_unticked_in_the_summary_hides_its_rows_and_survives_a_resort(
                       r'<span data-sort="\d+-([\w-]+)"', dom, flags=re.S)
     assert sorted((verdict, "cellbench-filtered" in classes) for classes, _, verdict in rows) == [
         ("all-failed", False), ("degraded", False), ("ok", True), ("ok", True)]
-    # sorted by output tok/s now, no longer worst first (which puts degraded vllm second): rendered again
-    assert [fw for _, fw, _ in rows] == ["mlx_lm", "llamacpp", "vllm", "hf_transformers"]
+    # sorted by output tok/s now (ascending: the cells that are not ok, all-failed and degraded, apart from the
+    # ok ones), no longer worst first: rendered again
+    assert [fw for _, fw, _ in rows] == ["mlx_lm", "vllm", "llamacpp", "hf_transformers"]
 
 
 def test_skipped_cells_are_one_line_in_the_summary():
     cells = [{"verdict": "skipped", "framework": "omlx", "split": "chat", "row": {}},
              {"verdict": "ok", "framework": "llamacpp", "split": "chat",
               "row": {"tps_by_level": {"1": 148.44, "8": 512.0}}}]
-    html = html_review.session_summary_html(cells)
+    html = html_summary.session_summary_html(cells)
     assert "<p>Skipped: omlx chat.</p>" in html and "<th>c=1</th><th>c=8</th>" in html
     assert "<td>148.4</td><td>512.0</td>" in html
-    assert html_review.session_summary_html([]) == ""
+    assert html_summary.session_summary_html([]) == ""
 
 
-def test_columns_sort_numerically_in_the_browser(stand_in_report):
+def test_columns_sort_numerically_in_the_browser(stand_in_report, tmp_path):
     html = stand_in_report.html
     by_tps = ResultsTable(rendered(html, "?sort=output_tps")).column("output_tps")
-    # as strings, 9.5 would come last
-    assert [v.split()[0] for v in by_tps.values()] == ["0.0", "9.5", "100.0", "1234.0"]
+    # as strings, 9.5 would come last; the all-failed and degraded cells' figures are never sorted in among
+    # the ok ones', and carry their verdict
+    assert list(by_tps.values()) == ["0.0 (n<8) within-run only all-failed", "100.0 (n<8) within-run only degraded",
+                                     "9.5 (n<8) within-run only", "1234.0 (n<8) within-run only"]
+    twice = tmp_path / "twice.html"  # the other way, best first: the ok cells first
+    twice.write_text(html.read_text().replace("</body>", """<script>window.addEventListener("load", () =>
+  setTimeout(() => { const th = document.querySelector('th[data-column-type="output_tps"]'); th.click(); th.click(); },
+  100));</script></body>"""))
+    best_first = ResultsTable(rendered(twice)).column("output_tps")
+    assert [v.split()[0] for v in best_first.values()] == ["1234.0", "9.5", "100.0", "0.0"]
+    ttft = ResultsTable(rendered(html, "?sort=ttft_p50")).column("ttft_p50")
+    assert [v.endswith(("degraded", "all-failed")) for v in ttft.values()][:2] == [False, False]
     by_verdict = ResultsTable(rendered(html, "?sort=verdict")).column("verdict")
     assert [v.split()[0] for v in by_verdict.values()] == ["all-failed", "degraded", "ok", "ok"]  # worst first
 
@@ -385,8 +411,11 @@ def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama
     top = result["levels"][-1]
     bound = top["throughput_ci95"]["output_throughput_tps"]  # 4 requests: too few time windows to bound it
     interval = f" (n<{bound['needs_n']})" if bound["low"] is None else f" [{bound['low']:.1f}, {bound['high']:.1f}]"
+    badge = "" if verdict == "ok" else f" {verdict}"  # a degraded cell's figures carry its verdict
     assert table.column("output_tps")["bench/test_cells.py::test_cell[llamacpp-chat]"] == \
-        f"{top['output_throughput_tps']:.1f}{interval} within-run only"
+        f"{top['output_throughput_tps']:.1f}{interval} within-run only{badge}"
+    assert table.column("result")["bench/test_cells.py::test_cell[llamacpp-chat]"] == \
+        ("Passed" if verdict == "ok" else verdict.upper())
     assert table.column("failure_rate")["bench/test_cells.py::test_cell[llamacpp-chat]"] == "0.0%"
     assert "server log c2" in dom and "data:image/png;base64," in dom
     assert result["framework"]["version"] in " ".join(table.environment)

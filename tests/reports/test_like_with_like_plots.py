@@ -25,7 +25,7 @@ def drawn(tmp_path, monkeypatch) -> dict[str, Figure]:
     template = read_result(write_cell(tmp_path / "cell"))
     d = cell_dir(tmp_path / "results", template)
     put(d, variant(template, run_id="20300101T000000Z-aaaa"))
-    eos = variant(template, framework="vllm", run_id="20300101T000000Z-bbbb", levels=[1, 2, 4])
+    eos = variant(template, framework="vllm", run_id="20300101T000000Z-aaaa", levels=[1, 2, 4])  # the same run
     eos["run_config"]["request_extras"] = {"ignore_eos": True}
     put(d, eos)
     figures: dict[str, Figure] = {}

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from bench.reports import merge, merge_render
+from bench.reports.pages import merged_index as merge_html
 from tests.reports.test_merge import machine
 from tests.support.results import Spec, write_cell
 
@@ -32,7 +33,7 @@ def test_a_machine_twice_as_fast_is_said_to_be_with_its_interval(tmp_path):
     assert "- llamacpp at c=1: m1 1000.0, m2 500.0" in section
     assert "  - m1 is faster than m2 by 100.0% [" in section
     assert "Basis: within-run intervals only" in section
-    html = merge_render.render_html(merged, {})
+    html = merge_html.render_html(merged, {})
     assert "<h3>Between machines — tiny chat</h3>" in html and "m1 is faster than m2 by 100.0% [" in html
     estimate = merged["tables"][0]["cells"]["llamacpp"]["m1"]["tps_estimates"]["4"]
     assert estimate["value"] == 1000.0 and estimate["basis"] == "within-run" and estimate["df"] is None

@@ -11,6 +11,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from bench.reports import markdown, merge, merge_render, plots
+from bench.reports.pages import merged_index as merge_html
 from tests.reports.test_merge import machine, md_section
 from tests.support.results import Spec, write_cell
 
@@ -42,7 +43,7 @@ def test_cells_with_different_settings_are_marked_in_the_table_the_note_and_the_
     note = md.split("## tiny — chat\n", 1)[1].split("\n### ", 1)[0]
     assert f"‡ llamacpp on m2: request_extras={EOS}" in note
     assert "† llamacpp on m1, vllm on m1, vllm on m2: request_extras=" in note
-    html = merge_render.render_html(merged, {})
+    html = merge_html.render_html(merged, {})
     assert f"<td>{markdown.UNLIKE_ROW}</td>" in html and "Not like with like: request_extras differ." in html
 
 

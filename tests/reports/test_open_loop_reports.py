@@ -25,8 +25,9 @@ from bench.load.arrivals import arrival_offsets
 from bench.reports import html_review, plots
 from bench.reports.comparison import build_comparison
 from bench.reports.markdown import write_report
+from bench.reports.pages import summary as html_summary
 from tests.core import test_result_model
-from tests.support.results import MACHINE, synthetic_result, write_cell
+from tests.support.results import MACHINE, Spec, synthetic_result, write_cell
 
 SLO = "ttft_p99=300ms,tpot_p99=20ms"
 
@@ -153,7 +154,7 @@ def test_a_rate_level_is_never_compared_with_a_concurrency_level_of_the_same_num
 
 def test_report_keeps_rate_and_concurrency_levels_in_tables_of_their_own(tmp_path):
     write_cell(tmp_path, framework="llamacpp", levels=(1, 2))  # closed loop, c=1 and c=2
-    paths = write_open_cell(tmp_path, open_result(framework="vllm", rates=(2.0, 4.0)))
+    paths = write_open_cell(tmp_path, open_result(framework="vllm", rates=(2.0, 4.0), run_id=Spec().run_id))
     split_dir = paths.split_dir
     comparison = build_comparison(split_dir, machine=MACHINE["slug"])
     warnings = comparison["methodology_warnings"]
@@ -208,7 +209,7 @@ def test_html_rows_name_the_rate_and_sort_rates_apart_from_concurrency_levels():
     assert '<span data-sort="r' in cells[1] and ">8 req/s</span>" in cells[1]
     closed = html_review.row_cells({"verdict": "ok", "row": html_review.row_data(synthetic_result(levels=(1, 16)))})
     assert ">c=16</span>" in closed[1] and '<span data-sort="0' in closed[1]
-    summary = html_review.session_summary_html([
+    summary = html_summary.session_summary_html([
         {"framework": "vllm", "split": "chat", "verdict": "ok", "row": row},
         {"framework": "llamacpp", "split": "chat", "verdict": "ok",
          "row": html_review.row_data(synthetic_result(levels=(1, 8)))}])

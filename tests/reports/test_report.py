@@ -33,6 +33,7 @@ FOREIGN = "h200"
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 BROKEN = "vllm_20300101T000000Z-dead.json"
+PREVIOUS = "20261129T100000Z-aaaa"  # vllm's previous run
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -62,15 +63,16 @@ def built(tmp_path_factory, real) -> tuple[Path, Comparison, str]:
     d.mkdir(parents=True)
     for name in (real_path.name, template["requests_file"]):
         shutil.copy(real_path.parent / name, d / name)
-    vllm = variant(template, framework="vllm", run_id="20300102T000000Z-bbbb", levels=[1, 2, 4], share_server=True)
+    # vllm ran in llamacpp's run, finishing after it; its previous run was 10x slower
+    vllm = variant(template, framework="vllm", finished_at="2026-11-30T10:05:00+00:00", levels=[1, 2, 4],
+                   share_server=True)
     vllm["verdict"] = {"verdict": "degraded", "reason": "2/12 failed: HTTP 500 | upstream",
                        "annotations": ["chunk-bundling"]}
     vllm["levels"][0]["itl_per_chunk"] = True
     c4 = vllm["levels"][2]
     c4["input_throughput_tps"] = c4["input_tokens_total"] = c4["total_token_throughput_tps"] = None
     put(d, vllm)
-    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-aaaa", levels=[1, 2, 4], share_server=True,
-                   scale=0.1))
+    put(d, variant(template, framework="vllm", run_id=PREVIOUS, levels=[1, 2, 4], share_server=True, scale=0.1))
     put(d, variant(template, run_id="20310101T000000Z-cccc", machine=FOREIGN))
     (d / BROKEN).write_text("{")
     comparison = read_comparison(write_comparison(d, machine=template["machine"]["slug"]))
@@ -83,7 +85,9 @@ def test_title_runs_and_verdict_table(built, real):
     assert report.startswith(f"# cellbench results — tiny (chat) on {template['machine']['slug']}\n")
     assert f"Generated {comparison['generated_at']}" in report
     runs = table(report, "Runs")
-    assert runs["llamacpp"][0] == template["run_id"] and runs["vllm"][0] == "20300102T000000Z-bbbb"
+    assert runs["llamacpp"][0] == runs["vllm"][0] == template["run_id"]
+    assert runs["header"][-1] == "Standing" and runs["llamacpp"][-1] == "ok" and runs["vllm"][-1] == "degraded"
+    assert f"This run: {template['run_id']} (the run of the newest result here)." in report
     verdicts = table(report, "Verdicts")
     assert verdicts["header"] == ["Framework", "Verdict", "Reason", "Framework version"]
     real_verdict = template["verdict"]  # ok, unless a busy host made the client the bottleneck
@@ -99,7 +103,7 @@ def test_one_section_per_level_with_every_row(built):
     assert re.findall(r"^## Concurrency (\d+)$", report, re.M) == ["1", "2", "4"]
     for level in (1, 2, 4):
         rows = table(report, f"Concurrency {level}")
-        assert rows.pop("header") == ["Metric", "llamacpp", "vllm"]
+        assert rows.pop("header") == ["Metric", "llamacpp", "vllm (degraded)"]
         # vllm ran other levels on one shared server: the table says so above its numbers (not at c=4,
         # where only vllm has a column)
         unlike = [markdown.UNLIKE_ROW] if level < 4 else []
@@ -124,10 +128,10 @@ def test_columns_measured_alike_carry_no_settings_row(tmp_path, real):
     _, template = real
     d = cell_dir(tmp_path / "results", template)
     put(d, variant(template, run_id="20300101T000000Z-aaaa"))
-    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-bbbb"))
+    put(d, variant(template, framework="vllm", run_id="20300101T000000Z-aaaa"))
     report = write_report(d, read_comparison(write_comparison(d, machine=template["machine"]["slug"]))).read_text()
     assert markdown.UNLIKE_ROW not in report and "Not like with like" not in report
-    with_eos = variant(template, framework="vllm", run_id="20300101T000000Z-cccc")
+    with_eos = variant(template, framework="vllm", run_id="20300101T000000Z-aaaa", finished_at="2026-11-30T10:01:00Z")
     with_eos["run_config"]["request_extras"] = {"ignore_eos": True}
     put(d, with_eos)
     report = write_report(d, read_comparison(write_comparison(d, machine=template["machine"]["slug"]))).read_text()
@@ -148,15 +152,20 @@ def test_numbers_are_formatted_consistently(built, real):
     assert c1["Wall time (s)"][0] == f"{level['wall_time_s']:.2f}"
     assert c1["Successful / Failed"][0] == f"{level['successful']} / {level['failed']}"
     assert c1["Client CPU share"][0] == f"{level['client']['cpu_share'] * 100:.1f}%"
-    assert c1["ITL avg (ms)"][1].endswith(" (per chunk)")
+    assert c1["ITL avg (ms)"][1].endswith(" (per chunk) (degraded)")  # a degraded result's figures say so
+    figures = [row[1] for label, row in c1.items() if label not in ("header", markdown.UNLIKE_ROW) and row[1] != "N/A"]
+    assert figures and all(f.endswith(" (degraded)") for f in figures)
+    assert not any("(degraded)" in row[0] for row in c1.values())  # llamacpp stands ok
     assert c4["Input throughput (tok/s)"][1] == "N/A" and c4["Total throughput (tok/s)"][1] == "N/A"
+    # at c=4 vllm stands alone: its column is headed with its mark, its figures beside nothing need none
+    assert c4["header"][2] == "vllm (degraded)" and "(degraded)" not in c4["Output throughput (tok/s)"][1]
 
 
 def test_warnings_suspicious_and_ignored_files_are_listed(built):
     _, _, report = built
     assert "- levels: llamacpp=[1, 2], vllm=[1, 2, 4]" in report
     assert "- levels_share_server: llamacpp=false, vllm=true" in report
-    suspicious = r"^- vllm: output throughput against run 20300101T000000Z-aaaa: c=1: .*10\.0x higher"
+    suspicious = rf"^- vllm: output throughput against run {PREVIOUS}: c=1: .*10\.0x higher"
     assert re.search(suspicious, report, re.M)
     assert f"- llamacpp_20310101T000000Z-cccc.json: machine {FOREIGN}, this is " in report
     assert f"- {BROKEN}: unreadable:" in report

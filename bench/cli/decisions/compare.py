@@ -7,8 +7,11 @@ pair by label ("c=8"). Every compared figure of a level pair is judged by
 bench.core.metrics.change, with each side's machine noise floor (bench.core.noise) where one is
 stored beside that side's results. Regressions print first, then improvements, then the rest; a
 cell or level on one side only is listed, and so are the settings two paired cells ran with
-otherwise (bench.reports.comparison's methodology keys). Exit 0, 1 when any regression was found, 2 for a usage
-error (nothing to compare, an unreadable file).
+otherwise (bench.reports.comparison's methodology keys). A pair where either side does not stand ok
+(bench.reports.standing: a verdict other than ok or fixed, an interrupted run, an imported result)
+is not judged: its figures never make a regression or an improvement, and it is listed after the
+judged ones with why. Exit 0, 1 when any regression was found, 2 for a usage error (nothing to
+compare, an unreadable file), 3 when no regression was found but some pair was not judged.
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ from bench.core.metrics.change import Change, compare_levels
 from bench.core.result import NotAResult, read_result
 from bench.core.store import COMPARISON_FILE, LoadedResult, load_results
 from bench.reports.comparison import setting_differences
+from bench.reports.standing import standing_of
 
 RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4}$")
 ORDER = ("regression", "improvement", "no detectable change", "cannot tell")
 REGRESSION_EXIT = 1
 USAGE_EXIT = 2
+NOT_JUDGED_EXIT = 3
 
 
 class CompareError(ValueError):
@@ -132,6 +137,7 @@ class Pair:
     levels: dict[str, list[Change]] = field(default_factory=dict)
     only_old: list[str] = field(default_factory=list)  # level labels
     only_new: list[str] = field(default_factory=list)
+    not_judged: str | None = None  # why: a side that does not stand ok ("new: degraded: 6/18 requests failed ...")
 
     @property
     def cell(self) -> Cell:
@@ -150,12 +156,16 @@ class Pair:
 
 
 def judge_pair(old: Side, new: Side) -> Pair:
-    pair = Pair(old, new)
+    apart = [f"{name}: {s.text()}" for name, s in (("old", standing_of(old.result.data)),
+                                                   ("new", standing_of(new.result.data))) if not s.ok]
+    pair = Pair(old, new, not_judged="; ".join(apart) or None)
     before = {level_label(lv): lv for lv in old.result.data["levels"]}
     after = {level_label(lv): lv for lv in new.result.data["levels"]}
     for label, level in after.items():
         if label not in before:
             pair.only_new.append(label)
+            continue
+        if pair.not_judged:
             continue
         pair.levels[label] = compare_levels(
             before[label], level,
@@ -183,6 +193,9 @@ class RunComparison:
     def bases(self) -> Counter[str]:
         return Counter(c.basis for _, _, c in self.changes() if c.decision != "cannot tell")
 
+    def not_judged(self) -> list[Pair]:
+        return [p for p in self.pairs if p.not_judged]
+
 
 def regressed(comparison: RunComparison) -> list[tuple[Pair, str, Change]]:
     """Every (pair, level label, change) judged a regression."""
@@ -207,6 +220,8 @@ def _plural(n: int, word: str) -> str:
 def summary(comparison: RunComparison) -> str:
     n = comparison.counts()
     line = ", ".join(_plural(n[d], d) for d in ORDER)
+    if apart := len(comparison.not_judged()):
+        line += f"; {apart} cell{'' if apart == 1 else 's'} not judged"
     bases = comparison.bases()
     said = " | ".join(f"{b}: {k} figure{'' if k == 1 else 's'}" for b, k in bases.most_common())
     return line + (f"; basis: {said}" if bases else "")
@@ -236,6 +251,9 @@ def render(comparison: RunComparison, *, every: bool = False) -> list[str]:
         else:
             why = Counter((cell_text(p.cell), c.why) for p, _, c in unclear)
             out += [f"  {cell} ({k} figure{'' if k == 1 else 's'}): {reason}" for (cell, reason), k in why.items()]
+    if apart := comparison.not_judged():  # after every judged figure (bench.reports.standing)
+        out += ["", f"not judged ({len(apart)}): a side that is not ok is never faster or slower than another",
+                *(f"  {cell_text(p.cell)}: {p.not_judged}" for p in apart)]
     notes = [f"{cell_text(p.cell)}: {side_name}: {s.floor_note}" for p in comparison.pairs
              for side_name, s in (("old", p.old), ("new", p.new)) if s.floor_note]
     notes += [f"{cell_text(p.cell)}: ran otherwise, so a change may come from the settings: "
@@ -270,6 +288,8 @@ def to_json(comparison: RunComparison) -> dict[str, Any]:
                           "new": [{**cell(r), "file": str(r.path)} for r in comparison.only_new]},
         "floors": floors,
         "settings_differ": {cell_text(p.cell): differs for p in comparison.pairs if (differs := p.settings_differ())},
+        "not_judged": [{**cell(p.new.result), "old_run_id": p.old.result.run_id, "new_run_id": p.new.result.run_id,
+                        "why": p.not_judged} for p in comparison.not_judged()],
         "counts": {d: comparison.counts()[d] for d in ORDER},
         "summary": summary(comparison),
     }
@@ -278,7 +298,8 @@ def to_json(comparison: RunComparison) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cellbench compare", description=__doc__.splitlines()[0],
                                      epilog="Exit 0: compared, no regression; 1: at least one regression; "
-                                            "2: nothing to compare (docs/comparisons.md).")
+                                            "2: nothing to compare; 3: no regression, but a pair not judged as a "
+                                            "side is not ok (docs/comparisons.md).")
     parser.add_argument("old", help="a result file, a run id or a results folder")
     parser.add_argument("new", help="a result file, a run id or a results folder")
     parser.add_argument("--results-dir", type=Path, default=None,
@@ -303,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(to_json(comparison), indent=1))
     else:
         print("\n".join(render(comparison, every=args.every)))
-    return REGRESSION_EXIT if comparison.regressions() else 0
+    return REGRESSION_EXIT if comparison.regressions() else NOT_JUDGED_EXIT if comparison.not_judged() else 0
 
 
 if __name__ == "__main__":

@@ -136,14 +136,16 @@ def _failure(c: Any, j: Any) -> list[str]:
 
 
 def _previous_run_section(cells: list[Any]) -> list[str]:
-    """Each cell against its previous run: the counts of the decisions, the regressions one line each."""
+    """Each cell against its previous run: the counts of the decisions, the regressions one line each;
+    after them the cells not judged, where a side does not stand ok (bench.reports.standing)."""
     lines = ["## Compared With The Previous Run", ""]
-    for c in sorted(cells, key=lambda c: c.key):
+    for c in sorted(cells, key=lambda c: ("not_judged" in (c.evidence.get(between.PREVIOUS) or {}), c.key)):
         found = c.evidence.get(between.PREVIOUS)
         if found:
             lines.append(f"- {c.framework} / {c.split} {between.previous_line(found)}")
             lines += [f"  - {line}" for line in found["regressions"]]
-    return ["", *lines, "", "Decisions from the 95% interval of each figure's ratio (docs/results.md)."] \
+    return ["", *lines, "", "Decisions from the 95% interval of each figure's ratio; a run that is not ok (degraded, "
+            "capped, interrupted, ...) is not judged against another (docs/results.md)."] \
         if len(lines) > 2 else []  # no cell has a previous result: no section, as for imported ones
 
 

@@ -12,7 +12,7 @@ from bench.core.metrics import audit_lines
 from bench.core.metrics import table as metric_table
 from bench.core.result_model import Level, Result
 from bench.reports import between, plots
-from bench.reports.comparison import Comparison, setting_differences
+from bench.reports.comparison import Comparison, setting_differences, standings
 from bench.reports.markdown.rows import (
     GOODPUT_ROWS,
     SERVER_NOTE,
@@ -24,20 +24,23 @@ from bench.reports.markdown.rows import (
     server_rows,
 )
 from bench.reports.markdown.text import MISSING_LEVEL, NULL, bullets, num, table
+from bench.reports.standing import Standing, shown
 
 
-def _value(result: Result, row: str, render: Callable[[Level], str], level: Level) -> str:
-    """The row's value; an imported one its tool derived differently is marked `(<tool>)`."""
+def _value(result: Result, row: str, render: Callable[[Level], str], level: Level, standing: Standing) -> str:
+    """The row's value with its result's marks (`(degraded)`, `(not this run)`: bench.reports.standing);
+    an imported one its tool derived differently is marked `(<tool>)` too."""
     text = render(level)
-    source = imported.source(result)
-    if source is None or text == NULL or imported.comparable(result, row_metrics().get(row, row)):
+    if text == NULL:
         return text
-    return f"{text} ({source['label']})"
+    source = imported.source(result)
+    tool = [] if source is None or imported.comparable(result, row_metrics().get(row, row)) else [source["label"]]
+    marks = [*tool, *([standing.tags] if not standing.ok else [])]
+    return f"{text} ({', '.join(marks)})" if marks else text
 
 
-def _column(comparison: Comparison, fw: str) -> str:
-    label = imported.label(comparison["results"][fw])
-    return f"{fw}, {label}" if label else fw
+def _column(comparison: Comparison, fw: str, standing: Standing) -> str:
+    return shown.column(fw, comparison["results"][fw], standing)
 
 
 def section_title(level: LevelKey) -> str:
@@ -63,24 +66,27 @@ def level_section(comparison: Comparison, level: LevelKey | int, relabel: Callab
     rows_shown = [*every[:at], *(reasoning_rows() if reasoned else ()), *every[at:],
                   *(open_loop_rows() if key[0] != "concurrency" else ()),
                   *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ()), *(server := server_rows(present))]
-    rows = [[relabel(label), *(_value(results[fw], label, render, by_fw[fw][key]) if key in by_fw[fw] else MISSING_LEVEL
-                      for fw in frameworks)]
+    marks = standings(comparison)  # at the numbers where they stand beside another framework's
+    beside = marks if len(present) > 1 else {fw: Standing() for fw in frameworks}
+    rows = [[relabel(label), *(_value(results[fw], label, render, by_fw[fw][key], beside[fw]) if key in by_fw[fw]
+                               else MISSING_LEVEL for fw in frameworks)]
             for label, render in rows_shown]
     unlike = setting_differences({fw: results[fw]["run_config"] for fw in frameworks if key in by_fw[fw]})
     if unlike:  # said where the numbers are, not only in the warnings below (docs/results.md, Like with like)
         rows.insert(0, [UNLIKE_ROW, *("; ".join(f"{k}={v[fw]}" for k, v in unlike.items()) if fw in next(
             iter(unlike.values())) else MISSING_LEVEL for fw in frameworks)])
-    header = ["Metric", *(_column(comparison, fw) for fw in frameworks)]
+    header = ["Metric", *(_column(comparison, fw, marks[fw]) for fw in frameworks)]
     note = [f"Not like with like: these columns ran with different {', '.join(unlike)}; a difference between them "
             "may be the settings', not the frameworks'.", ""] if unlike else []
-    shown = between.interval_line({fw: by_fw[fw][key] for fw in frameworks if key in by_fw[fw]})
+    intervals = between.interval_line({fw: by_fw[fw][key] for fw in frameworks if key in by_fw[fw]})
     server_note = [SERVER_NOTE, ""] if any(label.startswith("Server:") for label, _ in server) else []
-    return [f"## {section_title(key)}", "", *table(header, rows, "---:"), "", *note, *server_note, *shown]
+    legend = shown.legend_note(beside, [fw for fw in frameworks if key in by_fw[fw]])
+    return [f"## {section_title(key)}", "", *table(header, rows, "---:"), "", *legend, *note, *server_note, *intervals]
 
 
 def sweep_section(comparison: Comparison) -> list[str]:
     """Each framework's `--request-rate sweep`: the highest rate that met the SLOs, and how it was found."""
-    rows = []
+    rows, marks = [], standings(comparison)
     for fw in comparison["frameworks"]:
         sweep = comparison["results"][fw].get("sweep")
         if sweep is None:
@@ -89,7 +95,7 @@ def sweep_section(comparison: Comparison) -> list[str]:
         tried = ", ".join(f"{rate_text(r)} {'met' if ok else 'missed'}"
                           for r, ok in zip(sweep["rates"], sweep["passed"], strict=True))
         best = "none met the SLO" if sweep["best_rps"] is None else f"{rate_text(sweep['best_rps'])} req/s"
-        rows.append([_column(comparison, fw), slo, best, num(sweep["goodput_rps"], 2),
+        rows.append([_column(comparison, fw, marks[fw]), slo, best, num(sweep["goodput_rps"], 2),
                      "—" if sweep["failing_rps"] is None else f"{rate_text(sweep['failing_rps'])} req/s",
                      tried, sweep["stopped"]])
     if not rows:
@@ -129,11 +135,27 @@ def _verdict(comparison: Comparison, fw: str) -> str:
     return f"{verdict['verdict']} ({', '.join(notes)})" if notes else verdict["verdict"]
 
 
+def this_run_lines(comparison: Comparison) -> list[str]:
+    """Which run the report is about, and the results of other runs it shows or left out."""
+    run = comparison.get("this_run") or {"run_id": None, "chosen_by": ""}
+    if run["run_id"] is None:
+        return []
+    how = "given" if run["chosen_by"] == "given" else "the run of the newest result here"
+    earlier = shown.earlier_runs(standings(comparison))
+    left = [f"{i['framework']}: {i['reason']} (file {i['file']})" for i in comparison.get("left_out", [])]
+    return [" ".join([f"This run: {run['run_id']} ({how}).",
+                      *([f"From other runs, marked `not this run` and in no order: {'; '.join(earlier)}."] if earlier
+                        else []),
+                      *([f"Left out, not from this run (`cellbench report --other-runs mark` shows them): "
+                         f"{'; '.join(left)}."] if left else [])]), ""]
+
+
 def report_header(comparison: Comparison) -> list[str]:
     frameworks = comparison["frameworks"]
     prov = comparison["provenance"]
+    marks = standings(comparison)
     runs = [[fw, prov[fw]["run_id"], prov[fw]["finished_at"], prov[fw]["file"] + _origin(comparison["results"][fw]),
-             prov[fw]["model_path"] or NULL] for fw in frameworks]
+             prov[fw]["model_path"] or NULL, marks[fw].short()] for fw in frameworks]
     verdicts = [[fw, _verdict(comparison, fw), comparison["results"][fw]["verdict"]["reason"],
                  comparison["results"][fw]["framework"]["version"]] for fw in frameworks]
     return [
@@ -144,7 +166,8 @@ def report_header(comparison: Comparison) -> list[str]:
         "",
         "## Runs",
         "",
-        *table(["Framework", "Run id", "Finished", "File", "Model path"], runs),
+        *this_run_lines(comparison),
+        *table(["Framework", "Run id", "Finished", "File", "Model path", "Standing"], runs),
         "",
         "## Verdicts",
         "",
