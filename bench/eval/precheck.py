@@ -178,7 +178,8 @@ def _locators(config: EvalConfig, rows: list[EvalRow]) -> list[Check]:
             parsed = parse_tables(row.file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):
             continue
-        found = config_ambiguity(parsed, Locator(**asdict(row.locate)), model=row.model_hint)
+        found = config_ambiguity(parsed, Locator(**asdict(row.locate)), model=row.model_hint,
+                                 aliases=row.other_model_names)
         if found:
             failed.append(Check(False, f"row {row.id} in {row.file.name}: {found}",
                                 f"give row {row.id} in {config.source} {AMBIGUITY_FIX}"))

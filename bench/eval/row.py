@@ -307,9 +307,10 @@ def _shared_round(row: EvalRow, ctx: RowContext, k: int) -> dict | None:
 
 def row_edit(row: EvalRow, hardware: str, prefix: str, cells: dict[str, str], note: str = "",
              mean_of: int = 1) -> RowEdit:
-    """The table edit a row's result makes; its model hint keeps it to this model's rows."""
+    """The table edit a row's result makes; its model's names keep it to this model's rows."""
     return RowEdit(row_id=row.id, locate=Locator(**asdict(row.locate)), hardware=hardware, source_prefix=prefix,
-                   cells=cells, source_note=note, new_row=row.new_row, model=row.model_hint, mean_of=mean_of)
+                   cells=cells, source_note=note, new_row=row.new_row, model=row.model_hint,
+                   aliases=row.other_model_names, mean_of=mean_of)
 
 
 def run_row(row: EvalRow, ctx: RowContext, launch: Launcher) -> RowRun:

@@ -76,7 +76,7 @@ CELLS = {"overall_accuracy": "72.00%", "parseable_samples": "5000/5000", "unpars
 def mmsu_edit(config: str, cells: dict[str, str] | None = None, section: str = "Accuracy (accuracy)",
               **kw) -> RowEdit:
     return RowEdit(kw.pop("row_id", config.strip()), Locator(section, config, WORKLOAD), "H200", "PR #400",
-                   CELLS if cells is None else cells, model="qwen3-omni", **kw)
+                   CELLS if cells is None else cells, model=kw.pop("model", "qwen3-omni"), **kw)
 
 
 def lines_with(text: str, needle: str) -> list[str]:
