@@ -26,7 +26,7 @@ from bench.base.paths import PROJECT_ROOT, cache_root
 from bench.eval.benchmarks import listing, select_rows, wants_listing
 from bench.eval.config import EvalConfig, EvalConfigError, EvalRow, config_path
 from bench.eval.loader import load_eval_config
-from bench.eval.precheck import ClientPython, client_python, run_checks
+from bench.eval.precheck import ClientPython, client_python, locator_clashes, run_checks
 from bench.eval.row import RowContext, row_edit
 from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.source import hardware_tag, source_prefix
@@ -151,6 +151,14 @@ def refusal(config: pytest.Config, row: EvalRow) -> str | None:
     """Why `row` may not edit its table (its file is outside the config's tables root), or None."""
     loaded = config.stash[EVAL_CONFIG]
     return loaded.refused(row) if isinstance(loaded, EvalConfig) else "refused: no eval config"
+
+
+def clash_of(config: pytest.Config, row: EvalRow) -> str | None:
+    """Why `row` may not run beside another row of its file (the two would meet one Config), or None."""
+    loaded = config.stash[EVAL_CONFIG]
+    if not isinstance(loaded, EvalConfig):
+        return None
+    return next((clash.reason for _, clash in locator_clashes(loaded, [row])), None)
 
 
 def source_of(config: pytest.Config) -> tuple[str, str]:
