@@ -634,7 +634,8 @@ def test_a_repo_id_is_not_a_table_name_it_merely_contains():
     new, outcome = plan_edit(OMNI, omni_edit(model="Qwen/Qwen3-Omni-30B-A3B-Instruct"))
     assert new == OMNI and outcome.status == "fail"
     assert "only rows of other models do: ['Qwen3-Omni', 'S2-Pro']" in outcome.reason
-    assert "declare it in the config's model_aliases" in outcome.reason
+    assert "declare it in the config (model_aliases: {Qwen/Qwen3-Omni-30B-A3B-Instruct: [Qwen3-Omni]})" \
+        in outcome.reason
 
 
 def test_without_a_model_hint_two_models_rows_are_ambiguous():

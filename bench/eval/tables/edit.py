@@ -222,7 +222,8 @@ def _no_template(location: Location, table: Table, edit: RowEdit) -> _Refusal:
             f"no {edit.model!r} row of the table at line {table.header_line} contains {config!r} to copy"
             f" Model/Config from; only rows of other models do: {others}. Identity cells are never copied"
             f" from another model: add new_row to append the first {edit.model} {location.tag} row, or, if"
-            f" one of them is this model under another name, declare it in the config's model_aliases"
+            f" one of them is this model under another name, declare it in the config (model_aliases:"
+            f" {{{edit.model}: [{others[0]}]}})"
         )
     return _Refusal(
         f"no row of the table at line {table.header_line} contains {config!r} to copy"
