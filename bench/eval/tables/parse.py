@@ -13,11 +13,12 @@ r"""Pipe tables in a module docstring: where they are, their rows and cells, whi
   and does not end with `.` or `:`. Notes and multi-line paragraphs between a heading and its
   table are skipped, so "Note (EN rows): ..." never becomes the section; no heading: None.
 * A table is Local (never edited) when the nearest marker line above it, however far up in the
-  docstring, is a local one: a line containing one of `LOCAL_MARKERS`, or a heading (see
-  `_plain_heading`) starting with `Local `. So a Local section runs from its marker to the next
-  official marker, a heading containing one of `OFFICIAL_MARKERS` ("H200 Full-Set Reference
-  Results"), or to the docstring's end, however long it is. Local markers win over official
-  ones on the same line; a sentence ("... unlike the Reference Results above.") is no marker.
+  docstring, is a local one: a line containing one of `LOCAL_MARKERS` or starting with `Local `.
+  So a Local section runs from its marker to the next official marker, a heading (see
+  `_plain_heading`) containing one of `OFFICIAL_MARKERS` ("H200 Full-Set Reference Results"), or
+  to the docstring's end, however long it is. Local markers win over official ones on the same
+  line; a sentence ("... unlike the Reference Results above.") is no official marker, so it never
+  ends a Local section (a doubtful line errs towards Local: never edited, the edit refused).
   Pipe rows are never marker lines, so a Source cell saying "local v1 sweep" cannot turn the
   tables below it local.
 * `parse_tables` never raises: a file that is not Python comes back with `error` set.
@@ -196,7 +197,7 @@ def _marker(lines: list[str], header: int, first: int) -> tuple[bool, str | None
         s = lines[k].strip()
         if not s or raw_cells(s) is not None:
             continue
-        if any(m in s for m in LOCAL_MARKERS) or (s.startswith(LOCAL_PREFIX) and _plain_heading(s)):
+        if s.startswith(LOCAL_PREFIX) or any(m in s for m in LOCAL_MARKERS):
             return True, s
         if any(m in s for m in OFFICIAL_MARKERS) and _plain_heading(s):
             return False, s
