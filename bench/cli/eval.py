@@ -4,7 +4,8 @@
   (the same checks `pytest -m eval` runs before any server starts); exit 1 on any ✗.
 - `locate [ROW_ID...]`: for each row, the table line it would replace or where it would append,
   with this machine's hardware tag (or `--hardware`), and any warning; exit 1 when a row's
-  locator cannot edit its table, or its file is outside the config's tables root.
+  locator cannot edit its table, meets another row's Config, or its file is outside the
+  config's tables root.
 
 Both take the rows' filters as `pytest -m eval` does; `--benchmarks help` lists the names it
 accepts (file names and sglang-omni's aliases) with their files and rows, and exits 0.
@@ -22,7 +23,7 @@ from bench.eval.benchmarks import listing, select_rows, wants_listing
 from bench.eval.config import EvalConfig, EvalConfigError, EvalRow, config_path
 from bench.eval.gpus import parse_pool
 from bench.eval.loader import load_eval_config
-from bench.eval.precheck import client_python, run_checks
+from bench.eval.precheck import client_python, locator_clashes, run_checks
 from bench.eval.row import row_edit
 from bench.eval.source import hardware_tag, source_prefix
 from bench.eval.tables import RowEdit, plan_edit
@@ -68,6 +69,9 @@ def locate_line(row: EvalRow, hardware: str, prefix: str, config: EvalConfig) ->
     refused = config.refused(row)
     if refused:
         return False, f"✗ {row.id}  {row.file.name}  {refused}"
+    clash = next((found.reason for _, found in locator_clashes(config, [row])), None)
+    if clash:
+        return False, f"✗ {row.id}  {row.file.name}  {clash}"
     edit: RowEdit = row_edit(row, hardware, prefix, {column: "…" for column in row.cells})
     _, outcome = plan_edit(row.file.read_text(encoding="utf-8"), edit)
     where = f"{row.file.name}:{outcome.line}" if outcome.line else row.file.name

@@ -33,6 +33,10 @@ top level of the folder holding the config), which is also `{repo_root}` and the
         # sglang-omni router knobs (framework omitted = sglang_omni): model_name, model_path,
         # num_workers, num_gpus_per_worker, worker_extra_args, worker_host, wait_timeout,
         # router_policy; server_boot_timeout_s = boot_timeout_s
+    model_aliases: {Qwen/Qwen3-Omni-30B-A3B-Instruct: [Qwen3-Omni]}   # optional: other whole names a
+                                           # model's table rows go by (a Model cell is matched whole,
+                                           # normalised, against the row's served name, its model id
+                                           # and these; never as a part of a longer name)
     rows:
       - id: arith-llamacpp-c4              # unique; `-k <id>` selects it
         file: benchmarks/eval/benchmark_arith.py      # relative to the project root
@@ -71,7 +75,7 @@ CLIENT_PLACEHOLDERS = ("python", "host", "port", "output_dir", "max_samples", "m
 TOP_FIELDS = ("name", "description", "hf_model_id", "auto_env", "default_server_profile",
               "server_profile_by_hf_model_id", "server_profiles", "rows",
               "hf_datasets", "auxiliary_models", "python_packages", "path_links", "default_venv_python",
-              "omni_ci_home", "tables_root")
+              "omni_ci_home", "tables_root", "model_aliases")
 ROUTER_FIELDS = ("model_name", "model_path", "num_workers", "num_gpus_per_worker", "worker_extra_args",
                  "worker_host", "wait_timeout", "router_policy")
 PROFILE_FIELDS = ("framework", "split", "max_concurrency", "server_gpus", "boot_timeout_s", "server_boot_timeout_s",
@@ -165,6 +169,7 @@ class EvalRow:
     timeout_s: float = 1800.0
     server_extra_by_hardware: dict[str, str] = field(default_factory=dict)  # hardware tag -> extra args
     server_health: str | None = None  # a URL template with {port}: its path is the ready path
+    model_aliases: tuple[str, ...] = ()  # model_aliases the config declares for this row's model
 
     @property
     def wants_asr_gpu(self) -> bool:
@@ -174,6 +179,11 @@ class EvalRow:
     def model_hint(self) -> str:
         """The model whose table rows this row's result may take: the router's served name, else the model id."""
         return self.server_profile.options.get("model_name") or self.hf_model_id
+
+    @property
+    def other_model_names(self) -> tuple[str, ...]:
+        """The other whole names its table rows may carry: the model id, then the declared aliases."""
+        return tuple(n for n in dict.fromkeys([self.hf_model_id, *self.model_aliases]) if n != self.model_hint)
 
     @property
     def benchmark(self) -> str:

@@ -37,6 +37,7 @@ from bench.eval.config import (
     Requirement,
     ServerProfile,
 )
+from bench.eval.tables.locate import normalise_model
 
 _ROW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$")  # safe as a directory name and a pytest id
 
@@ -142,11 +143,11 @@ class _Checker:
             raise self.fail(f"{where}.command", "must be a command string or a non-empty list of arguments")
         return {"command": argv}
 
-    def text_list(self, data: dict, key: str) -> tuple[str, ...]:
+    def text_list(self, data: dict, key: str, where: str = "") -> tuple[str, ...]:
         value = data.get(key, [])
         value = [value] if isinstance(value, str) else value
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-            raise self.fail(key, "must be a list of non-empty strings")
+            raise self.fail(f"{where}{key}", "must be a list of non-empty strings")
         return tuple(value)
 
     def requirement_list(self, data: dict, key: str, fields: tuple[str, ...]) -> list[dict]:
@@ -324,7 +325,9 @@ class _Checker:
             raise self.fail("rows", "must be a non-empty list")
         ctx = {"root": root, "hf_model_id": hf_model_id, "profiles": profiles, "by_model": by_model,
                "default_profile": default_profile, "frameworks": frameworks, "raw_profiles": raw_profiles}
-        rows = tuple(self.row(i, raw, ctx) for i, raw in enumerate(rows_raw))
+        aliases = self.model_aliases(data)
+        rows = tuple(replace(row, model_aliases=aliases_of(aliases, row.model_hint, row.hf_model_id))
+                     for row in (self.row(i, raw, ctx) for i, raw in enumerate(rows_raw)))
         seen: set[str] = set()
         for row in rows:
             if row.id in seen:
@@ -340,6 +343,11 @@ class _Checker:
                           self.optional_text(data, "description", "") or "", root,
                           self.environment(data, model_ids), self.tables_root(data, root))
 
+    def model_aliases(self, data: dict) -> dict[str, tuple[str, ...]]:
+        """`model_aliases: {model: [Name, ...]}` (a single name may stand alone)."""
+        given = self.mapping(data.get("model_aliases", {}), "model_aliases")
+        return {model: self.text_list(given, model, "model_aliases.") for model in given}
+
     def tables_root(self, data: dict, root: Path) -> Path:
         """The only folder whose tables rows may edit: `tables_root` (relative to the eval root, or
         absolute) must be an existing folder; by default the eval root's benchmarks/eval, which a
@@ -352,6 +360,12 @@ class _Checker:
             raise self.fail("tables_root", f"{given!r} is not a folder (looked for {folder})")
         return folder
 
+
+def aliases_of(declared: dict[str, tuple[str, ...]], *names: str) -> tuple[str, ...]:
+    """The aliases declared for any of a row's names (compared normalised, as table cells are)."""
+    wanted = {normalise_model(n) for n in names}
+    return tuple(dict.fromkeys(a for model, found in declared.items() if normalise_model(model) in wanted
+                               for a in found))
 
 
 def eval_root(source: Path, explicit: Path | None = None) -> Path:

@@ -2,8 +2,9 @@
 
 Each check is ✓, or ✗ with the exact command that fixes it: the clients' Python, what the config
 says its rows need (models and datasets in the Hugging Face or ModelScope cache, importable
-packages, paths under the eval root), locators whose config substring spans two Configs (a
-result would be filed under the other Config's label), the ports, and GPUs other processes hold
+packages, paths under the eval root), locators whose config substring spans two Configs and
+pairs of rows of one file that would meet one Config (a result would be filed under the other
+Config's label, or replaced by the other row's), the ports, and GPUs other processes hold
 (listed by PID, user and memory; never killed). A ✗ stops `pytest -m eval` before any server
 starts, unless `--no-precheck`. A config's install commands may say `<venv-python>`: it is
 printed as the clients' Python, unless that Python was not given and does not exist.
@@ -28,7 +29,8 @@ from pathlib import Path
 from bench.eval.client import path_with
 from bench.eval.config import ROUTER_FRAMEWORK, EvalConfig, EvalRow, Requirement
 from bench.eval.gpus import busy_gpus
-from bench.eval.tables import AMBIGUITY_FIX, Locator, config_ambiguity, parse_tables
+from bench.eval.row import row_claim
+from bench.eval.tables import AMBIGUITY_FIX, CLASH_FIX, Clash, Locator, clashes, config_ambiguity, parse_tables
 from bench.host.ports import free_port
 from bench.setup import profiles
 
@@ -167,9 +169,32 @@ def _confined(config: EvalConfig, rows: list[EvalRow]) -> list[Check]:
     return failed or [Check(True, f"tables: every row's file is under {config.tables}/")]
 
 
+def locator_clashes(config: EvalConfig, selected: list[EvalRow]) -> list[tuple[Path, Clash]]:
+    """Pairs of the config's rows of one file that would meet one Config (bench.eval.tables.clash),
+    where at least one of the two is selected: every row of the config counts, run or not, since a
+    row's substring can pick another row's Config even when that row is left out of this run."""
+    chosen = {row.id for row in selected}
+    by_file: dict[Path, list[EvalRow]] = {}
+    for row in config.rows:
+        if not config.refused(row):
+            by_file.setdefault(row.file.resolve(), []).append(row)
+    found = []
+    for path, rows in by_file.items():
+        if len(rows) < 2 or not chosen & {row.id for row in rows}:
+            continue
+        try:
+            parsed = parse_tables(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            continue  # the row's own locator check names the problem
+        found += [(path, clash) for clash in clashes(parsed, [row_claim(row) for row in rows])
+                  if chosen & set(clash.rows)]
+    return found
+
+
 def _locators(config: EvalConfig, rows: list[EvalRow]) -> list[Check]:
-    """Rows whose config substring spans two Configs: refused before anything runs, naming both. A
-    file that cannot be read is left to the row's own locator check, which names the problem."""
+    """Rows whose config substring spans two Configs, and pairs of rows that would meet one Config:
+    refused before anything runs, naming the Configs and both rows. A file that cannot be read is
+    left to the row's own locator check, which names the problem."""
     failed = []
     for row in rows:
         if config.refused(row):
@@ -178,11 +203,17 @@ def _locators(config: EvalConfig, rows: list[EvalRow]) -> list[Check]:
             parsed = parse_tables(row.file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):
             continue
-        found = config_ambiguity(parsed, Locator(**asdict(row.locate)), model=row.model_hint)
+        found = config_ambiguity(parsed, Locator(**asdict(row.locate)), model=row.model_hint,
+                                 aliases=row.other_model_names)
         if found:
             failed.append(Check(False, f"row {row.id} in {row.file.name}: {found}",
                                 f"give row {row.id} in {config.source} {AMBIGUITY_FIX}"))
-    return failed or [Check(True, f"locators: each row's config_substring matches one Config ({len(rows)} row(s))")]
+    for path, clash in locator_clashes(config, rows):
+        a, b = clash.rows
+        failed.append(Check(False, f"{path.name}: {clash.reason}",
+                            f"give rows {a} and {b} in {config.source} each {CLASH_FIX}"))
+    return failed or [Check(True, "locators: each row's config_substring matches one Config, checked against the"
+                                  f" other rows of its file ({len(rows)} row(s))")]
 
 
 def _ports() -> Check:

@@ -23,7 +23,7 @@ import adapters
 from bench.eval.client import excerpt, path_with, run_client
 from bench.eval.config import EvalRow
 from bench.eval.runlog import RUN_LOG, RunLog
-from bench.eval.tables import Locator, RowEdit
+from bench.eval.tables import Claim, Locator, RowEdit
 from bench.host.ports import free_port
 from bench.run.cell import Launcher
 from bench.run.probes import list_models
@@ -307,9 +307,15 @@ def _shared_round(row: EvalRow, ctx: RowContext, k: int) -> dict | None:
 
 def row_edit(row: EvalRow, hardware: str, prefix: str, cells: dict[str, str], note: str = "",
              mean_of: int = 1) -> RowEdit:
-    """The table edit a row's result makes; its model hint keeps it to this model's rows."""
+    """The table edit a row's result makes; its model's names keep it to this model's rows."""
     return RowEdit(row_id=row.id, locate=Locator(**asdict(row.locate)), hardware=hardware, source_prefix=prefix,
-                   cells=cells, source_note=note, new_row=row.new_row, model=row.model_hint, mean_of=mean_of)
+                   cells=cells, source_note=note, new_row=row.new_row, model=row.model_hint,
+                   aliases=row.other_model_names, mean_of=mean_of)
+
+
+def row_claim(row: EvalRow) -> Claim:
+    """What the row says about the table row it will write, to check it against the other rows."""
+    return Claim(row.id, Locator(**asdict(row.locate)), row.model_hint, row.other_model_names, row.new_row)
 
 
 def run_row(row: EvalRow, ctx: RowContext, launch: Launcher) -> RowRun:

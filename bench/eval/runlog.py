@@ -1,5 +1,7 @@
 """`run.log`: one eval run's story as it happens, for `tail -f` in a second terminal.
 
+The session creates it first thing, with the run's folder and the precheck, and prints its path,
+so the second terminal can follow from before any server starts.
 Every row's stages (START, server ready, client running, PASS/FAIL with the table edit) and every
 line its server and client print, each line prefixed with the row and its source. The stage
 lines also go to the console through `say`; the servers' and clients' own output only to the
@@ -30,6 +32,11 @@ class RunLog:
             for line in lines:
                 log.write(line + "\n")
                 log.flush()
+
+    def note(self, lines: list[str]) -> None:
+        """Lines of the whole run (its start, the precheck), in run.log only; the file exists after it."""
+        stamp = time.strftime("%H:%M:%S")
+        self._append([f"{stamp} {line}" for line in lines])
 
     def stage(self, row_id: str, text: str) -> None:
         """A stage of a row: in run.log and on the console."""

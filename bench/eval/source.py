@@ -23,12 +23,17 @@ from bench.host.machine import HostMachine
 # NVIDIA names carry form factors, memory sizes and generations ("NVIDIA H100 80GB HBM3", "NVIDIA
 # GH200 480GB", "NVIDIA B300 SXM6 AC", "NVIDIA RTX PRO 6000 Blackwell Server Edition"): the model
 # is the tag, spaces dropped (H100, GH200, B300, RTXPRO6000, RTX4090). Grace pairs (GH, GB) come
-# before the bare letters; a suffix that names another product (Ti, SUPER, Ada) stays in the tag.
+# before the bare letters. A word after the model that names another product (`VARIANT_WORDS`, or
+# a version such as v2) stays in the tag, wherever it stands: an RTX 4090 D is not an RTX 4090,
+# and its slower results must never replace the 4090's rows (RTX4090D, RTX3090TI, RTX6000ADA,
+# RTX4090LAPTOP, RTXPRO6000MAXQ).
 _NVIDIA_MODEL = re.compile(
-    r"\b(RTX(?:\s?PRO)?\s?[A-Z]?\d{4}(?:\s(?:Ti|SUPER|Ada)\b)*"  # RTX 4090, RTX A6000, RTX PRO 6000
-    r"|GTX\s?\d{3,4}(?:\s(?:Ti|SUPER)\b)*"
+    r"\b(RTX(?:\s?PRO)?\s?[A-Z]?\d{4}[A-Z]?"  # RTX 4090, RTX A6000, RTX PRO 6000, RTX 2000E
+    r"|GTX\s?\d{3,4}"
     r"|(?:GH|GB|[ABHKLPTV])\d{1,3}[A-Z]?)\b",  # GH200, GB200, B200, H20, A10G, L40S, T4, V100
     re.IGNORECASE)
+VARIANT_WORDS = ("Ti", "SUPER", "D", "Ada", "SFF", "Max-Q", "Laptop", "Mobile")
+_VARIANT = re.compile(rf"^(?:{'|'.join(map(re.escape, VARIANT_WORDS))}|v\d+)$", re.IGNORECASE)
 _CPU_NOISE = re.compile(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$|\b\d+-core\b", re.IGNORECASE)
 
 
@@ -39,7 +44,10 @@ def hardware_tag(machine: HostMachine, override: str | None = None) -> str:
     if machine.gpus:
         name = machine.gpus[0]
         found = _NVIDIA_MODEL.search(name)
-        return found.group(1).upper().replace(" ", "") if found else name.removeprefix("NVIDIA ").strip()
+        if found is None:
+            return name.removeprefix("NVIDIA ").strip()
+        variants = [word for word in name[found.end():].split() if _VARIANT.match(word)]
+        return "".join([found.group(1), *variants]).upper().replace(" ", "").replace("-", "")
     if machine.chip:
         return machine.chip.removeprefix("Apple ").strip()
     cpu = " ".join(_CPU_NOISE.sub(" ", machine.cpu).split()) or "unknown"

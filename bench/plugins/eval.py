@@ -26,7 +26,7 @@ from bench.base.paths import PROJECT_ROOT, cache_root
 from bench.eval.benchmarks import listing, select_rows, wants_listing
 from bench.eval.config import EvalConfig, EvalConfigError, EvalRow, config_path
 from bench.eval.loader import load_eval_config
-from bench.eval.precheck import ClientPython, client_python, run_checks
+from bench.eval.precheck import ClientPython, client_python, locator_clashes, run_checks
 from bench.eval.row import RowContext, row_edit
 from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.source import hardware_tag, source_prefix
@@ -44,6 +44,7 @@ RECORDER = pytest.StashKey["EvalRecorder"]()
 SHARED_ROUNDS = pytest.StashKey[dict]()  # this process's finished rounds, for rows that can share them
 PRECHECK = pytest.StashKey[list[str]]()  # the precheck's ✗ lines (empty: passed)
 SOURCE = pytest.StashKey[tuple[str, str]]()  # (hardware tag, Source prefix) of this run
+ANNOUNCED = pytest.StashKey[bool]()  # the run's folder and run.log were printed
 
 
 def _config_path(config: pytest.Config) -> Path:
@@ -119,20 +120,55 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+def announce_run(config: pytest.Config, rows: int) -> None:
+    """The run's folder and its run.log, first of all (the file is created here), so the seed's
+    second terminal (`tail -f <run-dir>/run.log`) follows the run from before the precheck."""
+    if ANNOUNCED in config.stash:
+        return
+    config.stash[ANNOUNCED] = True
+    loaded = config.stash[EVAL_CONFIG]
+    assert isinstance(loaded, EvalConfig)
+    run_dir = eval_run_dir(config)
+    RunLog(run_dir / RUN_LOG).note([f"eval run {settings(config).run_id}: {rows} row(s) of {loaded.source}",
+                                    f"run dir {run_dir}"])
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"Run dir:  {run_dir}")
+        reporter.write_line(f"Follow:   tail -f {run_dir / RUN_LOG}   # in a second terminal: every row's server"
+                            " and client lines")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    """Under xdist the controller collects nothing itself: it announces the run when a worker
+    reports eval rows, before any of them is scheduled."""
+    rows = sum("test_eval_row[" in nodeid for nodeid in ids)
+    config = node.config
+    if rows and isinstance(config.stash[EVAL_CONFIG], EvalConfig) and not settings(config).pytest.collect_only:
+        announce_run(config, rows)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The precheck, once the selection is final, before any server starts: failed, it ends a
-    plain run here; on an xdist worker each row fails with it instead."""
+    """The run's folder, then the precheck, once the selection is final, before any server starts:
+    failed, it ends a plain run here; on an xdist worker each row fails with it instead."""
     rows = [row for row in map(_row_of, session.items) if row is not None]
     config = session.config
-    if not rows or settings(config).eval.no_precheck or settings(config).pytest.collect_only:
+    if not rows or settings(config).pytest.collect_only:
+        return
+    worker = hasattr(config, "workerinput")
+    if not worker:
+        announce_run(config, len(rows))
+    if settings(config).eval.no_precheck:
         return
     loaded = config.stash[EVAL_CONFIG]
     assert isinstance(loaded, EvalConfig)
     checks = run_checks(loaded, rows, _client_python(config), settings(config).eval.gpu_pool)
     failed = [check.line() for check in checks if not check.ok]
     config.stash[PRECHECK] = failed
+    if not worker:
+        RunLog(eval_run_dir(config) / RUN_LOG).note(["precheck:", *(check.line() for check in checks)])
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and not hasattr(config, "workerinput"):
+    if reporter is not None and not worker:
         reporter.write_sep("=", "cellbench eval precheck")
         for check in checks:
             reporter.write_line(check.line())
@@ -151,6 +187,14 @@ def refusal(config: pytest.Config, row: EvalRow) -> str | None:
     """Why `row` may not edit its table (its file is outside the config's tables root), or None."""
     loaded = config.stash[EVAL_CONFIG]
     return loaded.refused(row) if isinstance(loaded, EvalConfig) else "refused: no eval config"
+
+
+def clash_of(config: pytest.Config, row: EvalRow) -> str | None:
+    """Why `row` may not run beside another row of its file (the two would meet one Config), or None."""
+    loaded = config.stash[EVAL_CONFIG]
+    if not isinstance(loaded, EvalConfig):
+        return None
+    return next((clash.reason for _, clash in locator_clashes(loaded, [row])), None)
 
 
 def source_of(config: pytest.Config) -> tuple[str, str]:

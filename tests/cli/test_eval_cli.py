@@ -177,7 +177,9 @@ def _omni_project(tmp_path: Path) -> Path:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "benchmark_notes.py").write_text(table)
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({"name": "qwen3-omni", "hf_model_id": "Qwen/Qwen3-Omni-30B-A3B-Instruct", "rows": [
+    config.write_text(yaml.safe_dump({"name": "qwen3-omni", "hf_model_id": "Qwen/Qwen3-Omni-30B-A3B-Instruct",
+                                      # the rows' only name is the model id; the tables say Qwen3-Omni
+                                      "model_aliases": {"Qwen/Qwen3-Omni-30B-A3B-Instruct": "Qwen3-Omni"}, "rows": [
         {**OMNI_ROW, "id": "mmsu-text", "file": "benchmarks/eval/benchmark_omni_mmsu.py"},
         {**OMNI_ROW, "id": "seedtts-en", "file": "benchmarks/eval/benchmark_omni_seedtts.py"},
         {**OMNI_ROW, "id": "s2pro-en", "file": "benchmarks/eval/benchmark_tts_seedtts.py"},

@@ -76,7 +76,7 @@ CELLS = {"overall_accuracy": "72.00%", "parseable_samples": "5000/5000", "unpars
 def mmsu_edit(config: str, cells: dict[str, str] | None = None, section: str = "Accuracy (accuracy)",
               **kw) -> RowEdit:
     return RowEdit(kw.pop("row_id", config.strip()), Locator(section, config, WORKLOAD), "H200", "PR #400",
-                   CELLS if cells is None else cells, model="qwen3-omni", **kw)
+                   CELLS if cells is None else cells, model=kw.pop("model", "qwen3-omni"), **kw)
 
 
 def lines_with(text: str, needle: str) -> list[str]:
@@ -255,7 +255,8 @@ def test_the_same_run_with_the_runners_trailing_space_refreshes_both_configs(tmp
     run = Run(tmp_path, text_substring="modalities=text ")
     result = run.pytest()
     assert result.returncode == 0, result.stdout[-3000:]
-    assert "✓ locators: each row's config_substring matches one Config (2 row(s))" in result.stdout
+    assert ("✓ locators: each row's config_substring matches one Config, checked against the other rows of its"
+            " file (2 row(s))") in result.stdout
     assert "edits appended: 2" in result.stdout
     tag = f"[{HW}, {WORKLOAD}]"
     rows = lines_with(run.bench.read_text(), tag)

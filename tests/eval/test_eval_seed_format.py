@@ -105,10 +105,10 @@ CLIENT_CMD = ("python benchmarks/eval/arith_client.py --port {port} --model {mod
               "--asr-device {asr_gpu}")
 
 
-def _row(row_id: str, section: str, cells: dict, **extra) -> dict:
+def _row(row_id: str, section: str, cells: dict, workload: str = "n=4, c=2", **extra) -> dict:
     return {"id": row_id, "file": "benchmarks/eval/benchmark_arith.py",
             "locate": {"section_substring": section, "config_substring": "llamacpp, c=2",
-                       "source_workload": "n=4, c=2"},
+                       "source_workload": workload},
             "client": CLIENT_CMD, "result_json": "arith_results.json", "cells": cells, **extra}
 
 
@@ -157,6 +157,7 @@ class Project:
             "default_venv_python": ["/nonexistent/venv/bin/python", str(self.venv_python)],
             "omni_ci_home": str(self.tmp / "ci-home"),
             "auto_env": {"DEMO_FLAG": "on"},
+            "model_aliases": {"demo/tiny-legacy": ["tiny"]},
             # No default_server_profile (tests/eval/test_eval_config.py loads one): a row whose model
             # no profile claims then runs its own `server` template, as that runner does.
             "server_profile_by_hf_model_id": {"tiny": "llama", "demo/omni": "omni_router"},
@@ -175,8 +176,11 @@ class Project:
                 _row("arith-twice", "Twice (summary)", {"accuracy": ACC["accuracy"]}),
                 {**_row("mmsu-router", "Accuracy", ACC), "file": "benchmarks/eval/benchmark_omni_mmsu.py",
                  "hf_model_id": "demo/omni"},
-                # The runner's older style: no profile, the row's own shell `server` template.
-                {**_row("arith-legacy", "Speed (speed)", SPEED), "hf_model_id": "demo/tiny-legacy",
+                # The runner's older style: no profile, the row's own shell `server` template. It serves
+                # the tiny model under another name (model_aliases) and has a workload of its own, so it
+                # lands on a row of its own: one locator and one workload twice would be refused.
+                {**_row("arith-legacy", "Speed (speed)", SPEED, workload="n=4, c=2, shell"),
+                 "hf_model_id": "demo/tiny-legacy",
                  "server": f"{self.llama_server} -m {self.gguf} --host 127.0.0.1 --port {{port}} --alias {{model}} "
                            "-c 2048 --slots --slot-save-path {repo_root}",
                  "server_gpus": 0, "server_boot_timeout_s": 300, "server_health": "http://localhost:{port}/health"},
@@ -242,7 +246,7 @@ def test_the_runner_format_runs_unchanged_and_edits_as_the_runner_would(tmp_path
                                               "            |") + 1
     # Ambiguous: two rows of this model carry the tag; nothing is edited and no server started for it.
     assert "| tiny          | llamacpp, c=2 | 1.00%    | PR #1 " in project.bench.read_text()
-    assert len(after) == len(before) + 1
+    assert len(after) == len(before) + 2  # the speed row's and the legacy row's
     _imports(project.bench)
 
     state = project.state()
@@ -250,11 +254,14 @@ def test_the_runner_format_runs_unchanged_and_edits_as_the_runner_would(tmp_path
     assert rows["arith-acc"]["edit"]["action"] == "replaced" and rows["arith-speed"]["edit"]["action"] == "appended"
     assert rows["arith-twice"]["status"] == "fail" and "2 rows match" in rows["arith-twice"]["reason"]
     assert rows["arith-twice"]["rounds"] == []
-    assert "FAILED RUN arith-twice" in out and "edits replaced: 2" in out and "edits appended: 1" in out
-    # The row's own server template ran under /bin/sh, placeholders filled, and replaced the row
-    # the speed row had appended (same tag, same model).
+    assert "FAILED RUN arith-twice" in out and "edits replaced: 1" in out and "edits appended: 2" in out
+    # The row's own server template ran under /bin/sh, placeholders filled, and appended a tiny row
+    # with its own tag right after the speed row's.
     legacy = rows["arith-legacy"]
-    assert legacy["edit"]["action"] == "replaced" and legacy["edit"]["line"] == rows["arith-speed"]["edit"]["line"]
+    assert legacy["edit"]["action"] == "appended"
+    assert legacy["edit"]["line"] == rows["arith-speed"]["edit"]["line"] + 1
+    legacy_line = after[legacy["edit"]["line"] - 1]
+    assert legacy_line.split("|")[1] == " tiny          " and f"[{HW}, n=4, c=2, shell]" in legacy_line
     shell = legacy["rounds"][0]["server"]["command"]["argv"]
     assert shell[:2] == ["/bin/sh", "-c"] and shell[2].startswith(f"{llama_server} -m {project.gguf} ")
     assert "--alias demo/tiny-legacy" in shell[2] and f"--slot-save-path {project.repo.resolve()}" in shell[2]

@@ -43,7 +43,7 @@ REAL_NVIDIA_NAMES = [
     ("NVIDIA B200", "B200"),
     ("NVIDIA B300 SXM6 AC", "B300"),
     ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTXPRO6000"),
-    ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "RTXPRO6000"),
+    ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "RTXPRO6000MAXQ"),  # the 300 W variant
     ("NVIDIA H20", "H20"),
     ("NVIDIA L20", "L20"),
     ("NVIDIA H200", "H200"),
@@ -65,12 +65,40 @@ REAL_NVIDIA_NAMES = [
     ("Quadro RTX 4000", "RTX4000"),
     ("NVIDIA RTX A6000", "RTXA6000"),
     ("NVIDIA RTX 6000 Ada Generation", "RTX6000ADA"),  # not a Quadro RTX 6000's row
+    ("NVIDIA GeForce RTX 4090 D", "RTX4090D"),  # not an RTX 4090's row
+    ("NVIDIA GeForce RTX 5090 D v2", "RTX5090DV2"),
+    ("NVIDIA GeForce RTX 4070 Ti SUPER", "RTX4070TISUPER"),
+    ("NVIDIA GeForce RTX 4090 Laptop GPU", "RTX4090LAPTOP"),
+    ("NVIDIA RTX 4000 SFF Ada Generation", "RTX4000SFFADA"),  # neither a Quadro RTX 4000 nor an RTX 4000 Ada
+    ("NVIDIA RTX 4000 Ada Generation", "RTX4000ADA"),
+    ("NVIDIA RTX 2000E Ada Generation", "RTX2000EADA"),
+]
+
+# A variant of a GPU (fewer cores, a lower power limit, a laptop part) and the GPU it is a variant
+# of, as nvidia-smi names them: a variant's results must never replace the other's rows.
+VARIANTS = [
+    ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090 D"),
+    ("NVIDIA GeForce RTX 5090 D", "NVIDIA GeForce RTX 5090 D v2"),
+    ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090 Laptop GPU"),
+    ("NVIDIA GeForce RTX 4070 Ti", "NVIDIA GeForce RTX 4070 Ti SUPER"),
+    ("Quadro RTX 6000", "NVIDIA RTX 6000 Ada Generation"),
+    ("NVIDIA RTX 4000 Ada Generation", "NVIDIA RTX 4000 SFF Ada Generation"),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"),
 ]
 
 
 @pytest.mark.parametrize(("name", "tag"), REAL_NVIDIA_NAMES)
 def test_real_nvidia_names_are_tagged_by_their_model(name, tag):
     assert hardware_tag(_machine(gpus=[name])) == tag
+
+
+@pytest.mark.parametrize(("gpu", "variant"), VARIANTS)
+def test_a_gpu_variant_keeps_a_tag_of_its_own(gpu, variant):
+    tags = hardware_tag(_machine(gpus=[gpu])), hardware_tag(_machine(gpus=[variant]))
+    assert tags[0] != tags[1], tags
+    # Sources are matched by `[<tag>, <workload>]`: neither machine's tag finds the other's row.
+    assert f"[{tags[0]}, c=8]" not in f"PR #1 [{tags[1]}, c=8]"
+    assert f"[{tags[1]}, c=8]" not in f"PR #1 [{tags[0]}, c=8]"
 
 
 def test_hardware_tag_can_be_overridden():

@@ -615,19 +615,27 @@ def test_a_note_right_under_the_previous_table_gives_no_section():
 
 
 @pytest.mark.parametrize(
-    "model, line",
+    "model, aliases, line",
     [
-        ("qwen3-omni", 13),
-        ("Qwen/Qwen3-Omni-30B-A3B-Instruct", 13),
-        ("QWEN3_OMNI", 13),
-        ("s2-pro", 14),
-        ("fishaudio/S2Pro", 14),
+        ("qwen3-omni", (), 13),
+        ("Qwen/Qwen3-Omni-30B-A3B-Instruct", ("Qwen3-Omni",), 13),  # a declared alias
+        ("QWEN3_OMNI", (), 13),
+        ("s2-pro", (), 14),
+        ("fishaudio/S2Pro", (), 14),
     ],
 )
-def test_a_model_hint_replaces_only_that_models_row(model: str, line: int):
-    new, outcome = plan_edit(OMNI, omni_edit(model=model))
+def test_a_model_hint_replaces_only_that_models_row(model: str, aliases: tuple[str, ...], line: int):
+    new, outcome = plan_edit(OMNI, omni_edit(model=model, aliases=aliases))
     assert (outcome.status, outcome.reason) == ("ok", f"replaced line {line}")
     assert changed_lines(OMNI, new) == [line]
+
+
+def test_a_repo_id_is_not_a_table_name_it_merely_contains():
+    new, outcome = plan_edit(OMNI, omni_edit(model="Qwen/Qwen3-Omni-30B-A3B-Instruct"))
+    assert new == OMNI and outcome.status == "fail"
+    assert "only rows of other models do: ['Qwen3-Omni', 'S2-Pro']" in outcome.reason
+    assert "declare it in the config (model_aliases: {Qwen/Qwen3-Omni-30B-A3B-Instruct: [Qwen3-Omni]})" \
+        in outcome.reason
 
 
 def test_without_a_model_hint_two_models_rows_are_ambiguous():

@@ -126,7 +126,9 @@ class OmniProject:
         self.config.write_text(yaml.safe_dump({
             "name": "qwen3-omni", "hf_model_id": MODEL, "hf_datasets": ["ddwang2000/MMSU"],
             "auto_env": {"HF_ENDPOINT": "https://hf-mirror.com", "HF_HOME": str(self.hf)},
-            "default_venv_python": [sys.executable], "rows": ROWS}, sort_keys=False))
+            "default_venv_python": [sys.executable], "rows": ROWS,
+            # Rows without a router profile have only their model id for a name; the tables say Qwen3-Omni.
+            "model_aliases": {MODEL: ["Qwen3-Omni"]}}, sort_keys=False))
         self.git("init", "-q", "-b", "main")
         self.git("config", "user.name", "Omni Dev")
         self.git("config", "user.email", "dev@example.com")

@@ -4,10 +4,12 @@ An eval benchmark file keeps its reference results as GitHub-markdown pipe table
 module docstring. After a run, one `RowEdit` per result either replaces the row whose Source
 carries this hardware's tag or appends a new row to the section's table. The steps, one module
 each: `parse` (the tables and which are Local), `locate` (the row a result belongs to), `edit`
-(the text after one edit, or why it cannot be made), `write` (`apply_edits`, the only writer).
+(the text after one edit, or why it cannot be made), `clash` (rows of one file checked against
+each other), `write` (`apply_edits`, the only writer).
 Every public name is importable from here.
 """
 
+from bench.eval.tables.clash import CLASH_FIX, Claim, Clash, clashes
 from bench.eval.tables.edit import EMPTY_CELL, SOURCE_COLUMN, EditOutcome, RowEdit, plan_edit
 from bench.eval.tables.locate import AMBIGUITY_FIX, Location, Locator, config_ambiguity, describe, hardware_tag, locate
 from bench.eval.tables.parse import ParsedTables, Table, TableRow, escape, parse_tables, raw_cells, unescape
@@ -15,6 +17,9 @@ from bench.eval.tables.write import apply_edits, lock_path, verify_rewrite
 
 __all__ = [
     "AMBIGUITY_FIX",
+    "CLASH_FIX",
+    "Claim",
+    "Clash",
     "EMPTY_CELL",
     "SOURCE_COLUMN",
     "EditOutcome",
@@ -25,6 +30,7 @@ __all__ = [
     "RowEdit",
     "Table",
     "apply_edits",
+    "clashes",
     "config_ambiguity",
     "describe",
     "escape",

@@ -9,8 +9,9 @@ all fail with the reason; an appended row never copies metric values from anothe
 holding the new values; otherwise the next run would append a duplicate or edit a different row.
 Planning only computes text: `bench.eval.tables.write` is the only writer.
 
-* With a `model` hint only that model's rows are candidates (see `locate`): an append copies
-  identity cells from this model's row, or refuses naming the other models' rows it saw.
+* With a `model` hint only that model's rows are candidates, its name or an alias matching the
+  Model cell whole (see `locate`): an append copies identity cells from this model's row, or
+  refuses naming the other models' rows it saw.
 * An appended row takes its cell widths from the row it copies, else the table's last data row,
   else the separator: headers are often narrower than the data below them.
 * The Source carries at most one `n=K mean` marker: a `(n=K mean)` note already in the tag is
@@ -57,7 +58,8 @@ class RowEdit:
     cells: dict[str, str]  # column header -> already formatted text
     source_note: str = ""  # text after the tag, e.g. "(n=3 mean)"
     new_row: dict[str, str] | None = None  # values for an appended row (identity columns)
-    model: str | None = None  # "qwen3-omni", "Qwen/Qwen3-Omni-30B-A3B-Instruct": only its rows are candidates
+    model: str | None = None  # "qwen3-omni": only its rows (a whole-name match) are candidates
+    aliases: tuple[str, ...] = ()  # other names its rows go by ("Qwen/Qwen3-Omni-30B-A3B-Instruct", "Qwen3-Omni")
     mean_of: int = 1  # how many rounds the new values average
 
     @property
@@ -219,7 +221,9 @@ def _no_template(location: Location, table: Table, edit: RowEdit) -> _Refusal:
         return _Refusal(
             f"no {edit.model!r} row of the table at line {table.header_line} contains {config!r} to copy"
             f" Model/Config from; only rows of other models do: {others}. Identity cells are never copied"
-            f" from another model: add new_row to append the first {edit.model} {location.tag} row"
+            f" from another model: add new_row to append the first {edit.model} {location.tag} row, or, if"
+            f" one of them is this model under another name, declare it in the config (model_aliases:"
+            f" {{{edit.model}: [{others[0]}]}})"
         )
     return _Refusal(
         f"no row of the table at line {table.header_line} contains {config!r} to copy"
@@ -288,7 +292,7 @@ def _check_relocates(text: str, edit: RowEdit, line: int) -> None:
     parsed = parse_tables(text)
     if parsed.error:
         raise _Refusal(f"after this edit the file {parsed.error}")
-    matched = locate(parsed, edit.locate, edit.hardware, model=edit.model).matched
+    matched = locate(parsed, edit.locate, edit.hardware, model=edit.model, aliases=edit.aliases).matched
     if [r.line for _, r in matched] != [line]:
         found = [f"line {r.line}" for _, r in matched]
         raise _Refusal(
@@ -306,7 +310,7 @@ def _check_relocates(text: str, edit: RowEdit, line: int) -> None:
 def _plan(text: str, edit: RowEdit) -> tuple[str, EditOutcome]:
     _check_inputs(edit)
     parsed = parse_tables(text)
-    location = locate(parsed, edit.locate, edit.hardware, model=edit.model)
+    location = locate(parsed, edit.locate, edit.hardware, model=edit.model, aliases=edit.aliases)
     if location.problem:
         raise _Refusal(location.problem)
     if len(location.matched) > 1:

@@ -10,10 +10,12 @@ labelled with the other Config and the other Config's row would then replace it.
 is a `problem`, named by `config_ambiguity` with both Configs, so it is refused before any run.
 Only tables with a `Config` column are compared (a table keyed by `Lang` is not).
 
-A model hint ("qwen3-omni", "Qwen/Qwen3-Omni-30B-A3B-Instruct") narrows the rows of a table with
-a `Model` column to that model's rows, so one model's result never lands on, or copies identity
-cells from, another model's row with the same Config. Both sides are normalised (lowercase, the
-part after the last `/`, alphanumerics only); they match when either contains the other.
+A model hint ("qwen3-omni") and its declared aliases narrow the rows of a table with a `Model`
+column to that model's rows, so one model's result never lands on, or copies identity cells
+from, another model's row with the same Config. Names are normalised (lowercase, the part after
+the last `/`, alphanumerics only) and match only whole: "qwen3-omni" is a `Qwen3-Omni` row's
+model, never a `Qwen3-Omni-Thinking` row's, and "Qwen/Qwen3-Omni-30B-A3B-Instruct" is
+`Qwen3-Omni` only where an alias says so.
 """
 
 from __future__ import annotations
@@ -75,19 +77,27 @@ def normalise_model(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower().rsplit("/", 1)[-1])
 
 
-def model_matches(cell: str, hint: str) -> bool:
-    a, b = normalise_model(cell), normalise_model(hint)
-    return bool(a and b) and (a in b or b in a)
+def model_matches(cell: str, names: str | Sequence[str]) -> bool:
+    """Whether a Model cell names the model: equal to one of its names, normalised; never a part of one."""
+    cell_name = normalise_model(cell)
+    wanted = {normalise_model(n) for n in ([names] if isinstance(names, str) else names)}
+    return bool(cell_name) and cell_name in wanted
 
 
-def _is_models_row(table: Table, row: TableRow, model: str | None) -> bool:
-    """Whether `row` may hold `model`'s result; always, without a hint or a Model column."""
-    if model is None or MODEL_COLUMN not in table.headers:
+def model_names(model: str | None, aliases: Sequence[str] = ()) -> tuple[str, ...] | None:
+    """The names a row's result may be filed under: its hint and its aliases; None: any model."""
+    return None if model is None else tuple(dict.fromkeys([model, *aliases]))
+
+
+def is_models_row(table: Table, row: TableRow, names: Sequence[str] | None) -> bool:
+    """Whether `row` may hold the result of the model with these names; always, without names or
+    a Model column."""
+    if names is None or MODEL_COLUMN not in table.headers:
         return True
     index = table.headers.index(MODEL_COLUMN)
     if index >= len(row.cells):
         return True  # a row of the wrong width stays a candidate, so its width is reported
-    return model_matches(row.cells[index], model)
+    return model_matches(row.cells[index], names)
 
 
 def _config_rows(parsed: ParsedTables, locator: Locator) -> tuple[tuple[Table, ...], list[tuple[Table, TableRow]]]:
@@ -118,24 +128,28 @@ def _ambiguity(candidates: Sequence[tuple[Table, TableRow]], locator: Locator) -
             f" under {locator.section_substring!r}: {listed}")
 
 
-def config_ambiguity(parsed: ParsedTables, locator: Locator, model: str | None = None) -> str | None:
+def config_ambiguity(parsed: ParsedTables, locator: Locator, model: str | None = None,
+                     aliases: Sequence[str] = ()) -> str | None:
     """The Configs a locator's substring spans when it spans more than one (this model's rows), else None.
     It needs no hardware tag: a precheck can ask it before anything runs."""
     _, config_rows = _config_rows(parsed, locator)
-    return _ambiguity([(t, r) for t, r in config_rows if _is_models_row(t, r, model)], locator)
+    names = model_names(model, aliases)
+    return _ambiguity([(t, r) for t, r in config_rows if is_models_row(t, r, names)], locator)
 
 
 AMBIGUITY_FIX = ("a config_substring that matches one Config only (a trailing space keeps 'text' from matching"
                  " 'text+audio')")
 
 
-def locate(parsed: ParsedTables, locator: Locator, hardware: str, model: str | None = None) -> Location:
+def locate(parsed: ParsedTables, locator: Locator, hardware: str, model: str | None = None,
+           aliases: Sequence[str] = ()) -> Location:
     tag = hardware_tag(hardware, locator.source_workload)
     if parsed.error:
         return Location(tag, (), (), (), f"the file {parsed.error}")
     tables, config_rows = _config_rows(parsed, locator)
-    candidates = tuple((t, r) for t, r in config_rows if _is_models_row(t, r, model))
-    others = tuple((t, r) for t, r in config_rows if not _is_models_row(t, r, model))
+    names = model_names(model, aliases)
+    candidates = tuple((t, r) for t, r in config_rows if is_models_row(t, r, names))
+    others = tuple((t, r) for t, r in config_rows if not is_models_row(t, r, names))
     matched = tuple((t, r) for t, r in candidates if tag in r.text)
     ambiguity = _ambiguity(candidates, locator)
     if not tables:

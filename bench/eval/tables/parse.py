@@ -12,10 +12,15 @@ r"""Pipe tables in a module docstring: where they are, their rows and cells, whi
   a one-line paragraph that does not start with a note prefix (`NOTE_PREFIXES`, `NOTE_WORDS`)
   and does not end with `.` or `:`. Notes and multi-line paragraphs between a heading and its
   table are skipped, so "Note (EN rows): ..." never becomes the section; no heading: None.
-* A table is Local (never edited) when the nearest marker line within `MARKER_SCAN_LINES`
-  above it is a local one: it contains one of `LOCAL_MARKERS` or starts with `Local `. Local
-  markers win over `OFFICIAL_MARKERS` on the same line. Pipe rows are never marker lines, so a
-  Source cell saying "local v1 sweep" cannot turn the tables below it local.
+* A table is Local (never edited) when the nearest marker line above it, however far up in the
+  docstring, is a local one: a line containing one of `LOCAL_MARKERS` or starting with `Local `.
+  So a Local section runs from its marker to the next official marker, a heading (see
+  `_plain_heading`) containing one of `OFFICIAL_MARKERS` ("H200 Full-Set Reference Results"), or
+  to the docstring's end, however long it is. Local markers win over official ones on the same
+  line; a sentence ("... unlike the Reference Results above.") is no official marker, so it never
+  ends a Local section (a doubtful line errs towards Local: never edited, the edit refused).
+  Pipe rows are never marker lines, so a Source cell saying "local v1 sweep" cannot turn the
+  tables below it local.
 * `parse_tables` never raises: a file that is not Python comes back with `error` set.
 """
 
@@ -26,7 +31,6 @@ import re
 import warnings
 from dataclasses import dataclass
 
-MARKER_SCAN_LINES = 80
 LOCAL_MARKERS = ("Local v1 Pipeline Result", "Local Speech Pipeline", "local v1 sweep")
 LOCAL_PREFIX = "Local "
 OFFICIAL_MARKERS = ("Reference Results",)
@@ -187,14 +191,15 @@ def _section_line(lines: list[str], header: int, first: int) -> str | None:
 
 
 def _marker(lines: list[str], header: int, first: int) -> tuple[bool, str | None]:
-    """Local or official, from the nearest non-pipe marker line above the header (0-based)."""
-    for k in range(header - 1, max(first - 2, header - 1 - MARKER_SCAN_LINES), -1):
+    """Local or official, from the nearest non-pipe marker line above the header (0-based), up to
+    the docstring's first line."""
+    for k in range(header - 1, first - 2, -1):
         s = lines[k].strip()
         if not s or raw_cells(s) is not None:
             continue
         if s.startswith(LOCAL_PREFIX) or any(m in s for m in LOCAL_MARKERS):
             return True, s
-        if any(m in s for m in OFFICIAL_MARKERS):
+        if any(m in s for m in OFFICIAL_MARKERS) and _plain_heading(s):
             return False, s
     return False, None
 
