@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpcore  # noqa: F401  # see below
 import pytest
 import pytest_timeout
 
@@ -18,6 +19,12 @@ from bench.setup.installs import NotInstalled, ensure_installed
 # benchmark cells' (`pytest -m chat`), and a cell's budget is capped by its timeout: an ini
 # default would cap every user's cell at 14 minutes.
 DEFAULT_TIMEOUT_S = 900
+
+# httpx maps httpcore's exceptions to its own through a table it fills on first use. A pytester
+# run in this process that first imports httpcore drops that module when it ends, and the table
+# then holds classes no later httpcore raises: a refused connection escapes as httpcore's
+# ConnectError instead of httpx's, and readiness polls fail. Imported here, before any such run,
+# httpcore is never dropped.
 TESTS_DIR = Path(__file__).resolve().parent
 
 
