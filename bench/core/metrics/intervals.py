@@ -14,6 +14,16 @@ smallest n that could. Pure numpy: the binomial probabilities are summed from th
 within 1e-11 (relative) at n = 5,000 and 1e-7 at a million (a long level's ITL gaps), far
 finer than the 2.5% the tails are held to; a million values take about a fifth of a second.
 
+Values in groups (`clustered_interval`): ITL has a value per chunk gap, and the gaps of one
+request move together, so n gaps are worth fewer independent values. With x the pooled values'
+q-th percentile, group g holding m_g values of which a_g are at or below x, and p = sum(a) / n,
+the variance of p counted by group (a ratio estimator over G groups) is
+G / (G - 1) * sum((a_g - p m_g)^2) / n^2, against p (1 - p) / n were the values independent. Their
+ratio, at least 1, is the design effect; n_eff = n / design effect * (Z95 / t(0.975, G - 1))^2,
+the last factor Korn and Graubard's allowance for a design effect estimated from G groups. The
+interval is the ranks for n_eff (`ranks`) taken at the same fractions of the pooled values; each
+entry says its `effective_n`, and n_eff below `needs_n` leaves it unbounded.
+
 A figure measured more than once has its own spread to go by instead:
 
 - `rounds_interval`: K rounds of a level (each on a fresh server, docs/metrics.md "Rounds"), the
@@ -25,6 +35,9 @@ A figure measured more than once has its own spread to go by instead:
 - `windows_interval`: one run's rate, from W equal time windows of the level (batch means): the
   mean of the W per-window rates (which is the level's own rate) -/+ t(0.975, W - 1) * sd / sqrt(W).
   Within-run only: it cannot see what differs between two runs (a busier host, a new server).
+- `gap_rounds_interval`: K rounds of a per-gap percentile (ITL). Every round must bound it with
+  its own gaps; then the wider of `rounds_interval` and the rounds' own intervals, each read as
+  +-Z95 standard errors of its log, their mean square times c / K for the median.
 
 The Student t quantile is computed, not tabled: bisection on the CDF, the density integrated
 with Simpson's rule; within 1e-6 of the exact value for any degrees of freedom >= 1.
@@ -42,6 +55,7 @@ import numpy as np
 CONFIDENCE = 0.95
 MISS = 1.0 - CONFIDENCE  # the two tails together
 TAIL = MISS / 2  # each tail, equal-tailed
+Z95 = 1.959964  # the normal's 97.5% quantile: a 95% interval read as +-Z95 standard errors
 
 
 class _IntervalEnds(TypedDict):
@@ -159,7 +173,7 @@ def clustered_intervals(groups: Sequence[Sequence[float] | np.ndarray]) -> Inter
 def effective_n(ordered: np.ndarray, owner: np.ndarray, sizes: np.ndarray, q: float) -> int:
     """How many independent values the ascending pooled values `ordered` (value i of group
     owner[i]; group g holds sizes[g] of them) count as for their q-th percentile (module
-    docstring, "Values in groups"): n / design effect x (Z95 / t(0.975, G - 1))^2, never more
+    docstring, Values in groups): n / design effect x (Z95 / t(0.975, G - 1))^2, never more
     than n; 0 with fewer than two groups, which cannot show how groups differ."""
     n, groups = int(ordered.size), int(sizes.size)
     if groups < 2:
@@ -208,7 +222,6 @@ def has_intervals(levels: Iterable[Mapping[str, object]]) -> bool:
     """Whether a stats block of `levels` has intervals (a result written before them has none)."""
     return any(isinstance(block, dict) and "ci95" in block for lv in levels for block in lv.values())
 
-Z95 = 1.959964  # the normal's 97.5% quantile: a 95% interval read as +-Z95 standard errors
 LARGE_DF = 1e6  # t(0.975, 1e6) - z(0.975) < 3e-6
 MEDIAN_VARIANCE = math.pi / 2  # var(median) / var(mean) of a large normal sample
 MIN_WINDOWS = 4  # fewer windows than this give no interval: t(0.975, 2) = 4.3 is all guess
@@ -295,8 +308,10 @@ def gap_rounds_interval(values: Sequence[float], bounds: Sequence[Mapping[str, o
     least = min(int(b["effective_n"]) for b in bounds)  # type: ignore[call-overload]
     unbounded = [b for b in bounds if b.get("low") is None or b.get("high") is None]
     if unbounded:
-        return {"low": None, "high": None, "needs_n": int(unbounded[0]["needs_n"]),  # type: ignore[call-overload]
-                "effective_n": least}
+        needs = [int(b["needs_n"]) for b in unbounded if "needs_n" in b]  # type: ignore[call-overload]
+        if needs:
+            return {"low": None, "high": None, "needs_n": max(needs), "effective_n": least}
+        return {"low": None, "high": None, "effective_n": least}
     spread = gap_rounds_spread(values, bounds)
     if spread is None:
         return {"low": None, "high": None, "effective_n": least}
