@@ -26,7 +26,13 @@ from bench.core.metrics.blocks import (
     ThroughputIntervals,
     Uncertainty,
 )
-from bench.core.metrics.intervals import Interval, needs_n, rounds_interval
+from bench.core.metrics.intervals import (
+    Interval,
+    PercentileInterval,
+    gap_rounds_interval,
+    needs_n,
+    rounds_interval,
+)
 from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE
 from bench.core.metrics.statistics import PERCENTILES, Stats
 from bench.core.metrics.table import METRICS
@@ -81,17 +87,38 @@ def worst(score: Callable[[Any], Any]) -> Rule:
     return lambda values: max(values, key=score)
 
 
-def stats(values: list[Stats]) -> Stats:
+def stats(values: list[Stats], *, per_gap: bool = False) -> Stats:
     """A stats block of the rounds: n summed, min of the mins, max of the maxes, the median of
-    each centre (CENTRES), and each percentile's ci95 (`percentile_interval`)."""
+    each centre (CENTRES), and each percentile's ci95 (`percentile_interval`; a per-gap metric's,
+    ITL's, `gap_interval`)."""
     pooled = sum(v["n"] for v in values)
     block: dict[str, Any] = {"n": pooled, "min": _known(min, [v["min"] for v in values]),
                              "max": _known(max, [v["max"] for v in values])}
     rows = [cast(Mapping[str, Any], v) for v in values]
     block.update({key: median([v[key] for v in rows]) for key in CENTRES})
-    block["ci95"] = {f"p{q}": percentile_interval([v[f"p{q}"] for v in rows], q, pooled) for q in PERCENTILES}
+    block["ci95"] = {f"p{q}": gap_interval(rows, q) if per_gap else
+                     percentile_interval([v[f"p{q}"] for v in rows], q, pooled) for q in PERCENTILES}
     return cast(Stats, {key: block[key] for key in ("n", "mean", "min", "max", "stdev", "p50", "p90", "p95", "p99",
                                                    "ci95")})
+
+
+def gap_stats(values: list[Stats]) -> Stats:
+    """`stats` of a per-gap metric's rounds (ITL)."""
+    return stats(values, per_gap=True)
+
+
+def gap_interval(rows: list[Mapping[str, Any]], q: float) -> PercentileInterval:
+    """The q-th percentile's interval of a per-gap metric over rounds whose blocks are `rows`
+    (bench.core.metrics.intervals.gap_rounds_interval: every round must bound it with its own
+    gaps, counted as moving together within a request, and the wider of the rounds' spread and
+    their own intervals is taken); null where a round lacks the figure or its interval predates
+    `effective_n` (an interval that counts each gap as independent is not one)."""
+    key = f"p{q}"
+    bounds = [(row.get("ci95") or {}).get(key) for row in rows]
+    values = [v for row in rows if isinstance(v := row.get(key), (int, float))]
+    if any(not isinstance(b, Mapping) or "effective_n" not in b for b in bounds) or len(values) < len(rows):
+        return {"low": None, "high": None}
+    return gap_rounds_interval([float(v) for v in values], cast(list[Mapping[str, Any]], bounds))
 
 
 def percentile_interval(values: list[float | None], q: float, pooled: int) -> Interval:
@@ -221,7 +248,7 @@ RULES: dict[str, Rule] = {
     "usage_available": all, "itl_per_chunk": any,
     "chunk_divergence": worst(lambda b: b["fraction"] if b["fraction"] is not None else -1.0),
     "audits": worst(_audit_score),
-    **{m.key: stats for m in METRICS},
+    **{m.key: gap_stats if m.per_gap else stats for m in METRICS},
     "reasoning": reasoning,
     "errors": counts, "error_samples": samples, "dominant_error": dominant,
     "served_models": lambda values: sorted(set().union(*values)),

@@ -119,9 +119,10 @@ def test_a_noise_floor_larger_than_the_within_run_spread_widens_the_interval() -
     assert judged.basis == "noise floor of 2026-12-01 (6 runs)"
 
 
-def test_itl_is_not_judged_by_its_within_run_interval() -> None:
-    """A request's chunk gaps move together: ITL's order-statistic interval is far too narrow, so
-    one round cannot judge it; a noise floor can."""
+def test_an_itl_interval_that_takes_every_gap_as_independent_is_not_judged_but_a_floor_can() -> None:
+    """A request's chunk gaps move together: an ITL interval written before intervals counted them
+    together (no `effective_n`: each gap an independent value) is far too narrow to judge by; a
+    noise floor can judge it."""
     itl50 = BY_KEY["itl_ms.p50"]
     level = {"concurrency": 8, "itl_ms": {"p50": 20.0, "ci95": {"p50": {"low": 19.98, "high": 20.02}}}}
     slower = {"concurrency": 8, "itl_ms": {"p50": 20.1, "ci95": {"p50": {"low": 20.08, "high": 20.12}}}}

@@ -4,7 +4,8 @@ level's summary, each defined once, with its formula.
 - `requests`: the per-request functions (TTFT, TPOT, ITL, ...), a formula each;
 - `table`: the per-request distribution metrics a level reports, one declarative row each;
 - `statistics`: a Stats block (mean, min, max, stdev, percentiles) and rates of arrivals;
-- `intervals`: each percentile's distribution-free 95% interval, the block's `ci95`;
+- `intervals`: each percentile's distribution-free 95% interval, the block's `ci95` (ITL's from
+  its gaps' effective number: a request's gaps move together);
 - `level`: `summarize_level`, a level's `Level` block, and the blocks beside the stats;
 - `audits`: a level's token accounting and output length audits, and the annotations they give;
 - `client`: the load generator's health over a level; `reasoning`: a reasoning model's thinking;

@@ -8,9 +8,15 @@ from the best evidence the level has (docs/comparisons.md, "How a change is judg
   degrees of freedom. It holds run-to-run noise.
 - one round: the level's within-run interval (a percentile's order-statistic `ci95`, a rate's
   `throughput_ci95` from time windows), read as +-1.96 standard errors of the log. It cannot see
-  run-to-run noise, and says so. Not for ITL: its order statistics take each chunk gap as an
-  independent draw, and a request's gaps move together, so that interval is far too narrow (two
-  alike runs came out "+0.1% [+0.1%, +0.1%]"); ITL is judged only by rounds or a floor.
+  run-to-run noise, and says so.
+- a per-gap figure (ITL): its intervals count the gaps of one request as moving together
+  (`effective_n`, bench.core.metrics.intervals.clustered_interval). With rounds, every round must
+  bound the percentile with its own gaps, and the wider of the rounds' spread and the rounds' own
+  intervals is taken (`gap_rounds_spread`). One round is judged only beside a floor (its own
+  interval where wider): ITL moves between runs far more than within one (docs/comparisons.md).
+  An ITL interval written before `effective_n` took every gap as an independent draw, far too
+  narrow (two alike runs came out "+0.1% [+0.1%, +0.1%]"): it is judged by a floor alone (with
+  rounds, by their spread or the floor), or not at all.
 - either, with a noise floor of the machine (`FloorSpread`: one run's log standard deviation between
   identical runs, bench.core.noise): the floor's se for K rounds, where it is larger than the
   level's own, with the floor's runs - 1 degrees of freedom.
@@ -30,14 +36,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bench.core.metrics.intervals import MEDIAN_VARIANCE, median_log_se, t_quantile
+from bench.core.metrics.intervals import MEDIAN_VARIANCE, Z95, gap_rounds_spread, median_log_se, t_quantile
 from bench.core.metrics.table import METRICS
 
 Decision = Literal["regression", "improvement", "no detectable change", "cannot tell"]
-Z95 = 1.959964  # a within-run interval read as +-Z95 standard errors
 PERCENTILES = ("p50", "p99")  # of each compared metric: the typical request and the tail
-PER_GAP = ("its within-run interval takes every chunk gap as an independent draw, and the gaps of one request "
-           "are not: too narrow to judge by; compare it with --rounds or a noise floor")
+PER_GAP = ("its interval takes every chunk gap as an independent draw (written before intervals counted the gaps of "
+           "one request together): too narrow to judge by; measure it again, or compare it with a noise floor")
+ONE_ROUND = ("one round's interval sees only how its own requests scattered, and ITL moves most between runs (the "
+             "host's scheduling, the client's reads): compare it with --rounds or a noise floor")
 
 
 @dataclass(frozen=True)
@@ -136,25 +143,20 @@ def estimate(level: Mapping[str, Any], figure: Figure, floor: FloorSpread | None
         return Estimate(shown, None, math.inf, "", "it is zero: no ratio to take")
     bound = _interval(level, figure)
     if bound is not None and bound.get("low") is None and "needs_n" in bound:
-        return Estimate(shown, None, math.inf, "", f"{figure.stat or figure.label} needs at least "
-                                                    f"{bound['needs_n']} requests for a 95% bound")
+        return Estimate(shown, None, math.inf, "", _needs(figure, bound, bool(level.get("rounds"))))
     rounds = [r for r in level.get("rounds") or () if isinstance(r, Mapping)]
     k = max(len(rounds), 1)
-    if k >= 2:
+    if figure.per_gap:
+        own = _per_gap(shown, figure, bound, rounds, floor)
+    elif k >= 2:
         values = [value(r, figure) for r in rounds]
         if any(v is None or v <= 0 for v in values):
             return Estimate(shown, None, math.inf, "", "a round lacks it")
         own = Estimate(shown, median_log_se([v for v in values if v is not None]), k - 1, f"{k} rounds")
-    elif figure.per_gap:
-        if floor is None:
-            return Estimate(shown, None, math.inf, "", PER_GAP)
-        own = Estimate(shown, 0.0, math.inf, "within-run")  # the floor below is all it has
     elif bound is None or bound.get("low") is None or bound.get("high") is None:
         return Estimate(shown, None, math.inf, "", "no interval in this result (written before intervals)")
     else:
-        low, high = float(bound["low"]), float(bound["high"])
-        se = (math.log(high) - math.log(low)) / (2 * Z95) if low > 0 else (high - low) / (2 * Z95 * shown)
-        own = Estimate(shown, se, math.inf, "within-run")
+        own = Estimate(shown, _within_se(bound, shown), math.inf, "within-run")
     if floor is None or own.log_se is None:
         return own
     factor = 1.0 if k <= 2 else MEDIAN_VARIANCE
@@ -162,6 +164,53 @@ def estimate(level: Mapping[str, Any], figure: Figure, floor: FloorSpread | None
     if floored <= own.log_se:
         return own
     return Estimate(shown, floored, max(floor.runs - 1, 1), f"noise floor of {floor.measured_at} ({floor.runs} runs)")
+
+
+def _within_se(bound: Mapping[str, Any], shown: float) -> float:
+    """A within-run 95% interval read as +-Z95 standard errors of the log (of the value where its
+    low end is zero)."""
+    low, high = float(bound["low"]), float(bound["high"])
+    return (math.log(high) - math.log(low)) / (2 * Z95) if low > 0 else (high - low) / (2 * Z95 * shown)
+
+
+def _per_gap(shown: float, figure: Figure, bound: Mapping[str, Any] | None, rounds: Sequence[Mapping[str, Any]],
+             floor: FloorSpread | None) -> Estimate:
+    """A per-gap figure's (ITL's) own estimate, before any floor (module docstring): with rounds
+    whose intervals count a request's gaps together, every round bounding it, `gap_rounds_spread`;
+    with one round, its own interval only beside a floor (ONE_ROUND); an interval written before
+    (no `effective_n`) gives nothing of its own (PER_GAP): one round has 0 beside a floor, rounds
+    their spread beside a floor."""
+    grouped = bound is not None and "effective_n" in bound
+    if len(rounds) < 2:
+        if floor is None:
+            return Estimate(shown, None, math.inf, "", ONE_ROUND if grouped else PER_GAP)
+        own = _within_se(bound, shown) if grouped and bound is not None and bound.get("low") is not None else 0.0
+        return Estimate(shown, own, math.inf, "within-run")
+    values = [value(r, figure) for r in rounds]
+    if any(v is None or v <= 0 for v in values):
+        return Estimate(shown, None, math.inf, "", "a round lacks it")
+    known, k = [v for v in values if v is not None], len(rounds)
+    if not grouped:
+        if floor is None:
+            return Estimate(shown, None, math.inf, "", PER_GAP)
+        return Estimate(shown, median_log_se(known), k - 1, f"{k} rounds")
+    bounds = [_interval(r, figure) or {} for r in rounds]
+    if any(b.get("low") is None or b.get("high") is None or "effective_n" not in b for b in bounds):
+        return Estimate(shown, None, math.inf, "", "a round cannot bound it")
+    spread = gap_rounds_spread(known, bounds)
+    if spread is None:
+        return Estimate(shown, None, math.inf, "", "a round lacks it")
+    return Estimate(shown, spread[0], spread[1], f"{k} rounds")
+
+
+def _needs(figure: Figure, bound: Mapping[str, Any], rounds: bool) -> str:
+    """Why a percentile its data cannot bound is not judged: the requests it needs, or for a
+    per-gap figure the independent gaps it needs and what its gaps count as."""
+    stat = figure.stat or figure.label
+    if "effective_n" not in bound:
+        return f"{stat} needs at least {bound['needs_n']} requests for a 95% bound"
+    return (f"{stat} needs {bound['needs_n']} independent gaps for a 95% bound, and the gaps of one request move "
+            f"together: {'a round' if rounds else 'the level'}'s count as {bound['effective_n']}")
 
 
 def judge(figure: Figure, old: Estimate, new: Estimate) -> Change:

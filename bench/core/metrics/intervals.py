@@ -14,6 +14,16 @@ smallest n that could. Pure numpy: the binomial probabilities are summed from th
 within 1e-11 (relative) at n = 5,000 and 1e-7 at a million (a long level's ITL gaps), far
 finer than the 2.5% the tails are held to; a million values take about a fifth of a second.
 
+Values in groups (`clustered_interval`): ITL has a value per chunk gap, and the gaps of one
+request move together, so n gaps are worth fewer independent values. With x the pooled values'
+q-th percentile, group g holding m_g values of which a_g are at or below x, and p = sum(a) / n,
+the variance of p counted by group (a ratio estimator over G groups) is
+G / (G - 1) * sum((a_g - p m_g)^2) / n^2, against p (1 - p) / n were the values independent. Their
+ratio, at least 1, is the design effect; n_eff = n / design effect * (Z95 / t(0.975, G - 1))^2,
+the last factor Korn and Graubard's allowance for a design effect estimated from G groups. The
+interval is the ranks for n_eff (`ranks`) taken at the same fractions of the pooled values; each
+entry says its `effective_n`, and n_eff below `needs_n` leaves it unbounded.
+
 A figure measured more than once has its own spread to go by instead:
 
 - `rounds_interval`: K rounds of a level (each on a fresh server, docs/metrics.md "Rounds"), the
@@ -25,6 +35,9 @@ A figure measured more than once has its own spread to go by instead:
 - `windows_interval`: one run's rate, from W equal time windows of the level (batch means): the
   mean of the W per-window rates (which is the level's own rate) -/+ t(0.975, W - 1) * sd / sqrt(W).
   Within-run only: it cannot see what differs between two runs (a busier host, a new server).
+- `gap_rounds_interval`: K rounds of a per-gap percentile (ITL). Every round must bound it with
+  its own gaps; then the wider of `rounds_interval` and the rounds' own intervals, each read as
+  +-Z95 standard errors of its log, their mean square times c / K for the median.
 
 The Student t quantile is computed, not tabled: bisection on the CDF, the density integrated
 with Simpson's rule; within 1e-6 of the exact value for any degrees of freedom >= 1.
@@ -32,6 +45,7 @@ with Simpson's rule; within 1e-6 of the exact value for any degrees of freedom >
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypedDict
@@ -41,6 +55,7 @@ import numpy as np
 CONFIDENCE = 0.95
 MISS = 1.0 - CONFIDENCE  # the two tails together
 TAIL = MISS / 2  # each tail, equal-tailed
+Z95 = 1.959964  # the normal's 97.5% quantile: a 95% interval read as +-Z95 standard errors
 
 
 class _IntervalEnds(TypedDict):
@@ -49,18 +64,25 @@ class _IntervalEnds(TypedDict):
 
 
 class Interval(_IntervalEnds, total=False):
-    """One percentile's interval: both ends, or both None and the n it would need (`needs_n`)."""
+    """One interval: both ends, or both None and the n it would need (`needs_n`)."""
 
     needs_n: int
+
+
+class PercentileInterval(Interval, total=False):
+    """One percentile's interval; a per-gap metric's (ITL) also says how many independent values
+    its gaps count as (`effective_n`)."""
+
+    effective_n: int
 
 
 class Intervals(TypedDict):
     """The 95% interval of each percentile of a Stats block."""
 
-    p50: Interval
-    p90: Interval
-    p95: Interval
-    p99: Interval
+    p50: PercentileInterval
+    p90: PercentileInterval
+    p95: PercentileInterval
+    p99: PercentileInterval
 
 
 def binomial_tails(n: int, p: float) -> tuple[np.ndarray, np.ndarray]:
@@ -119,7 +141,7 @@ def needs_n(q: float, *, equal_tails: bool = False) -> int:
     return n
 
 
-def interval(ordered: np.ndarray, q: float) -> Interval:
+def interval(ordered: np.ndarray, q: float) -> PercentileInterval:
     """The 95% interval of the q-th percentile of the ascending values `ordered`."""
     found = ranks(int(ordered.size), q)
     if found is None:
@@ -135,6 +157,50 @@ def intervals(values: Sequence[float] | np.ndarray) -> Intervals:
             "p99": interval(ordered, 99)}
 
 
+def clustered_intervals(groups: Sequence[Sequence[float] | np.ndarray]) -> Intervals:
+    """Each percentile's 95% interval of the values of `groups` pooled, where the values of one
+    group (the gaps of one request) move together: `clustered_interval` of each."""
+    arrays = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    pooled = np.concatenate(arrays) if arrays else np.empty(0)
+    order = np.argsort(pooled, kind="stable")
+    owner = np.repeat(np.arange(len(arrays)), [a.size for a in arrays])[order]
+    sizes = np.array([a.size for a in arrays], dtype=float)
+    ordered = pooled[order]
+    return {"p50": clustered_interval(ordered, owner, sizes, 50), "p90": clustered_interval(ordered, owner, sizes, 90),
+            "p95": clustered_interval(ordered, owner, sizes, 95), "p99": clustered_interval(ordered, owner, sizes, 99)}
+
+
+def effective_n(ordered: np.ndarray, owner: np.ndarray, sizes: np.ndarray, q: float) -> int:
+    """How many independent values the ascending pooled values `ordered` (value i of group
+    owner[i]; group g holds sizes[g] of them) count as for their q-th percentile (module
+    docstring, Values in groups): n / design effect x (Z95 / t(0.975, G - 1))^2, never more
+    than n; 0 with fewer than two groups, which cannot show how groups differ."""
+    n, groups = int(ordered.size), int(sizes.size)
+    if groups < 2:
+        return 0
+    at = float(np.percentile(ordered, q))
+    below = np.bincount(owner[: int(np.searchsorted(ordered, at, side="right"))], minlength=groups)
+    p = float(below.sum()) / n
+    independent = p * (1 - p) / n
+    clustered = groups / (groups - 1) * float(np.sum((below - p * sizes) ** 2)) / (n * n)
+    design = max(clustered / independent, 1.0) if independent > 0 else 1.0  # ties at the percentile: none to see
+    return int(n / design * (Z95 / t_quantile(groups - 1)) ** 2)
+
+
+def clustered_interval(ordered: np.ndarray, owner: np.ndarray, sizes: np.ndarray, q: float) -> PercentileInterval:
+    """The 95% interval of the q-th percentile of values in groups (`effective_n`'s arguments):
+    the ranks (l, u) that bound it among n_eff independent values (`ranks`), taken at the same
+    fractions of the pooled values, l / n_eff rounded down and u / n_eff up; null with `needs_n`
+    where n_eff cannot bound it. Each entry says its `effective_n`; with n_eff = n it is `interval`."""
+    n, eff = int(ordered.size), effective_n(ordered, owner, sizes, q)
+    found = ranks(eff, q)
+    if found is None:
+        return {"low": None, "high": None, "needs_n": needs_n(q), "effective_n": eff}
+    low, high = found
+    at_low, at_high = max(low * n // eff, 1), min(-(-high * n // eff), n)
+    return {"low": float(ordered[at_low - 1]), "high": float(ordered[at_high - 1]), "effective_n": eff}
+
+
 def bound_text(block: object, stat: str, spec: str, scale: float = 1.0) -> str:
     """What a report puts after a percentile's value: " [low, high]" (times `scale`, in the format
     `spec`: ".1f"), " (n<N)" where its n could not bound it, " (no interval)" where rounds could not
@@ -146,7 +212,9 @@ def bound_text(block: object, stat: str, spec: str, scale: float = 1.0) -> str:
         return ""
     low, high = found.get("low"), found.get("high")
     if low is None or high is None:
-        return f" (n<{found['needs_n']})" if "needs_n" in found else " (no interval)"
+        if "needs_n" not in found:
+            return " (no interval)"
+        return f" (eff. n<{found['needs_n']})" if "effective_n" in found else f" (n<{found['needs_n']})"
     return f" [{format(low * scale, spec)}, {format(high * scale, spec)}]"
 
 
@@ -159,6 +227,7 @@ MEDIAN_VARIANCE = math.pi / 2  # var(median) / var(mean) of a large normal sampl
 MIN_WINDOWS = 4  # fewer windows than this give no interval: t(0.975, 2) = 4.3 is all guess
 
 
+@functools.lru_cache(maxsize=1024)  # a few ms each; a level asks for the same few again and again
 def t_quantile(df: float, confidence: float = CONFIDENCE) -> float:
     """The two-sided `confidence` quantile of Student's t with `df` degrees of freedom (1.96 for
     df = inf at 95%; 12.706 at df = 1, 2.262 at df = 9). df may be fractional (Welch's)."""
@@ -210,6 +279,45 @@ def rounds_interval(values: Sequence[float | None]) -> Interval | None:
     centre = math.log(float(np.median(known)))
     half = t_quantile(len(known) - 1) * median_log_se(known)
     return {"low": math.exp(centre - half), "high": math.exp(centre + half)}
+
+
+def gap_rounds_spread(values: Sequence[float], bounds: Sequence[Mapping[str, object]]) -> tuple[float, float] | None:
+    """(log se, degrees of freedom) of the median of K >= 2 rounds' positive `values` of a per-gap
+    percentile whose rounds' own intervals are `bounds` (each bounded, `clustered_interval`):
+    whichever of two gives the wider 95% interval, the rounds' spread (`median_log_se`, K - 1 df)
+    or the rounds' own intervals (each read as +-Z95 standard errors of its log; their mean
+    square times c / K, c as in `median_log_se`). None where a value is not positive."""
+    if any(not v > 0 for v in values):
+        return None
+    k = len(values)
+    spread = median_log_se(values)
+    ses = []
+    for v, b in zip(values, bounds, strict=True):
+        low, high = float(b["low"]), float(b["high"])  # type: ignore[arg-type]
+        ses.append((math.log(high) - math.log(low)) / (2 * Z95) if low > 0 else (high - low) / (2 * Z95 * v))
+    factor = 1.0 if k <= 2 else MEDIAN_VARIANCE
+    within = math.sqrt(factor / k * float(np.mean(np.square(ses))))
+    return (spread, k - 1) if t_quantile(k - 1) * spread >= Z95 * within else (within, math.inf)
+
+
+def gap_rounds_interval(values: Sequence[float], bounds: Sequence[Mapping[str, object]]) -> PercentileInterval:
+    """The 95% interval of the median of K rounds' `values` of a per-gap percentile, their own
+    intervals `bounds` (`gap_rounds_spread`): null with `needs_n` where a round's cannot bound it
+    (every round must), and without it where a round's value is not positive; `effective_n` the
+    least round's."""
+    least = min(int(b["effective_n"]) for b in bounds)  # type: ignore[call-overload]
+    unbounded = [b for b in bounds if b.get("low") is None or b.get("high") is None]
+    if unbounded:
+        needs = [int(b["needs_n"]) for b in unbounded if "needs_n" in b]  # type: ignore[call-overload]
+        if needs:
+            return {"low": None, "high": None, "needs_n": max(needs), "effective_n": least}
+        return {"low": None, "high": None, "effective_n": least}
+    spread = gap_rounds_spread(values, bounds)
+    if spread is None:
+        return {"low": None, "high": None, "effective_n": least}
+    se, df = spread
+    centre, half = math.log(float(np.median(values))), t_quantile(df) * se
+    return {"low": math.exp(centre - half), "high": math.exp(centre + half), "effective_n": least}
 
 
 def window_rates(times: Sequence[float], amounts: Sequence[float], start: float, end: float,

@@ -2,7 +2,8 @@
 
 mean, min, max, population stdev (ddof=0, numpy's default) and percentiles by linear
 interpolation (numpy's default; p99 of 1..100 is 99.01, never nearest-rank), and beside them each
-percentile's distribution-free 95% interval (bench.core.metrics.intervals).
+percentile's distribution-free 95% interval (bench.core.metrics.intervals): of values drawn
+apart (one per request), or of values in groups that move together (a request's chunk gaps).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from bench.core.metrics.intervals import Intervals, intervals
+from bench.core.metrics.intervals import Intervals, clustered_intervals, intervals
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -47,12 +48,23 @@ def stats_block(values: Iterable[float | None], scale: float = 1.0) -> Stats:
     stdev is the population standard deviation (ddof=0). All values None when n == 0; ci95 (each
     percentile's 95% interval, `intervals`) then says the n each percentile needs."""
     arr = np.array([v for v in values if v is not None], dtype=float) * scale
+    return _block(arr, intervals(arr))
+
+
+def grouped_stats_block(groups: Iterable[Sequence[float] | np.ndarray], scale: float = 1.0) -> Stats:
+    """`stats_block` of the values of `groups` pooled (each group a request's gaps), times
+    `scale`; ci95 counts the values of one group as moving together (`clustered_intervals`)."""
+    arrays = [np.asarray(g, dtype=float) * scale for g in groups]
+    return _block(np.concatenate(arrays) if arrays else np.empty(0), clustered_intervals(arrays))
+
+
+def _block(arr: np.ndarray, ci95: Intervals) -> Stats:
     if arr.size == 0:
         return {"n": 0, "mean": None, "min": None, "max": None, "stdev": None,
-                "p50": None, "p90": None, "p95": None, "p99": None, "ci95": intervals(arr)}
+                "p50": None, "p90": None, "p95": None, "p99": None, "ci95": ci95}
     p50, p90, p95, p99 = (float(v) for v in np.percentile(arr, PERCENTILES))
     return {"n": int(arr.size), "mean": float(arr.mean()), "min": float(arr.min()), "max": float(arr.max()),
-            "stdev": float(arr.std()), "p50": p50, "p90": p90, "p95": p95, "p99": p99, "ci95": intervals(arr)}
+            "stdev": float(arr.std()), "p50": p50, "p90": p90, "p95": p95, "p99": p99, "ci95": ci95}
 
 
 def arrival_rate(times: Sequence[float]) -> float | None:

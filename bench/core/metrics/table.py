@@ -23,7 +23,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from bench.core.metrics import requests as per_request
 from bench.core.metrics.reasoning import Reasoned, Reasoning
-from bench.core.metrics.statistics import Stats, stats_block
+from bench.core.metrics.statistics import Stats, grouped_stats_block, stats_block
 from bench.core.records import RequestRecord
 
 When = Literal["always", "measured", "added", "reasoning", "open_loop"]
@@ -81,6 +81,10 @@ class Metric:
         return out
 
     def summarize(self, records: Iterable[RequestRecord]) -> Stats:
+        """The Stats block of the values over `records`; a per-gap metric's intervals count the
+        gaps of one request as moving together (bench.core.metrics.statistics.grouped_stats_block)."""
+        if self.per_gap:
+            return grouped_stats_block([v if isinstance(v, list) else [] for v in map(self.of, records)], self.scale)
         return stats_block(self.values(records), self.scale)
 
 
