@@ -10,7 +10,7 @@ from pathlib import Path
 
 import adapters
 from bench.base.paths import PROJECT_ROOT
-from bench.cli.weekly_cells import plan_cells, settle_cells
+from bench.cli.weekly.cells import plan_cells, settle_cells
 from bench.reports.journal import CellEntry, Journal
 
 DAY = "2026-11-30"

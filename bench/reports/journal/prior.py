@@ -2,8 +2,8 @@
 
 Two kinds of journal are read, newest first:
 
-- cellbench's, from its JSON twin: a cell skipped on a diagnosis (evidence `diagnosed_skip`) and
-  the day's `fixed` cells;
+- cellbench's, from its JSON twin: a cell skipped on a diagnosis (evidence `diagnosed_skip`),
+  the day's `fixed` cells, and its `oom` cells;
 - SiliconBench's `weekly_<date>.journal.md`, written by its weekly runbook in its Journal Format
   and with no JSON twin: the `## Frameworks — <split> split` tables (one `## Frameworks` table in
   its single-split journals, whose split is the Summary's `Split:` line), the blocks of `## Skipped
@@ -61,6 +61,7 @@ class PriorJournal:
     skips: list[PriorSkip] = field(default_factory=list)
     fixes: list[PriorFix] = field(default_factory=list)
     ran: set[tuple[str, str]] = field(default_factory=set)  # cells it benchmarked (any verdict but skipped)
+    ooms: set[tuple[str, str]] = field(default_factory=set)  # cells that ended oom
 
 
 def _splits_of(text: str | None, default: list[str]) -> list[str]:
@@ -109,6 +110,8 @@ def parse_markdown(text: str, path: Path, day: str) -> PriorJournal:
                 status = row["status"].strip().lower() if row else ""
                 if row and status not in ("skipped", "status") and not set(status) <= set("-: "):
                     prior.ran |= {(row["fw"], split) for split in splits}
+                if row and status == "oom":
+                    prior.ooms |= {(row["fw"], split) for split in splits}
                 if row and status == "skipped":
                     for split in splits:
                         skips.setdefault((row["fw"], split), PriorSkip(row["fw"], split, row["notes"].strip(" —-")
@@ -137,6 +140,8 @@ def from_state(state: dict, path: Path) -> PriorJournal:
     for cell in state.get("cells", []):
         if cell.get("verdict") != "skipped":
             prior.ran.add((cell["framework"], cell["split"]))
+        if cell.get("verdict") == "oom":
+            prior.ooms.add((cell["framework"], cell["split"]))
         skip = (cell.get("evidence") or {}).get(DIAGNOSED_SKIP)
         if cell.get("verdict") == "skipped" and skip:
             prior.skips.append(PriorSkip(cell["framework"], cell["split"], skip["reason"], skip.get("since") or day,

@@ -7,10 +7,13 @@ Before the sessions start (`plan_cells`):
 - a cell that failed earlier in the day and whose adapter or profile was edited since is the
   cell's fix attempt of the run, one re-run with nothing edited is its retry; a second of either
   is refused (the cell is not run) and journaled;
+- a cell that ended `oom` earlier in the day is not run again that day (the machine lacked
+  memory, which a re-run does not add), and the journal says so;
 - the prior journals' auto-fixes are listed in the journal.
 
 After them (`settle_cells`): each attempt's outcome, a lapsed skip whose cell passed is cleared,
-and a failure that repeats the previous journal's is marked so its triage says skip.
+and a failure that repeats the previous journal's is marked so its triage says skip; every
+failure gets its prior occurrences (the previous journal's word on the cell) for its block.
 
 `cellbench weekly skip FRAMEWORK SPLIT --reason TEXT` records a skip, `--clear` ends one,
 `--list` prints those in force.
@@ -22,21 +25,22 @@ import argparse
 import hashlib
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import adapters
 from bench.base.clock import now_iso, run_day
-from bench.base.defaults import DEFAULT_MODEL, SPLITS
+from bench.base.defaults import SPLITS
 from bench.base.paths import PROJECT_ROOT
+from bench.cli.choice import choose
 from bench.core.verdicts import GREEN_VERDICTS, Verdict
-from bench.host.machine import detect
 from bench.reports.journal import DIAGNOSED_SKIP, CellEntry, Journal
 from bench.reports.journal.prior import recent
 from bench.reports.journal.skips import clear_skip, diagnosed_skips, holds_line, lapse, record_skip
-from bench.reports.journal.triage import PRIOR_FAILURE
+from bench.reports.journal.triage import PRIOR_FAILURE, PRIOR_OCCURRENCES
 from bench.run.fixes import FIXABLE, FixAttempt, attempt_refusal
-from bench.setup.profiles import ProfileError, load_profile
+from bench.setup.profiles import ProfileError
 
 _VARIABLE = re.compile(r"\d+(\.\d+)?|/\S+|'[^']*'")
 
@@ -116,6 +120,10 @@ def plan_cells(journal: Journal, frameworks: list[str], splits: list[str], updat
     for split in splits:
         for framework in frameworks:
             key, entry = f"{framework}/{split}", journal.cells.get((framework, split))
+            if entry is not None and entry.verdict == Verdict.OOM.value and framework not in plan.held.get(split, ()):
+                journal.refused.append(oom_refusal(key, entry))
+                plan.held.setdefault(split, set()).add(framework)
+                continue
             fixable = entry is not None and entry.verdict in {v.value for v in FIXABLE}
             if entry is None or not fixable or framework in plan.held.get(split, ()):
                 continue
@@ -140,6 +148,13 @@ def retry_refusal(key: str, recorded: dict | None) -> str | None:
         return None
     return (f"{key}: a second retry this run (its first, at {recorded['at']}, ended "
             f"{recorded.get('outcome') or 'not finished'}); retry once, then fix or skip")
+
+
+def oom_refusal(key: str, entry: CellEntry) -> str:
+    """Why a cell that ended `oom` earlier in the day is not run again that day."""
+    at = entry.finished_at[11:16] if len(entry.finished_at) >= 16 else entry.finished_at
+    return (f"{key}: it ended oom at {at} today ({entry.reason}); an oom cell is not re-run the same day: the "
+            "machine lacked memory, which a re-run does not add (see OOM Cells for the mitigation)")
 
 
 def _masked(cell: CellEntry) -> str:
@@ -176,10 +191,19 @@ def settle_cells(journal: Journal, plan: CellPlan, run_id: str) -> None:
     previous = journal.previous()
     failing = {v.value for v in Verdict if v.listed_as_failure}
     for cell in journal.cells.values():
+        if cell.verdict not in failing:
+            continue
         old = previous.cells.get(cell.key) if previous else None
         same = old is not None and old.verdict == cell.verdict and _masked(old) == _masked(cell)
-        if previous and old and same and cell.verdict in failing:
+        if previous and old and same:
             cell.evidence[PRIOR_FAILURE] = f"it ended {old.verdict} the same way on {previous.day}"
+        elif previous is None:
+            cell.evidence[PRIOR_OCCURRENCES] = "none on record: no earlier journal in this folder"
+        elif old is None:
+            cell.evidence[PRIOR_OCCURRENCES] = f"none: the previous journal ({previous.day}) has no entry for the cell"
+        else:
+            cell.evidence[PRIOR_OCCURRENCES] = (f"none the same way: on {previous.day} it ended {old.verdict} "
+                                                f"({old.reason})")
     journal.save()
 
 
@@ -192,15 +216,17 @@ def skip_main(argv: list[str]) -> int:
     parser.add_argument("--reason", help="the diagnosis: why the cell is not fixed")
     parser.add_argument("--clear", action="store_true", help="end the cell's skip (a prior journal's too)")
     parser.add_argument("--list", action="store_true", help="print the skips in force for today's run")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model profile [{DEFAULT_MODEL}]")
+    parser.add_argument("--model", default=None,
+                        help="model profile [$APPLEBENCH_MODEL, else tiny: as a pytest session chooses]")
     parser.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="the git checkout that holds the results")
     parser.add_argument("--results-dir", type=Path, default=None, help="results root [<repo>/results]")
     args = parser.parse_args(argv)
     try:
-        profile = load_profile(args.model)
+        choice = choose(args.model)
     except ProfileError as exc:
         parser.error(str(exc))
-    scoped = (args.results_dir or args.repo / "results").resolve() / profile.results_name / detect().slug
+    scoped = (args.results_dir or args.repo / "results").resolve() / choice.profile.results_name / choice.machine.slug
+    print(f"cellbench weekly skip: {choice.said()}: {scoped}/", file=sys.stderr)
     day = run_day()
     if args.list:
         for key, skip in sorted(diagnosed_skips(scoped, day).items()):
