@@ -29,7 +29,7 @@ from bench.eval.tables import RowEdit, plan_edit
 from bench.host.machine import detect
 from bench.plugins.opts.eval_settings import EvalSettings
 from bench.plugins.opts.spec import declared
-from bench.setup.profiles import PROFILES_DIR, chosen_model
+from bench.setup.profiles import MODEL_VARIABLE, PROFILES_DIR, chosen_model
 
 EVAL_OPTIONS = {name: options[0] for name, options in declared(EvalSettings)}
 
@@ -37,6 +37,7 @@ EVAL_OPTIONS = {name: options[0] for name, options in declared(EvalSettings)}
 def _load(args: argparse.Namespace) -> EvalConfig:
     """The config `--config` names, else models/<model>/eval.yaml of the model chosen as a pytest
     session chooses it (`--model`, else APPLEBENCH_MODEL, else tiny: bench.setup.profiles.chosen_model)."""
+    source = "--config"
     if args.config is None:
         args.model, source = chosen_model(args.model, os.environ)
         args.chosen = f"model {args.model} from {source}"
@@ -45,7 +46,10 @@ def _load(args: argparse.Namespace) -> EvalConfig:
     machine = detect()
     args.chosen += f", machine {machine.slug} from {machine.slug_source}"
     path = args.config or config_path(args.model, PROFILES_DIR)
-    return load_eval_config(path, args.eval_root, set(adapters.registry()))
+    try:
+        return load_eval_config(path, args.eval_root, set(adapters.registry()))
+    except EvalConfigError as exc:  # a variable the user may not remember setting chose it: say so
+        raise EvalConfigError(f"{source}={args.model}: {exc}" if source == MODEL_VARIABLE else str(exc)) from None
 
 
 def _listed(args: argparse.Namespace, config: EvalConfig) -> bool:

@@ -67,20 +67,24 @@ def _sha(path: Path) -> str | None:
 
 def _edited_since(entry: CellEntry, repo: Path, profile_file: Path, edits: list[str]) -> list[str]:
     """The adapter module and profile file of the failed cell that differ from what it ran: by the
-    digests its result recorded, else (no result, or an older one) by git's word against HEAD."""
-    adapter_file = adapters.source(entry.framework)["file"] if entry.framework in adapters.registry() else None
+    digests its result recorded, else (no result, or an older one) by git's word against HEAD.
+    The adapter is the module the sessions run (this checkout's, as this process read it), named
+    relative to `repo` when it lies there."""
     ran: dict = {}
     if entry.result_path:
         try:
             ran = json.loads(Path(entry.result_path).read_text()).get("harness") or {}
         except (OSError, ValueError):
             ran = {}
-    files = [("adapter", adapter_file, repo / adapter_file)] if adapter_file else []
-    files.append(("profile", _relative(profile_file, repo), profile_file))
+    files = []
+    if entry.framework in adapters.registry():
+        module = PROJECT_ROOT / adapters.source(entry.framework)["file"]
+        files.append(("adapter", _relative(module, repo), _adapter_sha(entry.framework)))
+    files.append(("profile", _relative(profile_file, repo), _sha(profile_file)))
     edited = []
-    for key, rel, path in files:
+    for key, rel, now in files:
         recorded = (ran.get(key) or {}).get("sha256")
-        if (recorded and recorded != _sha(path)) or (not recorded and rel in edits):
+        if (recorded and recorded != now) or (not recorded and rel in edits):
             edited.append(rel)
     return edited
 

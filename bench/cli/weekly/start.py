@@ -133,9 +133,10 @@ def all_failed(chat_cells: Sequence[CellEntry]) -> str | None:
     stops when all frameworks fail ("something systemic is wrong: the model download, a shared
     dependency"). One reason for all (numbers, paths, quoted names and the framework's own name
     masked) is said once; different ones are listed. A skipped cell did not run; one ok, fixed,
-    degraded or capped cell means the set-up can measure."""
+    degraded or capped cell means the set-up can measure; and one cell alone (a run narrowed to
+    one framework) says nothing of the set-up: its failure is that framework's, triaged alone."""
     ran = [c for c in chat_cells if c.verdict != Verdict.SKIPPED.value]
-    if not ran or not all(_failed(c) for c in ran):
+    if len(ran) < 2 or not all(_failed(c) for c in ran):
         return None
     masked = {_VARIABLE.sub("…", (c.reason or c.verdict).replace(c.framework, "<framework>")) for c in ran}
     if len(masked) == 1:

@@ -85,9 +85,10 @@ def failure_reading(result_path: str | Path | None, *, with_oom: bool = True) ->
     return "; ".join(parts)
 
 
-def _clock(iso: str | None) -> str | None:
+def _clock(iso: str | None, fmt: str = "%H:%M:%S") -> str | None:
+    """A result's UTC timestamp as this machine's local time (the journal's own times are local)."""
     try:
-        return datetime.fromisoformat(str(iso)).astimezone().strftime("%H:%M:%S") if iso else None
+        return datetime.fromisoformat(str(iso)).astimezone().strftime(fmt) if iso else None
     except ValueError:
         return None
 
@@ -106,7 +107,8 @@ def oom_block(result_path: str | Path | None, split: str) -> dict[str, str]:
     died = [lv for s in killed for lv in s.get("levels", [])]
     done = [lv["concurrency"] for lv in result.get("levels", []) if lv.get("concurrency") is not None]
     at = f"c={died[-1]}" if died else "its start"
-    window = f"{start}–{end} ({str(result.get('started_at'))[:10]}), killed at {at}" if start and end else "unknown"
+    day = _clock(result.get("started_at"), "%Y-%m-%d")
+    window = f"{start}–{end} ({day}), killed at {at}" if start and end else "unknown"
     samples = resource_samples(Path(str(result_path)).parent, cast(Result, result), after_ready=False)
     memory = _memory(samples)
     limits = [(s.get("exit") or {}).get("memory", {}).get("limit_bytes") for s in killed]
