@@ -1,6 +1,7 @@
 """The journal's statuses and blocks as SiliconBench's runbook writes them: `completed` when every
 cell that can run here ran (a platform skip is no gap), `partial` when the run was interrupted,
-the skip block of every failure triaged skip, and the OOM block of every oom cell."""
+the skip block of every failure triaged skip, and the OOM block of every oom cell; and the prior
+journals SiliconBench keeps in its own folder, read there."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 import adapters
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import validate
+from bench.host.machine import detect, siliconbench_subdir
 from bench.reports.journal import OOM_BLOCK, CellEntry, Journal
+from bench.reports.journal.prior import recent, siliconbench_folder
+from bench.reports.journal.skips import diagnosed_skips
 from bench.reports.journal.triage import PRIOR_FAILURE
 from tests.support.results import Spec, synthetic_result
 
@@ -122,3 +128,47 @@ def test_an_oom_cell_gets_its_run_window_cause_prior_ooms_and_mitigation(tmp_pat
     assert ollama[3] == "- **Prior OOMs**: 2026-11-24 (weekly_2026-11-24.journal.md)"
     assert j.cells[("llamacpp", "chat")].evidence[OOM_BLOCK]["prior"].startswith("none in the 1 prior")
     assert "- Status: running" in text and j.finish(interrupted=False) is None and j.status == "completed_with_oom"
+
+
+@pytest.fixture
+def m2max(monkeypatch: pytest.MonkeyPatch):
+    """This machine filed as `m2max` by cellbench, with SiliconBench's variable set empty: its
+    legacy root, results/<model>/, is where SiliconBench keeps this machine's journals."""
+    monkeypatch.setenv("CELLBENCH_MACHINE", "m2max")
+    monkeypatch.setenv("APPLEBENCH_RESULTS_SUBDIR", "")
+    detect.cache_clear()
+    yield
+    detect.cache_clear()
+
+
+def test_siliconbench_journals_are_read_where_siliconbench_keeps_them(tmp_path, m2max):
+    model_dir = tmp_path / "results" / "Qwen3-0.6B"
+    model_dir.mkdir(parents=True)
+    shutil.copy(SILICONBENCH, model_dir / SILICONBENCH.name)  # its legacy root, "Machine: Apple M2 Max"
+    scoped = model_dir / "m2max"
+    assert siliconbench_folder(scoped) == model_dir
+    (prior,) = recent(scoped, DAY)
+    assert prior.path == model_dir / SILICONBENCH.name and prior.siliconbench_folder and prior.machine == "Apple M2 Max"
+    assert diagnosed_skips(scoped, DAY)["llamacpp/chat"]["source"] == SILICONBENCH.name
+    assert ("ollama", "agent") in prior.ooms
+
+
+def test_a_siliconbench_journal_of_another_machine_is_not_this_ones(tmp_path, m2max):
+    model_dir = tmp_path / "results" / "Qwen3-0.6B"
+    model_dir.mkdir(parents=True)
+    text = SILICONBENCH.read_text().replace("Machine: Apple M2 Max", "Machine: Apple M5 Pro")
+    (model_dir / SILICONBENCH.name).write_text(text)
+    assert recent(model_dir / "m2max", DAY) == [] and diagnosed_skips(model_dir / "m2max", DAY) == {}
+
+
+@pytest.mark.parametrize("env, system, chip, expected", [
+    ({}, "Darwin", "Apple M2 Max", ("", "SiliconBench's legacy root, Apple M2 Max's")),
+    ({}, "Darwin", "Apple M5 Pro", ("m5pro", "the chip, Apple M5 Pro")),
+    ({}, "Darwin", "Apple M3 Ultra", ("m3ultra", "the chip, Apple M3 Ultra")),
+    ({}, "Darwin", "", ("unknown-apple", "no chip name")),
+    ({}, "Linux", "Intel(R) Xeon(R)", None),
+    ({"APPLEBENCH_RESULTS_SUBDIR": ""}, "Linux", "Intel(R) Xeon(R)", ("", "APPLEBENCH_RESULTS_SUBDIR")),
+    ({"APPLEBENCH_RESULTS_SUBDIR": "m5pro"}, "Darwin", "Apple M2 Max", ("m5pro", "APPLEBENCH_RESULTS_SUBDIR")),
+])
+def test_siliconbench_s_folder_is_chosen_as_its_config_sh_chooses_it(env, system, chip, expected):
+    assert siliconbench_subdir(env, system=system, chip=chip) == expected

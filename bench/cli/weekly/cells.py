@@ -141,7 +141,12 @@ def plan_cells(journal: Journal, frameworks: list[str], splits: list[str], updat
             run_id = Path(entry.result_path).stem.rpartition("_")[2] if entry.result_path else "?"  # <fw>_<run id>
             kind[key] = FixAttempt(framework, split, entry.verdict, run_id, ", ".join(edited) or "nothing",
                                    reference if edited else None, now_iso()).to_json()
-    journal.earlier_fixes = [fix.line() for prior in recent(journal.directory, journal.day) for fix in prior.fixes]
+    priors = recent(journal.directory, journal.day)
+    journal.earlier_fixes = [fix.line() for prior in priors for fix in prior.fixes]
+    if priors:
+        journal.notes.append("Prior journals read: " + ", ".join(
+            f"{prior.path.name}" + (f" (SiliconBench's, in {prior.path.parent})" if prior.siliconbench_folder else "")
+            for prior in priors))
     journal.save()
     return plan
 
