@@ -148,7 +148,9 @@ def _end(args: argparse.Namespace, scoped: Path, log: Path, run_id: str, session
     explain_failures(journal, {run_id, *(s.run_id for s in sessions)}, args.repo)
     if plan is not None:
         settle_cells(journal, plan, run_id)
-    reverted = revert_failed_fixes(args.repo, journal, run_id)
+    interrupted = bool(stopped) or any(s.interrupted for s in sessions)
+    # an interrupted re-run verified nothing either way: its edit stays for the next run to verify
+    reverted = [] if interrupted else revert_failed_fixes(args.repo, journal, run_id)
     journal.notes += [f"pytest -m {s.split}: exit {s.exit_code}" + (f" (run {s.run_id})" if s.run_id != run_id else "")
                       for s in sessions]
     journal.notes += [*notes, *reverted]
@@ -158,7 +160,7 @@ def _end(args: argparse.Namespace, scoped: Path, log: Path, run_id: str, session
     for rel in fix_edits(args.repo):
         for cell in fixes_of(journal, rel):
             cell.evidence["fix"]["what"] = args.fix_note or edit_summary(args.repo, rel)
-    journal.finish(interrupted=bool(stopped) or any(s.interrupted for s in sessions))
+    journal.finish(interrupted=interrupted)
     pages = {s.split: f"weekly_{args.date}_{s.split}.html" for s in sessions
              if (scoped / f"weekly_{args.date}_{s.split}.html").is_file()}
     index = write_index(journal, pages)
