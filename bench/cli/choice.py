@@ -26,10 +26,16 @@ class Choice:
     model: str  # the profile's name or path, as chosen
     model_source: str  # --model, APPLEBENCH_MODEL or default
     machine: HostMachine
+    legacy_asked: bool = False  # APPLEBENCH_RESULTS_SUBDIR set empty: SiliconBench's legacy root
+
+    def machine_said(self) -> str:
+        legacy = (" (APPLEBENCH_RESULTS_SUBDIR is set empty, SiliconBench's legacy root results/<model>/<split>/: "
+                  "cellbench reads its journals there but files its own results under the machine's folder)"
+                  if self.legacy_asked and self.machine.slug_source == "detected" else "")
+        return f"machine {self.machine.slug} from {self.machine.slug_source}{legacy}"
 
     def said(self) -> str:
-        return (f"model {self.profile.name} from {self.model_source}, "
-                f"machine {self.machine.slug} from {self.machine.slug_source}")
+        return f"model {self.profile.name} from {self.model_source}, {self.machine_said()}"
 
     def session_args(self) -> list[str]:
         """What a pytest session started by the command is given so that it chooses the same
@@ -50,4 +56,4 @@ def choose(given: str | None, environ: Mapping[str, str] | None = None) -> Choic
         raise ProfileError(f"{said}{exc}") from None
     except (OSError, UnicodeDecodeError) as exc:  # a profile file that exists but cannot be read
         raise ProfileError(f"{said or f'--model {name}: '}cannot read: {exc}") from None
-    return Choice(profile, name, source, detect())
+    return Choice(profile, name, source, detect(), environ.get("APPLEBENCH_RESULTS_SUBDIR") == "")

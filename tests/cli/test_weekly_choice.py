@@ -81,6 +81,12 @@ def test_the_dry_run_names_the_model_and_machine_and_what_chose_them(repo, shell
     (session,) = [line for line in given.stdout.splitlines() if line.startswith("session: ")]
     assert " --model=tiny " in session and " -m chat " in session
 
+    legacy = _cellbench("weekly", "--dry-run", f"--repo={repo}", env={**shell, "APPLEBENCH_RESULTS_SUBDIR": ""})
+    assert legacy.stdout.splitlines()[2] == (
+        f"machine: {detect().slug} from detected (APPLEBENCH_RESULTS_SUBDIR is set empty, SiliconBench's legacy root "
+        "results/<model>/<split>/: cellbench reads its journals there but files its own results under the machine's "
+        "folder)"), "asking for the legacy tree is not silently ignored"
+
     bad = _cellbench("weekly", "--dry-run", f"--repo={repo}", env={**shell, "APPLEBENCH_MODEL": "nosuch"})
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
         "cellbench weekly: error: APPLEBENCH_MODEL=nosuch: model profile 'nosuch': no file "

@@ -46,7 +46,7 @@ def dry_run(args: argparse.Namespace) -> int:
     lines = [
         "cellbench weekly --dry-run: nothing is installed, run, written, committed or pushed",
         f"model: {args.choice.profile.name} ({args.choice.profile.source}) from {args.choice.model_source}",
-        f"machine: {args.choice.machine.slug} from {args.choice.machine.slug_source}",
+        args.choice.machine_said().replace("machine ", "machine: ", 1),
         f"folder: {scoped}/ (journal weekly_{args.date}.journal.md, log {log.name})",
         f"branch: {_branch(args)}",
         f"update: {update}",
