@@ -111,10 +111,14 @@ def oom_block(result_path: str | Path | None, split: str) -> dict[str, str]:
     window = f"{start}–{end} ({day}), killed at {at}" if start and end else "unknown"
     samples = resource_samples(Path(str(result_path)).parent, cast(Result, result), after_ready=False)
     memory = _memory(samples)
-    limits = [(s.get("exit") or {}).get("memory", {}).get("limit_bytes") for s in killed]
+    limits = [((s.get("exit") or {}).get("memory") or {}).get("limit_bytes")
+              or ((s.get("oom") or (s.get("exit") or {}).get("oom") or {}).get("cgroup") or {}).get("limit_bytes")
+              for s in killed]
     limit = next((f"; it ran under a {lim / 2**20:.0f} MiB memory limit (--memory-limit)" for lim in limits if lim), "")
     machine = (result.get("machine") or {}).get("memory_gib")
-    what = f"the model's weights plus the KV cache of {at}" if died else "loading the model"
+    starting = any(s.get("start_error") for s in killed)  # killed while loading, before it answered
+    what = ("loading the model" if not died else f"loading the model for {at} (it was killed while starting)"
+            if starting else f"the model's weights plus the KV cache of {at}")
     cause = (f"{what} on the {split} split needed more memory than was free"
              + (f" on this {machine} GiB machine" if machine and not limit else "") + limit
              + (f" ({memory})" if memory else ""))
