@@ -14,11 +14,11 @@ accepts (file names and sglang-omni's aliases) with their files and rows, and ex
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 import adapters
-from bench.base.defaults import DEFAULT_MODEL
 from bench.eval.benchmarks import listing, select_rows, wants_listing
 from bench.eval.config import EvalConfig, EvalConfigError, EvalRow, config_path
 from bench.eval.gpus import parse_pool
@@ -30,14 +30,27 @@ from bench.eval.tables import RowEdit, plan_edit
 from bench.host.machine import detect
 from bench.plugins.opts.eval_settings import EvalSettings
 from bench.plugins.opts.spec import declared
-from bench.setup.profiles import PROFILES_DIR
+from bench.setup.profiles import MODEL_VARIABLE, PROFILES_DIR, chosen_model
 
 EVAL_OPTIONS = {name: options[0] for name, options in declared(EvalSettings)}
 
 
 def _load(args: argparse.Namespace) -> EvalConfig:
+    """The config `--config` names, else models/<model>/eval.yaml of the model chosen as a pytest
+    session chooses it (`--model`, else APPLEBENCH_MODEL, else tiny: bench.setup.profiles.chosen_model)."""
+    source = "--config"
+    if args.config is None:
+        args.model, source = chosen_model(args.model, os.environ)
+        args.chosen = f"model {args.model} from {source}"
+    else:
+        args.chosen = f"config {args.config} (--config)"
+    machine = detect()
+    args.chosen += f", machine {machine.slug} from {machine.slug_source}"
     path = args.config or config_path(args.model, PROFILES_DIR)
-    return load_eval_config(path, args.eval_root, set(adapters.registry()))
+    try:
+        return load_eval_config(path, args.eval_root, set(adapters.registry()))
+    except EvalConfigError as exc:  # a variable the user may not remember setting chose it: say so
+        raise EvalConfigError(f"{source}={args.model}: {exc}" if source == MODEL_VARIABLE else str(exc)) from None
 
 
 def _listed(args: argparse.Namespace, config: EvalConfig) -> bool:
@@ -54,7 +67,8 @@ def _precheck(args: argparse.Namespace) -> int:
         return 0
     rows = select_rows(config.rows, args.benchmarks, args.exclude_ids)
     python = client_python(args.venv_python, config)
-    print(f"eval precheck: {config.name} ({config.source}), {len(rows)} row(s), eval root {config.root}")
+    print(f"eval precheck: {config.name} ({config.source}), {len(rows)} row(s), eval root {config.root}; "
+          f"{args.chosen}")
     checks = run_checks(config, rows, python, parse_pool(args.gpu_pool) if args.gpu_pool else None)
     for check in checks:
         print(check.line())
@@ -93,7 +107,8 @@ def _locate(args: argparse.Namespace) -> int:
             raise EvalConfigError(f"no row {unknown} in {config.source}")
         rows = [row for row in rows if row.id in args.rows]
     hardware = hardware_tag(detect(), args.hardware)
-    print(f"eval locate: {config.name}, hardware [{hardware}], Source prefix {source_prefix(config.root)!r}")
+    print(f"eval locate: {config.name}, hardware [{hardware}], Source prefix {source_prefix(config.root)!r}; "
+          f"{args.chosen}")
     results = [locate_line(row, hardware, source_prefix(config.root), config) for row in rows]
     for _, line in results:
         print(line)
@@ -107,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                              ("locate", _locate, "which table line each row would replace, or where it appends")):
         p = sub.add_parser(name, help=text)
         p.set_defaults(func=func)
-        p.add_argument("--model", default=DEFAULT_MODEL,
-                       help=f"model whose models/<model>/eval.yaml to read [{DEFAULT_MODEL}]")
+        p.add_argument("--model", default=None,
+                       help="model whose models/<model>/eval.yaml to read [$APPLEBENCH_MODEL, else tiny: as a "
+                            "pytest session chooses]")
         p.add_argument("--config", type=Path, default=None, help="an eval config file (eval.yaml or config.yaml)")
         p.add_argument("--eval-root", type=Path, default=None,
                        help="where `file` paths are [the config's git top level]")

@@ -7,13 +7,17 @@
 - `track MERGED [--current DIR --previous DIR]`: open, update or close each model's tracking issue
   from a merged report and, given both folders, the significant regressions of tonight's cells
   against the previous night's (bench.cli.decisions.compare);
-- `publish MERGED FOLDER...`: commit the night on `nightly/<date>` and push it.
+- `tables --out DIR`: keep the eval rows' reference-table edits of the checkout (left by
+  `pytest -m eval --no-commit`) as a patch in DIR, beside the machine's results (bench.nightly.tables);
+- `publish MERGED FOLDER...`: commit the night on `nightly/<date>` (each machine's table edits
+  applied) and push it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import date
 from pathlib import Path
@@ -23,6 +27,7 @@ from bench.base.paths import PROJECT_ROOT
 from bench.cli.decisions.compare import CompareError, compare, regressed, resolve
 from bench.nightly.machines import MACHINES_FILE, Inputs, MachinesError, load_machines, matrix
 from bench.nightly.publish import publish
+from bench.nightly.tables import save_table_edits
 from bench.nightly.tracking import GhError, Night, Regression, gh, track
 
 
@@ -94,6 +99,11 @@ def _previous(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tables(args: argparse.Namespace) -> int:
+    print(save_table_edits(args.repo, args.out, args.machine or os.environ.get("CELLBENCH_MACHINE")))
+    return 0
+
+
 def _publish(args: argparse.Namespace) -> int:
     subject = publish(args.repo, args.branch or f"nightly/{args.day}", args.merged, args.folders, push=args.push)
     print(subject or "nothing new to commit")
@@ -122,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--this-run", default="", help="this run's id, never taken for the previous one")
     v.add_argument("--workflow", default="nightly.yml", help="[nightly.yml]")
     v.set_defaults(func=_previous)
+    k = sub.add_parser("tables", help="keep the checkout's reference-table edits as a patch beside the results")
+    k.add_argument("--out", type=Path, required=True, help="the machine's folder (uploaded as its artifact)")
+    k.add_argument("--repo", type=Path, default=Path.cwd(), help="the checkout the eval rows edited [.]")
+    k.add_argument("--machine", default=None, help="the machine's name [$CELLBENCH_MACHINE]")
+    k.set_defaults(func=_tables)
     p = sub.add_parser("publish", help="commit the night on nightly/<date> (never main)")
     p.add_argument("merged", type=Path, help="the folder `cellbench report --merge` wrote")
     p.add_argument("folders", type=Path, nargs="+", help="the machines' folders (artifacts or results roots)")

@@ -16,8 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import adapters
-from bench.base.defaults import DEFAULT_LEVELS, DEFAULT_MODEL, SPLITS
+from bench.base.defaults import DEFAULT_LEVELS, SPLITS
 from bench.base.paths import PROJECT_ROOT
+from bench.cli.choice import choose
 from bench.host.ports import free_port
 from bench.run.cell import bind
 from bench.run.launch import launching
@@ -45,7 +46,8 @@ def serve(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        profile = profiles.load_profile(args.model)
+        choice = choose(args.model)
+        profile = choice.profile
         key = profiles.api_key(args.api_key, os.environ, profile)  # as a cell takes it
         adapter, install, model = bind(adapter, tag, profile, None, args.install, pinned=args.pinned)
         port = args.port if args.port is not None else adapter.default_port
@@ -66,8 +68,9 @@ def serve(args: argparse.Namespace) -> int:
             server = launch(command, adapter, HOST, port, log, api_key=key)
             print(f"{adapter.name} {install.version} ({args.split}) is ready at {url} after "
                   f"{server.ready_after_s:.1f} s, serving {model.served_id!r}; log: {log}")
+            print(f"chosen:  {choice.said()}")
             print(f"verify:  curl -s {url}/v1/models")
-            print(f"         pytest -m {args.split} -k openai --endpoint {url} --model {args.model} --requests 3 "
+            print(f"         pytest -m {args.split} -k openai --endpoint {url} --model {choice.model} --requests 3 "
                   "--concurrency 1")
             print("Ctrl-C stops it.", flush=True)
             while server.alive():
@@ -86,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cellbench serve", description=__doc__.splitlines()[0])
     parser.add_argument("framework", choices=sorted(adapters.registry()))
     parser.add_argument("--split", choices=SPLITS, default=SPLITS[0], help=f"whose serve flags [{SPLITS[0]}]")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model profile [{DEFAULT_MODEL}]")
+    parser.add_argument("--model", default=None,
+                        help="model profile [$APPLEBENCH_MODEL, else tiny: as a pytest session chooses]")
     parser.add_argument("--port", type=int, default=None, help="[the framework's own; 0: any free port]")
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help=f"slots the server is sized for, as a cell's largest level [{DEFAULT_CONCURRENCY}]")

@@ -141,6 +141,29 @@ def slug_choice(env: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
     return None
 
 
+LEGACY_CHIP = "Apple M2 Max"  # the machine SiliconBench's legacy root results/<model>/<split>/ belongs to
+
+
+def siliconbench_subdir(env: Mapping[str, str] = os.environ, *, system: str | None = None,
+                        chip: str | None = None) -> tuple[str, str] | None:
+    """Where SiliconBench's own scripts file this machine's runs and journals, as its config.sh
+    chooses: (the folder under results/<model>/, what chose it); "" is its legacy root, the M2
+    Max's. An APPLEBENCH_RESULTS_SUBDIR that is set wins, empty included (SiliconBench's rule);
+    else on macOS the chip's name (`Apple M5 Pro` -> `m5pro`, no chip -> `unknown-apple`, the M2
+    Max -> the root). None elsewhere: SiliconBench's weekly track runs on macOS only. Read-only:
+    cellbench's own folder is still `slug` (the readers of prior journals look in both)."""
+    if "APPLEBENCH_RESULTS_SUBDIR" in env:
+        return env["APPLEBENCH_RESULTS_SUBDIR"], "APPLEBENCH_RESULTS_SUBDIR"
+    if (system or platform.system()) != "Darwin":
+        return None
+    chip = _cpu_model() if chip is None else chip
+    if chip == LEGACY_CHIP:
+        return "", f"SiliconBench's legacy root, {LEGACY_CHIP}'s"
+    if not chip.strip():
+        return "unknown-apple", "no chip name"
+    return re.sub(r"[^a-z0-9]", "", chip.lower().removeprefix("apple ")), f"the chip, {chip}"
+
+
 def machine_slug(cpu: str, chip: str | None, gpus: tuple[str, ...], gpu_probe_error: str | None = None) -> str:
     chosen = slug_choice()
     if chosen is not None:

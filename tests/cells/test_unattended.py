@@ -126,8 +126,10 @@ def test_a_memory_limit_below_the_agent_split_ends_oom_with_the_kernel_line(tmp_
     assert done.returncode == 1
     assert "cellbench verdicts: 1 oom" in done.stdout
     (journal,) = tmp_path.rglob("weekly_*.journal.md")
-    oom_section = journal.read_text().split("## OOM Cells")[1].split("##")[0]
-    assert "llamacpp / agent: killed for memory (cgroup oom_kill, limit 48 MiB)" in oom_section
+    oom_section = journal.read_text().split("## OOM Cells")[1].split("\n## ")[0]
+    assert "### llamacpp (agent)\n- **Kernel line**: killed for memory (cgroup oom_kill, limit 48 MiB)" in oom_section
+    assert ("- **Likely cause**: loading the model for c=2 (it was killed while starting) on the agent split needed "
+            "more memory than was free; it ran under a 48 MiB memory limit (--memory-limit)") in oom_section
     assert "Killed process" in oom_section  # the kernel's own line is the evidence
 
 

@@ -1,6 +1,7 @@
 """One fix attempt per cell per run: the weekly run's plan records a failed cell's re-run with an
 edited adapter or profile as its attempt, settles how it ended, and refuses a second one; a
-prior skip is held while nothing moved and lapses with a new release."""
+prior skip is held while nothing moved and lapses with a new release; an oom cell is not re-run
+the same day; which failures are transient enough for the one retry."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 import adapters
 from bench.base.paths import PROJECT_ROOT
-from bench.cli.weekly_cells import plan_cells, settle_cells
+from bench.cli.weekly.cells import plan_cells, settle_cells
+from bench.cli.weekly.retry import transient_failure
 from bench.reports.journal import CellEntry, Journal
+from tests.support.results import Spec, synthetic_result
 
 DAY = "2026-11-30"
 PROFILE = PROJECT_ROOT / "models" / "tiny.yaml"
@@ -108,3 +113,59 @@ def test_a_prior_skip_is_held_while_nothing_moved_and_lapses_with_a_new_release(
                for n in later.notes)
     assert any(n.startswith("prior skips of frameworks with no cellbench adapter, not carried: ")
                and "nosuch_fw/chat" in n for n in later.notes)
+
+
+def test_an_oom_cell_is_not_run_again_the_same_day(tmp_path):
+    journal = Journal.open(tmp_path, model="tiny", machine="m", day=DAY)
+    journal.record(CellEntry("llamacpp", "agent", "oom", "killed for memory (kernel log): Killed process 42",
+                             finished_at=f"{DAY}T02:14:07+00:00"))
+    plan = plan_cells(journal, ["llamacpp"], ["chat", "agent"], [], PROJECT_ROOT, PROFILE, [], None)
+    assert plan.left_out("agent") == ["llamacpp"] and plan.left_out("chat") == []
+    assert journal.fix_attempts == {} and journal.retries == {}, "neither an attempt nor a retry"
+    (refused,) = journal.refused
+    assert refused == ("llamacpp/agent: it ended oom at 02:14 today (killed for memory (kernel log): Killed process "
+                       "42); an oom cell is not re-run the same day: the machine lacked memory, which a re-run does "
+                       "not add (see OOM Cells for the mitigation)")
+    later = Journal.open(tmp_path, model="tiny", machine="m", day="2026-12-01")
+    assert plan_cells(later, ["llamacpp"], ["agent"], [], PROJECT_ROOT, PROFILE, [], None).left_out("agent") == [], \
+        "the next day it runs"
+
+
+def _with_errors(verdict: str, errors: dict[str, list[dict]], **server_exit) -> dict:
+    result: dict = json.loads(json.dumps(synthetic_result(Spec(levels=(1,)))))  # a plain dict, as read from disk
+    result["verdict"]["verdict"] = verdict
+    result["levels"][0]["errors"] = {kind: len(samples) for kind, samples in errors.items()}
+    result["levels"][0]["error_samples"] = errors
+    result["servers"][0]["exit"] = {**result["servers"][0]["exit"], **server_exit}
+    return result
+
+
+HTTP_500 = {"message": "HTTP 500 Internal Server Error", "http_status": 500}
+HTTP_503 = {"message": "HTTP 503 Service Unavailable", "http_status": 503}
+RESET = {"message": "ConnectionResetError mid-stream after 3 output chunks: [Errno 104] Connection reset by peer"}
+GZIP_CUT = {"message": "the body ended inside its gzip stream, after 120 bytes"}
+REFUSED = {"message": "ConnectionRefusedError before a response: [Errno 111] Connection refused"}
+TIMEOUT = {"message": "timed out after 300.00 s (request_timeout_s=300); no response headers"}
+
+
+@pytest.mark.parametrize("verdict, errors, said", [
+    ("all-failed", {"http_5xx": [HTTP_500, HTTP_503]}, "2 http_5xx (HTTP 500, 503)"),
+    ("degraded", {"http_5xx": [HTTP_500], "connect": [REFUSED], "timeout": [TIMEOUT]},
+     "1 http_5xx (HTTP 500), 1 connect, 1 timeout"),
+    ("failed", {"truncated": [RESET, RESET]}, "2 truncated"),
+])
+def test_connection_refused_or_reset_5xx_and_timeouts_are_transient(verdict, errors, said):
+    assert transient_failure(_with_errors(verdict, errors)) == said
+
+
+@pytest.mark.parametrize("verdict, errors, server_exit", [
+    ("oom", {"http_5xx": [HTTP_500]}, {}),
+    ("wrong-model", {"http_5xx": [HTTP_500]}, {}),
+    ("capped", {"timeout": [TIMEOUT]}, {}),
+    ("all-failed", {"http_5xx": [HTTP_500], "http_4xx": [{"message": "HTTP 400", "http_status": 400}]}, {}),
+    ("all-failed", {"truncated": [RESET, GZIP_CUT]}, {}),
+    ("failed", {"connect": [REFUSED]}, {"returncode": 1, "signal": None, "stopped_by_us": False}),
+    ("degraded", {}, {}),
+])
+def test_oom_wrong_model_a_crash_or_any_other_failure_is_not(verdict, errors, server_exit):
+    assert transient_failure(_with_errors(verdict, errors, **server_exit)) is None

@@ -13,7 +13,7 @@ import pytest
 
 from bench.base.git import GitError
 from bench.base.paths import PROJECT_ROOT
-from bench.cli.weekly_start import claim_branch, kept_awake, setup_problem, systemic_failure
+from bench.cli.weekly.start import all_failed, claim_branch, kept_awake, setup_problem
 from bench.host.machine import detect
 from bench.reports.journal import CellEntry
 from tests.support.gitrepo import run_git
@@ -68,25 +68,40 @@ def _cell(fw: str, verdict: str, reason: str) -> CellEntry:
     return CellEntry(framework=fw, split="chat", verdict=verdict, reason=reason)
 
 
-def test_every_chat_cell_failing_the_same_way_is_systemic():
+def test_every_chat_cell_failing_the_same_way_is_said_once():
     same = [_cell("llamacpp", "failed", "prompts file /a/chat.json: not valid JSON at line 3"),
             _cell("vllm", "failed", "prompts file /b/chat.json: not valid JSON at line 3"),
             _cell("mlx_lm", "skipped", "runs on darwin-arm64")]
-    assert systemic_failure(same) == ("every chat cell (2) failed the same way: "
-                                      "prompts file /a/chat.json: not valid JSON at line 3")
+    assert all_failed(same) == ("every chat cell (2) failed the same way: "
+                                "prompts file /a/chat.json: not valid JSON at line 3")
     named = [_cell("llamacpp", "failed", "llamacpp: server exited with code 1 while starting"),
              _cell("vllm", "failed", "vllm: server exited with code 1 while starting")]
-    assert systemic_failure(named) is not None, "the framework's own name does not make a reason its own"
+    assert all_failed(named) is not None, "the framework's own name does not make a reason its own"
+
+
+def test_every_chat_cell_failing_bails_out_whatever_the_reasons():
+    """SiliconBench's runbook stops when all frameworks fail: something systemic is wrong."""
+    mixed = [_cell("vllm", "oom", "killed for memory (kernel log)"),
+             _cell("llamacpp", "failed", "server exited with code 1"),
+             _cell("mlx_lm", "all-failed", "8/8 requests failed: HTTP 500"),
+             _cell("hf_transformers", "wrong-model", "the server lists other-model, not tiny"),
+             _cell("omlx", "skipped", "runs on darwin-arm64")]
+    assert all_failed(mixed) == (
+        "every chat cell that ran (4) failed: hf_transformers wrong-model (the server lists other-model, not tiny); "
+        "llamacpp failed (server exited with code 1); mlx_lm all-failed (8/8 requests failed: HTTP 500); "
+        "vllm oom (killed for memory (kernel log))")
 
 
 @pytest.mark.parametrize("cells", [
-    [_cell("llamacpp", "failed", "server exited with code 1"), _cell("vllm", "oom", "killed for memory")],
     [_cell("llamacpp", "failed", "server exited with code 1"), _cell("vllm", "ok", "")],
+    [_cell("llamacpp", "failed", "server exited with code 1"), _cell("vllm", "degraded", "30% of requests failed")],
+    [_cell("llamacpp", "failed", "server exited with code 1"), _cell("vllm", "capped", "cell budget reached")],
     [_cell("llamacpp", "skipped", "not installed")],
+    [_cell("llamacpp", "failed", "server exited with code 1"), _cell("omlx", "skipped", "runs on darwin-arm64")],
     [],
 ])
-def test_different_reasons_a_passing_cell_or_nothing_run_is_not_systemic(cells):
-    assert systemic_failure(cells) is None
+def test_a_cell_that_measured_one_cell_alone_or_nothing_run_is_no_bail_out(cells):
+    assert all_failed(cells) is None
 
 
 def _weekly(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -116,7 +131,7 @@ def test_weekly_that_can_run_no_cell_stops_with_the_fix_in_the_journal(repo):
 
 
 def test_edits_outside_adapters_made_during_the_run_are_named(repo):
-    from bench.cli.weekly_start import edited_outside_adapters, tree_snapshot
+    from bench.cli.weekly.start import edited_outside_adapters, tree_snapshot
 
     (repo / "adapters").mkdir()
     (repo / "adapters" / "demo.py").write_text("PORT = 2\n")  # edited before the run: not the run's business

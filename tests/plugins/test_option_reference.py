@@ -115,7 +115,8 @@ def test_serve_defaults_are_the_cells_defaults(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(serve, "serve", serve_nothing)
     assert serve.main(["llamacpp"]) == 0
     (args,) = parsed
-    assert (args.concurrency, args.split, args.model) == (max(DEFAULT_LEVELS), SPLITS[0], DEFAULT_MODEL)
+    # --model not given: None, as the cells' option, so APPLEBENCH_MODEL, else the default, chooses (bench.cli.choice)
+    assert (args.concurrency, args.split, args.model) == (max(DEFAULT_LEVELS), SPLITS[0], None)
 
 
 def test_only_the_settings_builder_reads_the_command_line():

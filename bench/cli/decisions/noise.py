@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import adapters
-from bench.base.defaults import DEFAULT_MODEL, SPLITS
+from bench.base.defaults import SPLITS
 from bench.base.paths import PROJECT_ROOT, results_root
+from bench.cli.choice import choose
 from bench.core import noise
 from bench.core.metrics.change import FIGURES
 from bench.core.result import NotAResult, new_run_id, read_result
-from bench.host.machine import detect
-from bench.setup.profiles import ProfileError, load_profile
+from bench.setup.profiles import ProfileError
 
 DEFAULT_RUNS = 5
 
@@ -55,15 +55,15 @@ def runs_root(results: Path, model: str, machine: str) -> Path:
     return results / model / machine / noise.FOLDER / "runs"
 
 
-def measure_floor(framework: str, *, runs: int, split: str, model: str, results: Path,
+def measure_floor(framework: str, *, runs: int, split: str, model: str | None, results: Path,
                   pytest_args: list[str], log: Path | None = None) -> FloorRun:
-    """Run the cell with --rounds `runs`, then measure and store its floor."""
-    profile = load_profile(model)
-    machine = detect().slug
-    where = runs_root(results, profile.results_name, machine)
+    """Run the cell with --rounds `runs`, then measure and store its floor. `model` is `--model`
+    (None: APPLEBENCH_MODEL, else the default, as the session itself chooses: bench.cli.choice)."""
+    choice = choose(model)
+    where = runs_root(results, choice.profile.results_name, choice.machine.slug)
     run_id = new_run_id()
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", f"{split} and {framework}",
-           f"--rounds={runs}", f"--model={model}", f"--run-id={run_id}", f"--results-dir={where}", *pytest_args]
+           f"--rounds={runs}", *choice.session_args(), f"--run-id={run_id}", f"--results-dir={where}", *pytest_args]
     started = time.monotonic()
     sink = log.open("a") if log is not None else None
     try:
@@ -111,12 +111,12 @@ def floor_due(results: Path, model: str, machine: str, split: str, framework: st
     return None
 
 
-def refresh_floors(frameworks: list[str], splits: list[str], *, runs: int, model: str, results: Path,
+def refresh_floors(frameworks: list[str], splits: list[str], *, runs: int, model: str | None, results: Path,
                    pytest_args: list[str], log: Path, pinned: bool = False) -> list[str]:
     """Measure each (framework, split) floor that is due, before a weekly run's splits; one journal
     note per cell (measured, kept, or why none was measured). A failure here never stops the run."""
-    profile = load_profile(model)
-    machine = detect().slug
+    choice = choose(model)
+    profile, machine = choice.profile, choice.machine.slug
     notes = []
     for framework in frameworks:
         version = installed_version(framework, pinned=pinned)
@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("framework", help="the framework whose cell is measured")
     parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, help=f"identical runs (rounds) [{DEFAULT_RUNS}]")
     parser.add_argument("--split", default="chat", choices=SPLITS, help="[chat]")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model profile [{DEFAULT_MODEL}]")
+    parser.add_argument("--model", default=None,
+                        help="model profile [$APPLEBENCH_MODEL, else tiny: as a pytest session chooses]")
     parser.add_argument("--results-dir", type=Path, default=None, help="results root [the checkout's results/]")
     parser.epilog = "Arguments after -- go to the pytest session: cellbench noise llamacpp -- --requests 32"
     given = list(sys.argv[1:] if argv is None else argv)
@@ -166,10 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 2:
         parser.error(f"--runs must be at least 2 (a spread needs two runs), got {args.runs}")
     try:
-        load_profile(args.model)
+        choice = choose(args.model)
     except ProfileError as exc:
         parser.error(str(exc))
     results = results_root(args.results_dir, Path.cwd()).resolve()
+    print(f"cellbench noise: {choice.said()}", flush=True)
     measured = measure_floor(args.framework, runs=args.runs, split=args.split, model=args.model, results=results,
                              pytest_args=args.pytest_args)
     if measured.floor is None or measured.path is None:

@@ -7,9 +7,17 @@ the shape of SiliconBench's weekly journal (`render`), each failure's fix / retr
 cellbench's and SiliconBench's (`prior`).
 """
 
-from bench.reports.journal.names import DIAGNOSED_SKIP, IMPORTED_COMPARISON, LAST_PASS, TELEMETRY
+from bench.reports.journal.names import (
+    DIAGNOSED_SKIP,
+    FIX_REVERTED,
+    IMPORTED_COMPARISON,
+    LAST_PASS,
+    OOM_BLOCK,
+    RETRIED,
+    TELEMETRY,
+)
 from bench.reports.journal.render import render, write_index
 from bench.reports.journal.state import JOURNAL_DAY_ENV, JOURNAL_VERSION, CellEntry, Journal
 
-__all__ = ["DIAGNOSED_SKIP", "IMPORTED_COMPARISON", "JOURNAL_DAY_ENV", "JOURNAL_VERSION", "LAST_PASS", "TELEMETRY",
-           "CellEntry", "Journal", "render", "write_index"]
+__all__ = ["DIAGNOSED_SKIP", "FIX_REVERTED", "IMPORTED_COMPARISON", "JOURNAL_DAY_ENV", "JOURNAL_VERSION", "LAST_PASS",
+           "OOM_BLOCK", "RETRIED", "TELEMETRY", "CellEntry", "Journal", "render", "write_index"]

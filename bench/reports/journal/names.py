@@ -17,6 +17,9 @@ IMPORTED_COMPARISON = "imported_comparison"  # bench.core.imported.comparison_li
 DIAGNOSED_SKIP = "diagnosed_skip"  # a skip on a person's diagnosis (cellbench weekly skip, a prior journal)
 TELEMETRY = "telemetry"  # what a failed cell's resource samples and OOM evidence say (journal.telemetry)
 LAST_PASS = "last_pass"  # the failed cell's last passing result: its file and framework versions
+RETRIED = "retried"  # a transient failure's first attempt (verdict, result file, why), on the retry's entry
+FIX_REVERTED = "fix_reverted"  # a failed fix attempt's reverted files and where its edit is kept (a patch)
+OOM_BLOCK = "oom"  # an oom cell's run window, likely cause, prior OOMs and mitigation (journal.telemetry.oom_block)
 
 _DAY = r"(\d{4}-\d{2}-\d{2})"
 _NAME = re.compile(rf"^(?:weekly_{_DAY}\.journal|journal_{_DAY})\.(md|json)$")

@@ -1,9 +1,12 @@
 """The week before: the skips and fixes of the most recent prior journals of a results folder.
 
-Two kinds of journal are read, newest first:
+Two kinds of journal are read, newest first, from the results folder and from the folder where
+SiliconBench's own scripts keep this machine's journals (`siliconbench_folder`: its legacy root
+results/<model>/ on the M2 Max, results/<model>/<APPLEBENCH_RESULTS_SUBDIR>/ where that is set),
+so a SiliconBench user's last weeks count without copying them into cellbench's folder:
 
-- cellbench's, from its JSON twin: a cell skipped on a diagnosis (evidence `diagnosed_skip`) and
-  the day's `fixed` cells;
+- cellbench's, from its JSON twin: a cell skipped on a diagnosis (evidence `diagnosed_skip`),
+  the day's `fixed` cells, and its `oom` cells;
 - SiliconBench's `weekly_<date>.journal.md`, written by its weekly runbook in its Journal Format
   and with no JSON twin: the `## Frameworks — <split> split` tables (one `## Frameworks` table in
   its single-split journals, whose split is the Summary's `Split:` line), the blocks of `## Skipped
@@ -21,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.base.defaults import SPLITS
-from bench.reports.journal.names import DIAGNOSED_SKIP, journal_files
+from bench.host.machine import MachineSlugError, detect, siliconbench_subdir, slugify
+from bench.reports.journal.names import DIAGNOSED_SKIP, JournalFiles, journal_files
 
 _SECTION = re.compile(r"^##\s+(?P<title>[^#].*?)\s*$")
 _BLOCK = re.compile(r"^###\s+(?P<fw>[A-Za-z0-9_.\-]+)\s*(?:\((?P<splits>[^)]*)\)|[/—-]+\s*(?P<split>\w+))?")
@@ -61,6 +65,9 @@ class PriorJournal:
     skips: list[PriorSkip] = field(default_factory=list)
     fixes: list[PriorFix] = field(default_factory=list)
     ran: set[tuple[str, str]] = field(default_factory=set)  # cells it benchmarked (any verdict but skipped)
+    ooms: set[tuple[str, str]] = field(default_factory=set)  # cells that ended oom
+    machine: str | None = None  # the machine its page names (SiliconBench's `Machine:` line), if any
+    siliconbench_folder: bool = False  # read from SiliconBench's own folder, not cellbench's
 
 
 def _splits_of(text: str | None, default: list[str]) -> list[str]:
@@ -100,6 +107,8 @@ def parse_markdown(text: str, path: Path, day: str) -> PriorJournal:
                        if re.match(r"^\s*-\s*splits?( run)?\s*:", line, re.I))
     only = _splits_of(summary.split(":", 1)[-1] if summary else None, ["chat"])
     prior = PriorJournal(title, path)
+    named = re.search(r"^\s*(?:-\s*)?\**machine\**\s*:\**\s*(?P<name>.+?)\s*$", text, re.I | re.M)
+    prior.machine = named["name"].strip("*_ ") if named else None
     skips: dict[tuple[str, str], PriorSkip] = {}
     for name, lines in sections.items():
         if name.startswith("frameworks"):  # the tables: a skipped row counts even without a block
@@ -109,6 +118,8 @@ def parse_markdown(text: str, path: Path, day: str) -> PriorJournal:
                 status = row["status"].strip().lower() if row else ""
                 if row and status not in ("skipped", "status") and not set(status) <= set("-: "):
                     prior.ran |= {(row["fw"], split) for split in splits}
+                if row and status == "oom":
+                    prior.ooms |= {(row["fw"], split) for split in splits}
                 if row and status == "skipped":
                     for split in splits:
                         skips.setdefault((row["fw"], split), PriorSkip(row["fw"], split, row["notes"].strip(" —-")
@@ -137,6 +148,8 @@ def from_state(state: dict, path: Path) -> PriorJournal:
     for cell in state.get("cells", []):
         if cell.get("verdict") != "skipped":
             prior.ran.add((cell["framework"], cell["split"]))
+        if cell.get("verdict") == "oom":
+            prior.ooms.add((cell["framework"], cell["split"]))
         skip = (cell.get("evidence") or {}).get(DIAGNOSED_SKIP)
         if cell.get("verdict") == "skipped" and skip:
             prior.skips.append(PriorSkip(cell["framework"], cell["split"], skip["reason"], skip.get("since") or day,
@@ -149,18 +162,59 @@ def from_state(state: dict, path: Path) -> PriorJournal:
     return prior
 
 
+def siliconbench_folder(directory: Path) -> Path | None:
+    """SiliconBench's own folder of this machine's journals beside cellbench's `directory`
+    (results/<model>/<machine>): results/<model>/[<subdir>/] as its config.sh chooses it
+    (bench.host.machine.siliconbench_subdir); None where it has none, or it is `directory` itself."""
+    found = siliconbench_subdir()
+    if found is None:
+        return None
+    folder = directory.parent / found[0] if found[0] else directory.parent
+    return None if folder.resolve() == Path(directory).resolve() else folder
+
+
+def _names_another_machine(prior: PriorJournal) -> bool:
+    """Whether a SiliconBench journal's `Machine:` line names a machine other than this one."""
+    if not prior.machine:
+        return False
+    try:
+        here = detect()
+    except MachineSlugError:
+        return False
+    return slugify(prior.machine) not in {here.slug, slugify(here.chip or here.cpu)}
+
+
+def _candidates(directory: Path) -> list[tuple[JournalFiles, bool]]:
+    """This folder's journals, and SiliconBench's page-only ones in its own folder (for a day that
+    has none of cellbench's), newest day first; True marks SiliconBench's folder."""
+    own = journal_files(directory)
+    days = {files.day for files in own}
+    theirs = siliconbench_folder(directory)
+    extra = [f for f in journal_files(theirs) if f.state is None and f.md is not None and f.day not in days] \
+        if theirs is not None and theirs.is_dir() else []
+    return sorted([*((f, False) for f in own), *((f, True) for f in extra)], key=lambda c: c[0].day, reverse=True)
+
+
 def recent(directory: Path, before_day: str, count: int = 2) -> list[PriorJournal]:
-    """The `count` most recent journals of days before `before_day`, newest first. A journal that
-    cannot be read is passed over (it is named in no decision)."""
+    """The `count` most recent journals of days before `before_day`, newest first: this folder's,
+    and SiliconBench's own weekly_<date>.journal.md where SiliconBench keeps them
+    (`siliconbench_folder`; one whose `Machine:` line names another machine is not this one's). A
+    journal that cannot be read is passed over (it is named in no decision)."""
     found: list[PriorJournal] = []
-    for files in journal_files(directory):
+    for files, theirs in _candidates(Path(directory)):
         if files.day >= before_day or len(found) == count:
             continue
         try:
             if files.state is not None:
-                found.append(from_state(json.loads(files.state.read_text()), files.state))
+                prior = from_state(json.loads(files.state.read_text()), files.state)
             elif files.md is not None:
-                found.append(parse_markdown(files.md.read_text(encoding="utf-8"), files.md, files.day))
+                prior = parse_markdown(files.md.read_text(encoding="utf-8"), files.md, files.day)
+            else:
+                continue
         except (OSError, ValueError, KeyError, TypeError):
             continue
+        if theirs and _names_another_machine(prior):
+            continue
+        prior.siliconbench_folder = theirs
+        found.append(prior)
     return found

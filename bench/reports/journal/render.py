@@ -12,7 +12,8 @@ from typing import Any
 
 from bench.core.verdicts import Verdict
 from bench.reports import between
-from bench.reports.journal.names import DIAGNOSED_SKIP, IMPORTED_COMPARISON, TELEMETRY
+from bench.reports.journal.blocks import oom_blocks, skip_blocks
+from bench.reports.journal.names import DIAGNOSED_SKIP, FIX_REVERTED, IMPORTED_COMPARISON, RETRIED, TELEMETRY
 from bench.reports.journal.triage import decision
 
 NOT_WEEKLY = "none (a pytest session; `cellbench weekly` commits to weekly/<date>)"
@@ -28,6 +29,11 @@ def _cell_line(c: Any) -> str:
         note = f"still skipped since {c.carried_from}: {note}"
     if c.annotations:
         note += f" ({', '.join(c.annotations)})"
+    if c.evidence.get(RETRIED):  # a transient failure's retry: the first attempt stays in view
+        first = c.evidence[RETRIED]
+        note += f"; the retry of a transient failure: first attempt {first['verdict']} ({first['result']})"
+    if c.evidence.get(FIX_REVERTED):
+        note += "; its fix attempt failed and was reverted: skipped (see Skipped Cells)"
     return f"| {c.framework} | {c.verdict} | {note} |"
 
 
@@ -96,8 +102,8 @@ def _auto_fixes(j: Any) -> list[str]:
         lines.append("")
     lines += [] if j.fixes else ["None.", ""]
     attempts = [f"- {key}: {a['outcome_line']}" for key, a in sorted(j.fix_attempts.items()) if a.get("outcome_line")]
-    attempts += [f"- {key}: retry, nothing edited: {r['outcome_line']}" for key, r in sorted(j.retries.items())
-                 if r.get("outcome_line")]
+    attempts += [f"- {key}: {'' if r.get('kind') == 'transient' else 'retry, nothing edited: '}{r['outcome_line']}"
+                 for key, r in sorted(j.retries.items()) if r.get("outcome_line")]
     attempts += [f"- refused: {r}" for r in j.refused]
     lines += ["## Fix Attempts", "", *(attempts or ["None."]), ""]
     lines += ["## Earlier Auto-Fixes", "", *([f"- {line}" for line in j.earlier_fixes] or ["None."]), ""]
@@ -105,7 +111,8 @@ def _auto_fixes(j: Any) -> list[str]:
 
 
 def _skipped(j: Any) -> list[str]:
-    """A cell skipped on a diagnosis, one line each: since when, why, and why it still holds."""
+    """A cell skipped on a diagnosis, one line each: since when, why, and why it still holds; then
+    each failure of the run triaged skip, in the runbook's block (bench.reports.journal.blocks)."""
     lines = []
     for c in sorted(j.cells.values(), key=lambda c: c.key):
         skip = c.evidence.get(DIAGNOSED_SKIP)
@@ -113,7 +120,8 @@ def _skipped(j: Any) -> list[str]:
             holds = f"; {skip['holds']}" if skip.get("holds") else ""
             lines.append(f"- {c.framework} / {c.split}: skipped since {skip.get('since')} ({skip.get('source')}): "
                          f"{skip.get('reason')}{holds}")
-    return ["## Skipped Cells", "", *(lines or ["None."]), ""]
+    body = [*lines, *([""] if lines else []), *skip_blocks(j)]  # the failures triaged skip: a block each
+    return ["## Skipped Cells", "", *(body or ["None.", ""])]
 
 
 def _failure(c: Any, j: Any) -> list[str]:
@@ -167,10 +175,7 @@ def render(j: Any) -> str:
         lines += _failure(c, j)
     if not failures and not j.session_failures:
         lines += ["None.", ""]
-    ooms = [c for c in j.cells.values() if c.verdict == "oom"]
-    lines += ["## OOM Cells", ""] + ([f"- {c.framework} / {c.split}: {c.reason}" +
-                                      (f" ({c.evidence[TELEMETRY]})" if c.evidence.get(TELEMETRY) else "")
-                                      for c in ooms] or ["None."]) + [""]
+    lines += ["## OOM Cells", "", *oom_blocks(j)]
     audited = [f"- {c.framework} / {c.split}: {line}" for c in sorted(j.cells.values(), key=lambda c: c.key)
                for line in c.evidence.get("audits", ())]  # bench.core.metrics.audits.audit_lines of the cell
     lines += ["## Audits", "", *(audited or ["None."]), ""]

@@ -15,12 +15,22 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import adapters
 from bench.base.clock import RUN_DAY_ENV, now_iso, run_day
 from bench.base.files import atomic_write
 from bench.core.verdicts import Verdict
 from bench.reports import between
-from bench.reports.journal.names import DIAGNOSED_SKIP, journal_files, legacy_state_name, md_name, state_name
+from bench.reports.journal.names import (
+    DIAGNOSED_SKIP,
+    OOM_BLOCK,
+    journal_files,
+    legacy_state_name,
+    md_name,
+    state_name,
+)
+from bench.reports.journal.prior import recent
 from bench.reports.journal.render import render
+from bench.reports.journal.telemetry import oom_block
 
 JOURNAL_VERSION = 2  # 2: the Summary's branch and push, fix attempts, refusals, earlier fixes
 JOURNAL_DAY_ENV = RUN_DAY_ENV  # the day a journal is named after, when a caller fixes it (bench.base.clock)
@@ -123,10 +133,19 @@ class Journal:
             if old is not None and old.verdict == Verdict.SKIPPED.value and old.reason == entry.reason:
                 entry.carried_from = old.carried_from or prev.day
         _compare_with_previous(entry)
+        if entry.verdict == Verdict.OOM.value and OOM_BLOCK not in entry.evidence:
+            entry.evidence[OOM_BLOCK] = {**oom_block(entry.result_path, entry.split), "prior": self._prior_ooms(entry)}
         self.cells[entry.key] = entry
         if entry.verdict == Verdict.FIXED.value:
             self.fixes[entry.key] = entry
         self.save()
+
+    def _prior_ooms(self, entry: CellEntry) -> str:
+        """The days the two prior journals (cellbench's, SiliconBench's) list the cell as oom."""
+        priors = recent(self.directory, self.day)
+        days = [f"{p.day} ({p.path.name})" for p in priors if entry.key in p.ooms]
+        return ", ".join(days) if days else f"none in the {len(priors)} prior journal(s) of this folder" if priors \
+            else "none on record: no earlier journal in this folder"
 
     def finish(self, *, interrupted: bool) -> None:
         self.finished_at = now_iso()
@@ -168,18 +187,34 @@ def _compare_with_previous(entry: CellEntry) -> None:
             entry.evidence[between.PREVIOUS] = found
 
 
+INTERRUPTED = "interrupted"  # a killed run's cell (the `interrupted` entries): the run was cut short
+
+
+def _cannot_run_here(framework: str) -> bool:
+    """A framework whose adapter does not run on this platform (its cell's skip is no gap of the run)."""
+    adapter = adapters.registry().get(framework)
+    return adapter is not None and not adapter.runs_here()
+
+
 def _status(cells, *, interrupted: bool, sessions_failed: bool = False) -> str:
+    """SiliconBench's run statuses, first match wins: `partial` when the run was interrupted (or a
+    killed run's cell is in it), `failed` when a session could not run its cells, then
+    `completed_with_oom`, cellbench's `completed_with_failures`, `completed_with_fixes`,
+    `completed_with_skips`, else `completed`: every cell that can run here ran. A skip of a
+    framework that does not run on this platform is not a gap; any other skip (not installed,
+    not configured, diagnosed) is."""
+    cells = list(cells)
     verdicts = {c.verdict for c in cells}
+    if interrupted or INTERRUPTED in verdicts:
+        return "partial"
     if sessions_failed:
         return "failed"
-    if interrupted:
-        return "partial"
     if Verdict.OOM.value in verdicts:
         return "completed_with_oom"
     if verdicts & {Verdict.FAILED.value, Verdict.ALL_FAILED.value, Verdict.WRONG_MODEL.value, Verdict.CAPPED.value}:
         return "completed_with_failures"
     if Verdict.FIXED.value in verdicts:
         return "completed_with_fixes"
-    if Verdict.SKIPPED.value in verdicts:
+    if any(c.verdict == Verdict.SKIPPED.value and not _cannot_run_here(c.framework) for c in cells):
         return "completed_with_skips"
     return "completed"

@@ -10,9 +10,11 @@ falling while it is busy; bench.run.cell_result.gpu_reading, the reading a suspi
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from bench.core.result_model import Result
 from bench.host.oom import describe_oom
 from bench.run.cell_result import gpu_reading, resource_samples
 
@@ -81,3 +83,46 @@ def failure_reading(result_path: str | Path | None, *, with_oom: bool = True) ->
     if not samples:
         parts.append("no resource samples recorded for its servers")
     return "; ".join(parts)
+
+
+def _clock(iso: str | None, fmt: str = "%H:%M:%S") -> str | None:
+    """A result's UTC timestamp as this machine's local time (the journal's own times are local)."""
+    try:
+        return datetime.fromisoformat(str(iso)).astimezone().strftime(fmt) if iso else None
+    except ValueError:
+        return None
+
+
+def oom_block(result_path: str | Path | None, split: str) -> dict[str, str]:
+    """An oom cell's run window, likely cause and mitigation, read from its result (the OOM Cells
+    block: bench.reports.journal.blocks); {} when it wrote none."""
+    try:
+        result = json.loads(Path(result_path).read_text()) if result_path else None
+    except (OSError, ValueError):
+        result = None
+    if not isinstance(result, dict):
+        return {}
+    start, end = _clock(result.get("started_at")), _clock(result.get("finished_at"))
+    killed = [s for s in result.get("servers", []) if s.get("oom") or (s.get("exit") or {}).get("oom")]
+    died = [lv for s in killed for lv in s.get("levels", [])]
+    done = [lv["concurrency"] for lv in result.get("levels", []) if lv.get("concurrency") is not None]
+    at = f"c={died[-1]}" if died else "its start"
+    day = _clock(result.get("started_at"), "%Y-%m-%d")
+    window = f"{start}–{end} ({day}), killed at {at}" if start and end else "unknown"
+    samples = resource_samples(Path(str(result_path)).parent, cast(Result, result), after_ready=False)
+    memory = _memory(samples)
+    limits = [((s.get("exit") or {}).get("memory") or {}).get("limit_bytes")
+              or ((s.get("oom") or (s.get("exit") or {}).get("oom") or {}).get("cgroup") or {}).get("limit_bytes")
+              for s in killed]
+    limit = next((f"; it ran under a {lim / 2**20:.0f} MiB memory limit (--memory-limit)" for lim in limits if lim), "")
+    machine = (result.get("machine") or {}).get("memory_gib")
+    starting = any(s.get("start_error") for s in killed)  # killed while loading, before it answered
+    what = ("loading the model" if not died else f"loading the model for {at} (it was killed while starting)"
+            if starting else f"the model's weights plus the KV cache of {at}")
+    cause = (f"{what} on the {split} split needed more memory than was free"
+             + (f" on this {machine} GiB machine" if machine and not limit else "") + limit
+             + (f" ({memory})" if memory else ""))
+    lower = [c for c in done if not died or c < died[-1]]
+    mitigation = (f"run it at a lower concurrency (`--concurrency {','.join(map(str, lower))}`: the levels it "
+                  "finished), " if lower else "") + "pick a smaller model, or run it on a machine with more memory"
+    return {"window": window, "cause": cause, "mitigation": mitigation}

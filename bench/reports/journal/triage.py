@@ -21,6 +21,7 @@ from bench.core.verdicts import Verdict
 from bench.reports.journal.names import LAST_PASS, TELEMETRY
 
 PRIOR_FAILURE = "prior_failure"  # evidence key: how the previous journal's entry of the cell failed the same way
+PRIOR_OCCURRENCES = "prior_occurrences"  # evidence key: the previous journal's word on a failure that is new
 
 _TRANSIENT = ("already held", "address already in use", "connection reset", "throttling", "temporarily")
 

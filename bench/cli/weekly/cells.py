@@ -7,10 +7,13 @@ Before the sessions start (`plan_cells`):
 - a cell that failed earlier in the day and whose adapter or profile was edited since is the
   cell's fix attempt of the run, one re-run with nothing edited is its retry; a second of either
   is refused (the cell is not run) and journaled;
+- a cell that ended `oom` earlier in the day is not run again that day (the machine lacked
+  memory, which a re-run does not add), and the journal says so;
 - the prior journals' auto-fixes are listed in the journal.
 
 After them (`settle_cells`): each attempt's outcome, a lapsed skip whose cell passed is cleared,
-and a failure that repeats the previous journal's is marked so its triage says skip.
+and a failure that repeats the previous journal's is marked so its triage says skip; every
+failure gets its prior occurrences (the previous journal's word on the cell) for its block.
 
 `cellbench weekly skip FRAMEWORK SPLIT --reason TEXT` records a skip, `--clear` ends one,
 `--list` prints those in force.
@@ -22,21 +25,22 @@ import argparse
 import hashlib
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import adapters
 from bench.base.clock import now_iso, run_day
-from bench.base.defaults import DEFAULT_MODEL, SPLITS
+from bench.base.defaults import SPLITS
 from bench.base.paths import PROJECT_ROOT
+from bench.cli.choice import choose
 from bench.core.verdicts import GREEN_VERDICTS, Verdict
-from bench.host.machine import detect
 from bench.reports.journal import DIAGNOSED_SKIP, CellEntry, Journal
 from bench.reports.journal.prior import recent
 from bench.reports.journal.skips import clear_skip, diagnosed_skips, holds_line, lapse, record_skip
-from bench.reports.journal.triage import PRIOR_FAILURE
+from bench.reports.journal.triage import PRIOR_FAILURE, PRIOR_OCCURRENCES
 from bench.run.fixes import FIXABLE, FixAttempt, attempt_refusal
-from bench.setup.profiles import ProfileError, load_profile
+from bench.setup.profiles import ProfileError
 
 _VARIABLE = re.compile(r"\d+(\.\d+)?|/\S+|'[^']*'")
 
@@ -63,20 +67,24 @@ def _sha(path: Path) -> str | None:
 
 def _edited_since(entry: CellEntry, repo: Path, profile_file: Path, edits: list[str]) -> list[str]:
     """The adapter module and profile file of the failed cell that differ from what it ran: by the
-    digests its result recorded, else (no result, or an older one) by git's word against HEAD."""
-    adapter_file = adapters.source(entry.framework)["file"] if entry.framework in adapters.registry() else None
+    digests its result recorded, else (no result, or an older one) by git's word against HEAD.
+    The adapter is the module the sessions run (this checkout's, as this process read it), named
+    relative to `repo` when it lies there."""
     ran: dict = {}
     if entry.result_path:
         try:
             ran = json.loads(Path(entry.result_path).read_text()).get("harness") or {}
         except (OSError, ValueError):
             ran = {}
-    files = [("adapter", adapter_file, repo / adapter_file)] if adapter_file else []
-    files.append(("profile", _relative(profile_file, repo), profile_file))
+    files = []
+    if entry.framework in adapters.registry():
+        module = PROJECT_ROOT / adapters.source(entry.framework)["file"]
+        files.append(("adapter", _relative(module, repo), _adapter_sha(entry.framework)))
+    files.append(("profile", _relative(profile_file, repo), _sha(profile_file)))
     edited = []
-    for key, rel, path in files:
+    for key, rel, now in files:
         recorded = (ran.get(key) or {}).get("sha256")
-        if (recorded and recorded != _sha(path)) or (not recorded and rel in edits):
+        if (recorded and recorded != now) or (not recorded and rel in edits):
             edited.append(rel)
     return edited
 
@@ -116,6 +124,10 @@ def plan_cells(journal: Journal, frameworks: list[str], splits: list[str], updat
     for split in splits:
         for framework in frameworks:
             key, entry = f"{framework}/{split}", journal.cells.get((framework, split))
+            if entry is not None and entry.verdict == Verdict.OOM.value and framework not in plan.held.get(split, ()):
+                journal.refused.append(oom_refusal(key, entry))
+                plan.held.setdefault(split, set()).add(framework)
+                continue
             fixable = entry is not None and entry.verdict in {v.value for v in FIXABLE}
             if entry is None or not fixable or framework in plan.held.get(split, ()):
                 continue
@@ -129,7 +141,12 @@ def plan_cells(journal: Journal, frameworks: list[str], splits: list[str], updat
             run_id = Path(entry.result_path).stem.rpartition("_")[2] if entry.result_path else "?"  # <fw>_<run id>
             kind[key] = FixAttempt(framework, split, entry.verdict, run_id, ", ".join(edited) or "nothing",
                                    reference if edited else None, now_iso()).to_json()
-    journal.earlier_fixes = [fix.line() for prior in recent(journal.directory, journal.day) for fix in prior.fixes]
+    priors = recent(journal.directory, journal.day)
+    journal.earlier_fixes = [fix.line() for prior in priors for fix in prior.fixes]
+    if priors:
+        journal.notes.append("Prior journals read: " + ", ".join(
+            f"{prior.path.name}" + (f" (SiliconBench's, in {prior.path.parent})" if prior.siliconbench_folder else "")
+            for prior in priors))
     journal.save()
     return plan
 
@@ -140,6 +157,13 @@ def retry_refusal(key: str, recorded: dict | None) -> str | None:
         return None
     return (f"{key}: a second retry this run (its first, at {recorded['at']}, ended "
             f"{recorded.get('outcome') or 'not finished'}); retry once, then fix or skip")
+
+
+def oom_refusal(key: str, entry: CellEntry) -> str:
+    """Why a cell that ended `oom` earlier in the day is not run again that day."""
+    at = entry.finished_at[11:16] if len(entry.finished_at) >= 16 else entry.finished_at
+    return (f"{key}: it ended oom at {at} today ({entry.reason}); an oom cell is not re-run the same day: the "
+            "machine lacked memory, which a re-run does not add (see OOM Cells for the mitigation)")
 
 
 def _masked(cell: CellEntry) -> str:
@@ -176,10 +200,19 @@ def settle_cells(journal: Journal, plan: CellPlan, run_id: str) -> None:
     previous = journal.previous()
     failing = {v.value for v in Verdict if v.listed_as_failure}
     for cell in journal.cells.values():
+        if cell.verdict not in failing:
+            continue
         old = previous.cells.get(cell.key) if previous else None
         same = old is not None and old.verdict == cell.verdict and _masked(old) == _masked(cell)
-        if previous and old and same and cell.verdict in failing:
+        if previous and old and same:
             cell.evidence[PRIOR_FAILURE] = f"it ended {old.verdict} the same way on {previous.day}"
+        elif previous is None:
+            cell.evidence[PRIOR_OCCURRENCES] = "none on record: no earlier journal in this folder"
+        elif old is None:
+            cell.evidence[PRIOR_OCCURRENCES] = f"none: the previous journal ({previous.day}) has no entry for the cell"
+        else:
+            cell.evidence[PRIOR_OCCURRENCES] = (f"none the same way: on {previous.day} it ended {old.verdict} "
+                                                f"({old.reason})")
     journal.save()
 
 
@@ -192,15 +225,17 @@ def skip_main(argv: list[str]) -> int:
     parser.add_argument("--reason", help="the diagnosis: why the cell is not fixed")
     parser.add_argument("--clear", action="store_true", help="end the cell's skip (a prior journal's too)")
     parser.add_argument("--list", action="store_true", help="print the skips in force for today's run")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model profile [{DEFAULT_MODEL}]")
+    parser.add_argument("--model", default=None,
+                        help="model profile [$APPLEBENCH_MODEL, else tiny: as a pytest session chooses]")
     parser.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="the git checkout that holds the results")
     parser.add_argument("--results-dir", type=Path, default=None, help="results root [<repo>/results]")
     args = parser.parse_args(argv)
     try:
-        profile = load_profile(args.model)
+        choice = choose(args.model)
     except ProfileError as exc:
         parser.error(str(exc))
-    scoped = (args.results_dir or args.repo / "results").resolve() / profile.results_name / detect().slug
+    scoped = (args.results_dir or args.repo / "results").resolve() / choice.profile.results_name / choice.machine.slug
+    print(f"cellbench weekly skip: {choice.said()}: {scoped}/", file=sys.stderr)
     day = run_day()
     if args.list:
         for key, skip in sorted(diagnosed_skips(scoped, day).items()):
