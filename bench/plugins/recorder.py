@@ -33,7 +33,6 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -51,6 +50,7 @@ from bench.plugins.hooks import BENCHMARK, CellRecord, register_stashed, unregis
 from bench.plugins.html import html_path
 from bench.plugins.options import results_root, settings
 from bench.reports.journal import IMPORTED_COMPARISON, TELEMETRY, CellEntry, Journal
+from bench.reports.journal.state import killed_cell_day
 from bench.reports.journal.telemetry import failure_reading
 from bench.reports.rebuild import rebuild_split
 
@@ -221,7 +221,7 @@ def name_killed_runs(directory: Path) -> list[str]:
         of = "" if planned == ["sweep"] else f" of {len(planned) * data['run_config'].get('rounds', 1)}"
         what = f"after {block['levels_done']}{of} levels (pid {block['pid']}, last written {block['updated_at']})"
         reason = f"killed {what}: {kept_line(found)}"
-        day = datetime.fromisoformat(data["started_at"]).astimezone().date().isoformat()
+        day = killed_cell_day(directory, data["started_at"])
         entry = CellEntry(found.framework, found.split, "interrupted", reason, str(found.path),
                           evidence={"interrupted": {"run_id": found.run_id, **block}}, finished_at=block["updated_at"])
         try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +186,28 @@ class Journal:
         }
         atomic_write(self.state_path, json.dumps(state, indent=1) + "\n")
         atomic_write(self.md_path, render(self))
+
+
+def killed_cell_day(directory: Path, started_at: str) -> str:
+    """The day of the journal a killed cell (started at `started_at`) belonged to: the newest
+    journal in `directory` its session left `running` that started no later than the cell (the
+    day `cellbench weekly --date` chose included), else the cell's own local day."""
+    started = _instant(started_at)
+    for files in journal_files(directory):  # newest day first
+        if files.state is None:
+            continue
+        try:
+            state = json.loads(files.state.read_text())
+            if state.get("status") == "running" and _instant(state["started_at"]) <= started:
+                return files.day
+        except (OSError, ValueError, KeyError):
+            continue
+    return started.astimezone().date().isoformat()
+
+
+def _instant(iso: str) -> datetime:
+    moment = datetime.fromisoformat(iso)
+    return moment if moment.tzinfo else moment.astimezone()
 
 
 def _compare_with_previous(entry: CellEntry) -> None:
