@@ -30,6 +30,7 @@ What a session meets outside its cells is one line each, never a traceback:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections import Counter
@@ -98,11 +99,20 @@ def results_fault(config: pytest.Config, line: str) -> None:
     if FAULT in config.stash:
         return
     config.stash[FAULT] = line
+    say(config, f"ERROR: {line}", red=True)
+
+
+def say(config: pytest.Config, line: str, **markup: bool) -> None:
+    """One line where the user sees it: now, or, once the session's closing work has begun (the
+    progress line still open), at the top of its summary (`RunRecorder.pytest_terminal_summary`)."""
+    recorder = config.stash.get(RECORDER, None)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"ERROR: {line}", red=True)
+    if recorder is not None and recorder.closing and reporter is not None and not reporter.no_summary:
+        recorder.said.append((line, markup))
+    elif reporter is not None:
+        reporter.write_line(line, **markup)
     else:
-        print(f"ERROR: {line}", file=sys.stderr)
+        print(line, file=sys.stderr)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -128,6 +138,8 @@ class RunRecorder:
         self.journals: dict[Path, Journal] = {}
         self.split_dirs: set[Path] = set()
         self.written: list[Path] = []
+        self.closing = False  # pytest_sessionfinish has begun
+        self.said: list[tuple[str, dict[str, bool]]] = []  # lines for the summary's top (`say`)
 
     def pytest_cellbench_cell_finished(self, cell: CellRecord) -> None:
         if cell.kind != BENCHMARK:
@@ -168,8 +180,8 @@ class RunRecorder:
                 reporter.write_line(line, yellow=True)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.closing = True
         root = results_root(self.config)
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         for split_dir in sorted(self.split_dirs):
             if FAULT in self.config.stash:
                 break  # its reports could not be written either
@@ -180,14 +192,18 @@ class RunRecorder:
                               .line(root))
                 break
             for ignored in comparison["ignored"]:
-                if reporter is not None:
-                    reporter.write_line(f"cellbench: ignored {split_dir.relative_to(root) / ignored['file']}: "
-                                        f"{ignored['reason']}", yellow=True)
+                say(self.config, f"cellbench: ignored {split_dir.relative_to(root) / ignored['file']}: "
+                                 f"{ignored['reason']}", yellow=True)
             plots = [p for p in written if p.suffix == ".png"]
             self.written += [p for p in written if p not in plots]  # comparison.json, REPORT.md, comparison.csv
             if plots:
                 self.written.append(plots[0].parent)  # plots/, as one line
         faulted = FAULT in self.config.stash
+        if faulted and not self.journals:  # a cell stopped before any was journaled: the run is partial all the same
+            with contextlib.suppress(OSError):
+                directory = root / settings(self.config).profile.results_name / detect().slug
+                self.journals[directory] = Journal.open(directory, model=directory.parent.name,
+                                                        machine=directory.name, started_at=self.started_at)
         for journal in self.journals.values():
             try:
                 journal.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED or faulted)
@@ -199,6 +215,8 @@ class RunRecorder:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        for line, markup in self.said:
+            terminalreporter.write_line(line, **markup)
         if not self.verdicts:
             return
         line = ", ".join(f"{self.verdicts[v.value]} {v.value}" for v in Verdict if self.verdicts[v.value])

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import adapters
 from bench.base import clock
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import cell_paths, free_cell_paths, unfinished_block, write_result
+from bench.core.result import UnwritableResults, cell_paths, free_cell_paths, unfinished_block, write_result
 from bench.core.result_model import AdapterSource, MachineBlock, Result, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
@@ -116,6 +117,10 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (bench.plugins.signals): keep what was measured
         interrupted = exc
         run.capped = f"interrupted ({str(exc) or type(exc).__name__}) {run.where()}"
+    except OSError as exc:  # a server log or a sidecar the results folder refused (a full disk, read-only)
+        if exc.filename is None or not Path(exc.filename).is_relative_to(cfg.results_root):
+            raise
+        raise UnwritableResults(Path(exc.filename), exc) from exc
 
     verdict = _verdict(cfg, run)
     result = document(verdict)
