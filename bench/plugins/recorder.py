@@ -107,10 +107,12 @@ def say(config: pytest.Config, line: str, **markup: bool) -> None:
     progress line still open), at the top of its summary (`RunRecorder.pytest_terminal_summary`)."""
     recorder = config.stash.get(RECORDER, None)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
     if recorder is not None and recorder.closing and reporter is not None and not reporter.no_summary:
         recorder.said.append((line, markup))
     elif reporter is not None:
-        reporter.write_line(line, **markup)
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():  # not a test's output
+            reporter.write_line(line, **markup)
     else:
         print(line, file=sys.stderr)
 
@@ -125,9 +127,10 @@ def pytest_runtest_call(item: pytest.Item):
     try:
         return (yield)
     except UnwritableResults as exc:
-        results_fault(item.config, exc.line(results_root(item.config)))
-        pytest.fail("the cell's files could not be written: the session stopped (the ERROR line says why)",
-                    pytrace=False)
+        line = exc.line(results_root(item.config))
+    results_fault(item.config, line)  # outside the `except`: the failure below carries no exception chain
+    pytest.fail("the cell's files could not be written: the session stopped (the ERROR line says why)",
+                pytrace=False)
 
 
 class RunRecorder:

@@ -26,10 +26,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import adapters
-from bench.base import clock
+from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import UnwritableResults, cell_paths, free_cell_paths, unfinished_block, write_result
-from bench.core.result_model import AdapterSource, MachineBlock, Result, as_block
+from bench.core.result_model import AdapterSource, Harness, MachineBlock, Result, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
 from bench.run.cell_result import (
@@ -91,12 +91,13 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     prompt_set = _prompts(cfg)
     paths = free_cell_paths(paths)  # never over an earlier attempt's files (a killed run's among them)
     block = as_block(MachineBlock, machine.to_json())
+    harness = as_block(Harness, git.revision(PROJECT_ROOT))  # once: the result is written after every level
 
     run = CellRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
 
     def document(verdict: CellVerdict, *, final: bool = True) -> Result:
         result = assemble(cfg, run, machine=block, prompt_set=prompt_set, verdict=verdict, started_at=started_at,
-                          duration_s=time.monotonic() - t0, final=final)
+                          duration_s=time.monotonic() - t0, final=final, harness=harness)
         result["harness"] = {**result["harness"], "adapter": as_block(AdapterSource, adapters.source(cfg.framework)),
                              "profile": as_block(AdapterSource, profile_source(cfg.profile.source, PROJECT_ROOT))}
         return result

@@ -37,14 +37,16 @@ from bench.setup.prompts import PromptSet
 
 
 def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set: PromptSet,
-             verdict: CellVerdict, started_at: str, duration_s: float, final: bool = True) -> Result:
+             verdict: CellVerdict, started_at: str, duration_s: float, final: bool = True,
+             harness: Harness | None = None) -> Result:
     """The result of a cell whose levels `run` measured, with `verdict`; not `final`: as it stands
-    between two levels (a sweep's search still running)."""
+    between two levels (a sweep's search still running). `harness`: the checkout's revision, when
+    the caller asked git once for every write of the cell."""
     adapter, model = run.adapter, run.model
     result: Result = {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
-        "harness": as_block(Harness, git.revision(PROJECT_ROOT)),
+        "harness": harness if harness is not None else as_block(Harness, git.revision(PROJECT_ROOT)),
         "framework": _framework(adapter.name, run.platform_tag, run.install, run.reported_version),
         "split": cfg.split,
         "model": {
