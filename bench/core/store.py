@@ -193,9 +193,19 @@ def writer_gone(result: Result) -> bool | None:
 
 def killed(split_dir: Path) -> list[LoadedResult]:
     """The results of `split_dir` whose cell was killed: still unfinished, their writer gone on
-    this host. Oldest first."""
-    loaded, _ = load_results(split_dir)
-    return sorted((r for r in loaded if writer_gone(r.data)), key=LoadedResult.recency)
+    this host. Oldest first. Only a file that mentions `unfinished` is read as a result, so a
+    session start stays quick beside a long history."""
+    found = []
+    for path in sorted(Path(split_dir).glob("*.json")):
+        try:
+            if not RESULT_NAME.match(path.name) or b'"unfinished"' not in path.read_bytes():
+                continue
+        except OSError:
+            continue
+        loaded = _load_one(path)
+        if isinstance(loaded, LoadedResult) and writer_gone(loaded.data):
+            found.append(loaded)
+    return sorted(found, key=LoadedResult.recency)
 
 
 def kept_line(result: LoadedResult) -> str:
