@@ -240,8 +240,10 @@ def name_killed_runs(directory: Path) -> list[str]:
         block, data = found.data["unfinished"], found.data
         planned = data["run_config"]["levels"]
         of = "" if planned == ["sweep"] else f" of {len(planned) * data['run_config'].get('rounds', 1)}"
-        what = f"after {block['levels_done']}{of} levels (pid {block['pid']}, last written {block['updated_at']})"
-        reason = f"killed {what}: {kept_line(found)}"
+        noun = "level" if block["levels_done"] == 1 and not of else "levels"
+        what = f"after {block['levels_done']}{of} {noun} (pid {block['pid']}, last written {block['updated_at']})"
+        kept = kept_line(found)
+        reason = f"killed {what}: {kept}"
         day = killed_cell_day(directory, data["started_at"])
         entry = CellEntry(found.framework, found.split, "interrupted", reason, str(found.path),
                           evidence={"interrupted": {"run_id": found.run_id, **block}}, finished_at=block["updated_at"])
@@ -253,7 +255,7 @@ def name_killed_runs(directory: Path) -> list[str]:
         except OSError:
             pass  # the journal cannot be written: the line at least says it
         lines.append(f"cellbench: run {found.run_id} was killed in {found.framework}/{found.split} {what}: "
-                     f"{kept_line(found)}; its result: {found.path}")
+                     f"{kept}; its result: {found.path}")
     return lines
 
 
