@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpcore  # noqa: F401  (see below)
 import pytest
 import pytest_timeout
 
@@ -18,6 +19,10 @@ from bench.setup.installs import NotInstalled, ensure_installed
 # benchmark cells' (`pytest -m chat`), and a cell's budget is capped by its timeout: an ini
 # default would cap every user's cell at 14 minutes.
 DEFAULT_TIMEOUT_S = 900
+# httpx imports httpcore on its first client. Were that first client made inside an in-process
+# pytester session, pytester would drop httpcore from sys.modules when the session ends, a later
+# import would load it again, and httpx would no longer recognise its exceptions (a refused
+# connection escaping `except httpx.HTTPError`, as seen on an xdist worker): it is imported here first.
 TESTS_DIR = Path(__file__).resolve().parent
 
 

@@ -112,10 +112,18 @@ class Session:
         return self.proc.returncode, self.out
 
     def end(self) -> None:
-        """However the test went: the session is gone."""
+        """However the test went: the session is gone, and so is every process it started (a session
+        killed here cannot stop its servers itself)."""
         if self.proc.poll() is None:
+            try:
+                left = psutil.Process(self.proc.pid).children(recursive=True)
+            except psutil.Error:
+                left = []
             self.proc.kill()
             self.proc.wait(timeout=30)
+            for child in left:
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
         self.reader.join(timeout=10)
 
 
