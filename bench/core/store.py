@@ -209,7 +209,7 @@ def killed(split_dir: Path) -> list[LoadedResult]:
 
 
 def kept_line(result: LoadedResult) -> str:
-    """What a killed run's file kept, in words: "kept c=1 (4 of 4 requests ok, 7 request records)"."""
+    """What a killed run's file kept, in words: "kept c=1 (4 of 4 requests ok), 7 request records"."""
     levels = result.data["levels"]
     parts = [f"{level_label(lv)} ({lv['successful']} of {lv['num_requests']} requests ok"
              + (", partial" if lv.get("partial") else "") + ")" for lv in levels]
