@@ -3,7 +3,13 @@
 Layout: `results/<model>/<machine>/<split>/<framework>_<run id>.json`, with the per-request
 records beside it (`.requests.jsonl`) and the server logs under `logs/`. A run id is a UTC
 timestamp plus a random suffix, so ids sort by time and two runs never collide; later tools pick
-"the newest result" by run id and recorded timestamp, never by file mtime.
+"the newest result" by run id and recorded timestamp, never by file mtime. A cell of a run id that
+already has files there (a resume of a killed run, a retry) writes `<framework>_<run id>-2.json`
+and its own sidecars (`-3`, ...): no cell ever writes over another attempt's files (`free_cell_paths`).
+
+While a cell runs, its result is rewritten after every level with an `unfinished` block (who is
+writing it, when, how many levels); the cell's last write drops it (bench.run.cell). A result
+still unfinished once its writer is gone is a killed run's (bench.core.store.killed).
 
 A result is checked against `schema/result.schema.json` twice: by `write_result`, so a cell can
 never leave a file the reports would refuse, and by `read_result`, so a file edited or written by
@@ -21,8 +27,12 @@ open-loop one by the key it does not know.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import secrets
+import socket
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -34,7 +44,7 @@ import jsonschema
 from bench.base import clock
 from bench.base.files import atomic_write
 from bench.core.metrics.table import schema_entries
-from bench.core.result_model import Result
+from bench.core.result_model import Result, Unfinished
 
 SCHEMA_VERSION = 1
 READABLE_VERSIONS = (1,)
@@ -51,10 +61,11 @@ class CellPaths:
     split_dir: Path
     framework: str
     run_id: str
+    attempt: int = 1  # the n-th cell of this framework and run id in the folder: `-n` after the run id from 2 on
 
     @property
     def stem(self) -> str:
-        return f"{self.framework}_{self.run_id}"
+        return f"{self.framework}_{self.run_id}" + (f"-{self.attempt}" if self.attempt > 1 else "")
 
     @property
     def result(self) -> Path:
@@ -67,9 +78,77 @@ class CellPaths:
     def server_log(self, label: str) -> Path:
         return self.split_dir / "logs" / f"{self.stem}_{label}.server.log"
 
+    def taken(self) -> bool:
+        """Whether a cell already wrote files under these names (a result, requests or a server log)."""
+        logs = self.split_dir / "logs"
+        return (self.result.exists() or self.requests.exists()
+                or (logs.is_dir() and any(logs.glob(f"{self.stem}_*.server.log"))))
+
 
 def cell_paths(results_root: Path, model: str, machine: str, split: str, framework: str, run_id: str) -> CellPaths:
     return CellPaths(results_root / model / machine / split, framework, run_id)
+
+
+def free_cell_paths(paths: CellPaths) -> CellPaths:
+    """`paths`, or the first later attempt whose names no cell has used: a resume or a retry of the
+    same run id never writes over the files of the attempt before it, a killed one's included."""
+    attempt = paths.attempt
+    while CellPaths(paths.split_dir, paths.framework, paths.run_id, attempt).taken():
+        attempt += 1
+    return CellPaths(paths.split_dir, paths.framework, paths.run_id, attempt)
+
+
+def unfinished_block(levels_done: int) -> Unfinished:
+    """The `unfinished` block of a result written while its cell still runs: this process, this
+    host, now, and how many levels (with --rounds, level rounds) it holds."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "updated_at": clock.now_iso(),
+            "levels_done": levels_done}
+
+
+class UnwritableResults(Exception):
+    """A file under the results folder could not be written: the folder is missing, read-only,
+    not a folder, or its disk is full. `line` says where and why, in one line."""
+
+    def __init__(self, path: Path, cause: OSError):
+        super().__init__(f"{path}: {cause.strerror or cause}")
+        self.path, self.cause = Path(path), cause
+
+    def line(self, root: Path) -> str:
+        """'results folder R cannot be written: No space left on device (ENOSPC) (writing F)'."""
+        return f"results folder {root} cannot be written: {_cause(self.cause)} (writing {self.path})"
+
+
+def _cause(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0)
+    return f"{exc.strerror} ({name})" if exc.strerror and name else str(exc)
+
+
+def results_folder_problem(root: Path) -> str | None:
+    """Why no cell could write under `root`, found before anything runs, or None: a path that is
+    (or runs through) something other than a folder, or a folder where no file can be written
+    (read-only, no permission, no space). The check writes a small hidden file in `root`, or in its
+    nearest existing parent when `root` is still to be created, and removes it. The line names the
+    path and the cause."""
+    root = Path(root)
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        kind = "a regular file" if existing.is_file() else "not a folder"
+        return (f"results folder {root} is {kind}" if existing == root
+                else f"results folder {root} cannot be created: {existing} is {kind}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".cellbench-write-check.", dir=existing)
+        try:
+            os.write(fd, b"cellbench checks that its results folder can be written\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        return (f"results folder {root} cannot be written: {_cause(exc)}" if existing == root
+                else f"results folder {root} cannot be created in {existing}: {_cause(exc)}")
+    return None
 
 
 @cache
@@ -101,9 +180,13 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 def write_result(path: Path, result: Result) -> None:
     """Validate `result`, then write it: a result that breaks the schema is a bug of the code that
-    assembled it, so it raises `jsonschema.ValidationError` and no file is left behind."""
+    assembled it, so it raises `jsonschema.ValidationError` and no file is left behind. A file
+    that cannot be written (a full disk, a read-only or vanished folder) raises UnwritableResults."""
     validate(result)
-    write_json_atomic(path, result)
+    try:
+        write_json_atomic(path, result)
+    except OSError as exc:
+        raise UnwritableResults(path, exc) from exc
 
 
 class NotAResult(ValueError):

@@ -271,10 +271,21 @@ class Imported(TypedDict):
     warnings: list[str]
 
 
+class Unfinished(TypedDict):
+    """A result written while its cell still ran (after each level); the cell's last write has none.
+    Still there once `pid` on `host` is gone: the run was killed (bench.core.store.killed)."""
+
+    pid: int  # the pytest process writing it
+    host: str  # socket.gethostname() of its machine
+    updated_at: str  # when it was written, ISO 8601
+    levels_done: int  # levels (with --rounds, level rounds) measured and written so far
+
+
 class Result(_ResultRequired, total=False):
     """One cell's result file."""
 
     harness: Harness  # absent in files of an earlier cellbench
+    unfinished: Unfinished  # only while the cell runs, or in a killed run's file
     # measured results only
     servers: list[Server]
     requests_file: str

@@ -7,6 +7,9 @@ then the latest `finished_at`, never the file's mtime, which a copy, a checkout 
 changes. Every JSON file that cannot take part is returned with its reason, so a caller can list
 it instead of dropping it silently.
 
+Killed: a result that still carries its `unfinished` block (bench.core.result) once the process
+that wrote it is gone; `killed` finds them, `kept_line` says what of the run was kept.
+
 Suspicious: output throughput changed SUSPICIOUS_FACTOR-fold or more, either way, against the
 previous result of the same cell, at a level both measured with a success. That is more often a
 broken setup (another model file, a debug build, a throttled machine) than a real change; it
@@ -18,6 +21,7 @@ compared, and the reason names the file and the metrics left out.
 from __future__ import annotations
 
 import re
+import socket
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,10 +30,12 @@ from bench.core import imported
 from bench.core.level_run import level_key, level_label
 from bench.core.result import NotAResult, read_result
 from bench.core.result_model import IgnoredFile, Result
+from bench.host.process_groups import running_since
 
 COMPARISON_FILE = "comparison.json"
 SUSPICIOUS_FACTOR = 10.0
-RESULT_NAME = re.compile(r"^(?P<framework>.+)_(?P<run_id>[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4})\.json$")
+# `-2`, `-3`, ...: a later attempt of the same run id's cell (bench.core.result.free_cell_paths)
+RESULT_NAME = re.compile(r"^(?P<framework>.+)_(?P<run_id>[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4})(-[1-9][0-9]*)?\.json$")
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,47 @@ def previous_of(current: LoadedResult) -> LoadedResult | None:
     older = [r for r in loaded if r.path != current.path and r.recency() < current.recency()]
     selection = select_latest([*older, current], machine=current.machine, model=current.model, split=current.split)
     return selection.previous.get(current.framework)
+
+
+def writer_gone(result: Result) -> bool | None:
+    """For a result with an `unfinished` block: True when the process that wrote it has ended (a
+    killed run), False while it runs, None when it ran on another host (nothing here can tell).
+    None for a finished result."""
+    block = result.get("unfinished")
+    if block is None or block["host"] != socket.gethostname():
+        return None
+    return not running_since(block["pid"], _instant(block["updated_at"]).timestamp())
+
+
+def killed(split_dir: Path) -> list[LoadedResult]:
+    """The results of `split_dir` whose cell was killed: still unfinished, their writer gone on
+    this host. Oldest first. Only a file that mentions `unfinished` is read as a result, so a
+    session start stays quick beside a long history."""
+    found = []
+    for path in sorted(Path(split_dir).glob("*.json")):
+        try:
+            if not RESULT_NAME.match(path.name) or b'"unfinished"' not in path.read_bytes():
+                continue
+        except OSError:
+            continue
+        loaded = _load_one(path)
+        if isinstance(loaded, LoadedResult) and writer_gone(loaded.data):
+            found.append(loaded)
+    return sorted(found, key=LoadedResult.recency)
+
+
+def kept_line(result: LoadedResult) -> str:
+    """What a killed run's file kept, in words: "kept c=1 (4 of 4 requests ok), 7 request records"."""
+    levels = result.data["levels"]
+    parts = [f"{level_label(lv)} ({lv['successful']} of {lv['num_requests']} requests ok"
+             + (", partial" if lv.get("partial") else "") + ")" for lv in levels]
+    kept = "kept " + ", ".join(parts) if parts else "kept no finished level"
+    sidecar = result.path.parent / result.data.get("requests_file", "")
+    if "requests_file" in result.data and sidecar.is_file():
+        with sidecar.open("rb") as f:
+            records = sum(1 for line in f if line.strip())
+        kept += f", {records} request record{'s' if records != 1 else ''}"
+    return kept
 
 
 def _cell_of(result: Result) -> dict[str, str]:

@@ -81,6 +81,16 @@ def stop_recorded_groups(manifest: Path | None, born_after: float, grace_s: floa
     return groups
 
 
+def running_since(pid: int, at_or_before: float) -> bool:
+    """Whether process `pid` runs (not a zombie) and started no later than `at_or_before` (epoch
+    seconds): the process that wrote something at that moment, not a later one given its pid."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= at_or_before + 1.0
+    except psutil.Error:
+        return False
+
+
 def _same_process(pid: int, create_time: float) -> bool:
     try:
         return abs(psutil.Process(pid).create_time() - create_time) < 0.01
@@ -111,6 +121,21 @@ def register(pid: int) -> None:
 def unregister(pid: int) -> None:
     with contextlib.suppress(OSError):
         (_pid_dir() / f"{pid}.json").unlink()
+
+
+def stop_own() -> list[int]:
+    """SIGKILL every server group this process registered and still runs (a session forced to quit
+    at once: its fixtures will not stop them); returns their leaders' pids."""
+    stopped: list[int] = []
+    d = _pid_dir()
+    for entry in d.glob("*.json") if d.is_dir() else ():
+        with contextlib.suppress(psutil.Error, OSError, ValueError, KeyError):
+            info = json.loads(entry.read_text())
+            if info["owner"] == os.getpid() and _same_process(info["pid"], info["create_time"]):
+                signal_group(info["pid"], signal.SIGKILL)
+                stopped.append(info["pid"])
+                entry.unlink()
+    return stopped
 
 
 def reap_orphans() -> list[str]:

@@ -12,12 +12,27 @@ cell (bench.reports.journal), with the comparison against the cell's previous re
 one was imported from another benchmark (bench.core.imported), and for a failed cell the
 telemetry reading of its result. When the session finishes it
 rebuilds comparison.json, REPORT.md, comparison.csv and the plots of every split the session touched
-(bench.reports.rebuild) and closes the journals (`partial` when interrupted).
+(bench.reports.rebuild), says in one line each which files of those folders it ignored and why
+(a truncated result, another tool's JSON), and closes the journals (`partial` when interrupted).
+
+What a session meets outside its cells is one line each, never a traceback:
+- When it starts: a results folder no cell can write (`--results-dir` naming a file, a read-only
+  folder, a full disk) is one `ERROR:` line and exit code 4 before any server starts
+  (bench.core.result.results_folder_problem); each run a killed session left (a result still
+  unfinished, its writer gone: bench.core.store.killed) is named with what of it was kept, and
+  recorded in its day's journal as `interrupted` (that journal closed as `partial` if its session
+  left it `running`).
+- While it runs: a file under the results folder that cannot be written (the disk filled up, the
+  folder went read-only) is one `ERROR:` line naming the file and the cause; the cell that met it
+  fails without a traceback, no further cell runs, the journal is closed `partial` if it can still
+  be written, and the session exits with code 4.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -26,19 +41,22 @@ import pytest
 from bench.base.clock import now_iso
 from bench.core.imported import comparison_line
 from bench.core.level_run import level_label
-from bench.core.result import NotAResult, read_result
+from bench.core.result import NotAResult, UnwritableResults, read_result, results_folder_problem
 from bench.core.result_model import Level
-from bench.core.store import LoadedResult, previous_of
+from bench.core.store import LoadedResult, kept_line, killed, previous_of
 from bench.core.verdicts import Verdict
+from bench.host.machine import detect
 from bench.plugins import transport
 from bench.plugins.hooks import BENCHMARK, CellRecord, register_stashed, unregister_stashed
 from bench.plugins.html import html_path
 from bench.plugins.options import results_root, settings
 from bench.reports.journal import IMPORTED_COMPARISON, TELEMETRY, CellEntry, Journal
+from bench.reports.journal.state import killed_cell_day
 from bench.reports.journal.telemetry import failure_reading
 from bench.reports.rebuild import rebuild_split
 
 RECORDER = pytest.StashKey["RunRecorder"]()
+FAULT = pytest.StashKey[str]()  # the session's results-folder fault, as its ERROR line says it
 
 # verdict -> (category, letter, verbose word) for pytest_report_teststatus
 _STATUS = {
@@ -75,6 +93,46 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     unregister_stashed(config, RECORDER)
 
 
+def results_fault(config: pytest.Config, line: str) -> None:
+    """The session's results folder cannot be written: its one `ERROR:` line (the first fault only),
+    and no cell runs after it."""
+    if FAULT in config.stash:
+        return
+    config.stash[FAULT] = line
+    say(config, f"ERROR: {line}", red=True)
+
+
+def say(config: pytest.Config, line: str, **markup: bool) -> None:
+    """One line where the user sees it: now, or, once the session's closing work has begun (the
+    progress line still open), at the top of its summary (`RunRecorder.pytest_terminal_summary`)."""
+    recorder = config.stash.get(RECORDER, None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if recorder is not None and recorder.closing and reporter is not None and not reporter.no_summary:
+        recorder.said.append((line, markup))
+    elif reporter is not None:
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():  # not a test's output
+            reporter.write_line(line, **markup)
+    else:
+        print(line, file=sys.stderr)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    return True if FAULT in item.config.stash else None  # not run: its files could not be written either
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    try:
+        return (yield)
+    except UnwritableResults as exc:
+        line = exc.line(results_root(item.config))
+    results_fault(item.config, line)  # outside the `except`: the failure below carries no exception chain
+    pytest.fail("the cell's files could not be written: the session stopped (the ERROR line says why)",
+                pytrace=False)
+
+
 class RunRecorder:
     def __init__(self, config: pytest.Config):
         self.config = config
@@ -83,6 +141,8 @@ class RunRecorder:
         self.journals: dict[Path, Journal] = {}
         self.split_dirs: set[Path] = set()
         self.written: list[Path] = []
+        self.closing = False  # pytest_sessionfinish has begun
+        self.said: list[tuple[str, dict[str, bool]]] = []  # lines for the summary's top (`say`)
 
     def pytest_cellbench_cell_finished(self, cell: CellRecord) -> None:
         if cell.kind != BENCHMARK:
@@ -96,27 +156,70 @@ class RunRecorder:
             return
         assert cell.framework and cell.split and cell.model and cell.machine and cell.results_root  # journaled
         directory = Path(cell.results_root) / cell.model / cell.machine
-        if directory not in self.journals:
-            self.journals[directory] = Journal.open(directory, model=cell.model, machine=cell.machine,
-                                                    started_at=self.started_at)
-        evidence = {**cell.evidence, **imported_comparison(cell.result_path), **telemetry(cell)}
-        self.journals[directory].record(CellEntry(cell.framework, cell.split, cell.verdict, cell.reason,
-                                                  cell.result_path, list(cell.annotations), evidence))
         if cell.result_path:
             self.split_dirs.add(Path(cell.result_path).parent)
+        try:
+            if directory not in self.journals:
+                self.journals[directory] = Journal.open(directory, model=cell.model, machine=cell.machine,
+                                                        started_at=self.started_at)
+            evidence = {**cell.evidence, **imported_comparison(cell.result_path), **telemetry(cell)}
+            self.journals[directory].record(CellEntry(cell.framework, cell.split, cell.verdict, cell.reason,
+                                                      cell.result_path, list(cell.annotations), evidence))
+        except OSError as exc:
+            results_fault(self.config, UnwritableResults(getattr(exc, "filename", None) or directory, exc)
+                          .line(results_root(self.config)))
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Before any server: the results folder can be written (else one ERROR line, exit code 4);
+        then the runs a killed session left, one line each."""
+        if settings(self.config).pytest.collect_only:
+            return
+        root = results_root(self.config)
+        if (problem := results_folder_problem(root)) is not None:
+            raise pytest.UsageError(problem)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        for line in name_killed_runs(root / settings(self.config).profile.results_name / detect().slug):
+            if reporter is not None:
+                reporter.write_line(line, yellow=True)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.closing = True
+        root = results_root(self.config)
         for split_dir in sorted(self.split_dirs):
-            written = rebuild_split(split_dir)[1]
+            if FAULT in self.config.stash:
+                break  # its reports could not be written either
+            try:
+                comparison, written = rebuild_split(split_dir)
+            except OSError as exc:
+                results_fault(self.config, UnwritableResults(getattr(exc, "filename", None) or split_dir, exc)
+                              .line(root))
+                break
+            for ignored in comparison["ignored"]:
+                say(self.config, f"cellbench: ignored {split_dir.relative_to(root) / ignored['file']}: "
+                                 f"{ignored['reason']}", yellow=True)
             plots = [p for p in written if p.suffix == ".png"]
             self.written += [p for p in written if p not in plots]  # comparison.json, REPORT.md, comparison.csv
             if plots:
                 self.written.append(plots[0].parent)  # plots/, as one line
+        faulted = FAULT in self.config.stash
+        if faulted and not self.journals:  # a cell stopped before any was journaled: the run is partial all the same
+            with contextlib.suppress(OSError):
+                directory = root / settings(self.config).profile.results_name / detect().slug
+                self.journals[directory] = Journal.open(directory, model=directory.parent.name,
+                                                        machine=directory.name, started_at=self.started_at)
         for journal in self.journals.values():
-            journal.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+            try:
+                journal.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED or faulted)
+            except OSError as exc:
+                results_fault(self.config, UnwritableResults(journal.md_path, exc).line(root))
+                continue
             self.written.append(journal.md_path)
+        if FAULT in self.config.stash:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        for line, markup in self.said:
+            terminalreporter.write_line(line, **markup)
         if not self.verdicts:
             return
         line = ", ".join(f"{self.verdicts[v.value]} {v.value}" for v in Verdict if self.verdicts[v.value])
@@ -125,6 +228,35 @@ class RunRecorder:
         html = html_path(self.config)
         for path in [*self.written, *([html] if html else [])]:
             terminalreporter.write_line(f"  {path}{os.sep if path.is_dir() else ''}")
+
+
+def name_killed_runs(directory: Path) -> list[str]:
+    """For each run a killed session left in `directory`'s splits (results/<model>/<machine>) and no
+    journal has recorded yet: one line naming it and what of it was kept, and its cell recorded
+    as `interrupted` in the journal of the day it ran (bench.reports.journal)."""
+    lines: list[str] = []
+    splits = sorted(d for d in directory.iterdir() if d.is_dir()) if directory.is_dir() else []
+    for found in (r for split_dir in splits for r in killed(split_dir)):
+        block, data = found.data["unfinished"], found.data
+        planned = data["run_config"]["levels"]
+        of = "" if planned == ["sweep"] else f" of {len(planned) * data['run_config'].get('rounds', 1)}"
+        noun = "level" if block["levels_done"] == 1 and not of else "levels"
+        what = f"after {block['levels_done']}{of} {noun} (pid {block['pid']}, last written {block['updated_at']})"
+        kept = kept_line(found)
+        reason = f"killed {what}: {kept}"
+        day = killed_cell_day(directory, data["started_at"])
+        entry = CellEntry(found.framework, found.split, "interrupted", reason, str(found.path),
+                          evidence={"interrupted": {"run_id": found.run_id, **block}}, finished_at=block["updated_at"])
+        try:
+            journal = Journal.open(directory, model=found.model, machine=found.machine, day=day,
+                                   started_at=data["started_at"])
+            if not journal.record_interrupted(entry):
+                continue  # named by an earlier session already
+        except OSError:
+            pass  # the journal cannot be written: the line at least says it
+        lines.append(f"cellbench: run {found.run_id} was killed in {found.framework}/{found.split} {what}: "
+                     f"{kept}; its result: {found.path}")
+    return lines
 
 
 def imported_comparison(result_path: str | None) -> dict[str, str]:

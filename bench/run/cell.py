@@ -6,6 +6,14 @@ Servers are started through a `Launcher`, so the pytest fixture that owns their 
 the only place that can leak or reap them. With `endpoint` set the cell starts nothing: it runs
 its levels against that already-running server (adapters with a `bind` hook only).
 
+The result is written as the cell goes: after every level (its request records first,
+bench.run.writes), atomically, with an `unfinished` block and a `capped` verdict whose reason
+begins "unfinished:", then once more at the end without them. A session killed mid-cell leaves
+every finished level on disk; a later session names it (bench.core.store.killed). The cell writes
+under names no earlier attempt of its run id used (bench.core.result.free_cell_paths). A file it
+cannot write (a full disk, a folder gone read-only) ends the cell with UnwritableResults, which
+the pytest layer turns into one `ERROR:` line.
+
 The parts: bench.run.config (what a cell is given and returns), bench.run.levels (servers and
 levels, budget and stops), bench.run.probes (what a running server says), bench.run.cell_result
 (the result document, the suspicious check, --skip-existing), bench.run.fixes (`fixed`).
@@ -15,12 +23,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import adapters
-from bench.base import clock
+from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import cell_paths, write_result
-from bench.core.result_model import AdapterSource, MachineBlock, as_block
+from bench.core.result import UnwritableResults, cell_paths, free_cell_paths, unfinished_block, write_result
+from bench.core.result_model import AdapterSource, Harness, MachineBlock, Result, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
 from bench.run.cell_result import (
@@ -80,20 +89,42 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     if kept is not None:
         return CellOutcome(resumed_verdict(kept), kept.path, kept.data)
     prompt_set = _prompts(cfg)
+    paths = free_cell_paths(paths)  # never over an earlier attempt's files (a killed run's among them)
+    block = as_block(MachineBlock, machine.to_json())
+    harness = as_block(Harness, git.revision(PROJECT_ROOT))  # once: the result is written after every level
 
     run = CellRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
+
+    def document(verdict: CellVerdict, *, final: bool = True) -> Result:
+        result = assemble(cfg, run, machine=block, prompt_set=prompt_set, verdict=verdict, started_at=started_at,
+                          duration_s=time.monotonic() - t0, final=final, harness=harness)
+        result["harness"] = {**result["harness"], "adapter": as_block(AdapterSource, adapters.source(cfg.framework)),
+                             "profile": as_block(AdapterSource, profile_source(cfg.profile.source, PROJECT_ROOT))}
+        return result
+
+    def level_written() -> None:  # after each level: the result so far, marked unfinished
+        done = len(run.summaries)
+        planned = f" of {len(run.steps())}" if run.search is None else ""
+        reason = (f"unfinished: written after {done}{planned} level{'s' if done != 1 or planned else ''}; "
+                  "the cell was still running, or was killed if its writer (`unfinished.pid`) is gone")
+        result = document(CellVerdict(Verdict.CAPPED, reason), final=False)
+        result["unfinished"] = unfinished_block(done)
+        write_result(paths.result, result)
+
+    run.on_level = level_written
     interrupted: KeyboardInterrupt | None = None
     try:
         run.execute()
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (bench.plugins.signals): keep what was measured
         interrupted = exc
         run.capped = f"interrupted ({str(exc) or type(exc).__name__}) {run.where()}"
+    except OSError as exc:  # a server log or a sidecar the results folder refused (a full disk, read-only)
+        if exc.filename is None or not Path(exc.filename).is_relative_to(cfg.results_root):
+            raise
+        raise UnwritableResults(Path(exc.filename), exc) from exc
 
     verdict = _verdict(cfg, run)
-    result = assemble(cfg, run, machine=as_block(MachineBlock, machine.to_json()), prompt_set=prompt_set,
-                      verdict=verdict, started_at=started_at, duration_s=time.monotonic() - t0)
-    result["harness"] = {**result["harness"], "adapter": as_block(AdapterSource, adapters.source(cfg.framework)),
-                         "profile": as_block(AdapterSource, profile_source(cfg.profile.source, PROJECT_ROOT))}
+    result = document(verdict)
     fix = verified_fix(previous_result(paths, result), result, clock.run_day())
     if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why
         verdict = fix.verdict_after(verdict)

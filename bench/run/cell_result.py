@@ -37,13 +37,16 @@ from bench.setup.prompts import PromptSet
 
 
 def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set: PromptSet,
-             verdict: CellVerdict, started_at: str, duration_s: float) -> Result:
-    """The result of a cell whose levels `run` measured, with `verdict`."""
+             verdict: CellVerdict, started_at: str, duration_s: float, final: bool = True,
+             harness: Harness | None = None) -> Result:
+    """The result of a cell whose levels `run` measured, with `verdict`; not `final`: as it stands
+    between two levels (a sweep's search still running). `harness`: the checkout's revision, when
+    the caller asked git once for every write of the cell."""
     adapter, model = run.adapter, run.model
     result: Result = {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
-        "harness": as_block(Harness, git.revision(PROJECT_ROOT)),
+        "harness": harness if harness is not None else as_block(Harness, git.revision(PROJECT_ROOT)),
         "framework": _framework(adapter.name, run.platform_tag, run.install, run.reported_version),
         "split": cfg.split,
         "model": {
@@ -67,7 +70,7 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
     }
     if cfg.model_source is not None:
         result["model"]["profile_source"] = cfg.model_source
-    if (sweep := run.sweep_outcome()) is not None:
+    if (sweep := run.sweep_outcome(final=final)) is not None:
         result["sweep"] = sweep
     return result
 
@@ -153,17 +156,18 @@ def suspicious_change(paths: CellPaths, result: Result) -> str | None:
 
 def existing_result(cfg: CellConfig, paths: CellPaths, machine: str) -> LoadedResult | None:
     """--skip-existing: this cell's newest result of this machine, when it is of this run (or within
-    the window) and not a failure. Chosen by run id and finish time, never by mtime; another
-    machine's file never counts and is never touched, and neither does an imported result (another
-    benchmark measured it: keeping it would report a cell cellbench never ran)."""
+    the window), not a failure and not unfinished (a killed run's levels so far: measured again,
+    under names of its own, its files left as they are). Chosen by run id and finish time, never
+    by mtime; another machine's file never counts and is never touched, and neither does an
+    imported result (another benchmark measured it: keeping it would report a cell cellbench never ran)."""
     if cfg.skip_existing_s is None:
         return None
     loaded, _ = load_results(paths.split_dir)
     mine = [r for r in loaded if r.framework == cfg.framework and r.split == cfg.split and "imported" not in r.data]
     selection = select_latest(mine, machine=machine, model=cfg.profile.results_name, split=cfg.split)
     newest = selection.chosen.get(cfg.framework)
-    if newest is None or Verdict(newest.data["verdict"]["verdict"]).is_failure:
-        return None
+    if newest is None or Verdict(newest.data["verdict"]["verdict"]).is_failure or "unfinished" in newest.data:
+        return None  # a failure, or a killed run's levels so far, is measured again
     age = (clock.now() - datetime.fromisoformat(newest.finished_at)).total_seconds()
     return newest if newest.run_id == cfg.run_id or age <= cfg.skip_existing_s else None
 

@@ -115,8 +115,8 @@ def verified_fix(previous: LoadedResult | None, result: Result, day: str, refere
     if previous is None or result["verdict"]["verdict"] != Verdict.OK.value:
         return None
     old = previous.data
-    if Verdict(old["verdict"]["verdict"]) not in FIXABLE:
-        return None
+    if Verdict(old["verdict"]["verdict"]) not in FIXABLE or "unfinished" in old:
+        return None  # a killed run's levels so far ("capped: unfinished") are no failure a fix answered
     if datetime.fromisoformat(previous.finished_at).astimezone().date() < date.fromisoformat(day):
         return None
     edited = _edited(dict(old), dict(result))

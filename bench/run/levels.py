@@ -14,15 +14,14 @@ readiness connections and exited: bench.run.server) is retried once.
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from functools import partial
-from typing import IO, Any
+from typing import Any
 
-from bench.core.level_run import level_label, rate_text, sidecar_key
+from bench.core.level_run import level_label, sidecar_key
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
 from bench.core.open_loop import Sweep, goodput
@@ -39,6 +38,8 @@ from bench.run.probes import Endpoint, list_models, reported_version
 from bench.run.scrape.watch import ServerWatch
 from bench.run.server import ServerProcess, ServerStartError
 from bench.run.sweep import RateSweep
+from bench.run.writes.names import file_label
+from bench.run.writes.sidecar import RequestLog
 from bench.setup.adapter import Adapter, ModelRef, ServeContext
 from bench.setup.installs import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
@@ -65,16 +66,6 @@ def step_text(step: Step, rounds: int) -> str:
     return point_text(point) if rounds < 2 else f"{point_text(point)} round {k} of {rounds}"
 
 
-def _file_label(steps: list[Step], rounds: int) -> str:
-    """The label of a server's log and resource files: "shared", "c8" or "r4", and with rounds
-    the round's ("c8.r2"), so no round's files overwrite another's."""
-    if len(steps) != 1:
-        return "shared"
-    point, k = steps[0]
-    label = f"c{point}" if isinstance(point, int) else "trace" if point.trace else f"r{rate_text(point.rate)}"
-    return label if rounds < 2 else f"{label}.r{k}"
-
-
 class CellRun:
     """The mutable part of a cell: servers started, levels measured, what the server said."""
 
@@ -95,6 +86,7 @@ class CellRun:
         self.server_exit: str | None = None  # the server ended without being asked: where and when
         self.last_level: Step | None = None
         self.reported_version: ReportedVersion | None = None
+        self.on_level: Callable[[], None] | None = None  # after each level's records are on disk (bench.run.cell)
         budget_from = cfg.budget_from if cfg.budget_from is not None else time.perf_counter()
         self.deadline = None if cfg.budget_s is None else budget_from + cfg.budget_s
         self.extra_body = self._extra_body()
@@ -154,29 +146,31 @@ class CellRun:
         return combined_levels(self.summaries, asked=self.rounds)
 
     def execute(self) -> None:
-        self.paths.requests.parent.mkdir(parents=True, exist_ok=True)
         steps: Iterable[Step] = self._swept() if self.search is not None else self.steps()
         groups: Iterable[Iterable[Step]] = [steps] if self.shared else ([step] for step in steps)
-        with self.paths.requests.open("w") as sidecar:
+        with RequestLog(self.paths.requests) as sidecar:
             for group in groups:
                 if not self._run_group(group, sidecar):
                     break
 
-    def sweep_outcome(self) -> Sweep | None:
-        """The sweep's result block (bench.run.sweep), None without a sweep."""
+    def sweep_outcome(self, *, final: bool = True) -> Sweep | None:
+        """The sweep's result block (bench.run.sweep), None without a sweep; not `final`: as it
+        stands between two levels, the search left running."""
         if self.search is None:
             return None
+        if not final:
+            return self.search.outcome()
         if self.search.stopped in ("not started", "running"):  # the cell stopped it
             self.search.stop(self.capped or self.server_exit or self.start_failure or "it ended")
         return self.search.outcome()
 
-    def _run_group(self, points: Iterable[Step], sidecar: IO[str]) -> bool:
+    def _run_group(self, points: Iterable[Step], sidecar: RequestLog) -> bool:
         """One server for `points` (a list of (level, round), or a sweep's rates as they come);
         False when the cell must stop (start failure, OOM, capped)."""
         known = points if isinstance(points, list) else []
         server_info: Server = {"levels": [point_json(p) for p, _ in known]}
         self.servers.append(server_info)
-        label = "shared" if not isinstance(points, list) else _file_label(known, self.rounds)
+        label = "shared" if not isinstance(points, list) else file_label(known, self.rounds)
         try:
             server = self._start_once_more_if_transient(label, server_info)
         except ServerStartError as exc:
@@ -275,7 +269,7 @@ class CellRun:
             return free_port(self.cfg.host)
         return self.cfg.port or self.adapter.default_port
 
-    def _run_level(self, server: ServerProcess | Endpoint, step: Step, sidecar: IO[str]) -> bool:
+    def _run_level(self, server: ServerProcess | Endpoint, step: Step, sidecar: RequestLog) -> bool:
         """Measure one level's round; False when the cell must end: cut short (budget, hang:
         capped) or the server gone (failed)."""
         point, k = step
@@ -303,7 +297,7 @@ class CellRun:
             stall_timeout_s=self.cfg.stall_timeout_s,
             server_gone=server.exit_reason,
             client_cpus=self.cfg.cpus.client,
-            nonce=f"{self.cfg.run_id} {_file_label([step], self.rounds)} {secrets.token_hex(2)}"
+            nonce=f"{self.cfg.run_id} {file_label([step], self.rounds)} {secrets.token_hex(2)}"
             if self.cfg.unique_prompts else None,
             server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.endpoint),
             keep_alive=self.cfg.keep_alive,
@@ -321,6 +315,8 @@ class CellRun:
                 self._keep(exc.level_run, sidecar, k)  # type: ignore[attr-defined]  # set by the load generator
             raise
         self._keep(run, sidecar, k)
+        if self.on_level is not None:  # the result, rewritten with this level (bench.run.cell)
+            self.on_level()
         if self.search is not None and open_loop is not None:
             judged = self.summaries[-1].get("goodput") if run.records else None
             self.search.record(open_loop.rate, bool(judged and judged["slo_met"]), judged and judged["goodput_rps"])
@@ -348,7 +344,7 @@ class CellRun:
         asked = self.requests(self.last_level[0])
         return f"during {at} after {last['successful'] if last else 0} of {asked} requests"
 
-    def _keep(self, run: LevelRun, sidecar: IO[str], k: int) -> None:
+    def _keep(self, run: LevelRun, sidecar: RequestLog, k: int) -> None:
         """A level's summary (with its goodput under --slo) into the result (one stopped in warm-up
         keeps its warm-up evidence) and its requests into the sidecar, each line keyed by its level
         (and with rounds by its `round`, as the summary is)."""
@@ -364,8 +360,7 @@ class CellRun:
         key = sidecar_key(run.config)
         if self.rounds > 1:
             key["round"] = k
-        for record in [*run.warmup_records, *run.records]:
-            sidecar.write(json.dumps({**key, **record.to_json()}) + "\n")
+        sidecar.write_level(key, [*run.warmup_records, *run.records])
 
     def _gone_during(self, server: ServerProcess | Endpoint, run: LevelRun) -> str | None:
         """Why the server could no longer answer by the end of this level, with where it happened:

@@ -512,11 +512,11 @@ def test_the_budget_counts_the_wait_for_the_host_lock(pytester: pytest.Pytester,
         fcntl.flock(held, fcntl.LOCK_EX)
         waiting = servers._wait_for_lock
 
-        def released_3_s_after_the_wait_began(handle, timeout_s):
+        def released_3_s_after_the_wait_began(handle, timeout_s, said):
             # The budget started at setup, before this wait: 3 s of it spend the 2 s budget however
             # long pytest took to get here (a timer started beside runpytest could run out first).
             threading.Timer(3.0, held.close).start()  # closing the file lets the lock go
-            return waiting(handle, timeout_s)
+            return waiting(handle, timeout_s, said)
 
         monkeypatch.setattr(servers, "_wait_for_lock", released_3_s_after_the_wait_began)
         proc = pytester.runpytest(*args, "-k", "openai-chat", "--cell-budget", "2", "--host-lock-timeout", "60")

@@ -17,6 +17,7 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import validate
+from bench.plugins.signals import FORCED, WAITING, Terminated, closing, held, install
 
 SLOW_TEST = """
 import time
@@ -81,6 +82,93 @@ def test_inside():
 """)
     pytester.runpytest().assert_outcomes(passed=1)
     assert {s: signal.getsignal(s) for s in before} == before
+
+
+# ---------------------------------------------------------------- more than one Ctrl-C
+
+WAITING_TEARDOWN = """
+import time
+from pathlib import Path
+
+import pytest
+
+@pytest.fixture
+def resource():
+    yield
+    Path("tearing-down").touch()
+    while not Path("go").exists():  # the session's closing work, as long as the test wants it
+        time.sleep(0.02)
+    Path("torn-down").touch()
+
+def test_slow(resource):
+    Path("running").touch()
+    time.sleep(120)
+"""
+
+
+def _read(proc: subprocess.Popen) -> tuple[list[str], threading.Thread]:
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+    reader.start()
+    return lines, reader
+
+
+@pytest.mark.parametrize("presses", [2, 3], ids=["second-waits", "third-quits"])
+def test_a_second_ctrl_c_waits_for_the_closing_work_and_a_third_quits_at_once(pytester: pytest.Pytester, presses):
+    pytester.makepyfile(test_slow=WAITING_TEARDOWN)
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_slow.py"],
+                            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines, reader = _read(proc)
+    try:
+        wait_for(pytester.path / "running", proc)
+        proc.send_signal(signal.SIGINT)
+        wait_for(pytester.path / "tearing-down", proc, 30.0)
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 30
+        while not any(WAITING in line for line in lines):
+            assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)
+            time.sleep(0.02)
+        if presses == 3:
+            proc.send_signal(signal.SIGINT)
+        else:
+            (pytester.path / "go").touch()
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
+    finally:
+        proc.kill()
+    out = "".join(lines)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "Traceback" not in out, out
+    said = [line.strip() for line in lines if line.startswith("cellbench: Ctrl-C")]
+    assert said == [WAITING, *([FORCED] if presses == 3 else [])], out
+    assert (pytester.path / "torn-down").exists() is (presses == 2), "the closing work ran to its end, unless forced"
+
+
+def test_an_interrupt_inside_held_waits_for_the_block_to_end(capfd):
+    restore = install()
+    reached = False
+    try:
+        with pytest.raises(Terminated, match="received SIGTERM"):
+            with held():
+                signal.raise_signal(signal.SIGTERM)
+                reached = True  # the handler returned: the interrupt waits for the block's end
+        signal.raise_signal(signal.SIGINT)  # after the first interrupt, one that follows never raises
+    finally:
+        restore()
+    assert reached
+    assert capfd.readouterr().err.strip() == WAITING
+
+
+def test_once_the_closing_work_begins_no_signal_raises(capfd):
+    restore = install()
+    try:
+        closing()
+        signal.raise_signal(signal.SIGTERM)  # ignored
+        signal.raise_signal(signal.SIGINT)  # says it waits
+    finally:
+        restore()
+    assert capfd.readouterr().err.strip() == WAITING
 
 
 # ---------------------------------------------------------------- a real cell, interrupted mid-level

@@ -104,6 +104,15 @@ def test_no_fix_without_evidence_on_both_sides(tmp_path, case, changes):
     assert verified_fix(previous, rerun, DAY) is None, case
 
 
+def test_a_killed_runs_unfinished_result_is_no_failure_a_fix_answered(tmp_path):
+    previous, rerun = _pair(tmp_path, was="capped")
+    assert verified_fix(previous, rerun, DAY) is not None, "a capped cell can be fixed"
+    previous.data["verdict"]["reason"] = "unfinished: written after 1 of 2 levels; ..."
+    previous.data["unfinished"] = {"pid": 42, "host": "h", "updated_at": "2026-11-30T09:00:00+00:00",
+                                   "levels_done": 1}
+    assert verified_fix(previous, rerun, DAY) is None
+
+
 def test_a_rerun_that_is_not_ok_or_has_no_predecessor_is_no_fix(tmp_path):
     previous, rerun = _pair(tmp_path)
     degraded = copy.deepcopy(rerun)

@@ -10,7 +10,8 @@ import pytest
 import adapters
 from bench.core.result import cell_paths
 from bench.run.config import CellConfig, load_plan
-from bench.run.levels import CellRun, _file_label, step_text
+from bench.run.levels import CellRun, step_text
+from bench.run.writes.names import file_label
 from bench.setup import profiles
 
 
@@ -27,8 +28,8 @@ def test_rounds_run_round_major(tmp_path: Path):
 
 
 def test_each_round_has_its_own_files_and_words():
-    assert _file_label([(8, 2)], 3) == "c8.r2" and _file_label([(8, 1)], 1) == "c8"
-    assert _file_label([(1, 1), (8, 1)], 2) == "shared"
+    assert file_label([(8, 2)], 3) == "c8.r2" and file_label([(8, 1)], 1) == "c8"
+    assert file_label([(1, 1), (8, 1)], 2) == "shared"
     assert step_text((8, 2), 3) == "c=8 round 2 of 3" and step_text((8, 1), 1) == "c=8"
 
 

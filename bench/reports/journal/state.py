@@ -5,13 +5,17 @@ rewritten atomically after every cell, so a killed run still leaves a journal th
 cells finished. The cells themselves live in the JSON twin: a second session on the same day
 (chat, then agent) adds to the same journal, and the next run reads the previous journal to say
 which skips still hold.
+
+A killed run's cell (a result left unfinished, its writer gone: bench.core.store.killed) never got
+an entry from the session that ran it; the next session records it with `record_interrupted`, as
+verdict `interrupted`, and closes a journal the killed session left `running` as `partial`.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +85,8 @@ class Journal:
     retries: dict[str, dict[str, Any]] = field(default_factory=dict)  # the day's one retry (nothing edited) per cell
     refused: list[str] = field(default_factory=list)  # re-runs the fix rules refused, one line each
     earlier_fixes: list[str] = field(default_factory=list)  # prior journals' auto-fixes, one line each
+    # cells of killed runs a later session found (`record_interrupted`), kept when a later run replaces them in `cells`
+    interrupted: list[CellEntry] = field(default_factory=list)
 
     @property
     def md_path(self) -> Path:
@@ -118,6 +124,7 @@ class Journal:
         for raw in state.get("fixes", []):
             entry = CellEntry(**raw)
             self.fixes[entry.key] = entry
+        self.interrupted = [CellEntry(**raw) for raw in state.get("interrupted", [])]
 
     def previous(self) -> Journal | None:
         """The most recent journal of an earlier day in the same directory that has a JSON twin."""
@@ -147,6 +154,28 @@ class Journal:
         return ", ".join(days) if days else f"none in the {len(priors)} prior journal(s) of this folder" if priors \
             else "none on record: no earlier journal in this folder"
 
+    def record_interrupted(self, entry: CellEntry) -> bool:
+        """A killed run's cell (`entry.verdict` is `interrupted`, `entry.finished_at` when its result
+        was last written), found by a later session: in `interrupted` for good, in `cells` unless a
+        later run of the cell is there already, and a line in the notes. A journal its session left
+        `running` is closed as `partial`, finished when the killed run last wrote. False, and nothing
+        written, when the entry's result is already recorded."""
+        if any(e.result_path == entry.result_path for e in self.interrupted):
+            return False
+        self.interrupted.append(entry)
+        current = self.cells.get(entry.key)
+        if current is None or current.finished_at <= entry.finished_at:
+            self.cells[entry.key] = entry
+        self.notes.append(f"{entry.framework} / {entry.split} interrupted: {entry.reason}")
+        saved = json.loads(self.state_path.read_text()) if self.state_path.is_file() else {}
+        if saved.get("status", "running") == "running":
+            self.finished_at = entry.finished_at
+            self.status = _status(self.cells.values(), interrupted=True, sessions_failed=bool(self.session_failures))
+        else:  # a journal its session closed keeps its status and finish time
+            self.status, self.finished_at = saved["status"], saved.get("finished_at")
+        self.save()
+        return True
+
     def finish(self, *, interrupted: bool) -> None:
         self.finished_at = now_iso()
         self.status = _status(self.cells.values(), interrupted=interrupted, sessions_failed=bool(self.session_failures))
@@ -172,9 +201,32 @@ class Journal:
             "pages": self.pages,
             "cells": [vars(c) for c in sorted(self.cells.values(), key=lambda c: (c.split, c.framework))],
             "fixes": [vars(c) for c in sorted(self.fixes.values(), key=lambda c: (c.split, c.framework))],
+            "interrupted": [vars(c) for c in self.interrupted],
         }
         atomic_write(self.state_path, json.dumps(state, indent=1) + "\n")
         atomic_write(self.md_path, render(self))
+
+
+def killed_cell_day(directory: Path, started_at: str) -> str:
+    """The day of the journal a killed cell (started at `started_at`) belonged to: the newest
+    journal in `directory` its session left `running` that started no later than the cell (the
+    day `cellbench weekly --date` chose included), else the cell's own local day."""
+    started = _instant(started_at)
+    for files in journal_files(directory):  # newest day first
+        if files.state is None:
+            continue
+        try:
+            state = json.loads(files.state.read_text())
+            if state.get("status") == "running" and _instant(state["started_at"]) <= started:
+                return files.day
+        except (OSError, ValueError, KeyError):
+            continue
+    return started.astimezone().date().isoformat()
+
+
+def _instant(iso: str) -> datetime:
+    moment = datetime.fromisoformat(iso)
+    return moment if moment.tzinfo else moment.astimezone()
 
 
 def _compare_with_previous(entry: CellEntry) -> None:
