@@ -189,7 +189,7 @@ class RunRecorder:
             if FAULT in self.config.stash:
                 break  # its reports could not be written either
             try:
-                comparison, written = rebuild_split(split_dir)
+                comparison, written = rebuild_split(split_dir, this_run=settings(self.config).run_id)
             except OSError as exc:
                 results_fault(self.config, UnwritableResults(getattr(exc, "filename", None) or split_dir, exc)
                               .line(root))

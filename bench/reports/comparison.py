@@ -28,7 +28,17 @@ from bench.core import imported
 from bench.core.result import as_result, write_json_atomic
 from bench.core.result_model import IgnoredFile, Result, RunConfig, as_block
 from bench.core.store import COMPARISON_FILE, LoadedResult, Selection, load_results, select_latest, suspicious
-from bench.reports.standing import NOT_THIS_RUN, Standing, order, run_text, standing_of, this_run_of
+from bench.reports.standing import (
+    NOT_THIS_RUN,
+    Standing,
+    ThisRunIds,
+    order,
+    run_ids,
+    run_text,
+    runs_text,
+    standing_of,
+    this_run_of,
+)
 
 COMPARISON_VERSION = 1
 OTHER_RUNS = ("mark", "leave-out")  # what a comparison does with a result of another run than this one
@@ -42,9 +52,10 @@ class Provenance(TypedDict):
     model_path: str | None
 
 
-class ThisRun(TypedDict):
+class ThisRun(TypedDict, total=False):
     run_id: str | None  # None: no measured result here
     chosen_by: str  # "given", or "the newest result here"
+    with_runs: list[str]  # the run's other sessions (a weekly run's retries): their results are this run's too
 
 
 class LeftOut(TypedDict):
@@ -149,7 +160,7 @@ def _provenance(result: LoadedResult) -> Provenance:
     }
 
 
-def build_comparison(split_dir: Path, *, machine: str, this_run: str | None = None,
+def build_comparison(split_dir: Path, *, machine: str, this_run: ThisRunIds = None,
                      other_runs: str = "mark") -> Comparison:
     """The comparison of `split_dir` (`<results>/<model>/<machine>/<split>/`) for `machine`, about
     run `this_run` (default: the run of the newest measured result here).
@@ -163,8 +174,10 @@ def build_comparison(split_dir: Path, *, machine: str, this_run: str | None = No
     model, split = split_dir.parent.parent.name, split_dir.name
     loaded, problems = load_results(split_dir)
     selection = select_latest(loaded, machine=machine, model=model, split=split)
-    run = this_run or this_run_of(r.data for r in selection.chosen.values())
-    standings = {fw: standing_of(r.data, run) for fw, r in selection.chosen.items()}
+    given = run_ids(this_run)
+    runs = given or run_ids(this_run_of(r.data for r in selection.chosen.values()))
+    run = runs_text(runs)
+    standings = {fw: standing_of(r.data, runs) for fw, r in selection.chosen.items()}
     left_out: list[LeftOut] = []
     if other_runs == "leave-out":
         for fw in sorted(selection.chosen):
@@ -194,7 +207,8 @@ def build_comparison(split_dir: Path, *, machine: str, this_run: str | None = No
                      if (label := imported.label(chosen := selection.chosen[fw].data))
                      and (source := imported.source(chosen))},
         "ignored": [i.to_json() for i in sorted([*problems, *selection.ignored], key=lambda i: i.file)],
-        "this_run": {"run_id": run, "chosen_by": "given" if this_run else "the newest result here"},
+        "this_run": {"run_id": runs[0] if runs else None, "chosen_by": "given" if given else "the newest result here",
+                     **({"with_runs": list(runs[1:])} if len(runs) > 1 else {})},
         "standing": {fw: standings[fw].to_json() for fw in frameworks},
         "left_out": left_out,
     }
@@ -208,7 +222,7 @@ def standings(comparison: Comparison) -> dict[str, Standing]:
             for fw in comparison["frameworks"]}
 
 
-def write_comparison(split_dir: Path, *, machine: str, this_run: str | None = None, other_runs: str = "mark") -> Path:
+def write_comparison(split_dir: Path, *, machine: str, this_run: ThisRunIds = None, other_runs: str = "mark") -> Path:
     """Build and write `<split_dir>/comparison.json` atomically; returns its path."""
     path = Path(split_dir) / COMPARISON_FILE
     write_json_atomic(path, build_comparison(split_dir, machine=machine, this_run=this_run, other_runs=other_runs))

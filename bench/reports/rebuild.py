@@ -42,6 +42,7 @@ from bench.reports import markdown, merge, plots
 from bench.reports.comparison import OTHER_RUNS, Comparison, build_comparison, read_comparison, write_comparison
 from bench.reports.csv_export import comparison_csv, requests_csv, write_comparison_csv
 from bench.reports.markdown import write_report
+from bench.reports.standing import ThisRunIds
 
 
 def split_dirs(results_root: Path, *, model: str | None = None, machine: str | None = None) -> Iterator[Path]:
@@ -56,7 +57,7 @@ def split_dirs(results_root: Path, *, model: str | None = None, machine: str | N
             yield split_dir
 
 
-def rebuild_split(split_dir: Path, *, this_run: str | None = None,
+def rebuild_split(split_dir: Path, *, this_run: ThisRunIds = None,
                   other_runs: str = "mark") -> tuple[Comparison, list[Path]]:
     """comparison.json, then REPORT.md and plots rendered from that file as written, about run
     `this_run` (default: the run of the split's newest result; bench.reports.comparison).
@@ -70,7 +71,7 @@ def rebuild_split(split_dir: Path, *, this_run: str | None = None,
     return comparison, [comparison_path, report, table, *sorted((split_dir / plots.PLOTS_DIR).glob("*.png"))]
 
 
-def rebuild(results_root: Path, *, model: str | None = None, machine: str | None = None, this_run: str | None = None,
+def rebuild(results_root: Path, *, model: str | None = None, machine: str | None = None, this_run: ThisRunIds = None,
             other_runs: str = "mark") -> list[Path]:
     """Rebuild every (filtered) split directory under `results_root`; returns the files written."""
     return [path for d in split_dirs(results_root, model=model, machine=machine)

@@ -96,6 +96,10 @@ def test_a_burst_of_5xx_is_retried_once_and_both_attempts_are_kept(repo, tmp_pat
     assert json.loads(first.read_text())["levels"][0]["errors"] == {"http_5xx": 4}
     comparison = json.loads((chat / "comparison.json").read_text())
     assert json.dumps(comparison).count(json.loads(second.read_text())["run_id"]) >= 1, "the reports take the retry"
+    first_run, retry_run = (json.loads(p.read_text())["run_id"] for p in (first, second))
+    assert comparison["this_run"] == {"run_id": first_run, "chosen_by": "given", "with_runs": [retry_run]}, \
+        "this run is the weekly run: its split session's id and its retry's"
+    assert comparison["standing"]["openai"]["ok"], "the retry's result is this run's"
 
     files = run_git(repo, "show", "--name-only", "--format=", BRANCH).splitlines()
     rel = chat.relative_to(repo).as_posix()

@@ -177,6 +177,21 @@ def test_a_result_of_an_earlier_run_is_marked_with_its_run_or_left_out(tmp_path)
     assert given["frameworks"] == ["llamacpp", "vllm"] and given["standing"]["vllm"]["standing"] == NOT_THIS_RUN
 
 
+def test_a_run_of_several_sessions_counts_each_sessions_results_as_its_own(tmp_path):
+    """A weekly run's retry session has a run id of its own: its result is this run's all the same,
+    and only a result of neither is marked."""
+    retry, stale = "20261130T110000Z-bbbb", EARLIER
+    write_cell(tmp_path, Spec(framework="vllm", run_id=retry, finished_at="2026-11-30T11:00:30+00:00"))
+    write_cell(tmp_path, Spec(framework="ollama", run_id=stale, finished_at="2026-11-29T10:00:30+00:00"))
+    d = write_cell(tmp_path, Spec()).parent
+    comparison = build_comparison(d, machine=SLUG, this_run=[RUN, retry])
+    assert comparison["this_run"] == {"run_id": RUN, "chosen_by": "given", "with_runs": [retry]}
+    assert [fw for fw in comparison["frameworks"] if comparison["standing"][fw]["ok"]] == ["llamacpp", "vllm"]
+    assert comparison["standing"]["ollama"]["text"] == (f"not from this run: run {stale} of 2026-11-29; this run is "
+                                                        f"{RUN} (with {retry})")
+    assert f"This run: {RUN} with {retry}, its other sessions (given)." in render_report(comparison, [])
+
+
 def test_cellbench_report_takes_the_run_and_what_to_do_with_other_runs(tmp_path, capsys):
     write_cell(tmp_path, Spec(run_id=EARLIER, finished_at="2026-11-29T10:00:30+00:00"))
     d = write_cell(tmp_path, Spec(framework="vllm")).parent

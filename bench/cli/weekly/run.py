@@ -141,7 +141,8 @@ def _end(args: argparse.Namespace, scoped: Path, log: Path, run_id: str, session
     refused = edited_outside_adapters(tree_before, tree_snapshot(args.repo), results_rel)
     if refused:  # counted as a failure of the run: the results were measured with code nobody committed
         died.append(f"edited during the run outside adapters/ and models/, not committed: {', '.join(refused)}")
-    reports = rebuild(args.results_dir, model=model, machine=machine)
+    # this run is the weekly run: its split sessions' id and its retries' own
+    reports = rebuild(args.results_dir, model=model, machine=machine, this_run=[run_id, *(s.run_id for s in sessions)])
 
     journal = Journal.open(scoped, model=model, machine=machine, day=args.date)
     journal.notes += [describe(record) for record in updated]

@@ -143,7 +143,8 @@ def this_run_lines(comparison: Comparison) -> list[str]:
     how = "given" if run["chosen_by"] == "given" else "the run of the newest result here"
     earlier = shown.earlier_runs(standings(comparison))
     left = [f"{i['framework']}: {i['reason']} (file {i['file']})" for i in comparison.get("left_out", [])]
-    return [" ".join([f"This run: {run['run_id']} ({how}).",
+    also = f" with {', '.join(run['with_runs'])}, its other sessions" if run.get("with_runs") else ""
+    return [" ".join([f"This run: {run['run_id']}{also} ({how}).",
                       *([f"From other runs, marked `not this run` and in no order: {'; '.join(earlier)}."] if earlier
                         else []),
                       *([f"Left out, not from this run (`cellbench report --other-runs mark` shows them): "

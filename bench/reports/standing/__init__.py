@@ -13,14 +13,17 @@ from bench.reports.standing.rule import (
     OK,
     Mark,
     Standing,
+    ThisRunIds,
     facts,
     order,
+    run_ids,
     run_text,
+    runs_text,
     served_model,
     standing_of,
     this_run_of,
     writer_gone,
 )
 
-__all__ = ["IMPORTED", "INTERRUPTED", "NOT_THIS_RUN", "OK", "Mark", "Standing", "facts", "order", "run_text",
-           "served_model", "standing_of", "this_run_of", "writer_gone"]
+__all__ = ["IMPORTED", "INTERRUPTED", "NOT_THIS_RUN", "OK", "Mark", "Standing", "ThisRunIds", "facts", "order",
+           "run_ids", "run_text", "runs_text", "served_model", "standing_of", "this_run_of", "writer_gone"]

@@ -18,15 +18,12 @@ sentence; it sorts after the ok ones. The marks, in the order they are shown:
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-import psutil
-
-from bench.core import imported
+from bench.core import imported, store
 from bench.core.result_model import Result
 from bench.core.verdicts import Verdict
 
@@ -121,24 +118,16 @@ def served_model(result: Mapping[str, Any]) -> str:
 
 
 def writer_gone(unfinished: Mapping[str, Any]) -> str | None:
-    """Why the writer of an unfinished result is gone ("pid 12 on vm is gone"), or None while it
-    still runs. A writer on another host is taken for gone: it cannot be asked from here, and a
-    results folder is one machine's."""
+    """Why the writer of an unfinished result is gone ("its writer, pid 12 on vm, is gone"), or None
+    while it still runs (bench.core.store.writer_gone decides). A writer on another host is taken
+    for gone: it cannot be asked from here, and a results folder is one machine's."""
     pid, host = unfinished.get("pid"), unfinished.get("host")
-    who = f"pid {pid} on {host}"
-    if host != socket.gethostname():
-        return f"it was written on {host}, not here"
-    if not isinstance(pid, int):
+    if not isinstance(pid, int) or not isinstance(host, str) or _instant(unfinished.get("updated_at")) is None:
         return "it names no writer"
-    try:
-        proc = psutil.Process(pid)
-        started, zombie = proc.create_time(), proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return f"its writer, {who}, is gone"
-    updated = _instant(unfinished.get("updated_at"))
-    if zombie or (updated is not None and started > updated + 1.0):  # a newer process took the pid
-        return f"its writer, {who}, is gone"
-    return None
+    gone = store.writer_gone(cast(Result, {"unfinished": unfinished}))
+    if gone is None:
+        return f"it was written on {host}, not here"
+    return f"its writer, pid {pid} on {host}, is gone" if gone else None
 
 
 def _instant(iso: Any) -> float | None:
@@ -149,9 +138,28 @@ def _instant(iso: Any) -> float | None:
     return (moment if moment.tzinfo else moment.astimezone()).timestamp()
 
 
-def standing_of(result: Mapping[str, Any], this_run: str | None = None) -> Standing:
+ThisRunIds = str | Sequence[str] | None
+"""The run a report is about: one run id, several (a weekly run's sessions: its splits share one,
+its retries have their own), or None (no run: two named runs compared)."""
+
+
+def run_ids(this_run: ThisRunIds) -> tuple[str, ...]:
+    """`this_run` as a tuple of run ids, the first the run's own: () for None."""
+    if this_run is None:
+        return ()
+    return (this_run,) if isinstance(this_run, str) else tuple(dict.fromkeys(this_run))
+
+
+def runs_text(this_run: ThisRunIds) -> str:
+    """"R1", or "R1 (with R2, R3)" for a run of several sessions."""
+    ids = run_ids(this_run)
+    return ids[0] + (f" (with {', '.join(ids[1:])})" if len(ids) > 1 else "") if ids else "none"
+
+
+def standing_of(result: Mapping[str, Any], this_run: ThisRunIds = None) -> Standing:
     """The standing of `result` (a result document, or the part of one a report row carries:
-    run_id, finished_at, verdict, model, imported, unfinished) in a report about run `this_run`."""
+    run_id, finished_at, verdict, model, imported, unfinished) in a report about run `this_run`
+    (a run id, or the ids of a run's several sessions)."""
     marks: list[Mark] = []
     verdict = (result.get("verdict") or {}).get("verdict", "")
     reason = (result.get("verdict") or {}).get("reason", "")
@@ -172,9 +180,9 @@ def standing_of(result: Mapping[str, Any], this_run: str | None = None) -> Stand
     source = imported.source(cast(Result, result))  # reads the `imported` block only
     if source is not None:
         marks.append(Mark(IMPORTED, f"{imported.label(cast(Result, result))} from {source['file']}", source["label"]))
-    elif this_run is not None and result.get("run_id") != this_run:
+    elif (ids := run_ids(this_run)) and result.get("run_id") not in ids:
         run = run_text(str(result.get("run_id")), result.get("finished_at"))
-        marks.append(Mark(NOT_THIS_RUN, f"{run}; this run is {this_run}", run))
+        marks.append(Mark(NOT_THIS_RUN, f"{run}; this run is {runs_text(ids)}", run))
     return Standing(tuple(marks), served)
 
 
