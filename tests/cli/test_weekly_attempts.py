@@ -23,8 +23,8 @@ PROFILE = PROJECT_ROOT / "models" / "tiny.yaml"
 FAILED_RUN, RERUN = "20261130T085900Z-aaaa", "20261130T100000Z-bbbb"
 
 
-def _failed(tmp_path: Path, journal: Journal, *, adapter_sha: str, profile_sha: str) -> None:
-    path = tmp_path / "chat" / f"llamacpp_{FAILED_RUN}.json"
+def _failed(tmp_path: Path, journal: Journal, *, adapter_sha: str, profile_sha: str, attempt: str = "") -> None:
+    path = tmp_path / "chat" / f"llamacpp_{FAILED_RUN}{attempt}.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps({"harness": {"adapter": {"file": "adapters/llamacpp.py", "sha256": adapter_sha},
                                             "profile": {"file": "models/tiny.yaml", "sha256": profile_sha}}}))
@@ -79,6 +79,15 @@ def test_an_edited_profile_makes_the_rerun_the_cells_one_attempt_and_a_second_is
     section = text.split("## Fix Attempts\n\n", 1)[1].split("\n\n", 1)[0]
     assert "- refused: llamacpp/chat: a second fix attempt this run (its first, at " in section
     assert "editing models/tiny.yaml, ended ok); one fix attempt per cell per run" in section
+
+
+def test_an_attempt_files_run_id_is_the_run_id_without_the_attempts_number(tmp_path):
+    """A second attempt of a run id (a resume of a killed cell) is `<fw>_<run id>-2.json`: the
+    attempt records the run, not "<run id>-2"."""
+    journal = Journal.open(tmp_path, model="tiny", machine="m", day=DAY)
+    _failed(tmp_path, journal, adapter_sha=adapters.source("llamacpp")["sha256"], profile_sha="0" * 64, attempt="-2")
+    _plan(journal)
+    assert journal.fix_attempts["llamacpp/chat"]["from_run_id"] == FAILED_RUN
 
 
 def test_a_failed_attempt_makes_the_triage_say_skip(tmp_path):

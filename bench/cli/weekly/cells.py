@@ -34,6 +34,7 @@ from bench.base.clock import now_iso, run_day
 from bench.base.defaults import SPLITS
 from bench.base.paths import PROJECT_ROOT
 from bench.cli.choice import choose
+from bench.core.store import RESULT_NAME
 from bench.core.verdicts import GREEN_VERDICTS, Verdict
 from bench.reports.journal import DIAGNOSED_SKIP, CellEntry, Journal
 from bench.reports.journal.prior import recent
@@ -138,7 +139,8 @@ def plan_cells(journal: Journal, frameworks: list[str], splits: list[str], updat
                 journal.refused.append(refusal)
                 plan.held.setdefault(split, set()).add(framework)
                 continue
-            run_id = Path(entry.result_path).stem.rpartition("_")[2] if entry.result_path else "?"  # <fw>_<run id>
+            named = RESULT_NAME.match(Path(entry.result_path).name) if entry.result_path else None
+            run_id = named["run_id"] if named else "?"  # <fw>_<run id>[-<attempt>].json
             kind[key] = FixAttempt(framework, split, entry.verdict, run_id, ", ".join(edited) or "nothing",
                                    reference if edited else None, now_iso()).to_json()
     priors = recent(journal.directory, journal.day)
