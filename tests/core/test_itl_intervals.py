@@ -261,3 +261,12 @@ def test_one_round_alone_does_not_judge_itl() -> None:
     assert "--rounds or a noise floor" in str(judged[ITL50.key].why)
     beside = compare_levels(old, new, old_floor={ITL50.key: QUIET}, new_floor={ITL50.key: QUIET})
     assert next(c for c in beside if c.figure == ITL50).decision == "regression"
+
+
+def test_a_level_with_one_round_measured_of_several_has_no_itl_interval_and_no_error() -> None:
+    """A cell writes its result after every level, so a level whose first round of three has run
+    is combined alone (as is one whose cell stopped there): no spread, no interval, no failure."""
+    level = combined([itl_block(10.0, 8.0, 12.5)])
+    assert level["itl_ms"]["ci95"]["p50"] == {"low": None, "high": None, "effective_n": 1000}
+    [judged] = [c for c in compare_levels(level, level) if c.figure == ITL50]
+    assert judged.decision == "cannot tell"

@@ -286,8 +286,9 @@ def gap_rounds_spread(values: Sequence[float], bounds: Sequence[Mapping[str, obj
     percentile whose rounds' own intervals are `bounds` (each bounded, `clustered_interval`):
     whichever of two gives the wider 95% interval, the rounds' spread (`median_log_se`, K - 1 df)
     or the rounds' own intervals (each read as +-Z95 standard errors of its log; their mean
-    square times c / K, c as in `median_log_se`). None where a value is not positive."""
-    if any(not v > 0 for v in values):
+    square times c / K, c as in `median_log_se`). None where a value is not positive, or with
+    fewer than two rounds (a cell stopped, or still running, after its first round of a level)."""
+    if len(values) < 2 or any(not v > 0 for v in values):
         return None
     k = len(values)
     spread = median_log_se(values)
