@@ -3,7 +3,8 @@ them, and said.
 
 The model: `--model`, else `APPLEBENCH_MODEL` (SiliconBench's variable), else the default profile
 (bench.setup.profiles.chosen_model). The machine's folder: `CELLBENCH_MACHINE`, else
-`APPLEBENCH_RESULTS_SUBDIR`, else the hardware (bench.host.machine). `cellbench weekly`, `weekly
+`APPLEBENCH_RESULTS_SUBDIR` (set empty: SiliconBench's legacy tree, no machine folder), else the
+hardware (bench.host.machine). `cellbench weekly`, `weekly
 skip`, `noise`, `serve` and `eval` all choose here, so none of them measures or reads another
 model or folder than the cells of the same shell would, and each says which and why in the
 session header's words: `model qwen3-0.6b from APPLEBENCH_MODEL, machine m5pro from
@@ -26,13 +27,9 @@ class Choice:
     model: str  # the profile's name or path, as chosen
     model_source: str  # --model, APPLEBENCH_MODEL or default
     machine: HostMachine
-    legacy_asked: bool = False  # APPLEBENCH_RESULTS_SUBDIR set empty: SiliconBench's legacy root
 
     def machine_said(self) -> str:
-        legacy = (" (APPLEBENCH_RESULTS_SUBDIR is set empty, SiliconBench's legacy root results/<model>/<split>/: "
-                  "cellbench reads its journals there but files its own results under the machine's folder)"
-                  if self.legacy_asked and self.machine.slug_source == "detected" else "")
-        return f"machine {self.machine.slug} from {self.machine.slug_source}{legacy}"
+        return self.machine.where()
 
     def said(self) -> str:
         return f"model {self.profile.name} from {self.model_source}, {self.machine_said()}"
@@ -56,4 +53,4 @@ def choose(given: str | None, environ: Mapping[str, str] | None = None) -> Choic
         raise ProfileError(f"{said}{exc}") from None
     except (OSError, UnicodeDecodeError) as exc:  # a profile file that exists but cannot be read
         raise ProfileError(f"{said or f'--model {name}: '}cannot read: {exc}") from None
-    return Choice(profile, name, source, detect(), environ.get("APPLEBENCH_RESULTS_SUBDIR") == "")
+    return Choice(profile, name, source, detect())

@@ -85,8 +85,10 @@ class CellPaths:
                 or (logs.is_dir() and any(logs.glob(f"{self.stem}_*.server.log"))))
 
 
-def cell_paths(results_root: Path, model: str, machine: str, split: str, framework: str, run_id: str) -> CellPaths:
-    return CellPaths(results_root / model / machine / split, framework, run_id)
+def cell_paths(results_root: Path, model: str, folder: str, split: str, framework: str, run_id: str) -> CellPaths:
+    """A cell's files under `results_root/model/folder/split/`: `folder` is the machine's slug, or ""
+    for SiliconBench's legacy tree (bench.host.machine.HostMachine.folder)."""
+    return CellPaths(results_root / model / folder / split, framework, run_id)
 
 
 def free_cell_paths(paths: CellPaths) -> CellPaths:

@@ -20,12 +20,14 @@ compared, and the reason names the file and the metrics left out.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from bench.base.defaults import SPLITS
 from bench.core import imported
 from bench.core.level_run import level_key, level_label
 from bench.core.result import NotAResult, read_result
@@ -126,6 +128,41 @@ def load_results(split_dir: Path) -> tuple[list[LoadedResult], list[Ignored]]:
         else:
             problems.append(outcome)
     return loaded, problems
+
+
+@dataclass(frozen=True)
+class SplitPlace:
+    """Where a split folder sits, and so which model, machine and split its reports are of."""
+
+    dir: Path
+    model: str
+    machine: str  # the slug its results must carry to be chosen
+    legacy: bool = False  # SiliconBench's legacy tree, results/<model>/<split>/: no machine folder
+
+
+def split_place(split_dir: Path) -> SplitPlace:
+    """`results/<model>/<machine>/<split>/`, as cellbench files, or SiliconBench's legacy tree
+    `results/<model>/<split>/` (bench.host.machine, `folder`). A folder is the legacy tree's when
+    it is named after a split and its newest cellbench result (by run id in the file name) names
+    the folder above it as its model; its machine is the one that result names (the machine that
+    owns the tree now), and another machine's result there is ignored, as in any machine's folder.
+    One file is read, so a look at a scoped folder costs little beside the results it holds."""
+    split_dir = Path(split_dir)
+    scoped = SplitPlace(split_dir, split_dir.parent.parent.name, split_dir.parent.name)
+    if split_dir.name not in SPLITS:
+        return scoped
+    named = {p: m["run_id"] for p in split_dir.glob("*.json") if (m := RESULT_NAME.match(p.name))}
+    if not named:
+        return scoped
+    names = sorted(named, key=named.__getitem__)
+    try:
+        newest = json.loads(names[-1].read_text())
+        model, machine = newest["model"]["results_name"], newest["machine"]["slug"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return scoped
+    if model != split_dir.parent.name or model == scoped.model or not isinstance(machine, str):
+        return scoped
+    return SplitPlace(split_dir, model, machine, legacy=True)
 
 
 @dataclass

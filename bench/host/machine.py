@@ -7,8 +7,14 @@ from the accelerator when there is one (an NVIDIA model such as `h200`, an Apple
 `CELLBENCH_MACHINE`, then `APPLEBENCH_RESULTS_SUBDIR`, SiliconBench's name for the same folder
 (`results/<model>/m5pro/...`), so a machine its team scoped keeps its folder. No command-line
 option sets it: every command (cells, clean, report, weekly) must agree on it, and only the
-environment reaches them all. An empty value is unset: SiliconBench files its legacy machine at
-the model's root, a place cellbench's tree does not have. `slug_source` records which one chose.
+environment reaches them all. `slug_source` records which one chose.
+
+SiliconBench's legacy machine (its M2 Max) files at the model's root, `results/<model>/<split>/`,
+with no machine folder. cellbench files there only when asked by name: `APPLEBENCH_RESULTS_SUBDIR`
+set and empty (SiliconBench's own spelling of that root) and no `CELLBENCH_MACHINE`. The slug is
+then still this machine's, recorded in every result as always; only its `folder` is empty, and a
+results folder without a machine folder is read as the legacy tree of the machine its own newest
+result names (bench.core.store.split_place).
 
 `nvidia-smi` decides whether there is an NVIDIA GPU. Not installed, or "No devices were found":
 no GPU. Any other failure (an error exit, a hang past `NVIDIA_SMI_TIMEOUT_S`) means the question
@@ -53,10 +59,27 @@ class HostMachine:
     memory_gib: float
     gpu_probe_error: str | None = None  # why `nvidia-smi` gave no answer; None when it answered or is absent
     slug_source: str = "detected"  # or the variable that set it (SLUG_VARIABLES)
+    legacy_tree: bool = False  # asked for SiliconBench's legacy root (`legacy_asked`): no machine folder
+
+    @property
+    def folder(self) -> str:
+        """The folder under results/<model>/ this machine files in: its slug, or "" (the model's own
+        folder) for SiliconBench's legacy tree. `results_root / model / folder` is its results."""
+        return "" if self.legacy_tree else self.slug
+
+    def where(self) -> str:
+        """How its folder was chosen, in words: "machine m5pro from APPLEBENCH_RESULTS_SUBDIR", or
+        for the legacy tree "machine m2max from detected, in SiliconBench's legacy tree ..."."""
+        said = f"machine {self.slug} from {self.slug_source}"
+        if self.legacy_tree:
+            said += (", in SiliconBench's legacy tree results/<model>/<split>/ (APPLEBENCH_RESULTS_SUBDIR is set "
+                     "empty)")
+        return said
 
     def to_json(self) -> dict:
         data = asdict(self)
         data["gpus"] = list(self.gpus)
+        del data["legacy_tree"]  # where it files, not what it is: the result's path says it
         return data
 
 
@@ -126,8 +149,15 @@ class MachineSlugError(ValueError):
     """A variable names a machine folder that is not a slug; `str()` names the variable."""
 
 
+def legacy_asked(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether SiliconBench's legacy root is asked for by name: `APPLEBENCH_RESULTS_SUBDIR` set and
+    empty, and no `CELLBENCH_MACHINE` (which names a folder of its own)."""
+    return env.get("APPLEBENCH_RESULTS_SUBDIR") == "" and not env.get("CELLBENCH_MACHINE")
+
+
 def slug_choice(env: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
-    """(slug, the variable that set it), or None when neither is set (empty counts as unset).
+    """(slug, the variable that set it), or None when neither is set (empty counts as unset here:
+    an empty APPLEBENCH_RESULTS_SUBDIR asks for the legacy root, `legacy_asked`, not for a slug).
 
     A value that is not a slug is refused, not slugged: the user named a folder, and filing the
     results under another name would hide them from the scripts that look there."""
@@ -193,4 +223,5 @@ def detect() -> HostMachine:
         memory_gib=round(psutil.virtual_memory().total / 2**30, 1),
         gpu_probe_error=gpu_probe_error,
         slug_source=chosen[1] if chosen else "detected",
+        legacy_tree=legacy_asked(),
     )

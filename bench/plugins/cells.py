@@ -34,9 +34,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     """Where the cells will write, and what chose its model and machine folders, before anything
     writes: a SiliconBench user's `confirm $RESULTS_DIR points where you intend`."""
     s, machine = settings(config), detect()
-    where = results_root(config) / s.profile.results_name / machine.slug
+    where = results_root(config) / s.profile.results_name / machine.folder
     return (f"cellbench cells write to {where}/<split>/ (model {s.profile.name} from {s.model_source}, "
-            f"machine {machine.slug} from {machine.slug_source})")
+            f"{machine.where()})")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

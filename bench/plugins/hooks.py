@@ -48,6 +48,7 @@ class CellRecord:
     framework_version: tuple[str, str] | None = None  # (framework name, version) from the result
     model: str | None = None
     machine: str | None = None
+    machine_folder: str | None = None  # its folder under <model>/: the slug, or "" (SiliconBench's legacy tree)
     results_root: str | None = None
     eval_row: str | None = None
     eval_run: dict[str, Any] | None = None

@@ -42,10 +42,11 @@ from bench.base.clock import now_iso
 from bench.core.imported import comparison_line
 from bench.core.level_run import level_label
 from bench.core.result import NotAResult, UnwritableResults, read_result, results_folder_problem
-from bench.core.result_model import Level
+from bench.core.result_model import IgnoredFile, Level
 from bench.core.store import LoadedResult, kept_line, killed, previous_of
 from bench.core.verdicts import Verdict
 from bench.host.machine import detect
+from bench.imports.found import RESULT_NAME as SILICONBENCH_NAME
 from bench.plugins import transport
 from bench.plugins.hooks import BENCHMARK, CellRecord, register_stashed, unregister_stashed
 from bench.plugins.html import html_path
@@ -155,7 +156,8 @@ class RunRecorder:
         if not cell.journaled:
             return
         assert cell.framework and cell.split and cell.model and cell.machine and cell.results_root  # journaled
-        directory = Path(cell.results_root) / cell.model / cell.machine
+        directory = Path(cell.results_root) / cell.model / (cell.machine if cell.machine_folder is None
+                                                             else cell.machine_folder)
         if cell.result_path:
             self.split_dirs.add(Path(cell.result_path).parent)
         try:
@@ -178,7 +180,7 @@ class RunRecorder:
         if (problem := results_folder_problem(root)) is not None:
             raise pytest.UsageError(problem)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        for line in name_killed_runs(root / settings(self.config).profile.results_name / detect().slug):
+        for line in name_killed_runs(root / settings(self.config).profile.results_name / detect().folder):
             if reporter is not None:
                 reporter.write_line(line, yellow=True)
 
@@ -194,9 +196,8 @@ class RunRecorder:
                 results_fault(self.config, UnwritableResults(getattr(exc, "filename", None) or split_dir, exc)
                               .line(root))
                 break
-            for ignored in comparison["ignored"]:
-                say(self.config, f"cellbench: ignored {split_dir.relative_to(root) / ignored['file']}: "
-                                 f"{ignored['reason']}", yellow=True)
+            for line in ignored_lines(split_dir.relative_to(root), comparison["ignored"]):
+                say(self.config, line, yellow=True)
             plots = [p for p in written if p.suffix == ".png"]
             self.written += [p for p in written if p not in plots]  # comparison.json, REPORT.md, comparison.csv
             if plots:
@@ -204,9 +205,10 @@ class RunRecorder:
         faulted = FAULT in self.config.stash
         if faulted and not self.journals:  # a cell stopped before any was journaled: the run is partial all the same
             with contextlib.suppress(OSError):
-                directory = root / settings(self.config).profile.results_name / detect().slug
-                self.journals[directory] = Journal.open(directory, model=directory.parent.name,
-                                                        machine=directory.name, started_at=self.started_at)
+                model, machine = settings(self.config).profile.results_name, detect()
+                directory = root / model / machine.folder
+                self.journals[directory] = Journal.open(directory, model=model, machine=machine.slug,
+                                                        started_at=self.started_at)
         for journal in self.journals.values():
             try:
                 journal.finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED or faulted)
@@ -228,6 +230,18 @@ class RunRecorder:
         html = html_path(self.config)
         for path in [*self.written, *([html] if html else [])]:
             terminalreporter.write_line(f"  {path}{os.sep if path.is_dir() else ''}")
+
+
+def ignored_lines(split_dir: Path, ignored: list[IgnoredFile]) -> list[str]:
+    """One line per file a split's reports left out, naming it and why; SiliconBench's own results
+    (in its legacy tree, where cellbench files when asked) in one line, as they are not broken."""
+    theirs = [i for i in ignored if SILICONBENCH_NAME.match(i["file"])]
+    lines = [f"cellbench: ignored {split_dir / i['file']}: {i['reason']}" for i in ignored if i not in theirs]
+    if theirs:
+        lines.append(f"cellbench: left {len(theirs)} SiliconBench result file{'s' if len(theirs) != 1 else ''} in "
+                     f"{split_dir} out of its reports ({theirs[0]['file']}, ...): `cellbench import siliconbench` "
+                     "converts them")
+    return lines
 
 
 def name_killed_runs(directory: Path) -> list[str]:

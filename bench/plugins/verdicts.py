@@ -73,7 +73,8 @@ def cell_record(item: pytest.Item, outcome: CellOutcome) -> CellRecord:
     where: dict[str, Any] = {}
     if cell_id is not None:  # a benchmark cell, not a plugin test's stand-in: it goes in the journal
         where = {"framework": cell_id[0], "split": cell_id[1], "model": settings(item.config).profile.results_name,
-                 "machine": detect().slug, "results_root": str(results_root(item.config))}
+                 "machine": detect().slug, "machine_folder": detect().folder,
+                 "results_root": str(results_root(item.config))}
     return CellRecord(
         kind=BENCHMARK,
         verdict=outcome.verdict.verdict.value,

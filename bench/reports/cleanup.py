@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.base import clock
 from bench.base.paths import results_root
-from bench.core.store import LoadedResult, load_results, select_latest
+from bench.core.store import LoadedResult, load_results, select_latest, split_place
 from bench.host.machine import detect
 from bench.reports.rebuild import split_dirs
 
@@ -40,7 +40,7 @@ def _sidecars(result: LoadedResult) -> list[Path]:
 
 def plan(split_dir: Path, machine: str, older_than: timedelta, now: datetime | None = None) -> CleanupPlan:
     out = CleanupPlan()
-    owner = split_dir.parent.name
+    owner = split_place(split_dir).machine  # its machine folder's name, or a legacy tree's owner
     if owner != machine:
         out.refused.append((split_dir, f"directory of machine {owner}; this is {machine}"))
         return out
@@ -71,11 +71,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="delete results of runs older than this, never a framework's newest [28]")
     parser.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
     args = parser.parse_args(argv)
-    machine = detect().slug
+    here = detect()
+    machine = here.slug
     total = CleanupPlan()
     for split_dir in split_dirs(results_root(args.results_dir, Path.cwd()), model=args.model):
-        if split_dir.parent.name != machine:
-            continue  # other machines' directories are not this machine's to clean; not even listed
+        place = split_place(split_dir)
+        if place.machine != machine or place.legacy != here.legacy_tree:
+            continue  # other machines' directories, or the tree this machine does not file in: not even listed
         found = plan(split_dir, machine, timedelta(days=args.older_than))
         total.delete += found.delete
         total.refused += found.refused

@@ -27,7 +27,15 @@ from bench.base.dotted import json_path_or
 from bench.core import imported
 from bench.core.result import as_result, write_json_atomic
 from bench.core.result_model import IgnoredFile, Result, RunConfig, as_block
-from bench.core.store import COMPARISON_FILE, LoadedResult, Selection, load_results, select_latest, suspicious
+from bench.core.store import (
+    COMPARISON_FILE,
+    LoadedResult,
+    Selection,
+    load_results,
+    select_latest,
+    split_place,
+    suspicious,
+)
 from bench.reports.standing import (
     NOT_THIS_RUN,
     Standing,
@@ -160,18 +168,19 @@ def _provenance(result: LoadedResult) -> Provenance:
     }
 
 
-def build_comparison(split_dir: Path, *, machine: str, this_run: ThisRunIds = None,
+def build_comparison(split_dir: Path, *, machine: str | None = None, this_run: ThisRunIds = None,
                      other_runs: str = "mark") -> Comparison:
     """The comparison of `split_dir` (`<results>/<model>/<machine>/<split>/`) for `machine`, about
     run `this_run` (default: the run of the newest measured result here).
 
-    The model and split come from the directory layout that bench.core.result defines; a result that
-    disagrees with them is ignored with its reason. A result of another run is chosen and marked
+    The model, machine and split come from where the folder sits (bench.core.store.split_place:
+    `<model>/<machine>/<split>/`, or SiliconBench's legacy `<model>/<split>/`), `machine` when
+    given; a result that disagrees with them is ignored with its reason. A result of another run is chosen and marked
     (`other_runs="mark"`) or listed in `left_out` ("leave-out")."""
     if other_runs not in OTHER_RUNS:
         raise ValueError(f"other_runs must be one of {', '.join(OTHER_RUNS)}, not {other_runs!r}")
-    split_dir = Path(split_dir)
-    model, split = split_dir.parent.parent.name, split_dir.name
+    place = split_place(split_dir)
+    split_dir, model, split, machine = place.dir, place.model, split_dir.name, machine or place.machine
     loaded, problems = load_results(split_dir)
     selection = select_latest(loaded, machine=machine, model=model, split=split)
     given = run_ids(this_run)
@@ -222,7 +231,8 @@ def standings(comparison: Comparison) -> dict[str, Standing]:
             for fw in comparison["frameworks"]}
 
 
-def write_comparison(split_dir: Path, *, machine: str, this_run: ThisRunIds = None, other_runs: str = "mark") -> Path:
+def write_comparison(split_dir: Path, *, machine: str | None = None, this_run: ThisRunIds = None,
+                     other_runs: str = "mark") -> Path:
     """Build and write `<split_dir>/comparison.json` atomically; returns its path."""
     path = Path(split_dir) / COMPARISON_FILE
     write_json_atomic(path, build_comparison(split_dir, machine=machine, this_run=this_run, other_runs=other_runs))

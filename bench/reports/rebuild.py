@@ -5,7 +5,8 @@
 
 Reports are derived data: anyone can regenerate them from the committed result files, on any
 machine, without rerunning a cell. Each `<model>/<machine>/<split>/` directory is compared for
-the machine it is named after, so a stray file from another machine is listed, never chosen.
+the machine it is named after, so a stray file from another machine is listed, never chosen; a
+legacy `<model>/<split>/` one cellbench filed in, for the machine its newest result names.
 
 A SiliconBench tree (`<model>/[<machine>/]<split>/<framework>_<YYYYMMDD_HHMMSS>.json`) is not
 cellbench's: a folder of nothing else is never written to (its comparison.json and REPORT.md
@@ -32,11 +33,12 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bench.base.defaults import SPLITS
 from bench.base.paths import results_root
 from bench.core import crosswalk
 from bench.core.metrics.table import BY_KEY
 from bench.core.noise import Floors
-from bench.core.store import COMPARISON_FILE
+from bench.core.store import COMPARISON_FILE, split_place
 from bench.imports import found
 from bench.reports import markdown, merge, plots
 from bench.reports.comparison import OTHER_RUNS, Comparison, build_comparison, read_comparison, write_comparison
@@ -46,14 +48,21 @@ from bench.reports.standing import ThisRunIds
 
 
 def split_dirs(results_root: Path, *, model: str | None = None, machine: str | None = None) -> Iterator[Path]:
-    """`<results_root>/<model>/<machine>/<split>/` directories that hold any JSON besides the
-    comparison, but not one of SiliconBench's results only (bench.imports.found.siliconbench_only)."""
-    for split_dir in sorted(Path(results_root).glob("*/*/*/")):
-        if model is not None and split_dir.parent.parent.name != model:
+    """`<results_root>/<model>/<machine>/<split>/` directories, and SiliconBench's legacy
+    `<results_root>/<model>/<split>/` ones cellbench filed in (bench.core.store.split_place), that
+    hold any JSON besides the comparison, but not one of SiliconBench's results only
+    (bench.imports.found.siliconbench_only)."""
+    root = Path(results_root)
+    candidates = [*root.glob("*/*/*/"), *(d for d in root.glob("*/*/") if d.name in SPLITS)]
+    for split_dir in sorted(candidates):
+        if split_dir.parent.name in SPLITS:
+            continue  # a legacy split folder's logs/ or plots/
+        if not any(p.name != COMPARISON_FILE for p in split_dir.glob("*.json")) or found.siliconbench_only(split_dir):
             continue
-        if machine is not None and split_dir.parent.name != machine:
-            continue
-        if any(p.name != COMPARISON_FILE for p in split_dir.glob("*.json")) and not found.siliconbench_only(split_dir):
+        place = split_place(split_dir)
+        if place.legacy != (split_dir.parent.parent == root):
+            continue  # a machine folder named like a split, or results naming another model
+        if (model is None or place.model == model) and (machine is None or place.machine == machine):
             yield split_dir
 
 
@@ -63,8 +72,7 @@ def rebuild_split(split_dir: Path, *, this_run: ThisRunIds = None,
     `this_run` (default: the run of the split's newest result; bench.reports.comparison).
 
     Returns the comparison and the files written."""
-    comparison_path = write_comparison(split_dir, machine=split_dir.parent.name, this_run=this_run,
-                                       other_runs=other_runs)
+    comparison_path = write_comparison(split_dir, this_run=this_run, other_runs=other_runs)
     comparison = read_comparison(comparison_path)
     report = write_report(split_dir, comparison)
     table = write_comparison_csv(split_dir, comparison)
@@ -115,7 +123,7 @@ def peer_note(tool: str) -> str:
 
 def report_as(split_dir: Path, tool: str, *, this_run: str | None = None, other_runs: str = "mark") -> str:
     """`split_dir`'s REPORT.md under `tool`'s names, built from its result files; nothing is written."""
-    comparison = build_comparison(split_dir, machine=split_dir.parent.name, this_run=this_run, other_runs=other_runs)
+    comparison = build_comparison(split_dir, this_run=this_run, other_runs=other_runs)
     plot_files = sorted((split_dir / plots.PLOTS_DIR).glob("*.png"))  # as the last rebuild left them
     return markdown.render_report(comparison, plot_files, Floors(split_dir), relabel=peer_relabel(tool),
                                   note=(peer_note(tool),))
@@ -156,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(foreign) or f"no result directories under {shown}", file=sys.stderr)
         return 1
     if args.csv:
-        print(comparison_csv(build_comparison(d, machine=d.parent.name, **which) for d in dirs), end="")
+        print(comparison_csv(build_comparison(d, **which) for d in dirs), end="")
         return 0
     if args.as_tool is not None:
         print("\n\n".join(report_as(split_dir, args.as_tool, **which) for split_dir in dirs))

@@ -67,7 +67,7 @@ def bind(adapter: Adapter, platform_tag: str, profile: profiles.ModelProfile, en
 def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     adapter = adapters.get(cfg.framework)
     machine = detect()
-    paths = cell_paths(cfg.results_root, cfg.profile.results_name, machine.slug, cfg.split, cfg.framework, cfg.run_id)
+    paths = cell_paths(cfg.results_root, cfg.profile.results_name, machine.folder, cfg.split, cfg.framework, cfg.run_id)
     started_at, t0 = clock.now_iso(), time.monotonic()
 
     platform_tag = adapter.platform_here()

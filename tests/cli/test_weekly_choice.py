@@ -83,9 +83,9 @@ def test_the_dry_run_names_the_model_and_machine_and_what_chose_them(repo, shell
 
     legacy = _cellbench("weekly", "--dry-run", f"--repo={repo}", env={**shell, "APPLEBENCH_RESULTS_SUBDIR": ""})
     assert legacy.stdout.splitlines()[2] == (
-        f"machine: {detect().slug} from detected (APPLEBENCH_RESULTS_SUBDIR is set empty, SiliconBench's legacy root "
-        "results/<model>/<split>/: cellbench reads its journals there but files its own results under the machine's "
-        "folder)"), "asking for the legacy tree is not silently ignored"
+        f"machine: {detect().slug} from detected, in SiliconBench's legacy tree results/<model>/<split>/ "
+        "(APPLEBENCH_RESULTS_SUBDIR is set empty)"), "asking for the legacy tree is not silently ignored"
+    assert f"folder: {repo / 'results' / 'tiny'}/" in legacy.stdout, "the legacy tree has no machine folder"
 
     bad = _cellbench("weekly", "--dry-run", f"--repo={repo}", env={**shell, "APPLEBENCH_MODEL": "nosuch"})
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (

@@ -126,9 +126,31 @@ def test_cellbench_machine_then_siliconbench_subdir_then_the_hardware():
     assert machine.slug_choice({"APPLEBENCH_RESULTS_SUBDIR": "m5pro"}) == ("m5pro", "APPLEBENCH_RESULTS_SUBDIR")
     both = {"APPLEBENCH_RESULTS_SUBDIR": "m5pro", "CELLBENCH_MACHINE": "dgxspark"}
     assert machine.slug_choice(both) == ("dgxspark", "CELLBENCH_MACHINE")
-    # empty is unset, as SiliconBench's ${APPLEBENCH_RESULTS_SUBDIR:+/...} reads it
+    # empty names no slug: CELLBENCH_MACHINE empty is unset, APPLEBENCH_RESULTS_SUBDIR empty asks for the legacy tree
     assert machine.slug_choice({**both, "CELLBENCH_MACHINE": ""}) == ("m5pro", "APPLEBENCH_RESULTS_SUBDIR")
     assert machine.slug_choice({"APPLEBENCH_RESULTS_SUBDIR": ""}) is None
+
+
+def test_the_legacy_tree_is_asked_for_by_an_empty_siliconbench_subdir_and_keeps_the_slug(monkeypatch):
+    """SiliconBench's `results/<model>${APPLEBENCH_RESULTS_SUBDIR:+/...}`: set and empty is its legacy
+    root. cellbench files there only then, and only without a CELLBENCH_MACHINE of its own; the
+    machine it records is still this one."""
+    assert machine.legacy_asked({"APPLEBENCH_RESULTS_SUBDIR": ""})
+    assert not machine.legacy_asked({}), "unset is not asking: this machine's own folder"
+    assert not machine.legacy_asked({"APPLEBENCH_RESULTS_SUBDIR": "m5pro"})
+    assert not machine.legacy_asked({"APPLEBENCH_RESULTS_SUBDIR": "", "CELLBENCH_MACHINE": "m2max"})
+    monkeypatch.delenv("CELLBENCH_MACHINE", raising=False)
+    monkeypatch.setenv("APPLEBENCH_RESULTS_SUBDIR", "")
+    detect.cache_clear()
+    try:
+        legacy = detect()
+        assert legacy.legacy_tree and legacy.folder == "" and legacy.slug == machine.machine_slug(
+            legacy.cpu, legacy.chip, legacy.gpus, legacy.gpu_probe_error)
+        assert "legacy_tree" not in legacy.to_json(), "the result's machine block says what it is, not where it files"
+        assert legacy.where() == (f"machine {legacy.slug} from detected, in SiliconBench's legacy tree "
+                                  "results/<model>/<split>/ (APPLEBENCH_RESULTS_SUBDIR is set empty)")
+    finally:
+        detect.cache_clear()
 
 
 @pytest.mark.parametrize("value", ["M5Pro", "m5 pro", "m5pro/chat", "../elsewhere"])

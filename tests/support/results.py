@@ -161,14 +161,16 @@ def synthetic_result(spec: Spec = Spec(), *, machine: MachineBlock = MACHINE, **
     return result
 
 
-def write_cell(results_root: Path, spec: Spec = Spec(), *, machine: MachineBlock = MACHINE, **changes: Any) -> Path:
+def write_cell(results_root: Path, spec: Spec = Spec(), *, machine: MachineBlock = MACHINE, folder: str | None = None,
+               **changes: Any) -> Path:
     """Write a synthetic cell as a cell writes one: the result (validated), its per-request
-    sidecar and its server logs, under `<results_root>/<model>/<machine>/<split>/`; returns the
-    result's path."""
+    sidecar and its server logs, under `<results_root>/<model>/<machine>/<split>/` (`folder` ""
+    for SiliconBench's legacy tree, `<model>/<split>/`); returns the result's path."""
     if changes:
         spec = Spec(**{**spec.__dict__, **changes})
     result = synthetic_result(spec, machine=machine)
-    paths = cell_paths(results_root, spec.model, machine["slug"], spec.split, spec.framework, spec.run_id)
+    paths = cell_paths(results_root, spec.model, machine["slug"] if folder is None else folder, spec.split,
+                       spec.framework, spec.run_id)
     for server in result["servers"]:
         log = paths.split_dir / server["log"]
         log.parent.mkdir(parents=True, exist_ok=True)

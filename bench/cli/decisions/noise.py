@@ -60,7 +60,7 @@ def measure_floor(framework: str, *, runs: int, split: str, model: str | None, r
     """Run the cell with --rounds `runs`, then measure and store its floor. `model` is `--model`
     (None: APPLEBENCH_MODEL, else the default, as the session itself chooses: bench.cli.choice)."""
     choice = choose(model)
-    where = runs_root(results, choice.profile.results_name, choice.machine.slug)
+    where = runs_root(results, choice.profile.results_name, choice.machine.folder)
     run_id = new_run_id()
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", f"{split} and {framework}",
            f"--rounds={runs}", *choice.session_args(), f"--run-id={run_id}", f"--results-dir={where}", *pytest_args]
@@ -85,7 +85,7 @@ def measure_floor(framework: str, *, runs: int, split: str, model: str | None, r
         floor = noise.measure(result, source=str(found[0]))
     except (NotAResult, noise.FloorError) as exc:
         return FloorRun(None, None, 1, seconds, str(exc))
-    target = noise.floor_path(results, floor.model, floor.machine, floor.split, floor.framework)
+    target = noise.floor_path(results, floor.model, choice.machine.folder, floor.split, floor.framework)
     return FloorRun(floor, noise.write(floor, target), done.returncode, seconds)
 
 
@@ -116,7 +116,7 @@ def refresh_floors(frameworks: list[str], splits: list[str], *, runs: int, model
     """Measure each (framework, split) floor that is due, before a weekly run's splits; one journal
     note per cell (measured, kept, or why none was measured). A failure here never stops the run."""
     choice = choose(model)
-    profile, machine = choice.profile, choice.machine.slug
+    profile, machine = choice.profile, choice.machine.folder  # where its floors are: the slug's folder
     notes = []
     for framework in frameworks:
         version = installed_version(framework, pinned=pinned)

@@ -80,4 +80,4 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def scoped_folder(args: argparse.Namespace) -> Path:
     """results/<model>/<machine>: the results, journal, log and HTML pages of the run."""
-    return args.results_dir / args.choice.profile.results_name / args.choice.machine.slug
+    return args.results_dir / args.choice.profile.results_name / args.choice.machine.folder

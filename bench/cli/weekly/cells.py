@@ -236,7 +236,7 @@ def skip_main(argv: list[str]) -> int:
         choice = choose(args.model)
     except ProfileError as exc:
         parser.error(str(exc))
-    scoped = (args.results_dir or args.repo / "results").resolve() / choice.profile.results_name / choice.machine.slug
+    scoped = (args.results_dir or args.repo / "results").resolve() / choice.profile.results_name / choice.machine.folder
     print(f"cellbench weekly skip: {choice.said()}: {scoped}/", file=sys.stderr)
     day = run_day()
     if args.list:
