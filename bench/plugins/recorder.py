@@ -55,6 +55,7 @@ from bench.reports.journal import IMPORTED_COMPARISON, TELEMETRY, CellEntry, Jou
 from bench.reports.journal.state import killed_cell_day
 from bench.reports.journal.telemetry import failure_reading
 from bench.reports.rebuild import rebuild_split
+from bench.reports.standing import ChosenRun
 
 RECORDER = pytest.StashKey["RunRecorder"]()
 FAULT = pytest.StashKey[str]()  # the session's results-folder fault, as its ERROR line says it
@@ -191,7 +192,8 @@ class RunRecorder:
             if FAULT in self.config.stash:
                 break  # its reports could not be written either
             try:
-                comparison, written = rebuild_split(split_dir, this_run=settings(self.config).run_id)
+                this_run = ChosenRun((settings(self.config).run_id,), "this pytest session's")
+                comparison, written = rebuild_split(split_dir, this_run=this_run)
             except OSError as exc:
                 results_fault(self.config, UnwritableResults(getattr(exc, "filename", None) or split_dir, exc)
                               .line(root))

@@ -38,6 +38,7 @@ from bench.core.store import (
 )
 from bench.reports.standing import (
     NOT_THIS_RUN,
+    ChosenRun,
     Standing,
     ThisRunIds,
     order,
@@ -62,7 +63,7 @@ class Provenance(TypedDict):
 
 class ThisRun(TypedDict, total=False):
     run_id: str | None  # None: no measured result here
-    chosen_by: str  # "given", or "the newest result here"
+    chosen_by: str  # "this pytest session's", "the weekly run's", "given" (--run-id) or "the newest result here"
     with_runs: list[str]  # the run's other sessions (a weekly run's retries): their results are this run's too
 
 
@@ -216,11 +217,18 @@ def build_comparison(split_dir: Path, *, machine: str | None = None, this_run: T
                      if (label := imported.label(chosen := selection.chosen[fw].data))
                      and (source := imported.source(chosen))},
         "ignored": [i.to_json() for i in sorted([*problems, *selection.ignored], key=lambda i: i.file)],
-        "this_run": {"run_id": runs[0] if runs else None, "chosen_by": "given" if given else "the newest result here",
+        "this_run": {"run_id": runs[0] if runs else None, "chosen_by": chosen_by(this_run, given),
                      **({"with_runs": list(runs[1:])} if len(runs) > 1 else {})},
         "standing": {fw: standings[fw].to_json() for fw in frameworks},
         "left_out": left_out,
     }
+
+
+def chosen_by(this_run: ThisRunIds, given: tuple[str, ...]) -> str:
+    """Who chose the run a comparison is about, as comparison.json's `this_run.chosen_by` says it."""
+    if isinstance(this_run, ChosenRun):
+        return this_run.by
+    return "given" if given else "the newest result here"
 
 
 def standings(comparison: Comparison) -> dict[str, Standing]:

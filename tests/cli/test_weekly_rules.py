@@ -97,7 +97,7 @@ def test_a_burst_of_5xx_is_retried_once_and_both_attempts_are_kept(repo, tmp_pat
     comparison = json.loads((chat / "comparison.json").read_text())
     assert json.dumps(comparison).count(json.loads(second.read_text())["run_id"]) >= 1, "the reports take the retry"
     first_run, retry_run = (json.loads(p.read_text())["run_id"] for p in (first, second))
-    assert comparison["this_run"] == {"run_id": first_run, "chosen_by": "given", "with_runs": [retry_run]}, \
+    assert comparison["this_run"] == {"run_id": first_run, "chosen_by": "the weekly run's", "with_runs": [retry_run]}, \
         "this run is the weekly run: its split session's id and its retry's"
     assert comparison["standing"]["openai"]["ok"], "the retry's result is this run's"
 

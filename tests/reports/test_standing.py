@@ -35,7 +35,7 @@ from bench.reports.csv_export import comparison_csv
 from bench.reports.journal import CellEntry, Journal
 from bench.reports.markdown import render_report
 from bench.reports.pages import summary as html_summary
-from bench.reports.standing import INTERRUPTED, NOT_THIS_RUN, standing_of, this_run_of
+from bench.reports.standing import INTERRUPTED, NOT_THIS_RUN, ChosenRun, standing_of, this_run_of
 from tests.reports.test_merge import machine
 from tests.support.results import MACHINE, Spec, put, synthetic_result, write_cell
 
@@ -174,6 +174,7 @@ def test_a_result_of_an_earlier_run_is_marked_with_its_run_or_left_out(tmp_path)
     assert "| llamacpp |" not in report and "| Metric | vllm |" in report
     given = build_comparison(d, machine=SLUG, this_run=EARLIER)  # a session's rebuild names its own run
     assert given["this_run"] == {"run_id": EARLIER, "chosen_by": "given"}
+    assert f"This run: {EARLIER} (named by --run-id)." in render_report(given, [])
     assert given["frameworks"] == ["llamacpp", "vllm"] and given["standing"]["vllm"]["standing"] == NOT_THIS_RUN
 
 
@@ -184,12 +185,12 @@ def test_a_run_of_several_sessions_counts_each_sessions_results_as_its_own(tmp_p
     write_cell(tmp_path, Spec(framework="vllm", run_id=retry, finished_at="2026-11-30T11:00:30+00:00"))
     write_cell(tmp_path, Spec(framework="ollama", run_id=stale, finished_at="2026-11-29T10:00:30+00:00"))
     d = write_cell(tmp_path, Spec()).parent
-    comparison = build_comparison(d, machine=SLUG, this_run=[RUN, retry])
-    assert comparison["this_run"] == {"run_id": RUN, "chosen_by": "given", "with_runs": [retry]}
+    comparison = build_comparison(d, machine=SLUG, this_run=ChosenRun((RUN, retry), "the weekly run's"))
+    assert comparison["this_run"] == {"run_id": RUN, "chosen_by": "the weekly run's", "with_runs": [retry]}
     assert [fw for fw in comparison["frameworks"] if comparison["standing"][fw]["ok"]] == ["llamacpp", "vllm"]
     assert comparison["standing"]["ollama"]["text"] == (f"not from this run: run {stale} of 2026-11-29; this run is "
                                                         f"{RUN} (with {retry})")
-    assert f"This run: {RUN} with {retry}, its other sessions (given)." in render_report(comparison, [])
+    assert f"This run: {RUN} with {retry}, its other sessions (the weekly run's)." in render_report(comparison, [])
 
 
 def test_cellbench_report_takes_the_run_and_what_to_do_with_other_runs(tmp_path, capsys):

@@ -127,7 +127,7 @@ def test_a_second_session_marks_the_first_cells_figures_with_their_run(sessions)
     assert llamacpp["run_id"] == first_run
     day = llamacpp["finished_at"][:10]
     report = (split / "REPORT.md").read_text()
-    assert (f"This run: {second_run} (the run of the newest result here). From other runs, marked `not this run` "
+    assert (f"This run: {second_run} (this pytest session's). From other runs, marked `not this run` "
             f"and in no order: llamacpp: run {first_run} of {day}.") in report
     verdict = llamacpp["verdict"]["verdict"]
     marks = "not this run" if verdict == "ok" else "degraded, not this run"
@@ -138,7 +138,7 @@ def test_a_second_session_marks_the_first_cells_figures_with_their_run(sessions)
     earlier = f"not from this run (run {first_run} of {day})"
     assert csv_flags(split)["llamacpp"] == {earlier if verdict == "ok" else f"degraded; {earlier}"}
     comparison = json.loads((split / "comparison.json").read_text())
-    assert comparison["this_run"] == {"run_id": second_run, "chosen_by": "the newest result here"}
+    assert comparison["this_run"] == {"run_id": second_run, "chosen_by": "this pytest session's"}
     assert comparison["standing"]["llamacpp"]["marks"][-1]["kind"] == "not from this run"
     (journal,) = split.parent.glob("weekly_*.journal.md")
     assert f"- openai / chat against run {first_run}: not judged: this run: degraded: " in journal.read_text()

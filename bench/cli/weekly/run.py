@@ -35,6 +35,7 @@ from bench.core.result import new_run_id
 from bench.core.verdicts import GREEN_VERDICTS, Verdict
 from bench.reports.journal import LAST_PASS, Journal, write_index
 from bench.reports.rebuild import rebuild
+from bench.reports.standing import ChosenRun
 from bench.setup.updates import last_passing, since_last_pass
 
 NOT_STARTED = 6  # the run stopped before its first cell (the branch or the set-up); pytest uses 0-5
@@ -142,7 +143,8 @@ def _end(args: argparse.Namespace, scoped: Path, log: Path, run_id: str, session
     if refused:  # counted as a failure of the run: the results were measured with code nobody committed
         died.append(f"edited during the run outside adapters/ and models/, not committed: {', '.join(refused)}")
     # this run is the weekly run: its split sessions' id and its retries' own
-    reports = rebuild(args.results_dir, model=model, machine=machine, this_run=[run_id, *(s.run_id for s in sessions)])
+    this_run = ChosenRun((run_id, *(s.run_id for s in sessions)), "the weekly run's")
+    reports = rebuild(args.results_dir, model=model, machine=machine, this_run=this_run)
 
     journal = Journal.open(scoped, model=model, machine=machine, day=args.date)
     journal.notes += [describe(record) for record in updated]

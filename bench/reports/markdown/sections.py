@@ -140,7 +140,8 @@ def this_run_lines(comparison: Comparison) -> list[str]:
     run = comparison.get("this_run") or {"run_id": None, "chosen_by": ""}
     if run["run_id"] is None:
         return []
-    how = "given" if run["chosen_by"] == "given" else "the run of the newest result here"
+    how = {"given": "named by --run-id", "the newest result here": "the run of the newest result here"}.get(
+        run["chosen_by"], run["chosen_by"])
     earlier = shown.earlier_runs(standings(comparison))
     left = [f"{i['framework']}: {i['reason']} (file {i['file']})" for i in comparison.get("left_out", [])]
     also = f" with {', '.join(run['with_runs'])}, its other sessions" if run.get("with_runs") else ""

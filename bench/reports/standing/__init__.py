@@ -11,6 +11,7 @@ from bench.reports.standing.rule import (
     INTERRUPTED,
     NOT_THIS_RUN,
     OK,
+    ChosenRun,
     Mark,
     Standing,
     ThisRunIds,
@@ -25,5 +26,5 @@ from bench.reports.standing.rule import (
     writer_gone,
 )
 
-__all__ = ["IMPORTED", "INTERRUPTED", "NOT_THIS_RUN", "OK", "Mark", "Standing", "ThisRunIds", "facts", "order",
-           "run_ids", "run_text", "runs_text", "served_model", "standing_of", "this_run_of", "writer_gone"]
+__all__ = ["IMPORTED", "INTERRUPTED", "NOT_THIS_RUN", "OK", "ChosenRun", "Mark", "Standing", "ThisRunIds", "facts",
+           "order", "run_ids", "run_text", "runs_text", "served_model", "standing_of", "this_run_of", "writer_gone"]

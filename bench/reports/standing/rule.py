@@ -138,15 +138,27 @@ def _instant(iso: Any) -> float | None:
     return (moment if moment.tzinfo else moment.astimezone()).timestamp()
 
 
-ThisRunIds = str | Sequence[str] | None
+@dataclass(frozen=True)
+class ChosenRun:
+    """A run a report is about, with who chose it, in the words REPORT.md's *Runs* line gives
+    after its id: "this pytest session's", "the weekly run's"."""
+
+    ids: tuple[str, ...]
+    by: str
+
+
+ThisRunIds = str | Sequence[str] | ChosenRun | None
 """The run a report is about: one run id, several (a weekly run's sessions: its splits share one,
-its retries have their own), or None (no run: two named runs compared)."""
+its retries have their own), either with who chose it (ChosenRun), or None (no run: two named
+runs compared)."""
 
 
 def run_ids(this_run: ThisRunIds) -> tuple[str, ...]:
     """`this_run` as a tuple of run ids, the first the run's own: () for None."""
     if this_run is None:
         return ()
+    if isinstance(this_run, ChosenRun):
+        return tuple(dict.fromkeys(this_run.ids))
     return (this_run,) if isinstance(this_run, str) else tuple(dict.fromkeys(this_run))
 
 
