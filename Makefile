@@ -10,11 +10,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 ARGS   ?=
-# `make bench` measures 32 requests per level: its cells took 9-11.5 minutes on a 2-core CPU
-# machine (2026-12-01/02), the installs before them 7.5-9 more on a fresh one (README.md).
-# BENCH_REQUESTS=100 is the SiliconBench-sized run (about 27 minutes there). One round (intervals
-# within-run only); BENCH_ROUNDS=3 repeats every level three times for intervals that hold
-# run-to-run noise, in about three times as long.
+# `make bench` measures 32 requests per level; BENCH_REQUESTS=100 is the SiliconBench-sized run.
+# One round (intervals within-run only); BENCH_ROUNDS=3 repeats every level three times for
+# intervals that hold run-to-run noise, in about three times as long. How long each took, and
+# where: docs/measurements.md.
 BENCH_REQUESTS ?= 32
 BENCH_ROUNDS ?= 1
 

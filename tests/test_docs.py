@@ -1,7 +1,8 @@
 """The README and the user guide in docs/: every relative link lands on a file and, with an anchor,
-on a heading of that file as GitHub names it; the README stays a front door (200 lines at most);
-and its two opening commands are the ones the Makefile and CI define, so what a newcomer types is
-what CI runs."""
+on a heading of that file as GitHub names it; the README stays a front door (under 150 lines);
+every entry of docs/measurements.md names the command that reproduces its figures and the day
+they were measured; and the README's two opening commands are the ones the Makefile and CI
+define, so what a newcomer types is what CI runs."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from bench.base.paths import PROJECT_ROOT
 
 README = PROJECT_ROOT / "README.md"
 PAGES = [README, *sorted((PROJECT_ROOT / "docs").glob("*.md")), PROJECT_ROOT / "tests" / "README.md"]
-README_MAX_LINES = 200
+README_MAX_LINES = 149
+MEASUREMENTS = PROJECT_ROOT / "docs" / "measurements.md"
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
@@ -100,6 +102,48 @@ def test_the_link_check_is_real(tmp_path: Path):
 def test_the_readme_is_a_front_door():
     lines = README.read_text().splitlines()
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move detail into docs/"
+
+
+def measurement_entries(text: str) -> dict[str, str]:
+    """Each `###` entry of a measurements page, by its heading: its text up to the next heading."""
+    entries: dict[str, str] = {}
+    heading = None
+    fenced = False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        m = None if fenced else HEADING.match(line)
+        if m:
+            heading = m.group(2) if len(m.group(1)) == 3 else None
+            if heading is not None:
+                entries[heading] = ""
+        elif heading is not None:
+            entries[heading] += line + "\n"
+    return entries
+
+
+COMMAND = re.compile(r"^\*\*Command:\*\* .*`[^`]+`", re.M)
+DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+
+
+def entries_without(text: str) -> list[str]:
+    """The entries that lack a **Command:** line with a command in it, or a day."""
+    return [f"{heading}: no {what}" for heading, body in measurement_entries(text).items()
+            for what, pattern in (("command", COMMAND), ("date", DATE)) if not pattern.search(body)]
+
+
+def test_every_measurement_names_its_command_and_day():
+    text = MEASUREMENTS.read_text()
+    assert len(measurement_entries(text)) >= 10, "docs/measurements.md holds the project's measurements"
+    assert entries_without(text) == []
+
+
+def test_the_measurement_check_is_real():
+    text = ("# M\n## Group\n### Good\n**Command:** `make bench`  \n**Measured:** 2026-12-01\n"
+            "### No command\n**Measured:** 2026-12-01, `make bench`\n### No day\n**Command:** `make test`\n"
+            "### Empty command\n**Command:** by hand, 2026-12-01\n")
+    assert list(measurement_entries(text)) == ["Good", "No command", "No day", "Empty command"]
+    assert entries_without(text) == ["No command: no command", "No day: no date", "Empty command: no command"]
 
 
 def opening_commands() -> list[str]:

@@ -33,8 +33,8 @@ from bench.setup.updates import install_selected, select
 
 
 def _install(args: argparse.Namespace) -> int:
-    """Install one framework after the other. Side by side they took as long on 2 cores (7 min 29 s
-    against 7 min 21 s, 2026-12-02): llama.cpp's build and pip's unpacking are both bound by CPU."""
+    """Install one framework after the other. Side by side they took as long on 2 cores
+    (docs/measurements.md): llama.cpp's build and pip's unpacking are both bound by CPU."""
     names = args.frameworks or [a.name for a in adapters.registry().values() if a.runs_here()]
     rc = 0
     for name in names:

@@ -22,8 +22,8 @@ def test_requests_the_server_queues_make_the_level_server_bound(tmp_path):
     host's speed. Scraped every 20 ms, the waiting gauge's mean is well above the 0.5 that makes
     the level server-bound; the server's queue is not the client's fault, so the verdict stays ok.
 
-    llama-server b11434 held a /metrics request sent as the 16 arrived for 1-2 s, until its first
-    requests finished (measured 2026-12-03): those scrapes time out and the block notes it once."""
+    llama-server b11434 held a /metrics request sent as the 16 arrived until its first requests
+    finished (for how long: docs/measurements.md): those scrapes time out and the block notes it once."""
     proc = run_pytest("-m", "chat", "-k", "llamacpp", "--requests", "16", "--concurrency", "16", "--warmup", "0",
                       "--server-metrics", "0.02", "--port", "0",
                       tmp_path=tmp_path)

@@ -1,7 +1,7 @@
 """Benchmark of the client's receive path per chunk, without sockets: one real response of the
 unpaced null server (bench/perf/client_overhead.py, 100 content chunks, read here once over a
 socket) replayed into `Connection.data_received` four HTTP chunks a read, as the unpaced server's
-reads arrive at the client (0.24 reads a chunk, measured 2026-12-02), through httptools, the
+reads arrive at the client (docs/measurements.md has the measured reads a chunk), through httptools, the
 response's hooks, the SSE stream and the record. No event loop wake-up, no `recv`: what is left is
 the Python work each chunk costs, which is what the repeated-chunk shortcut (bench.core.sse.repeat)
 changed. Timed by this process's CPU; figures only, no floor:

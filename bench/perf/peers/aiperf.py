@@ -21,8 +21,8 @@ tokens of a 10-chunk " #1 tok tok ..." answer and its ITL a different figure fro
 
 Connections: pooled (AIPerf's default) on the null server, so its CPU row compares with vLLM's
 pooled client and `cellbench --keep-alive`; `--connection-reuse-strategy never` on any other
-server (llama-server), where AIPerf's pooled connections fail: 3 of 12 requests with
-`ServerDisconnectedError` there on 2026-12-02, 0 of 12 with a connection each. The null server is known by the
+server (llama-server), where AIPerf's pooled connections fail with `ServerDisconnectedError` and
+a connection each does not (docs/measurements.md). The null server is known by the
 model id it serves (`client_overhead.MODEL`).
 
 Read back from AIPerf's own exports in the artifact folder:
@@ -40,8 +40,7 @@ Read back from AIPerf's own exports in the artifact folder:
   text, so each is matched by its `x_request_id` to its entry in `outputs.json`, whose
   `response_text` starts with the null server's stream id. That export writes each request's text
   once; the raw export (`--export-level raw`: every SSE packet with its headers) has the same text
-  but writes far more while the timed requests run: 12.5 MB against outputs.json's 0.38 MB for
-  the 400 requests of 100 chunks of a paced 10,000/s run here.
+  but writes far more while the timed requests run (docs/measurements.md).
 - Without (`--export-level summary`, the CPU runs: no per-request files written): the counts of
   the aggregate, and `total_usage_completion_tokens`, the server's completion tokens of the
   successful requests, as the chunks (one token a chunk, as the null server sends them).
@@ -49,12 +48,10 @@ Read back from AIPerf's own exports in the artifact folder:
 CPU: `run_child`'s wait4 figure holds all of AIPerf's processes. AIPerf's parent (it renames
 itself the system controller) starts the others (dataset manager, timing manager, worker
 manager, records manager, one worker, one record processor here: 7 processes pinned to the one
-core) and waits for them before it exits, so their user+sys are in its rusage. Checked on 2026-12-02 by
-polling every process of the tree with psutil every 20 ms during the run (each one's last
-reading, which misses at most its last 20 ms): 600 requests of 100 chunks, wait4 10.73 s against
-10.63 s summed over the 7 processes; 6 requests of 5 chunks, 6.17 s against 6.11 s. Most of a
-run's fixed cost is the dataset manager's (3.3 and 4.2 s of CPU in those two runs); the N-vs-3N
-difference cancels it.
+core) and waits for them before it exits, so their user+sys are in its rusage, as polling every
+process of the tree with psutil every 20 ms during the run confirmed (each one's last reading,
+which misses at most its last 20 ms; the figures: docs/measurements.md). Most of a run's fixed
+cost is the dataset manager's; the N-vs-3N difference cancels it.
 
 `benchmark_duration` is AIPerf's first request sent to last response of the profiling phase.
 """
