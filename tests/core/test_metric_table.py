@@ -1,7 +1,7 @@
 """The metric table (bench.core.metrics.table): each per-request distribution metric is declared
 once, and the level's TypedDicts, the result schema, summarize_level and the reports all follow
-it. Adding a metric is one row there (and its key in the table's TypedDicts, and docs/metrics.md):
-the last test adds one and follows it to every place a metric shows."""
+it. Adding a metric is one row there (and its key in the table's TypedDicts, docs/metrics.md, and
+the schema file regenerated): the last test adds one and follows it to every place a metric shows."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from bench.core.metrics.blocks import Level
 from bench.core.metrics.statistics import Stats
 from bench.core.records import RequestRecord
 from bench.core.result import result_schema, validate
+from bench.core.schema import SOURCE_PATH, generate
 from bench.reports import html_review
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import write_report
@@ -61,8 +62,8 @@ def test_the_schema_has_each_row_as_a_stats_block_required_as_its_when_says():
         assert (m.key in level["required"]) == (m.when == "always")
         assert (m.key in measured) == (m.when == "measured")
         assert (m.key in open_loop) == (m.when == "open_loop")
-    file_schema = json.loads(result_module.SCHEMA_PATH.read_text())  # the rows are declared once: not in the file
-    assert not set(file_schema["$defs"]["level"]["properties"]) & set(table.BY_KEY)
+    source = json.loads(SOURCE_PATH.read_text())  # the rows are declared once: in the table, not in the source
+    assert not set(source["$defs"]["level"]["properties"]) & set(table.BY_KEY)
 
 
 def test_a_level_has_the_rows_present_for_its_kind():
@@ -82,14 +83,25 @@ EXTRA = table.Metric("thinking_ms", thinking_time, "Thinking", "ms", description
                      when="added", report=table.Shown(("p50",)), review=".1f")
 
 
-@pytest.fixture
-def extra_metric(monkeypatch) -> Iterator[table.Metric]:
-    """The table with one more row, as a contributor would add it (the schema is read again)."""
-    monkeypatch.setattr(table, "METRICS", (*table.METRICS, EXTRA))
-    monkeypatch.setattr(table, "BY_KEY", {**table.BY_KEY, EXTRA.key: EXTRA})
+def regenerate_schema(monkeypatch, folder: Path) -> None:
+    """The schema file as `python -m bench.core.schema.generate` writes it from the table as it is
+    now, written under `folder` and read by bench.core.result in place of the committed one."""
+    path = folder / "result.schema.json"
+    assert generate.main([], target=path) == 0
+    monkeypatch.setattr(result_module, "SCHEMA_PATH", path)
     result_module.result_schema.cache_clear()
     result_module._validator.cache_clear()
+
+
+@pytest.fixture
+def extra_metric(monkeypatch, tmp_path) -> Iterator[table.Metric]:
+    """The table with one more row, as a contributor would add it, and the schema file
+    regenerated from it."""
+    monkeypatch.setattr(table, "METRICS", (*table.METRICS, EXTRA))
+    monkeypatch.setattr(table, "BY_KEY", {**table.BY_KEY, EXTRA.key: EXTRA})
+    regenerate_schema(monkeypatch, tmp_path)
     yield EXTRA
+    monkeypatch.undo()  # the committed schema file again, before the caches are emptied
     result_module.result_schema.cache_clear()
     result_module._validator.cache_clear()
 
@@ -99,7 +111,7 @@ def test_a_metric_added_to_the_table_reaches_the_level_the_schema_and_the_report
     level = result["levels"][0]
     assert "thinking_ms" in level and level["thinking_ms"]["n"] == level["successful"]
     assert set(level["thinking_ms"]["ci95"]) == {"p50", "p90", "p95", "p99"}  # its intervals came with the row
-    validate(result)  # the schema took the row too
+    validate(result)  # the regenerated schema took the row too
     bad = json.loads(json.dumps(result))
     bad["levels"][0]["thinking_ms"] = {"n": 1}
     with pytest.raises(jsonschema.ValidationError):
@@ -109,8 +121,8 @@ def test_a_metric_added_to_the_table_reaches_the_level_the_schema_and_the_report
     validate(earlier)  # a result written before the row was added stays valid ("added")
     with monkeypatch.context() as m:  # as "measured", the schema would refuse every earlier result
         m.setattr(table, "METRICS", (*table.METRICS[:-1], replace(EXTRA, when="measured")))
-        result_module.result_schema.cache_clear()
-        result_module._validator.cache_clear()
+        (tmp_path / "measured").mkdir()
+        regenerate_schema(m, tmp_path / "measured")
         with pytest.raises(jsonschema.ValidationError, match="thinking_ms"):
             validate(earlier)
     result_module.result_schema.cache_clear()

@@ -4,14 +4,15 @@ A row (`Metric`) says everything the suite knows of one metric: the level's key,
 function (its docstring is the formula), the scale from seconds, the unit, the requests it is
 taken over (successful ones, or every measured request sent), when a level has it, the schema's
 description and how the reports show it. `level_stats` builds a level's stats blocks from it,
-`schema_entries` the schema's per-level entries (bench.core.result adds them when it loads the
-schema), and REPORT.md (bench.reports.markdown) and the HTML review (bench.reports.html_review)
-take their metric rows and columns from it.
+`schema_entries` the schema's per-level entries (bench.core.schema.generate writes them into
+bench/core/schema/result.schema.json), and REPORT.md (bench.reports.markdown) and the HTML
+review (bench.reports.html_review) take their metric rows and columns from it.
 
 Adding a metric: a per-request function (in bench.core.metrics.requests, or here), one `Metric`
-row in METRICS, its key in `RequiredStats` or `OptionalStats` (so mypy knows it), its formula
-in docs/metrics.md, and what each peer tool calls it (bench.core.crosswalk). tests/core/test_metric_table.py
-checks the table, these TypedDicts and the schema agree; tests/core/test_crosswalk.py that the crosswalk
+row in METRICS, its key in `RequiredStats` or `OptionalStats` (so mypy knows it), the schema file
+regenerated (`python -m bench.core.schema.generate`), its formula in docs/metrics.md, and what
+each peer tool calls it (bench.core.crosswalk). tests/core/test_metric_table.py checks the table,
+these TypedDicts and the schema agree; tests/core/test_crosswalk.py that the crosswalk
 covers the table.
 """
 
@@ -171,7 +172,8 @@ def level_stats(ok: Sequence[RequestRecord], sent: Sequence[RequestRecord], *, o
 
 
 def schema_entries(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` (the result schema as its file has it) with each metric's per-level entry: a
+    """`schema` (the hand-maintained part of the result schema, bench/core/schema/result.source.json)
+    with each metric's per-level entry, as bench.core.schema.generate writes the schema file: a
     property of the level (a Stats block with the row's description), required as its `when`
     says: in every level, in a measured result's levels, in an open-loop level."""
     level = schema["$defs"]["level"]
