@@ -1,4 +1,4 @@
-"""`cellbench import siliconbench PATH --machine SLUG [--model NAME] [--results-dir DIR] [--dry-run]`.
+"""`cellbench import siliconbench PATH --machine SLUG [--results-name NAME] [--results-dir DIR] [--dry-run]`.
 
 Converts SiliconBench's own result files (a file, or a folder such as its
 `results/<model>/[<machine>/]<split>/`) into cellbench results labelled `imported`
@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+from bench.base.flags import add_results_name
 from bench.base.paths import results_root
 from bench.imports.tree import import_siliconbench
 
@@ -34,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     sb.add_argument("path", type=Path, help="a result file, or a folder searched for them")
     sb.add_argument("--machine", required=True, type=_slug,
                     help="the slug of the machine that ran them, as its cellbench results are filed")
-    sb.add_argument("--model", help="the model's results name (default: SiliconBench's comparison.json or folder)")
+    add_results_name(sb, help="the model's results name (default: SiliconBench's comparison.json or folder)")
     sb.add_argument("--results-dir", type=Path, default=None,
                     help="results root [the checkout's results/: the nearest folder upward with a pytest.ini]")
     sb.add_argument("--dry-run", action="store_true", help="say what would be written; write nothing")
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     root = results_root(args.results_dir, Path.cwd())
     try:
         outcomes = import_siliconbench(args.path, machine=args.machine, results_root=root,
-                                       model=args.model, dry_run=args.dry_run)
+                                       model=args.results_name, dry_run=args.dry_run)
     except FileNotFoundError as exc:
         print(f"cellbench import: {exc}", file=sys.stderr)
         return 1

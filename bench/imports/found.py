@@ -139,7 +139,7 @@ def _spelled(path: Path, root: Path, shown: Path) -> Path:
 
 def _line(path: Path, count: int, machine: str | None, model: str | None, into: Path | None, shown: Path) -> str:
     command = ["cellbench", "import", "siliconbench", str(path), "--machine", machine or UNKNOWN_MACHINE]
-    command += ["--model", model] if model else []
+    command += ["--results-name", model] if model else []
     command += ["--results-dir", str(into)] if into is not None else []
     line = (f"{path} holds {count} SiliconBench result file{'s' * (count != 1)} (its <model>/[<machine>/]<split>/ "
             f"layout), not cellbench results (<model>/<machine>/<split>/); convert them: {shlex.join(command)}")

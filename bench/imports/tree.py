@@ -91,7 +91,7 @@ def model_of(source: siliconbench.SiliconBenchFile) -> str:
     if above.parent.name == "results" and above.name:
         return above.name
     raise siliconbench.NotSiliconBench("model unknown: no comparison.json names it and the file is not in "
-                                       "results/<model>/[<machine>/]<split>/; pass --model")
+                                       "results/<model>/[<machine>/]<split>/; pass --results-name")
 
 
 def profile_of(results_name: str) -> str:

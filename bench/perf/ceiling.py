@@ -1,7 +1,8 @@
 """`cellbench perf ceiling`: how many chunks and requests a second cellbench's client delivers
 against a server that does no work, at each concurrency, on one client process (or several).
 
-    cellbench perf ceiling [--concurrency 32,128,512] [--tokens 100] [--rounds 4] [--client-procs N] [--json]
+    cellbench perf ceiling [--concurrency 32,128,512] [--tokens 100] [--requests-per-stream 4]
+                           [--client-procs N] [--json]
 
 The zero-work SSE server (bench.perf.client_overhead, unpaced: each stream's chunks written as
 fast as it can) runs pinned to the last usable CPU; the client's level (`run_level`, through
@@ -22,6 +23,7 @@ import sys
 from dataclasses import asdict, dataclass
 
 from bench.base import clock
+from bench.base.flags import add_requests_per_stream
 from bench.core.level_run import LevelConfig
 from bench.core.metrics import summarize_level
 from bench.host.machine import detect
@@ -77,14 +79,14 @@ def main(argv: list[str]) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--concurrency", type=positive_ints, default=(32, 128, 512), help="streams [32,128,512]")
     ap.add_argument("--tokens", type=positive_int, default=100, help="chunks per response [%(default)s]")
-    ap.add_argument("--rounds", type=positive_int, default=4, help="requests per stream [%(default)s]")
+    add_requests_per_stream(ap, type=positive_int, default=4, help="requests per stream [%(default)s]")
     ap.add_argument("--client-procs", type=positive_int, default=1, help="client processes [%(default)s]")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
     rows = []
     for c in args.concurrency:
-        print(f"c={c}: {c * args.rounds} requests of {args.tokens} chunks", file=sys.stderr, flush=True)
-        rows.append(measure(c, args.tokens, args.rounds, args.client_procs))
+        print(f"c={c}: {c * args.requests_per_stream} requests of {args.tokens} chunks", file=sys.stderr, flush=True)
+        rows.append(measure(c, args.tokens, args.requests_per_stream, args.client_procs))
     m = detect()
     if args.json:
         print(json.dumps({"finished_at": clock.now_iso(), "machine": {"cpu": m.cpu, "cores": m.cores},

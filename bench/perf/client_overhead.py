@@ -41,6 +41,7 @@ from typing import Any, cast
 
 import psutil
 
+from bench.base.flags import add_requests_per_stream
 from bench.core.metrics import summarize_level
 from bench.load import EVENT_LOOP, LevelConfig, LevelRun, run_level
 from bench.perf.args import non_negative_float, positive_int
@@ -373,7 +374,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--concurrency", type=positive_int, default=50)
     ap.add_argument("--interval-ms", type=non_negative_float, default=10.0, help="per-stream token interval")
     ap.add_argument("--tokens", type=positive_int, default=200, help="content chunks per response")
-    ap.add_argument("--rounds", type=positive_int, default=3, help="requests per slot")
+    add_requests_per_stream(ap, type=positive_int, default=3, help="requests per stream")
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to separate cores")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--core", type=int, default=None, help=argparse.SUPPRESS)
@@ -388,7 +389,7 @@ def main(argv: list[str] | None = None) -> None:
         first = None if args.first_ms is None else args.first_ms / 1000.0
         serve(args.interval_ms / 1000.0, args.core, first, args.precise, args.spread)
         return
-    result = measure(args.concurrency, args.interval_ms, args.tokens, args.rounds, pin=not args.no_pin)
+    result = measure(args.concurrency, args.interval_ms, args.tokens, args.requests_per_stream, pin=not args.no_pin)
     print(json.dumps(result, indent=2))
 
 

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.base import clock
+from bench.base.flags import add_requests_per_stream
 from bench.base.git import head_commit
 from bench.base.paths import PROJECT_ROOT, host_lock_path
 from bench.host.machine import detect
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="paced chunk interval [%(default)s]")
     ap.add_argument("--first-ms", type=non_negative_float, default=Plan.first_ms,
                     help="paced first-token delay [%(default)s]")
-    ap.add_argument("--rounds", type=positive_int, default=Plan.rounds, help="requests per paced stream [%(default)s]")
+    add_requests_per_stream(ap, type=positive_int, default=Plan.rounds, help="requests per paced stream [%(default)s]")
     ap.add_argument("--no-pin", action="store_true", help="leave client and server unpinned")
     ap.add_argument("--peers", type=peer_names, default=None,
                     help="the peers' clients to run beside cellbench's, comma-separated, or none [every installed one]")
@@ -339,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             with host_lock(args.host_lock_timeout):
                 return compare_on_llama(plan_l, clients, missing, folder, say, args.json, given, started)
         plan = Plan(args.streams, args.tokens, args.requests, args.rates, args.interval_ms, args.first_ms,
-                    args.rounds, args.repeat, not args.no_pin)
+                    args.requests_per_stream, args.repeat, not args.no_pin)
         with host_lock(args.host_lock_timeout):
             measured = measure(plan, clients, folder, say)
     rows = [row(c, measured, plan) for c in clients] + missing

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from bench.base import clock
+from bench.base.flags import add_results_name
 from bench.base.paths import results_root
 from bench.core.store import LoadedResult, load_results, select_latest, split_place
 from bench.host.machine import detect
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cellbench clean", description=__doc__.splitlines()[0])
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="results root [the checkout's results/: the nearest folder upward with a pytest.ini]")
-    parser.add_argument("--model", help="only this model (its results directory name)")
+    add_results_name(parser, help="only this model (its results directory name)")
     parser.add_argument("--older-than", type=float, default=28.0, metavar="DAYS",
                         help="delete results of runs older than this, never a framework's newest [28]")
     parser.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     here = detect()
     machine = here.slug
     total = CleanupPlan()
-    for split_dir in split_dirs(results_root(args.results_dir, Path.cwd()), model=args.model):
+    for split_dir in split_dirs(results_root(args.results_dir, Path.cwd()), model=args.results_name):
         place = split_place(split_dir)
         if place.machine != machine or place.legacy != here.legacy_tree:
             continue  # other machines' directories, or the tree this machine does not file in: not even listed

@@ -1,6 +1,6 @@
 """Rebuild comparison.json, comparison.csv, REPORT.md and plots from result files alone.
 
-`python -m bench.reports.rebuild [--results-dir DIR] [--model M] [--machine SLUG]`; with
+`python -m bench.reports.rebuild [--results-dir DIR] [--results-name M] [--machine SLUG]`; with
 `--merge DIR...` it hands over to bench.reports.merge (one report across machines' result folders).
 
 Reports are derived data: anyone can regenerate them from the committed result files, on any
@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.base.defaults import SPLITS
+from bench.base.flags import add_results_name
 from bench.base.paths import results_root
 from bench.core import crosswalk
 from bench.core.metrics.table import BY_KEY
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         epilog="With --merge DIR [DIR...] [--expect M1,M2] [--out merged]: one report across machines.")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="results root [the checkout's results/: the nearest folder upward with a pytest.ini]")
-    parser.add_argument("--model", help="only this model (its results directory name)")
+    add_results_name(parser, help="only this model (its results directory name)")
     parser.add_argument("--machine", help="only this machine slug")
     parser.add_argument("--csv", action="store_true",
                         help="print every split's figures as one CSV (bench.reports.csv_export); writes nothing")
@@ -157,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     which = {"this_run": args.this_run, "other_runs": args.other_runs}
     root = results_root(args.results_dir, Path.cwd())
     shown = root if args.results_dir is None else args.results_dir
-    dirs = list(split_dirs(root, model=args.model, machine=args.machine))
-    foreign = found.import_lines(found.find(root, model=args.model, machine=args.machine), root, shown,
+    dirs = list(split_dirs(root, model=args.results_name, machine=args.machine))
+    foreign = found.import_lines(found.find(root, model=args.results_name, machine=args.machine), root, shown,
                                  results_dir=args.results_dir, others=dirs)
     if not dirs:
         print("\n".join(foreign) or f"no result directories under {shown}", file=sys.stderr)

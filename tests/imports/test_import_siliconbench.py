@@ -266,7 +266,7 @@ def test_a_file_whose_split_or_model_cannot_be_told_is_refused_saying_what_to_pa
     outcome = tree.import_one(path, machine=MACHINE, results_root=tmp_path / "results")
     assert outcome.status == "refused" and "split unknown" in outcome.detail
     flat = write_sb(tmp_path / "chat", "llamacpp_20260423_030410.json", older_file())
-    assert "pass --model" in tree.import_one(flat, machine=MACHINE, results_root=tmp_path / "results").detail
+    assert "pass --results-name" in tree.import_one(flat, machine=MACHINE, results_root=tmp_path / "results").detail
     assert tree.import_one(flat, machine=MACHINE, results_root=tmp_path / "results", model="tiny").status == "imported"
 
 
@@ -443,7 +443,7 @@ def test_the_command_imports_a_folder_then_reports_them_labelled_and_reimports_n
     moved.parent.mkdir()
     (source / "Qwen3-0.6B" / "chat").rename(moved)  # the same files, found at another path
     assert cellbench(["import", "siliconbench", str(moved), "--machine", MACHINE, "--results-dir", str(results),
-                      "--model", "Qwen3-0.6B"]) == 1
+                      "--results-name", "Qwen3-0.6B"]) == 1
     assert "2 already imported" in capsys.readouterr().out and _files(results) == before
 
 
@@ -501,7 +501,7 @@ def test_imported_siliconbench_results_then_a_real_llamacpp_cell_the_journal_com
     results, slug = tmp_path / "results", detect().slug
     sb = write_sb(tmp_path / "sb" / "tiny" / "chat", "llamacpp_20261120_101500.json",
                   older_file(model="tiny", timestamp="2026-11-20T10:15:00", levels=(1, 2), out_tps=41.2))
-    assert cellbench(["import", "siliconbench", str(sb), "--machine", slug, "--model", "tiny",
+    assert cellbench(["import", "siliconbench", str(sb), "--machine", slug, "--results-name", "tiny",
                       "--results-dir", str(results)]) == 0
     env = {**os.environ, "CELLBENCH_CACHE": str(_private_cache(tmp_path))}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "chat", "-k", "llamacpp",

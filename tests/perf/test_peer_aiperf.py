@@ -82,7 +82,7 @@ def test_compare_gives_aiperf_a_row_with_every_chunk_counted(record_property):
     _installed()
     streams, tokens, requests, rate = 4, 10, 8, 400
     doc = perf_compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
-                   "--rates", str(rate), "--rounds", "2", "--peers", "aiperf")
+                   "--rates", str(rate), "--requests-per-stream", "2", "--peers", "aiperf")
     (row,) = [r for r in doc["rows"] if r["client"] == "aiperf"]
     paced_streams = rate * 10 // 1000
     runs = [run for run in doc["runs"] if run["client"] == "aiperf"]

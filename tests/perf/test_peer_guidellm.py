@@ -93,7 +93,7 @@ def test_compare_gives_guidellm_a_row_with_every_chunk_counted(record_property):
     _installed()
     streams, tokens, requests, rate = 4, 10, 8, 400
     doc = perf_compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
-                   "--rates", str(rate), "--rounds", "2", "--peers", "guidellm")
+                   "--rates", str(rate), "--requests-per-stream", "2", "--peers", "guidellm")
     paced_streams = rate * 10 // 1000
     runs = [r for r in doc["runs"] if r["client"] == "guidellm"]
     assert [r["kind"] for r in runs] == ["unpaced N", "unpaced 3N", f"paced {rate}"]

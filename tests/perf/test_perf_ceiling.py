@@ -22,7 +22,7 @@ def ceiling(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.integration
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_every_level_delivers_every_chunk_and_names_its_limit(record_property):
-    proc = ceiling("--concurrency", "4,16", "--tokens", "5", "--rounds", "2", "--json")
+    proc = ceiling("--concurrency", "4,16", "--tokens", "5", "--requests-per-stream", "2", "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert [r["concurrency"] for r in doc["rows"]] == [4, 16]
@@ -35,6 +35,6 @@ def test_every_level_delivers_every_chunk_and_names_its_limit(record_property):
 
 def test_more_client_processes_than_free_cpus_is_refused_naming_the_count():
     usable = len(os.sched_getaffinity(0))
-    proc = ceiling("--concurrency", "4", "--client-procs", str(usable), "--rounds", "1")
+    proc = ceiling("--concurrency", "4", "--client-procs", str(usable), "--requests-per-stream", "1")
     assert proc.returncode != 0
     assert f"--client-procs {usable} needs {usable + 1} CPUs" in proc.stderr

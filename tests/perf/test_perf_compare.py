@@ -168,7 +168,7 @@ def test_compare_prints_a_row_per_client_with_every_chunk_counted(record_propert
     streams, tokens, requests, rate = 4, 10, 8, 400
     with_vllm = vllm_install() is not None
     doc = perf_compare("--streams", str(streams), "--tokens", str(tokens), "--requests", str(requests),
-                   "--rates", str(rate), "--rounds", "2", "--peers", "vllm" if with_vllm else "none")
+                   "--rates", str(rate), "--requests-per-stream", "2", "--peers", "vllm" if with_vllm else "none")
     rows = {r["client"]: r for r in doc["rows"]}
     assert set(rows) == {"cellbench", "cellbench --keep-alive", *(["vllm"] if with_vllm else [])}
     paced_streams = rate * 10 // 1000
@@ -255,7 +255,7 @@ def test_pairs_are_the_kth_runs_of_each_client_and_clean_pairs_leave_out_failed_
 @pytest.mark.parametrize("tool, args, option", [
     ("bench.perf.client_overhead", ["--interval-ms", "0"], "--interval-ms"),
     ("bench.perf.client_overhead", ["--interval-ms", "-5"], "--interval-ms"),
-    ("bench.perf.client_overhead", ["--rounds", "0"], "--rounds"),
+    ("bench.perf.client_overhead", ["--requests-per-stream", "0"], "--requests-per-stream"),
     ("bench.perf.compare", ["--interval-ms", "0"], "--interval-ms"),
     ("bench.perf.compare", ["--rates", "5000,,10000"], "--rates"),
     ("bench.perf.compare", ["--rates", "0"], "--rates"),

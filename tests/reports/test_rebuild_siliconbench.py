@@ -102,7 +102,7 @@ def test_a_machine_folder_or_a_recorded_chip_names_the_machine(tmp_path, capsys)
 
 def test_its_results_dir_habit_a_model_folder_without_comparison_gets_model(tmp_path, capsys, monkeypatch):
     """`--results-dir $RESULTS_DIR` (SiliconBench's results/<model>, here outside any results/
-    folder and with no comparison.json to name the model): the command says --model, imports
+    folder and with no comparison.json to name the model): the command says --results-name, imports
     into the folder above, and works as printed."""
     model_dir = tmp_path / "sb" / MODEL
     siliconbench_split(model_dir / "chat", {"ollama": "20260423_040903"}, comparison=False)
@@ -113,7 +113,7 @@ def test_its_results_dir_habit_a_model_folder_without_comparison_gets_model(tmp_
                                        "them, as `cellbench doctor` names it there; neither their folder nor "
                                        "their files say)"), err
     argv = command_of(err[0], "m2max")
-    assert argv == ["siliconbench", f"sb/{MODEL}", "--machine", "m2max", "--model", MODEL, "--results-dir", "sb"]
+    assert argv == ["siliconbench", f"sb/{MODEL}", "--machine", "m2max", "--results-name", MODEL, "--results-dir", "sb"]
     assert imports.main(argv) == 0
     assert len(list((model_dir / "m2max" / "chat").glob("ollama_*.json"))) == 1
     capsys.readouterr()
