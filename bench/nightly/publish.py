@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.base.git import GitError, branch_worktree, git
 from bench.nightly.tables import apply_table_edits
-from bench.reports.merge import results_root
+from bench.reports.merged.gather import results_root
 
 BRANCH_PREFIX = "nightly/"
 

@@ -31,7 +31,7 @@ class CellRecord:
     worker to the controller (`to_json` / `from_json`).
 
     A benchmark cell fills the verdict fields, the numbers of its HTML row (`row`, from
-    bench.reports.html_review.row_data) and, when it ran as a real cell rather than a test's
+    bench.reports.review.columns.row_data) and, when it ran as a real cell rather than a test's
     stand-in, where its journal lives (`model`, `machine`, `results_root`). An eval row fills
     `eval_row` (its id) and `eval_run` (bench.eval.row.RowRun.to_json()); its verdict is the
     row's status (`ok`, `fail`, `skipped`)."""

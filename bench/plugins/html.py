@@ -1,4 +1,4 @@
-"""The pytest-html report's cellbench parts (bench.reports.html_review renders them).
+"""The pytest-html report's cellbench parts (bench.reports.review.columns renders them).
 
 Active with pytest-html only. On the process that ran a cell, the cell's extras (summary, plot,
 result JSON, server log tails) are built when its call report is made: only that process has
@@ -23,8 +23,8 @@ from bench.plugins.hooks import BENCHMARK, CellRecord, register_stashed, unregis
 from bench.plugins.options import settings
 from bench.plugins.transport import finished
 from bench.plugins.verdicts import cell_outcome
-from bench.reports import html_review
-from bench.reports.pages import summary as review_summary
+from bench.reports.review import columns
+from bench.reports.review import summary as review_summary
 
 HTML_REPORT = pytest.StashKey["HtmlReport"]()
 
@@ -40,7 +40,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     cell, outcome = finished(item), cell_outcome(item)
     if report.when == "call" and cell is not None and outcome is not None and html_path(item.config) is not None:
-        report.extras = [*getattr(report, "extras", []), *html_review.extras_for(cell.to_json(), outcome.result)]
+        report.extras = [*getattr(report, "extras", []), *columns.extras_for(cell.to_json(), outcome.result)]
     return report
 
 
@@ -49,7 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     register_stashed(config, HTML_REPORT, HtmlReport(config), "cellbench-html")
     s = settings(config)
-    html_review.add_session_facts(config, run_id=s.run_id, machine=detect().to_json(), model=s.profile.results_name)
+    columns.add_session_facts(config, run_id=s.run_id, machine=detect().to_json(), model=s.profile.results_name)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -68,7 +68,7 @@ class HtmlReport:
             return
         self.cells[nodeid] = cell
         if cell.framework_version:
-            html_review.add_framework_version(self.config, *cell.framework_version)
+            columns.add_framework_version(self.config, *cell.framework_version)
 
     def pytest_html_results_summary(self, prefix: list[str], summary: list[str], postfix: list[str],
                                    session: pytest.Session) -> None:
@@ -76,8 +76,8 @@ class HtmlReport:
         prefix.append(review_summary.session_summary_html(cells, settings(self.config).run_id))
 
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
-        cells[2:2] = html_review.header_cells()  # after Result and Test
+        cells[2:2] = columns.header_cells()  # after Result and Test
 
     def pytest_html_results_table_row(self, report: pytest.TestReport, cells: list[str]) -> None:
         cell = self.cells.get(report.nodeid) if report.when == "call" else None
-        cells[2:2] = html_review.row_cells(cell.to_json() if cell else None, settings(self.config).run_id)
+        cells[2:2] = columns.row_cells(cell.to_json() if cell else None, settings(self.config).run_id)

@@ -23,7 +23,7 @@ from bench.plugins import transport
 from bench.plugins.cells import cell_id_of
 from bench.plugins.hooks import BENCHMARK, CellRecord
 from bench.plugins.options import results_root, settings
-from bench.reports import html_review
+from bench.reports.review import columns
 from bench.run.cell import CellOutcome
 
 CELL_OUTCOME = pytest.StashKey[CellOutcome]()
@@ -82,7 +82,7 @@ def cell_record(item: pytest.Item, outcome: CellOutcome) -> CellRecord:
         annotations=tuple(outcome.verdict.annotations),
         result_path=str(outcome.result_path) if outcome.result_path else None,
         evidence=_evidence(outcome.result),
-        row=html_review.row_data(outcome.result),
+        row=columns.row_data(outcome.result),
         framework_version=(framework["name"], framework["version"]) if framework else None,
         **where,
     )

@@ -13,9 +13,9 @@ module words them where the reports show them:
   (comparison.setting_differences) is marked not like with like.
 - A cell against its previous run (`against_previous`, for the journal and the HTML review): per
   level both runs have, every figure judged, the regressions listed with `Change.text()`.
-- The HTML review's pieces of these: a row's rate interval and what it rests on, its badge of
-  regressions against the previous run, and the summary's marks on cells whose request settings
-  differ from the rest of their split (`unlike_marks`).
+- The merged report's *Between machines* (`machines_lines`), on each cell's `tps_estimates`.
+
+The HTML review words the same decisions at its rows (bench.reports.review.marks).
 
 Each framework's figures are judged with the machine's noise floor of that cell where one was
 measured (`Floors`, bench.core.noise: the floors beside the split's results), and the section says
@@ -26,7 +26,6 @@ its figures are "cannot tell: no interval in this result".
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any, cast
 
@@ -293,54 +292,6 @@ def differing_cells(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, list
     return marked
 
 
-# ------------------------------------------------------------------ the HTML review
-
-
-def previous_badge(data: Mapping[str, Any]) -> str:
-    """The verdict cell's badge of a row (a cell's record, `CellRecord.to_json()`) whose result has a
-    previous one and a regression against it: "2 regressions vs previous", the decisions and each
-    regression in its tooltip; "" otherwise (the expanded row has every decision)."""
-    found = against_previous(data.get("result_path"))
-    if found is None or not found["counts"]["regression"]:
-        return ""
-    n = found["counts"]["regression"]
-    tip = "; ".join([previous_line(found), *found["regressions"]])
-    return (f' <span class="cellbench-annotation cellbench-previous" title="{escape(tip)}">'
-            f"{n} regression{'' if n == 1 else 's'} vs previous</span>")
-
-
-def previous_html(data: Mapping[str, Any]) -> str:
-    """The expanded row's paragraph on the previous run: its decisions, each regression a list item."""
-    found = against_previous(data.get("result_path"))
-    if found is None:
-        return ""
-    items = "".join(f"<li>{escape(line)}</li>" for line in found["regressions"])
-    return f"<p>{escape(previous_line(found))}</p>" + (f"<ul>{items}</ul>" if items else "")
-
-
-def unlike_marks(cells: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, Any], str]:
-    """(framework, split) -> " (not comparable: ...)" for each summary-table cell whose request
-    settings differ from the others of its split (`row["settings"]`, comparison.settings_of)."""
-    by_split: dict[str, dict[str, Any]] = {}
-    for c in cells:
-        if (settings := (c.get("row") or {}).get("settings")) is not None:
-            by_split.setdefault(str(c.get("split")), {})[str(c.get("framework"))] = settings
-    return {(fw, split): f" (not comparable: other {', '.join(keys)} than the rest of its split)"
-            for split, group in by_split.items() for fw, keys in differing_cells(group).items()}
-
-
-def row_interval(row: Mapping[str, Any]) -> str:
-    """" [low, high]" after a row's output tok/s (`row_data`'s `output_tps_ci95`), "" without one."""
-    return bound_text({"ci95": {"tps": row["output_tps_ci95"]}}, "tps", ".1f") if "output_tps_ci95" in row else ""
-
-
-def row_basis_badge(row: Mapping[str, Any]) -> str:
-    """A badge after that interval naming what it rests on ("within-run only"), the whole of it in its tooltip."""
-    basis = row.get("interval_basis")
-    return "" if not basis else (f' <span class="cellbench-annotation" title="{escape(basis)}">'
-                                 f'{escape(basis.split(":")[0].split(";")[0])}</span>')
-
-
 # ------------------------------------------------------------------ the merged report: between machines
 
 
@@ -389,9 +340,3 @@ def machines_lines(table: Mapping[str, Any]) -> list[str]:
             f"Output tok/s of one framework on each machine, judged as in REPORT.md's Between frameworks. "
             f"Basis: {basis_words(bases)}.", "", *lines, ""]
 
-
-def machines_html(table: Mapping[str, Any]) -> str:
-    """`machines_lines` for index.html: the heading, the basis and the decisions as a list (all text escaped)."""
-    lines = machines_lines(table)
-    items = "".join(f"<li>{escape(line.strip()[2:])}</li>" for line in lines if line.strip().startswith("- "))
-    return f"<h3>{escape(lines[0][4:])}</h3><p>{escape(lines[2])}</p><ul>{items}</ul>" if lines else ""

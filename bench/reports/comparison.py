@@ -138,7 +138,7 @@ def setting_differences(run_configs: Mapping[str, RunConfig]) -> dict[str, dict[
 def settings_of(run_config: RunConfig) -> dict[str, Any]:
     """The part of `run_config` that METHODOLOGY_KEYS name, nested as there (an absent key as the
     value it reads as): `setting_differences` of these says what it says of the whole run_configs,
-    and they are small enough to travel with an HTML row (bench.reports.html_review)."""
+    and they are small enough to travel with an HTML row (bench.reports.review.columns)."""
     kept: dict[str, Any] = {}
     for dotted in METHODOLOGY_KEYS:
         *parents, last = dotted.split(".")

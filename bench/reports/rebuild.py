@@ -1,7 +1,7 @@
 """Rebuild comparison.json, comparison.csv, REPORT.md and plots from result files alone.
 
 `python -m bench.reports.rebuild [--results-dir DIR] [--results-name M] [--machine SLUG]`; with
-`--merge DIR...` it hands over to bench.reports.merge (one report across machines' result folders).
+`--merge DIR...` it hands over to bench.reports.merged.gather (one report across machines' result folders).
 
 Reports are derived data: anyone can regenerate them from the committed result files, on any
 machine, without rerunning a cell. Each `<model>/<machine>/<split>/` directory is compared for
@@ -41,10 +41,11 @@ from bench.core.metrics.table import BY_KEY
 from bench.core.noise import Floors
 from bench.core.store import COMPARISON_FILE, split_place
 from bench.imports import found
-from bench.reports import markdown, merge, plots
+from bench.reports import markdown, plots
 from bench.reports.comparison import OTHER_RUNS, Comparison, build_comparison, read_comparison, write_comparison
 from bench.reports.csv_export import comparison_csv, requests_csv, write_comparison_csv
 from bench.reports.markdown import write_report
+from bench.reports.merged import gather
 from bench.reports.standing import ThisRunIds
 
 
@@ -133,7 +134,7 @@ def report_as(split_dir: Path, tool: str, *, this_run: str | None = None, other_
 def main(argv: list[str] | None = None) -> int:
     args_given = list(argv if argv is not None else sys.argv[1:])
     if any(a == "--merge" or a.startswith("--merge=") for a in args_given):
-        return merge.main(args_given)
+        return gather.main(args_given)
     parser = argparse.ArgumentParser(
         prog="python -m bench.reports.rebuild", description=__doc__.splitlines()[0],
         epilog="With --merge DIR [DIR...] [--expect M1,M2] [--out merged]: one report across machines.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.reports import html_review
+from bench.reports.review import columns
 from tests.cells.test_cells_llamacpp import load_valid, no_leaked_servers, result_files, run_pytest  # noqa: F401
 from tests.support.busy import TEST_TIMEOUT_S, assert_ok_unless_client_limited
 
@@ -53,7 +53,7 @@ def test_requests_the_server_queues_make_the_level_server_bound(tmp_path):
         assert "| server (server queue: " in rows["Limited by"]
     assert "Server rows: the server's own /metrics over each level" in report
     # the HTML review's level table, as its expanded row shows it
-    review = html_review.summary_html({"verdict": verdict, "reason": result["verdict"]["reason"]}, result, [])
+    review = columns.summary_html({"verdict": verdict, "reason": result["verdict"]["reason"]}, result, [])
     assert "<th>server waiting mean / max</th>" in review and "<th>limited by</th>" in review
     assert f"<td>{waiting['mean']:.1f} / {waiting['max']:.1f}</td>" in review
 

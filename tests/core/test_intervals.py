@@ -22,9 +22,9 @@ from bench.core.metrics import table as metric_table
 from bench.core.metrics.intervals import binomial_tails, intervals, needs_n, ranks
 from bench.core.result import read_result, validate
 from bench.core.result_model import Result
-from bench.reports import html_review
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import INTERVALS_NOTE, write_report
+from bench.reports.review import columns
 from tests.reports.test_report import table as report_table
 from tests.support.results import Spec, put, synthetic_result, write_cell
 
@@ -181,7 +181,7 @@ def test_report_md_shows_each_percentile_with_its_interval_or_the_n_it_needs(tmp
     assert low is not None and high is not None
     assert rows["Latency p50 (s)"][0].endswith(f" [{low / 1000:.2f}, {high / 1000:.2f}]")  # in seconds, as the row
     assert report.count(INTERVALS_NOTE) == 1
-    html = html_review._level_table([level])
+    html = columns._level_table([level])
     assert f"<td>{ttft['p50']:.1f} [{ci['low']:.1f}, {ci['high']:.1f}]</td>" in html
 
 
@@ -194,7 +194,7 @@ def test_a_result_written_before_intervals_shows_bare_values(tmp_path: Path):
     rows = report_table(text, "Concurrency 1")
     assert rows["TTFT p50 (ms)"] == [f"{earlier['levels'][0]['ttft_ms']['p50']:.1f}"]
     assert INTERVALS_NOTE not in text
-    assert "[" not in html_review._level_table(earlier["levels"])
+    assert "[" not in columns._level_table(earlier["levels"])
 
 
 # ------------------------------------------------------------------ docs/metrics.md

@@ -21,9 +21,9 @@ from bench.core.metrics.statistics import Stats
 from bench.core.records import RequestRecord
 from bench.core.result import result_schema, validate
 from bench.core.schema import SOURCE_PATH, generate
-from bench.reports import html_review
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import write_report
+from bench.reports.review import columns
 from tests.reports.test_report import table as report_table
 from tests.support.results import synthetic_result, write_cell
 
@@ -133,7 +133,7 @@ def test_a_metric_added_to_the_table_reaches_the_level_the_schema_and_the_report
     rows = report_table(report.read_text(), "Concurrency 1")
     p50, ci = level["thinking_ms"]["p50"], level["thinking_ms"]["ci95"]["p50"]  # with its interval, as every p50
     assert rows["Thinking p50 (ms)"] == [f"{p50:.1f} [{ci['low']:.1f}, {ci['high']:.1f}]"]
-    html = html_review._level_table(result["levels"])
+    html = columns._level_table(result["levels"])
     assert "<th>Thinking p50 (ms)</th>" in html
 
 
@@ -148,7 +148,7 @@ def test_a_row_without_report_or_review_shows_in_neither(extra_metric, monkeypat
     hidden = replace(extra_metric, report=None, review=None)
     monkeypatch.setattr(table, "METRICS", (*table.METRICS[:-1], hidden))
     level = synthetic_result()["levels"][0]
-    assert "thinking_ms" in level and "Thinking" not in html_review._level_table([level])
+    assert "thinking_ms" in level and "Thinking" not in columns._level_table([level])
     path = write_cell(tmp_path / "results")
     report = write_report(path.parent, read_comparison(write_comparison(path.parent, machine="intelxeonprocessor")))
     assert "Thinking" not in report.read_text()

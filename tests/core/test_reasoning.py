@@ -21,9 +21,9 @@ from bench.core.metrics.reasoning import Reasoning, reasoning_chunks
 from bench.core.records import RequestRecord
 from bench.core.result import read_result, validate
 from bench.core.result_model import Level
-from bench.reports import html_review
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import ROWS, write_report
+from bench.reports.review import columns
 from tests.core.test_metrics import level
 from tests.core.test_result_model import _at
 from tests.core.test_sse import DONE, ROLE, chunk, content, drive, event
@@ -168,9 +168,9 @@ def test_the_reasoning_rows_stand_beside_ttft_where_a_level_reasoned(tmp_path):
 def test_the_html_level_table_shows_ttfa_for_a_reasoning_model():
     plain = metrics.summarize_level(level([thinking_record(0, send=0.0, answer_after=0, tokens=None)]))
     assert "ttfa_ms" not in plain and "reasoning" not in plain
-    html = html_review._level_table([{**plain, "concurrency": 1}, {**reasoning_level(), "concurrency": 2}])
+    html = columns._level_table([{**plain, "concurrency": 1}, {**reasoning_level(), "concurrency": 2}])
     assert "<th>TTFA p50 (ms)</th>" in html and "<td>300.0 (n&lt;6)</td>" in html  # fewer than 6: no interval
-    assert "TTFA" not in html_review._level_table([{**plain, "concurrency": 1}])
+    assert "TTFA" not in columns._level_table([{**plain, "concurrency": 1}])
 
 
 # ------------------------------------------------------------------ a real cell against the fault server

@@ -337,12 +337,12 @@ def test_the_schemas_verdict_enum_is_the_verdict_enum():
 
 def test_every_verdict_has_one_look_and_the_reports_take_theirs_from_it():
     from bench.core.verdicts import VERDICT_LOOKS
-    from bench.reports import html_review
+    from bench.reports.review import columns
     assert set(VERDICT_LOOKS) == set(Verdict)
     assert sorted(v.rank for v in Verdict) == list(range(len(Verdict)))
-    assert html_review.VERDICT_RANK == ("failed", "oom", "wrong-model", "all-failed", "capped", "degraded", "fixed",
+    assert columns.VERDICT_RANK == ("failed", "oom", "wrong-model", "all-failed", "capped", "degraded", "fixed",
                                         "ok", "skipped")
-    assert set(html_review.VERDICT_COLOURS) == {v.value for v in Verdict}
+    assert set(columns.VERDICT_COLOURS) == {v.value for v in Verdict}
     assert {v for v in Verdict if v.tone == "failure"} == {v for v in Verdict if v.is_failure}  # failures are red
     assert {v.value for v in Verdict if v.listed_as_failure} == {"failed", "all-failed", "wrong-model", "degraded",
                                                                  "capped"}  # an OOM has its own journal section

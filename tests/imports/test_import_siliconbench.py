@@ -32,8 +32,8 @@ from bench.core.store import LoadedResult, previous_of, suspicious
 from bench.host.machine import detect
 from bench.imports import siliconbench, tree
 from bench.reports.journal import IMPORTED_COMPARISON, CellEntry, Journal
-from bench.reports.merge import result_cell
-from bench.reports.merge_render import cell_text
+from bench.reports.merged.gather import result_cell
+from bench.reports.merged.render import cell_text
 from bench.run.cell_result import existing_result
 from bench.run.config import CellConfig
 from bench.setup import profiles

@@ -29,7 +29,7 @@ from bench.host.machine import detect
 from bench.host.ports import free_port
 from bench.load import ClientHealth, LevelConfig, LevelRun, Progress
 from bench.load.progress import ProgressLine
-from bench.reports import html_review
+from bench.reports.review import columns
 from bench.run.cell_result import suspicious_change as _suspicious
 from fixtures import servers
 
@@ -447,7 +447,7 @@ def test_a_cell_kept_by_skip_existing_reports_the_kept_verdict(pytester: pytest.
         assert data["verdict"] == result["verdict"]["verdict"] and data["annotations"][-1] == "resumed"
         assert data["reason"] == f"resumed: kept {name}: {result['verdict']['reason']}"
         # its HTML row
-        assert data["row"] == html_review.row_data(cast(Any, result)) and data["row"]["output_tps"] == 100.0
+        assert data["row"] == columns.row_data(cast(Any, result)) and data["row"]["output_tps"] == 100.0
         assert sorted(p.name for p in cell_dir(root, split).glob("openai_*.json")) == [name], "nothing re-measured"
     (journal,) = cell_dir(root).parent.glob("weekly_*.journal.json")
     entries = {c["split"]: c for c in json.loads(journal.read_text())["cells"]}

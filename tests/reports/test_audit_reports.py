@@ -17,10 +17,10 @@ from bench.core.metrics.audits import (
 )
 from bench.core.records import RequestRecord
 from bench.core.verdicts import Evidence, classify
-from bench.reports import html_review
 from bench.reports.comparison import build_comparison
 from bench.reports.journal import CellEntry, Journal
 from bench.reports.markdown import render_report
+from bench.reports.review import columns
 from tests.support.results import write_cell
 
 
@@ -70,9 +70,9 @@ def test_the_journal_lists_each_cells_audit_lines(tmp_path):
 def test_the_html_row_explains_the_annotation_and_the_summary_lists_the_audits():
     lines = audit_lines([FIRED_LEVEL])
     data = {"verdict": "ok", "reason": "fine", "annotations": [SHORT_OUTPUT], "evidence": {"audits": lines}}
-    verdict_cell = html_review.row_cells(data)[0]
+    verdict_cell = columns.row_cells(data)[0]
     assert 'title="c=4: output length stopped short: 1 of 2 successful requests stopped short' in verdict_cell
-    summary = html_review.summary_html(data, {}, [])  # a cell without a result
+    summary = columns.summary_html(data, {}, [])  # a cell without a result
     assert "<p>audits:</p><ul><li>c=4: token accounting diverges: 2 of 2" in summary
 
 
@@ -91,4 +91,4 @@ def test_a_cached_cell_says_so_in_report_md_the_journal_and_the_html_tooltip(tmp
     j.record(CellEntry("llamacpp", "chat", "ok", "4/4 requests ok", "r.json", [CACHED], {"audits": [line]}))
     assert f"## Audits\n\n- llamacpp / chat: {line}\n" in j.md_path.read_text()
     data = {"verdict": "ok", "reason": "fine", "annotations": [CACHED], "evidence": {"audits": [line]}}
-    assert f'title="{line}"' in html_review.row_cells(data)[0].replace("&#x27;", "'")
+    assert f'title="{line}"' in columns.row_cells(data)[0].replace("&#x27;", "'")

@@ -18,12 +18,12 @@ from bench.core.level_run import level_label
 from bench.core.metrics import change
 from bench.core.result import read_result
 from bench.core.result_model import Result
-from bench.reports import html_review
 from bench.reports.between import WITHIN_RUN
 from bench.reports.comparison import Comparison, build_comparison
 from bench.reports.journal import CellEntry, Journal
 from bench.reports.markdown import render_report
-from bench.reports.pages import summary as html_summary
+from bench.reports.review import columns
+from bench.reports.review import summary as html_summary
 from tests.core.test_intervals import without_intervals
 from tests.plugins.test_plugin import cell_dir, stand_in_cells
 from tests.support.results import Spec, put, synthetic_result, variant, write_cell
@@ -221,15 +221,15 @@ def test_a_cell_without_a_previous_result_has_no_comparison(tmp_path):
 def test_the_html_row_counts_regressions_against_the_previous_run(slower_again):
     path, _, new = slower_again
     data = {"verdict": "ok", "reason": "fine", "annotations": [], "result_path": str(path),
-            "row": html_review.row_data(new)}
-    verdict = html_review.row_cells(data)[0]
+            "row": columns.row_data(new)}
+    verdict = columns.row_cells(data)[0]
     badge = re.search(r'<span class="cellbench-annotation cellbench-previous" title="([^"]*)">(\d+) regressions '
                       r"vs previous</span>", verdict)
     assert badge and int(badge.group(2)) > 0
     assert "against run 20261129T100000Z-aaaa:" in badge.group(1) and "c=1: TTFT p50 (ms): +" in badge.group(1)
-    summary = html_review.summary_html(data, new, [])
+    summary = columns.summary_html(data, new, [])
     assert "<li>c=1: TTFT p50 (ms): +" in summary
-    assert "regressions vs previous" not in html_review.row_cells({**data, "result_path": None})[0]
+    assert "regressions vs previous" not in columns.row_cells({**data, "result_path": None})[0]
 
 
 def test_the_html_row_shows_the_throughput_interval_and_what_it_rests_on(two):
@@ -238,17 +238,17 @@ def test_the_html_row_shows_the_throughput_interval_and_what_it_rests_on(two):
     top = result["levels"][-1]
     tps = top["output_throughput_tps"]
     top["throughput_ci95"] = {"output_throughput_tps": {"low": tps * 0.9, "high": tps * 1.1}}
-    cell = html_review.row_cells({"verdict": "ok", "reason": "", "annotations": [],
-                                  "row": html_review.row_data(result)})[2]
+    cell = columns.row_cells({"verdict": "ok", "reason": "", "annotations": [],
+                                  "row": columns.row_data(result)})[2]
     assert f"{tps:.1f} [{tps * 0.9:.1f}, {tps * 1.1:.1f}]" in cell and f'title="{WITHIN_RUN}"' in cell
-    assert f"<td>{tps:.1f} [{tps * 0.9:.1f}, {tps * 1.1:.1f}]</td>" in html_review._level_table(result["levels"])
-    assert "[" not in html_review.row_cells({"verdict": "ok", "reason": "", "annotations": [],
-                                             "row": html_review.row_data(without_intervals(template))})[2]
+    assert f"<td>{tps:.1f} [{tps * 0.9:.1f}, {tps * 1.1:.1f}]</td>" in columns._level_table(result["levels"])
+    assert "[" not in columns.row_cells({"verdict": "ok", "reason": "", "annotations": [],
+                                             "row": columns.row_data(without_intervals(template))})[2]
 
 
 def test_the_summary_marks_a_cell_whose_settings_differ_from_its_split(two):
     _, template = two
-    cells = [{"verdict": "ok", "framework": fw, "split": "chat", "row": html_review.row_data(r)}
+    cells = [{"verdict": "ok", "framework": fw, "split": "chat", "row": columns.row_data(r)}
              for fw, r in (("llamacpp", template), ("vllm", template),
                            ("sglang", variant(template, framework="sglang", share_server=True)))]
     html = html_summary.session_summary_html(cells)

@@ -27,9 +27,9 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
-from bench.reports import html_review
 from bench.reports.comparison import settings_of
-from bench.reports.pages import summary as html_summary
+from bench.reports.review import columns
+from bench.reports.review import summary as html_summary
 from tests.plugins.test_plugin import cell_dir, hand_result, stand_in_cells
 from tests.support.busy import assert_ok_unless_client_limited
 
@@ -118,7 +118,7 @@ def test_row_numbers_are_the_highest_level_and_the_failure_rate_is_over_all_leve
     result = hand_result(cell_dir(tmp_path), run_id="20261129T100000Z-bbbb", levels=(1, 8, 2), failed=1,
                          tps=321.0, write=False)
     top = next(lv for lv in result["levels"] if lv["concurrency"] == 8)
-    assert html_review.row_data(result) == {
+    assert columns.row_data(result) == {
         "level": 8, "output_tps": 321.0, "ttft_p50_ms": top["ttft_ms"]["p50"], "tpot_p50_ms": top["tpot_ms"]["p50"],
         "failure_rate": 3 / 12,
         "tps_by_level": {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in result["levels"]},
@@ -129,14 +129,14 @@ def test_row_numbers_are_the_highest_level_and_the_failure_rate_is_over_all_leve
         "output_tps_ci95": top["throughput_ci95"]["output_throughput_tps"],
         "interval_basis": "within-run only: a second run on this host can differ by more",
     }
-    assert html_review.row_data({})["level"] is None  # a skipped cell: no numbers
+    assert columns.row_data({})["level"] is None  # a skipped cell: no numbers
 
 
 def test_sort_keys_order_numbers_as_numbers_and_verdicts_by_severity():
     values = [9.5, 100.0, 12.0, 0.0, None, 1234567.25]
-    keys = [html_review.number_key(v) for v in values]
+    keys = [columns.number_key(v) for v in values]
     assert [v for _, v in sorted(zip(keys, values, strict=True))] == [None, 0.0, 9.5, 12.0, 100.0, 1234567.25]
-    cells = {v: html_review.row_cells({"verdict": v, "reason": "r", "annotations": []})[0]
+    cells = {v: columns.row_cells({"verdict": v, "reason": "r", "annotations": []})[0]
              for v in ("ok", "failed", "degraded", "skipped", "wrong-model")}
     assert sorted(cells, key=cells.get) == ["failed", "wrong-model", "degraded", "ok", "skipped"]
 
@@ -145,11 +145,11 @@ def test_server_text_is_escaped_in_every_extra(tmp_path):
     result = hand_result(cell_dir(tmp_path), run_id="20261129T100000Z-bbbb", log_text=f"boot\n{XSS}\n", write=False)
     data = {"verdict": "ok", "reason": f"fine {XSS}", "annotations": ["suspicious"],
             "evidence": {"suspicious": f"10x {XSS}"}, "result_path": "r.json"}
-    extras = html_review.extras_for(data, result)
+    extras = columns.extras_for(data, result)
     assert [e["format_type"] for e in extras] == ["html", "image", "json", "text", "text"]
     html = extras[0]["content"]
     assert XSS not in html and html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 4  # reason, flag, 2 logs
-    assert XSS not in "".join(html_review.row_cells(data))
+    assert XSS not in "".join(columns.row_cells(data))
     assert base64.b64decode(extras[1]["content"]).startswith(b"\x89PNG")
     assert extras[3]["content"] == f"boot\n{XSS}" and extras[3]["name"] == "server log c1 (last 60 lines)"
 
@@ -157,7 +157,7 @@ def test_server_text_is_escaped_in_every_extra(tmp_path):
 def test_log_tail_is_the_last_lines(tmp_path):
     log = tmp_path / "server.log"
     log.write_bytes(b"".join(b"line %d\n" % i for i in range(10000)) + b"\xff bad byte\n")
-    tail = html_review.tail_lines(log, 3)
+    tail = columns.tail_lines(log, 3)
     assert tail == "line 9998\nline 9999\n\ufffd bad byte"
 
 
@@ -268,7 +268,7 @@ def test_the_report_opens_on_a_summary_and_the_worst_verdicts(stand_in_report):
     assert "1234.0" in hf
     by_default = ResultsTable(dom).column("verdict")
     assert [v.split()[0] for v in by_default.values()] == ["all-failed", "degraded", "ok", "ok"], "worst first"
-    css = html_review.verdict_css()
+    css = columns.verdict_css()
     assert '.col-verdict span[data-sort="5-degraded"]' in css and "#b54708" in css  # amber, not ok's green
     assert '.col-verdict span[data-sort="7-ok"], .cellbench-verdict-ok {color: #067647' in css
 

@@ -210,7 +210,7 @@ def test_an_oom_cells_reading_leaves_out_the_kernel_line_its_reason_already_quot
 
 
 def test_the_merge_reads_journals_under_both_names_newest_day_first(tmp_path):
-    from bench.reports.merge import find_machines
+    from bench.reports.merged.gather import find_machines
 
     scoped = tmp_path / "tiny" / "m2"
     old = Journal.open(scoped, model="tiny", machine="m2", day="2026-11-23")

@@ -23,8 +23,8 @@ import pytest
 
 from bench.cli.main import main as cellbench
 from bench.core.result_model import MachineBlock
-from bench.reports import merge, merge_render
 from bench.reports.journal import CellEntry, Journal
+from bench.reports.merged import gather, render
 from tests.support.results import MACHINE, Spec, write_cell
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -96,8 +96,8 @@ def report(tmp_path_factory) -> dict[str, Any]:
     out = base / "merged"
     rc, stdout, stderr = run_cli("--merge", *map(str, folders.values()), "--expect", "m1,m2,m3,m4", "--out", str(out))
     return {"folders": folders, "out": out, "rc": rc, "stdout": stdout, "stderr": stderr,
-            "merged": json.loads((out / merge.MERGED_JSON).read_text()),
-            "md": (out / merge_render.MERGED_MD).read_text(), "html": (out / merge_render.INDEX_HTML).read_text()}
+            "merged": json.loads((out / gather.MERGED_JSON).read_text()),
+            "md": (out / render.MERGED_MD).read_text(), "html": (out / render.INDEX_HTML).read_text()}
 
 
 def table(merged: dict[str, Any], model: str, split: str) -> dict[str, Any]:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.reports import merge, merge_render
-from bench.reports.pages import merged_index as merge_html
+from bench.reports.merged import gather, render
+from bench.reports.merged import index as merge_html
 from tests.reports.test_merge import machine
 from tests.support.results import Spec, write_cell
 
 
-def _merged(tmp_path: Path, m2_speed: float) -> merge_render.Merged:
+def _merged(tmp_path: Path, m2_speed: float) -> render.Merged:
     """llamacpp on m1 and m2, m2's rates (and their intervals) `m2_speed` times m1's."""
     for slug in ("m1", "m2"):
         path = write_cell(tmp_path / slug, Spec(levels=(1, 4), requests=40, warmup=0), machine=machine(slug))
@@ -23,12 +23,12 @@ def _merged(tmp_path: Path, m2_speed: float) -> merge_render.Merged:
             level["throughput_ci95"]["output_throughput_tps"] = {
                 "low": level["output_throughput_tps"] * 0.95, "high": level["output_throughput_tps"] * 1.05}
         path.write_text(json.dumps(result))
-    return merge.collect([tmp_path / "m1", tmp_path / "m2"], ["m1", "m2"])
+    return gather.collect([tmp_path / "m1", tmp_path / "m2"], ["m1", "m2"])
 
 
 def test_a_machine_twice_as_fast_is_said_to_be_with_its_interval(tmp_path):
     merged = _merged(tmp_path, 0.5)
-    md = merge_render.render_markdown(merged, {})
+    md = render.render_markdown(merged, {})
     section = md.split("### Between machines — tiny chat\n", 1)[1].split("\n### ", 1)[0]
     assert "- llamacpp at c=1: m1 1000.0, m2 500.0" in section
     assert "  - m1 is faster than m2 by 100.0% [" in section
@@ -40,7 +40,7 @@ def test_a_machine_twice_as_fast_is_said_to_be_with_its_interval(tmp_path):
 
 
 def test_machines_within_each_others_noise_are_no_detectable_difference(tmp_path):
-    md = merge_render.render_markdown(_merged(tmp_path, 0.97), {})
+    md = render.render_markdown(_merged(tmp_path, 0.97), {})
     section = md.split("### Between machines — tiny chat\n", 1)[1].split("\n### ", 1)[0]
     assert "  - m1 and m2: no detectable difference (could detect " in section
     assert "faster than" not in section

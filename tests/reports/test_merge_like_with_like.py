@@ -10,15 +10,16 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from bench.reports import markdown, merge, merge_render, plots
-from bench.reports.pages import merged_index as merge_html
+from bench.reports import markdown, plots
+from bench.reports.merged import gather, render
+from bench.reports.merged import index as merge_html
 from tests.reports.test_merge import machine, md_section
 from tests.support.results import Spec, write_cell
 
 EOS = '{"ignore_eos": true}'
 
 
-def _merged(tmp_path: Path, *, eos_on_m2: bool) -> merge_render.Merged:
+def _merged(tmp_path: Path, *, eos_on_m2: bool) -> render.Merged:
     """llamacpp and vllm on m1 and m2; with `eos_on_m2`, m2's llamacpp ran with ignore_eos."""
     for slug in ("m1", "m2"):
         for fw in ("llamacpp", "vllm"):
@@ -28,12 +29,12 @@ def _merged(tmp_path: Path, *, eos_on_m2: bool) -> merge_render.Merged:
                 result = json.loads(path.read_text())
                 result["run_config"]["request_extras"] = {"ignore_eos": True}
                 path.write_text(json.dumps(result))
-    return merge.collect([tmp_path / "m1", tmp_path / "m2"], ["m1", "m2"])
+    return gather.collect([tmp_path / "m1", tmp_path / "m2"], ["m1", "m2"])
 
 
 def test_cells_with_different_settings_are_marked_in_the_table_the_note_and_the_html(tmp_path):
     merged = _merged(tmp_path, eos_on_m2=True)
-    md = merge_render.render_markdown(merged, {})
+    md = render.render_markdown(merged, {})
     rows = md_section(md, "tiny — chat")
     settings = rows[markdown.UNLIKE_ROW]
     assert settings[1].startswith(f"llamacpp: request_extras={EOS} · vllm: request_extras=")  # m2's column
@@ -47,7 +48,7 @@ def test_cells_with_different_settings_are_marked_in_the_table_the_note_and_the_
     assert f"<td>{markdown.UNLIKE_ROW}</td>" in html and "Not like with like: request_extras differ." in html
 
 
-def _figures(merged: merge_render.Merged, monkeypatch) -> list[Figure]:
+def _figures(merged: render.Merged, monkeypatch) -> list[Figure]:
     drawn: list[Figure] = []
 
     def keep(fig: Figure) -> bytes:
@@ -55,7 +56,7 @@ def _figures(merged: merge_render.Merged, monkeypatch) -> list[Figure]:
         return b""
 
     monkeypatch.setattr(plots, "_png", keep)
-    merge_render.plot_images(merged)
+    render.plot_images(merged)
     return drawn
 
 
@@ -72,7 +73,7 @@ def test_both_plots_mark_the_cells_and_name_the_settings(tmp_path, monkeypatch):
 
 def test_cells_alike_carry_no_row_no_mark_and_no_note(tmp_path, monkeypatch):
     merged = _merged(tmp_path, eos_on_m2=False)
-    md = merge_render.render_markdown(merged, {})
+    md = render.render_markdown(merged, {})
     assert markdown.UNLIKE_ROW not in md and "Not like with like" not in md and "†" not in md
     for fig in _figures(merged, monkeypatch):
         assert getattr(fig, "_supxlabel", None) is None

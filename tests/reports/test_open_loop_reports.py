@@ -22,10 +22,11 @@ from bench.core.result_model import Goodput, Level, OpenLoopBlock, Result
 from bench.core.store import suspicious
 from bench.core.verdicts import Evidence, Identity, classify
 from bench.load.arrivals import arrival_offsets
-from bench.reports import html_review, plots
+from bench.reports import plots
 from bench.reports.comparison import build_comparison
 from bench.reports.markdown import write_report
-from bench.reports.pages import summary as html_summary
+from bench.reports.review import columns
+from bench.reports.review import summary as html_summary
 from tests.core import test_result_model
 from tests.support.results import MACHINE, Spec, synthetic_result, write_cell
 
@@ -202,20 +203,20 @@ def test_a_closed_loop_report_is_as_it_was(tmp_path):
 
 
 def test_html_rows_name_the_rate_and_sort_rates_apart_from_concurrency_levels():
-    row = html_review.row_data(open_result(rates=(2.0, 8.0)))
+    row = columns.row_data(open_result(rates=(2.0, 8.0)))
     assert row["level"] is None and row["rate"] == "8" and row["level_label"] == "8 req/s"
     assert row["tps_by_rate"].keys() == {"2", "8"} and row["tps_by_level"] == {}
-    cells = html_review.row_cells({"verdict": "ok", "row": row})
+    cells = columns.row_cells({"verdict": "ok", "row": row})
     assert '<span data-sort="r' in cells[1] and ">8 req/s</span>" in cells[1]
-    closed = html_review.row_cells({"verdict": "ok", "row": html_review.row_data(synthetic_result(levels=(1, 16)))})
+    closed = columns.row_cells({"verdict": "ok", "row": columns.row_data(synthetic_result(levels=(1, 16)))})
     assert ">c=16</span>" in closed[1] and '<span data-sort="0' in closed[1]
     summary = html_summary.session_summary_html([
         {"framework": "vllm", "split": "chat", "verdict": "ok", "row": row},
         {"framework": "llamacpp", "split": "chat", "verdict": "ok",
-         "row": html_review.row_data(synthetic_result(levels=(1, 8)))}])
+         "row": columns.row_data(synthetic_result(levels=(1, 8)))}])
     assert "<th>c=1</th><th>c=8</th>" in summary and "<th>2 req/s</th><th>8 req/s</th>" in summary
     assert "Output tok/s at each concurrency level." in summary and "Output tok/s at each request rate." in summary
     assert summary.count('class="cellbench-throughput-plot"') == 2  # one per kind of level, never one axis
     assert 'alt="output tok/s against request rate, chat"' in summary
-    table = html_review.summary_html({"verdict": "ok", "reason": "fine"}, open_result(rates=(2.0,)), [])
+    table = columns.summary_html({"verdict": "ok", "reason": "fine"}, open_result(rates=(2.0,)), [])
     assert "<th>request rate</th>" in table and "<td>2 req/s</td>" in table and "goodput " in table

@@ -28,13 +28,14 @@ from bench.base.clock import now_iso
 from bench.cli.main import main as cellbench
 from bench.core.result import read_result
 from bench.core.result_model import Result
-from bench.reports import html_review, merge, merge_render
 from bench.reports.between import against_previous, previous_line
 from bench.reports.comparison import Comparison, build_comparison
 from bench.reports.csv_export import comparison_csv
 from bench.reports.journal import CellEntry, Journal
 from bench.reports.markdown import render_report
-from bench.reports.pages import summary as html_summary
+from bench.reports.merged import gather, render
+from bench.reports.review import columns
+from bench.reports.review import summary as html_summary
 from bench.reports.standing import INTERRUPTED, NOT_THIS_RUN, ChosenRun, standing_of, this_run_of
 from tests.reports.test_merge import machine
 from tests.support.results import MACHINE, Spec, put, synthetic_result, write_cell
@@ -248,21 +249,21 @@ def test_the_csv_flags_each_row_and_puts_the_ok_results_first(tmp_path):
 def test_html_figures_of_a_cell_not_from_this_run_carry_a_badge_and_sort_after_the_ok_ones():
     result = synthetic_result(Spec(failed=3))
     data = {"verdict": "degraded", "reason": result["verdict"]["reason"], "annotations": [],
-            "row": html_review.row_data(result)}
-    cells = html_review.row_cells(data, RUN)
+            "row": columns.row_data(result)}
+    cells = columns.row_cells(data, RUN)
     assert '<span class="cellbench-standing" title="degraded: 6/16 requests failed' in cells[2]
     assert '<span data-sort="0' in cells[2] and '<span data-sort="1' in cells[3]  # tok/s: best is high; TTFT low
     ok = synthetic_result(Spec())
-    kept = html_review.row_cells({"verdict": "ok", "reason": "", "annotations": ["resumed"],
-                                  "row": html_review.row_data(ok)}, "20261201T000000Z-bbbb")
+    kept = columns.row_cells({"verdict": "ok", "reason": "", "annotations": ["resumed"],
+                                  "row": columns.row_data(ok)}, "20261201T000000Z-bbbb")
     assert ">not this run</span>" in kept[2] and f"run {RUN} of 2026-11-30" in kept[2]
-    fresh = html_review.row_cells({"verdict": "ok", "reason": "", "annotations": [],
-                                   "row": html_review.row_data(ok)}, RUN)
+    fresh = columns.row_cells({"verdict": "ok", "reason": "", "annotations": [],
+                                   "row": columns.row_data(ok)}, RUN)
     assert "cellbench-standing" not in "".join(fresh) and '<span data-sort="1' in fresh[2]
 
 
 def test_the_html_summary_marks_and_orders_its_cells():
-    cells = [{"verdict": v, "framework": fw, "split": "chat", "row": html_review.row_data(synthetic_result(spec))}
+    cells = [{"verdict": v, "framework": fw, "split": "chat", "row": columns.row_data(synthetic_result(spec))}
              for v, fw, spec in (("degraded", "vllm", Spec(framework="vllm", failed=3)),
                                  ("ok", "llamacpp", Spec()))]
     html = html_summary.session_summary_html(cells, RUN)
@@ -296,24 +297,24 @@ def test_the_merged_report_marks_a_degraded_cell_and_leaves_it_out_between_machi
     write_cell(tmp_path / "m1", Spec(levels=(1,), requests=40), machine=machine("m1"))
     write_cell(tmp_path / "m2", Spec(levels=(1,), requests=40, failed=12), machine=machine("m2"))
     write_cell(tmp_path / "m3", Spec(levels=(1,), requests=40, speed=0.9), machine=machine("m3"))
-    merged = merge.collect([tmp_path / m for m in ("m1", "m2", "m3")], ["m1", "m2", "m3"])
+    merged = gather.collect([tmp_path / m for m in ("m1", "m2", "m3")], ["m1", "m2", "m3"])
     cells = merged["tables"][0]["cells"]["llamacpp"]
     assert cells["m2"]["standing"]["standing"] == "degraded" and cells["m1"]["standing"]["ok"]
-    md = merge_render.render_markdown(merged, {})
-    assert merge_render.cell_text(cells["m2"]).startswith("degraded · c=1 ")
+    md = render.render_markdown(merged, {})
+    assert render.cell_text(cells["m2"]).startswith("degraded · c=1 ")
     between = md.split("### Between machines — tiny chat\n", 1)[1].split("\n### ", 1)[0]
     assert "- llamacpp: left out of any order: m2 (degraded)" in between
     order = next(line for line in between.splitlines() if line.startswith("- llamacpp at c=1: "))
     assert "m2" not in order and "m1" in order and "m3" in order
-    assert merge_render.by_machine_png(merged["tables"][0]) is not None  # drawn, hatched and labelled
+    assert render.by_machine_png(merged["tables"][0]) is not None  # drawn, hatched and labelled
 
 
 def test_a_merged_cell_of_an_earlier_run_says_so(tmp_path):
     root = tmp_path / "m1"
     write_cell(root, Spec(levels=(1,)), machine=machine("m1"))
     write_cell(root, Spec(framework="vllm", levels=(1,), run_id=EARLIER), machine=machine("m1"))
-    merged = merge.collect([root], ["m1"])
-    text = merge_render.cell_text(merged["tables"][0]["cells"]["vllm"]["m1"])
+    merged = gather.collect([root], ["m1"])
+    text = render.cell_text(merged["tables"][0]["cells"]["vllm"]["m1"])
     assert text.startswith(f"ok, not from this run (run {EARLIER} of 2026-11-30) · c=1 ")
 
 

@@ -6,7 +6,7 @@ taken over (successful ones, or every measured request sent), when a level has i
 description and how the reports show it. `level_stats` builds a level's stats blocks from it,
 `schema_entries` the schema's per-level entries (bench.core.schema.generate writes them into
 bench/core/schema/result.schema.json), and REPORT.md (bench.reports.markdown) and the HTML
-review (bench.reports.html_review) take their metric rows and columns from it.
+review (bench.reports.review.columns) take their metric rows and columns from it.
 
 Adding a metric: a per-request function (in bench.core.metrics.requests, or here), one `Metric`
 row in METRICS, its key in `RequiredStats` or `OptionalStats` (so mypy knows it), the schema file

@@ -1,14 +1,14 @@
 """The merged report of several machines: merged.json's shape, and MERGED.md and its plots
-(index.html: bench.reports.pages.merged_index).
+(index.html: bench.reports.merged.index).
 
-bench.reports.merge collects a `Merged` document from the result folders of several machines;
+bench.reports.merged.gather collects a `Merged` document from the result folders of several machines;
 this module declares that document's types and renders it. Everything here reads the document
 alone (never a result file), so the three views cannot disagree with merged.json.
 
 A cell whose result does not stand ok (bench.reports.standing: its verdict, interrupted, imported,
 not from its machine's newest run) says so in its text, is hatched and labelled in the plots, and
 takes no place in *Between machines*. The document
-types live here rather than in bench.reports.merge because merge's CLI calls these renderers:
+types live here rather than in bench.reports.merged.gather because merge's CLI calls these renderers:
 the types sit in the lower module so the two do not import each other.
 
 A cell's numbers are always those of one machine's own result: a table has a column per

@@ -13,8 +13,8 @@ from html import escape
 from typing import Any
 
 from bench.core.level_run import rate_value
-from bench.reports import between
-from bench.reports.html_review import MISSING, VERDICT_RANK, cell_standing, verdict_css
+from bench.reports.review.columns import MISSING, VERDICT_RANK, cell_standing, verdict_css
+from bench.reports.review.marks import unlike_marks
 from bench.reports.standing import Standing, shown
 
 
@@ -27,7 +27,7 @@ def session_summary_html(cells: list[dict[str, Any]], this_run: str | None = Non
     filters = " ".join(
         f'<label class="cellbench-verdict-{v}"><input type="checkbox" class="cellbench-filter" data-verdict="{v}" '
         f"checked> {n} {escape(v)}</label>" for v, n in counts.items() if n)
-    tables, plots, unlike = [], [], between.unlike_marks(cells)
+    tables, plots, unlike = [], [], unlike_marks(cells)
     marks = {id(c): cell_standing(c, this_run) for c in cells}
     for by, head, what in (("tps_by_level", "c={}", "concurrency level"), ("tps_by_rate", "{} req/s", "request rate")):
         measured = sorted((c for c in cells if (c.get("row") or {}).get(by)),

@@ -1,20 +1,23 @@
 """The merged report's index.html, and the writing of MERGED.md, its plots and index.html.
 
 index.html is one self-contained page (plots inline as base64 PNG), drawn from the `Merged`
-document alone (bench.reports.merge_render declares it and renders MERGED.md and the plots), so
+document alone (bench.reports.merged.render declares it and renders MERGED.md and the plots), so
 the views cannot disagree with merged.json. Every text in it is escaped.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from bench.base.files import atomic_write
 from bench.core.verdicts import GREEN_VERDICTS
-from bench.reports import between, plots
-from bench.reports.merge_render import (
+from bench.reports import plots
+from bench.reports.between import machines_lines
+from bench.reports.merged.render import (
     BY_MACHINE,
     INDEX_HTML,
     MERGED_MD,
@@ -74,7 +77,7 @@ def _html_section(table: MergedTable, images: dict[str, bytes]) -> str:
                       for i in table["ignored"])
     return (f"<h2>{escape(table['model'])} — {escape(table['split'])}</h2>"
             + _html_table(["Framework", *table["machines"]], rows)
-            + (f"<p>{escape(unlike_note(found))}</p>" if found.note else "") + between.machines_html(table)
+            + (f"<p>{escape(unlike_note(found))}</p>" if found.note else "") + machines_html(table)
             + "<h3>Provenance</h3>"
             + _html_table(["Machine", "Framework", "Run id", "Harness commit", "Framework version", "File"], provenance)
             + (f"<ul>{ignored}</ul>" if ignored else "") + figures)
@@ -121,3 +124,10 @@ def write_report(merged: Merged, out: Path) -> list[Path]:
         atomic_write(out / name, text)
         written.append(out / name)
     return written
+
+
+def machines_html(table: Mapping[str, Any]) -> str:
+    """`machines_lines` for index.html: the heading, the basis and the decisions as a list (all text escaped)."""
+    lines = machines_lines(table)
+    items = "".join(f"<li>{escape(line.strip()[2:])}</li>" for line in lines if line.strip().startswith("- "))
+    return f"<h3>{escape(lines[0][4:])}</h3><p>{escape(lines[2])}</p><ul>{items}</ul>" if lines else ""

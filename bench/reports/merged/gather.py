@@ -10,7 +10,7 @@ one DIR, so a machine found in two is refused rather than merged.
 
 A machine that sent nothing for a model and split (expected but absent, or present without that
 split) keeps its column, marked `no result from <machine>`: a gap in a nightly run must show.
-Writes merged.json (the data; `Merged` in bench.reports.merge_render), MERGED.md, plots/ and a
+Writes merged.json (the data; `Merged` in bench.reports.merged.render), MERGED.md, plots/ and a
 self-contained index.html into `--out`.
 """
 
@@ -34,7 +34,8 @@ from bench.core.verdicts import GREEN_VERDICTS
 from bench.reports import between
 from bench.reports.comparison import Comparison, build_comparison, standings
 from bench.reports.journal.names import journal_files
-from bench.reports.merge_render import (
+from bench.reports.merged import index
+from bench.reports.merged.render import (
     NO_RESULT,
     NOT_RUN,
     Failure,
@@ -45,7 +46,6 @@ from bench.reports.merge_render import (
     Missing,
     SourceFolder,
 )
-from bench.reports.pages import merged_index
 from bench.reports.standing import Standing, standing_of
 
 MERGED_JSON = "merged.json"
@@ -276,7 +276,7 @@ def write_merged(merged: Merged, out: Path) -> list[Path]:
     """merged.json (atomically), then MERGED.md, the plots and index.html; returns the files written."""
     path = Path(out) / MERGED_JSON
     write_json_atomic(path, merged)
-    return [path, *merged_index.write_report(merged, Path(out))]
+    return [path, *index.write_report(merged, Path(out))]
 
 
 def _parser() -> argparse.ArgumentParser:

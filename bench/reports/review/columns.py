@@ -18,7 +18,7 @@ decided here is (1) the cells of each row, (2) the extras shown when a row is ex
   below 12.0) or a severity rank for verdicts (failures first), missing values lowest. A cell that
   does not stand ok (bench.reports.standing: its verdict, an earlier run's result) has its figures
   badged with its marks, and their keys put them after the ok cells' whichever way a column sorts
-  best first. The summary above the rows is bench.reports.pages.summary's.
+  best first. The summary above the rows is bench.reports.review.summary's.
 - Extras per cell: a summary (verdict, reason, annotations, the levels' audit lines, the per-level table, with TTFA p50
   beside TTFT p50 where a level's model reasoned, and the tail of every server log), the cell
   plot (PNG), the result JSON and each server log tail as text.
@@ -55,6 +55,7 @@ from bench.reports import between, standing
 from bench.reports.comparison import settings_of
 from bench.reports.markdown.rows import server_rows
 from bench.reports.markdown.text import NULL
+from bench.reports.review.marks import previous_badge, previous_html, row_basis_badge, row_interval
 from bench.reports.standing import shown
 
 LOG_TAIL_LINES = 60
@@ -163,7 +164,7 @@ def row_cells(data: dict[str, Any] | None, this_run: str | None = None) -> list[
     badges = "".join(
         f' <span class="cellbench-annotation" title="{escape(_annotation_note(data, note))}">{escape(note)}</span>'
         for note in data.get("annotations", ())
-    ) + between.previous_badge(data)
+    ) + previous_badge(data)
     row = data.get("row") or {}
     level = row.get("level")
     if row.get("rate") is not None:  # an open-loop cell: "r" keeps rates apart from concurrency levels when sorted
@@ -174,8 +175,8 @@ def row_cells(data: dict[str, Any] | None, this_run: str | None = None) -> list[
         _td("verdict", f"{rank}-{verdict}", verdict, badges),
         level_cell,
         _td("output_tps", shown.sort_key(number_key(row.get("output_tps")), marks, higher_is_better=True),
-            _fmt(row.get("output_tps"), ".1f") + between.row_interval(row),
-            between.row_basis_badge(row) + (shown.badge(marks) if row.get("output_tps") is not None else "")),
+            _fmt(row.get("output_tps"), ".1f") + row_interval(row),
+            row_basis_badge(row) + (shown.badge(marks) if row.get("output_tps") is not None else "")),
         *(_td(kind, shown.sort_key(number_key(row.get(key)), marks, higher_is_better=False), _fmt(row.get(key), spec),
               shown.badge(marks) if row.get(key) is not None else "")
           for kind, key, spec in (("ttft_p50", "ttft_p50_ms", ".1f"), ("tpot_p50", "tpot_p50_ms", ".2f"))),
@@ -281,7 +282,7 @@ def summary_html(data: dict[str, Any], result: Result | NoResult, tails: list[tu
     if audits := data.get("evidence", {}).get("audits"):
         parts.append("<p>audits:</p><ul>" + "".join(f"<li>{escape(line)}</li>" for line in audits) + "</ul>")
     if data.get("result_path"):
-        parts.append(f"<p>result: <code>{escape(data['result_path'])}</code></p>{between.previous_html(data)}")
+        parts.append(f"<p>result: <code>{escape(data['result_path'])}</code></p>{previous_html(data)}")
     if "levels" in result and result["levels"]:
         parts.append(_level_table(result["levels"]))
     for label, path, text in tails:
