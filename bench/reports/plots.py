@@ -1,50 +1,37 @@
 """The report's figures, drawn from comparison.json and the per-request sidecars.
 
-Figures use matplotlib's object API on an Agg canvas: no pyplot global state and no display, so
-a report can be rebuilt on a headless machine or inside a pytest session. Every figure has a fixed
-size and dpi (no tight bounding box), so the same data gives images of the same pixel size.
-
 Concurrency levels and open-loop rate levels are never drawn on one axis: throughput against
 concurrency is `throughput.png`, against request rate `throughput_rate.png` (a rate of inf, all at
 once, has no place on that axis and is in the report's tables only).
 
-Like with like (docs/results.md): a figure that puts frameworks side by side whose runs' request
-settings differ (bench.reports.comparison.setting_differences, over the frameworks that figure
-draws) marks each framework's label with the mark of its settings (†, ‡, ...: the same mark, the
-same settings) and names the differing settings under the figure (`unlike`, `note_unlike`).
+Like with like: a figure of frameworks whose runs' request settings differ marks their labels
+and names the settings under it (bench.reports.drawing).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import re
-import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cbook import boxplot_stats
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
-from bench.base.files import atomic_write
 from bench.core import metrics
-from bench.core.level_run import LevelKey, key_label, level_key, rate_text, rate_value
+from bench.core.level_run import LevelKey, key_label, level_key, rate_text
 from bench.core.records import RequestRecord
 from bench.core.result_model import Level, Result, RunConfig, Stats
-from bench.reports.comparison import Comparison, setting_differences, standings
+from bench.reports.comparison import Comparison, standings
+from bench.reports.drawing import CONCURRENCY_AXIS, RATE_AXIS, figure, log2_axis, marked, note_unlike, png, save, unlike
 from bench.reports.standing import shown
 
 PLOTS_DIR = "plots"
-DPI = 100
 THROUGHPUT_PNG = "throughput.png"
 THROUGHPUT_RATE_PNG = "throughput_rate.png"
 _RECORD_FIELDS = {f.name for f in dataclasses.fields(RequestRecord)} - {"error"}
-CONCURRENCY_AXIS = "concurrency (requests in flight)"
-RATE_AXIS = "request rate (requests/s, open loop)"
 
 
 def latency_png(level: LevelKey | int) -> str:
@@ -62,67 +49,8 @@ def latency_png(level: LevelKey | int) -> str:
 def _file_safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
 
-MARKS = ("†", "‡", "§", "¶", "‖", "#")  # then [7], [8], ...; never "*", which marks a summary box
-
-
-@dataclasses.dataclass(frozen=True)
-class Unlike:
-    """How the runs a figure puts side by side differ: each name's mark, and the figure's note."""
-
-    marks: dict[str, str]  # name -> its mark; empty when every run had the same settings
-    note: str | None
-
-
-def unlike(run_configs: Mapping[str, RunConfig]) -> Unlike:
-    """The marks and note of the runs `run_configs` names (a name -> its result's run_config):
-    names with the same values of the differing settings share a mark."""
-    differing = setting_differences(run_configs)
-    if not differing:
-        return Unlike({}, None)
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for name in sorted(run_configs):
-        groups.setdefault(tuple(values[name] for values in differing.values()), []).append(name)
-    marks: dict[str, str] = {}
-    parts = []
-    for i, (values, names) in enumerate(groups.items()):
-        mark = MARKS[i] if i < len(MARKS) else f"[{i + 1}]"
-        marks.update(dict.fromkeys(names, mark))
-        parts.append(f"{mark} {', '.join(names)}: " + "; ".join(f"{k}={v}" for k, v in zip(differing, values,
-                                                                                            strict=True)))
-    return Unlike(marks, f"Not like with like: {', '.join(differing)} differ. " + " · ".join(parts))
-
-
-def marked(name: str, found: Unlike, shown: str | None = None) -> str:
-    """`shown` (default: the name) with the name's mark after it, if it has one."""
-    mark = found.marks.get(name)
-    return f"{shown or name} {mark}" if mark else shown or name
-
-
-def note_unlike(fig: Figure, found: Unlike) -> None:
-    """The note under the whole figure, wrapped to its width; nothing when the runs were alike."""
-    if found.note:
-        fig.supxlabel(textwrap.fill(found.note, int(fig.get_figwidth() * 17)), fontsize=7)
-
-
 def _run_configs(comparison: Comparison, frameworks: Iterable[str]) -> dict[str, RunConfig]:
     return {fw: comparison["results"][fw].get("run_config") or cast(RunConfig, {}) for fw in frameworks}
-
-
-def _figure(width_in: float, height_in: float) -> Figure:
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    return buf.getvalue()
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    atomic_write(path, _png(fig))
-    return path
 
 
 def _title(comparison: Comparison, what: str) -> str:
@@ -138,16 +66,6 @@ def all_levels(comparison: Comparison) -> list[LevelKey]:
     return sorted({c for r in comparison["results"].values() for c in _levels(r)})
 
 
-def _log2_axis(ax: Any, levels: list[float], xlabel: str = CONCURRENCY_AXIS) -> None:
-    """A log-2 axis that labels the levels actually measured, not powers of two."""
-    ax.set_xscale("log", base=2)
-    if levels:
-        ax.set_xticks(levels, [f"{c:g}" for c in levels])
-        ax.set_xlim(min(levels) / 1.4, max(levels) * 1.4)
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel(xlabel)
-
-
 def throughput_figure(series: Mapping[str, Mapping[float, float | None]], title: str,
                       xlabel: str = CONCURRENCY_AXIS) -> Figure:
     """Output tok/s against concurrency (or, with `RATE_AXIS`, request rate), one line per series
@@ -155,7 +73,7 @@ def throughput_figure(series: Mapping[str, Mapping[float, float | None]], title:
 
     A level with no throughput (no successful request) is drawn as an x on zero, not joined to
     the line: it is a failure, not a throughput."""
-    fig = _figure(7, 4.5)
+    fig = figure(7, 4.5)
     ax = fig.add_subplot()
     for label, by_level in series.items():
         good = sorted((c, tps) for c, tps in by_level.items() if tps is not None)
@@ -163,7 +81,7 @@ def throughput_figure(series: Mapping[str, Mapping[float, float | None]], title:
         failed = sorted(c for c, tps in by_level.items() if tps is None)
         if failed:
             ax.plot(failed, [0] * len(failed), "x", color=line.get_color(), markersize=9)
-    _log2_axis(ax, sorted({c for by_level in series.values() for c in by_level}), xlabel)
+    log2_axis(ax, sorted({c for by_level in series.values() for c in by_level}), xlabel)
     ax.set_ylabel("output throughput (tok/s)")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
@@ -176,7 +94,7 @@ def throughput_figure(series: Mapping[str, Mapping[float, float | None]], title:
 def throughput_png(series: Mapping[str, Mapping[float, float | None]], title: str,
                    xlabel: str = CONCURRENCY_AXIS) -> bytes:
     """`throughput_figure` as PNG bytes (the HTML report's summary)."""
-    return _png(throughput_figure(series, title, xlabel))
+    return png(throughput_figure(series, title, xlabel))
 
 
 def _legend(comparison: Comparison, framework: str) -> str:
@@ -201,7 +119,7 @@ def throughput_vs_concurrency(comparison: Comparison, split_dir: Path) -> Path |
         return None
     fig = throughput_figure(series, _title(comparison, "Output throughput"))
     note_unlike(fig, found)
-    return _save(fig, Path(split_dir) / PLOTS_DIR / THROUGHPUT_PNG)
+    return save(fig, Path(split_dir) / PLOTS_DIR / THROUGHPUT_PNG)
 
 
 def throughput_vs_rate(comparison: Comparison, split_dir: Path) -> Path | None:
@@ -220,7 +138,7 @@ def throughput_vs_rate(comparison: Comparison, split_dir: Path) -> Path | None:
         return None
     fig = throughput_figure(series, _title(comparison, "Output throughput against request rate"), RATE_AXIS)
     note_unlike(fig, found)
-    return _save(fig, Path(split_dir) / PLOTS_DIR / THROUGHPUT_RATE_PNG)
+    return save(fig, Path(split_dir) / PLOTS_DIR / THROUGHPUT_RATE_PNG)
 
 
 def _measured_records(sidecar: Path, level: LevelKey) -> Iterator[RequestRecord]:
@@ -278,7 +196,7 @@ def latency_distributions(comparison: Comparison, level: LevelKey | int, split_d
     present = {fw: (request_samples(split_dir, result, level), _levels(result)[level])
                for fw in comparison["frameworks"] if level in _levels(result := comparison["results"][fw])}
     found = unlike(_run_configs(comparison, present))  # the frameworks at this level only
-    fig = _figure(9, 4.5)
+    fig = figure(9, 4.5)
     for ax, key, name in zip(fig.subplots(1, 2), ("ttft_ms", "tpot_ms"), ("TTFT (ms)", "TPOT (ms)"), strict=True):
         boxes = [b for fw, (samples, lv) in present.items()  # the ok ones first, as comparison.json lists them
                  if (b := _box(marked(fw, found, _legend(comparison, fw)), samples,
@@ -295,34 +213,7 @@ def latency_distributions(comparison: Comparison, level: LevelKey | int, split_d
         level[0], f"request rate {key_label(level, full=True)}")
     fig.suptitle(_title(comparison, f"Latency at {at}"), fontsize=10)
     note_unlike(fig, found)
-    return _save(fig, split_dir / PLOTS_DIR / latency_png(level))
-
-
-def cell_plot(result: Result) -> bytes:
-    """A small PNG of one cell: output tok/s and TTFT p50 per level (an HTML report extra), against
-    concurrency or, for an open-loop cell, request rate (a rate of inf is left out)."""
-    # A trace level stands at the rate its offsets offered, as its request_rate says.
-    by_level = {key[1] if key[0] != "trace" else rate_value(lv["request_rate"]): lv
-                for key, lv in _levels(result).items()}
-    by_level = {x: lv for x, lv in by_level.items() if x != float("inf")}
-    open_loop = any(key[0] != "concurrency" for key in _levels(result))
-    levels = sorted(by_level)
-    fig = _figure(6, 2.6)
-    panels: tuple[tuple[str, Callable[[Level], float | None]], ...] = (
-        ("output (tok/s)", lambda lv: lv["output_throughput_tps"]),
-        ("TTFT p50 (ms)", lambda lv: lv["ttft_ms"]["p50"]),
-    )
-    for ax, (label, read) in zip(fig.subplots(1, 2), panels, strict=True):
-        points = [(c, read(by_level[c])) for c in levels if by_level[c]["successful"]]
-        ax.plot([c for c, _ in points], [v for _, v in points], marker="o")
-        _log2_axis(ax, levels, RATE_AXIS if open_loop else CONCURRENCY_AXIS)
-        ax.set_ylabel(label)
-        ax.set_ylim(bottom=0)
-        ax.grid(True, alpha=0.3)
-    machine = result["machine"]["slug"]
-    fig.suptitle(f"{result['framework']['name']} — {result['model']['results_name']} ({result['split']}) on {machine}",
-                 fontsize=9)
-    return _png(fig)
+    return save(fig, split_dir / PLOTS_DIR / latency_png(level))
 
 
 RESOURCES_PNG = "resources.png"
@@ -353,7 +244,7 @@ def resources_over_time(comparison: Comparison, split_dir: Path) -> Path | None:
     if not series:
         return None
     found = unlike(_run_configs(comparison, series))
-    fig = _figure(7, 5.5)
+    fig = figure(7, 5.5)
     rss_ax, cpu_ax = fig.subplots(2, 1, sharex=True)
     for fw, samples in series.items():
         t0 = samples[0]["wall"]
@@ -370,7 +261,7 @@ def resources_over_time(comparison: Comparison, split_dir: Path) -> Path | None:
     rss_ax.legend(loc="best")
     rss_ax.set_title(_title(comparison, "Server resources"), fontsize=10)
     note_unlike(fig, found)
-    return _save(fig, Path(split_dir) / PLOTS_DIR / RESOURCES_PNG)
+    return save(fig, Path(split_dir) / PLOTS_DIR / RESOURCES_PNG)
 
 
 def write_plots(comparison: Comparison, split_dir: Path) -> list[Path]:

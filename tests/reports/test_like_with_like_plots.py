@@ -12,7 +12,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from bench.core.result import read_result
-from bench.reports import plots
+from bench.reports import drawing, plots
 from bench.reports.comparison import read_comparison, write_comparison
 from tests.support.results import cell_dir, put, variant, write_cell
 
@@ -34,7 +34,7 @@ def drawn(tmp_path, monkeypatch) -> dict[str, Figure]:
         figures[path.name] = fig
         return path
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save", keep)
     plots.write_plots(read_comparison(write_comparison(d, machine=template["machine"]["slug"])), d)
     return figures
 
@@ -64,9 +64,9 @@ def test_a_latency_plot_compares_only_the_frameworks_at_its_level(drawn):
 
 def test_runs_alike_get_no_marks_and_the_same_settings_share_a_mark():
     base: Any = {"levels": [1], "request_extras": {}}
-    assert plots.unlike({"a": base, "b": dict(base)}) == plots.Unlike({}, None)
-    found = plots.unlike({"a": base, "b": dict(base), "c": {**base, "unique_prompts": True}})
+    assert drawing.unlike({"a": base, "b": dict(base)}) == drawing.Unlike({}, None)
+    found = drawing.unlike({"a": base, "b": dict(base), "c": {**base, "unique_prompts": True}})
     assert found.marks == {"a": "†", "b": "†", "c": "‡"}
     assert found.note == ('Not like with like: unique_prompts differ. † a, b: unique_prompts="missing" '
                           "· ‡ c: unique_prompts=true")
-    assert plots.marked("c", found, "c, imported (SiliconBench)") == "c, imported (SiliconBench) ‡"
+    assert drawing.marked("c", found, "c, imported (SiliconBench)") == "c, imported (SiliconBench) ‡"

@@ -10,7 +10,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from bench.reports import markdown, plots
+from bench.reports import drawing, markdown
 from bench.reports.merged import gather, render
 from bench.reports.merged import index as merge_html
 from tests.reports.test_merge import machine, md_section
@@ -55,7 +55,7 @@ def _figures(merged: render.Merged, monkeypatch) -> list[Figure]:
         drawn.append(fig)
         return b""
 
-    monkeypatch.setattr(plots, "_png", keep)
+    monkeypatch.setattr(drawing, "png", keep)
     render.plot_images(merged)
     return drawn
 

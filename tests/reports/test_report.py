@@ -27,6 +27,7 @@ from bench.reports import markdown, plots
 from bench.reports.comparison import Comparison, read_comparison, write_comparison
 from bench.reports.markdown import ROWS, write_report
 from bench.reports.rebuild import rebuild
+from bench.reports.review.cell_plot import cell_plot
 from tests.support.results import cell_dir, put, variant, write_cell
 
 FOREIGN = "h200"
@@ -204,7 +205,7 @@ def test_request_samples_agree_with_the_results_stats(built, real):
 
 def test_cell_plot_is_a_small_png(real):
     _, template = real
-    assert png_size(plots.cell_plot(template)) == (600, 260)
+    assert png_size(cell_plot(template)) == (600, 260)
 
 
 def test_a_plot_of_a_level_no_longer_compared_is_removed(built):

@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.base.files import atomic_write
 from bench.core.verdicts import GREEN_VERDICTS
-from bench.reports import plots
+from bench.reports import drawing
 from bench.reports.between import machines_lines
 from bench.reports.merged.render import (
     BY_MACHINE,
@@ -65,7 +65,7 @@ def _css(cell: MergedCell) -> str:
 
 def _html_section(table: MergedTable, images: dict[str, bytes]) -> str:
     cells = table["cells"]
-    found = plots.unlike(_configs(table))
+    found = drawing.unlike(_configs(table))
     rows = [[("", fw), *((_css(cells[fw][m]), _marked_text(table, found, fw, m)) for m in table["machines"])]
             for fw in table["frameworks"]]
     if unlike := _unlike_row(table):

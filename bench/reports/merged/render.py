@@ -17,7 +17,7 @@ machine, and a machine that sent nothing for a model and split keeps its column,
 not expected.
 
 Like with like (docs/results.md): cells ("<framework> on <machine>") whose request settings differ
-get a Differing settings row, their settings' mark (bench.reports.plots.unlike), a note, marked plots.
+get a Differing settings row, their settings' mark (bench.reports.drawing.unlike), a note, marked plots.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from bench.core.result_model import RunConfig
-from bench.reports import between, markdown, plots
+from bench.reports import between, drawing, markdown
 from bench.reports.comparison import setting_differences
 from bench.reports.standing import Standing, shown
 
@@ -180,8 +180,8 @@ def _unlike_row(table: MergedTable) -> list[str] | None:
     return [markdown.UNLIKE_ROW, *(column[m] or markdown.MISSING_LEVEL for m in table["machines"])]
 
 
-def _marked_text(table: MergedTable, found: plots.Unlike, fw: str, machine: str) -> str:
-    return plots.marked(f"{fw} on {machine}", found, cell_text(table["cells"][fw][machine]))
+def _marked_text(table: MergedTable, found: drawing.Unlike, fw: str, machine: str) -> str:
+    return drawing.marked(f"{fw} on {machine}", found, cell_text(table["cells"][fw][machine]))
 
 
 # ------------------------------------------------------------------ plots
@@ -205,10 +205,10 @@ def by_machine_png(table: MergedTable) -> bytes | None:
         return None
     frameworks = [fw for fw in table["frameworks"] if any(k[0] == fw for k in peaks)]
     machines = [m for m in table["machines"] if any(k[1] == m for k in peaks)]
-    fig = plots._figure(max(6.0, 2 + 0.5 * len(frameworks) * len(machines)), 4.5)
+    fig = drawing.figure(max(6.0, 2 + 0.5 * len(frameworks) * len(machines)), 4.5)
     ax = fig.add_subplot()
     width = 0.8 / len(machines)
-    found = plots.unlike(_configs(table))
+    found = drawing.unlike(_configs(table))
     for k, machine in enumerate(machines):
         xs = [i + (k - (len(machines) - 1) / 2) * width for i, fw in enumerate(frameworks) if (fw, machine) in peaks]
         drawn = [fw for fw in frameworks if (fw, machine) in peaks]
@@ -223,8 +223,8 @@ def by_machine_png(table: MergedTable) -> bytes | None:
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="best", title="machine")
     ax.set_title(f"Peak output throughput by machine — {_title(table)}", fontsize=10)
-    plots.note_unlike(fig, found)
-    return plots._png(fig)
+    drawing.note_unlike(fig, found)
+    return drawing.png(fig)
 
 
 def vs_concurrency_png(table: MergedTable) -> bytes | None:
@@ -236,24 +236,24 @@ def vs_concurrency_png(table: MergedTable) -> bytes | None:
     series = {m: by_fw for m, by_fw in series.items() if by_fw}
     if not series:
         return None
-    found = plots.unlike(_configs(table))
-    fig = plots._figure(4.2 * len(series) + 1, 4.2)
+    found = drawing.unlike(_configs(table))
+    fig = drawing.figure(4.2 * len(series) + 1, 4.2)
     axes = fig.subplots(1, len(series), sharey=True, squeeze=False)[0]
     for ax, (machine, by_fw) in zip(axes, series.items(), strict=True):
         for fw, points in by_fw.items():
             mark = cell_standing(table["cells"][fw][machine])  # a marked cell: dashed, its marks in its label
             ax.plot([c for c, _ in points], [t for _, t in points], marker="o", linestyle="-" if mark.ok else "--",
-                    label=plots.marked(f"{fw} on {machine}", found, shown.label(fw, mark)),
+                    label=drawing.marked(f"{fw} on {machine}", found, shown.label(fw, mark)),
                     color=_color(table["frameworks"], fw))
-        plots._log2_axis(ax, sorted({c for pts in by_fw.values() for c, _ in pts}))
+        drawing.log2_axis(ax, sorted({c for pts in by_fw.values() for c, _ in pts}))
         ax.grid(True, alpha=0.3)
         ax.set_title(machine, fontsize=10)
         ax.legend(loc="best", fontsize=8)
     axes[0].set_ylim(bottom=0)  # after every panel is drawn: the shared axis then spans all machines
     axes[0].set_ylabel("output throughput (tok/s)")
     fig.suptitle(f"Output throughput against concurrency — {_title(table)}", fontsize=10)
-    plots.note_unlike(fig, found)
-    return plots._png(fig)
+    drawing.note_unlike(fig, found)
+    return drawing.png(fig)
 
 
 def plot_images(merged: Merged) -> dict[str, bytes]:
@@ -296,7 +296,7 @@ def _md_header(merged: Merged) -> list[str]:
 
 
 def _md_table(table: MergedTable, images: dict[str, bytes]) -> list[str]:
-    found = plots.unlike(_configs(table))
+    found = drawing.unlike(_configs(table))
     rows = [[fw, *(_marked_text(table, found, fw, m) for m in table["machines"])] for fw in table["frameworks"]]
     unlike = _unlike_row(table)
     provenance = ["Machine", "Framework", "Run id", "Harness commit", "Framework version", "File"]
@@ -312,7 +312,7 @@ def _md_table(table: MergedTable, images: dict[str, bytes]) -> list[str]:
     ]
 
 
-def unlike_note(found: plots.Unlike) -> str:
+def unlike_note(found: drawing.Unlike) -> str:
     return f"{found.note} Cells with different marks may differ by their settings, not by framework or machine."
 
 

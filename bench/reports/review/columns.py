@@ -298,7 +298,7 @@ def extras_for(data: dict[str, Any], result: Result | NoResult) -> list[dict[str
     tails = server_log_tails(result)
     out = [extras.html(summary_html(data, result, tails))]
     if "levels" in result and result["levels"]:
-        from bench.reports.plots import cell_plot  # matplotlib: imported only when a report is asked for
+        from bench.reports.review.cell_plot import cell_plot  # matplotlib: imported only when a report is asked for
 
         png = base64.b64encode(cell_plot(result)).decode("ascii")
         out.append(extras.png(png, name="output tok/s and TTFT p50 per level"))

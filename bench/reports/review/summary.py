@@ -68,7 +68,8 @@ def _throughput_plots(measured: list[dict[str, Any]], by: str, marks: list[Stand
     """One output tok/s plot per split, framework lines, against concurrency (`tps_by_level`) or
     request rate (`tps_by_rate`): splits, and the two kinds of level, are never drawn on one axis.
     A cell that does not stand ok is labelled with its marks."""
-    from bench.reports.plots import CONCURRENCY_AXIS, RATE_AXIS, throughput_png  # matplotlib: only for a report
+    from bench.reports.drawing import CONCURRENCY_AXIS, RATE_AXIS
+    from bench.reports.plots import throughput_png  # matplotlib: only for a report
 
     rates = by == "tps_by_rate"
     images = []
