@@ -61,9 +61,9 @@ class _ServerExitRequired(TypedDict):
 
 
 class ServerExit(_ServerExitRequired, total=False):
-    oom: dict[str, Any]  # free-form: the OOM evidence of whichever source found it (bench.host.oom)
+    oom: dict[str, Any]  # free-form: the OOM evidence of whichever source found it (bench.host.memory.oom)
     oom_check_error: str
-    memory: dict[str, Any]  # free-form: the memory limit's own report (bench.host.memlimit)
+    memory: dict[str, Any]  # free-form: the memory limit's own report (bench.host.memory.memlimit)
 
 
 class ServerResources(TypedDict):

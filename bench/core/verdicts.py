@@ -22,7 +22,7 @@ from bench.core.level_run import level_label, levels_text
 from bench.core.metrics import STARVED_RUN_QUEUE_WAIT
 from bench.core.metrics.audits import fired
 from bench.core.result_model import DominantError, Level, VerdictBlock
-from bench.host.oom import describe_oom
+from bench.host.memory.oom import describe_oom
 
 
 class Verdict(str, Enum):
@@ -128,7 +128,7 @@ class Evidence:
     skipped: str | None = None
     start_failure: str | None = None
     server_exit: str | None = None  # the server ended (or an endpoint stopped answering) unasked: where, when
-    oom: dict | str | None = None  # bench.host.oom evidence (ExitInfo.oom / ServerStartError.oom), or a reason
+    oom: dict | str | None = None  # bench.host.memory.oom evidence (ExitInfo.oom / ServerStartError.oom), or a reason
     capped: str | None = None
     api_key_from: str | None = None  # where the API key sent came from (None: none was sent)
 

@@ -10,11 +10,11 @@
 - after "ready", the listening socket must belong to our process tree;
 - every started group is recorded in a pid file under the cache, so a later session can reap
   what a hard-killed session left behind (bench.host.process_groups);
-- with `memory_limit_bytes` the server runs inside a fresh memory cgroup (bench.host.memlimit) from
+- with `memory_limit_bytes` the server runs inside a fresh memory cgroup (bench.host.memory.memlimit) from
   its first byte; a machine that cannot enforce the limit fails the start with the reason, and
   the cgroup is removed once the server's processes are gone;
 - whenever the server ends, and when it dies while starting, the kernel is asked whether it was
-  killed for memory (bench.host.oom): `ExitInfo.oom` / `ServerStartError.oom` carry the evidence.
+  killed for memory (bench.host.memory.oom): `ExitInfo.oom` / `ServerStartError.oom` carry the evidence.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ import httpx
 import psutil
 
 from bench.base.exits import signal_name
-from bench.host import affinity, memlimit
-from bench.host.oom import OomWatch
+from bench.host import affinity
+from bench.host.memory import memlimit
+from bench.host.memory.oom import OomWatch
 from bench.host.ports import listeners, port_holder
 from bench.host.process_groups import register, signal_group, stop_recorded_groups, unregister, wait_group_gone
 from bench.run.answers import answer_text, refused_key
@@ -60,7 +61,7 @@ class ServerStartError(RuntimeError):
         super().__init__(reason)
         self.log_path = log_path
         self.transient = transient  # one retry (bench.run.levels): port held, or dropped polls then exit
-        self.oom = oom  # evidence that it was killed for memory while loading (bench.host.oom); never retried
+        self.oom = oom  # evidence that it was killed for memory while loading (bench.host.memory.oom); never retried
         self.capped = capped  # the cell's budget or hang watchdog ended the wait, not the server
 
 
@@ -198,7 +199,7 @@ class ServerProcess:
         register(self.proc.pid)
 
     def note_tree(self, pids: dict[int, str] | None = None) -> None:
-        """Remember the server's live processes, so a child killed later can be named (bench.host.oom).
+        """Remember the server's live processes, so a child killed later can be named (bench.host.memory.oom).
 
         Called while waiting for readiness and at stop; a ResourceSampler passes what it sees.
         """

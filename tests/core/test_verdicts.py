@@ -188,7 +188,7 @@ def test_chunk_bundling_annotation_rides_along():
     assert v.verdict is Verdict.OK and v.annotations == ("chunk-bundling",)
 
 
-# --- OOM: evidence from bench.host.oom (ExitInfo.oom / ServerStartError.oom) ---------------------------
+# --- OOM: evidence from bench.host.memory.oom (ExitInfo.oom / ServerStartError.oom) ---------------------------
 
 KERNEL_LINE = ("Memory cgroup out of memory: Killed process 18244 (llama-server) total-vm:540856kB, "
                "anon-rss:65152kB, file-rss:6752kB, shmem-rss:0kB, UID:0 pgtables:192kB oom_score_adj:0")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.host import jetsam, kernel_log, memlimit, oom
-from bench.host.memlimit import MemoryLimitUnavailable, format_size, parse_size
+from bench.host.memory import jetsam, kernel_log, memlimit, oom
+from bench.host.memory.memlimit import MemoryLimitUnavailable, format_size, parse_size
 
 # Allocates 512 MiB and touches it page by page, so the pages are really charged.
 HOG = textwrap.dedent(
@@ -311,7 +311,7 @@ def test_not_root_gets_a_reason_naming_what_is_missing():
             memlimit.create(64 << 20)
         return
     # As root, ask as `nobody`. The clone may live where `nobody` cannot enter (/root, a 0700
-    # folder), so the child imports a copy of bench.host.memlimit (standard library only) from a
+    # folder), so the child imports a copy of bench.host.memory.memlimit (standard library only) from a
     # folder it can read.
     python = "/usr/bin/python3"
     if not os.access(python, os.X_OK):

@@ -12,8 +12,9 @@ import time
 import psutil
 import pytest
 
-from bench.host import resources
-from bench.host.resources import ResourceSampler, parse_nvidia_smi, parse_pressure
+from bench.host import gpu, resources
+from bench.host.gpu import parse_nvidia_smi
+from bench.host.resources import ResourceSampler, parse_pressure
 
 # Holds ~64 MiB (touched), spawns a child, and burns a little CPU; argv[1] = seconds to live.
 WORKER = textwrap.dedent(
@@ -157,14 +158,14 @@ METALSTAT_LINE = ('{"t": 1767000000.5, "elapsed_s": 3.0, "gpu_util": 97.5, "gpu_
 
 
 def test_a_metalstat_sample_becomes_a_gpu_entry():
-    assert resources.parse_metalstat(METALSTAT_LINE) == {
+    assert gpu.parse_metalstat(METALSTAT_LINE) == {
         "index": 0, "util_percent": 97.5, "freq_mhz": 1398.0, "power_w": 18.7, "mem_used_bytes": int(1.5 * 2**30),
         "mem_pressure_pct": 38.0, "mem_pressure_level": "green"}
     unavailable = json.loads(METALSTAT_LINE) | {"gpu_freq_mhz": None, "gpu_mem_allocated_gb": None}
-    entry = resources.parse_metalstat(json.dumps(unavailable))
+    entry = gpu.parse_metalstat(json.dumps(unavailable))
     assert entry["freq_mhz"] is None and entry["mem_used_bytes"] is None
     with pytest.raises(ValueError):
-        resources.parse_metalstat('{"cpu_util": 3}')
+        gpu.parse_metalstat('{"cpu_util": 3}')
 
 
 def test_the_sampler_reads_metalstat_beside_it_on_macos_and_stops_it(tmp_path, monkeypatch):
@@ -178,13 +179,13 @@ def test_the_sampler_reads_metalstat_beside_it_on_macos_and_stops_it(tmp_path, m
     fake.write_text(f"#!{sys.executable}\n"
                     "import os, sys, time\n"
                     f"open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n"
-                    f"assert sys.argv[1:] == {resources.METALSTAT!r}, sys.argv\n"
+                    f"assert sys.argv[1:] == {gpu.METALSTAT!r}, sys.argv\n"
                     f"for line in open({str(tmp_path / 'recorded.jsonl')!r}):\n"
                     "    print(line, end='', flush=True)\n    time.sleep(0.3)\n"
                     "time.sleep(600)\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(resources, "PLATFORM", "darwin")
+    monkeypatch.setattr(gpu, "PLATFORM", "darwin")
     path = tmp_path / "s.jsonl"
     with resources.ResourceSampler(None, path, interval_s=0.2) as sampler:
         deadline = time.monotonic() + 20

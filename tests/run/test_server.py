@@ -19,8 +19,8 @@ import httpx
 import psutil
 import pytest
 
-from bench.host import memlimit
-from bench.host.kernel_log import read_kernel_log
+from bench.host.memory import memlimit
+from bench.host.memory.kernel_log import read_kernel_log
 from bench.host.ports import free_port, port_holder
 from bench.host.process_groups import reap_orphans
 from bench.run.server import ServerProcess, ServerStartError
@@ -165,7 +165,7 @@ def test_reaps_only_servers_whose_session_is_gone(tmp_path, cache):
     assert not list((cache / "servers").glob("*.json"))
 
 
-# --- memory limits and OOM evidence (bench.host.memlimit, bench.host.oom) -----------------------------------
+# --- memory limits and OOM evidence (bench.host.memory: memlimit, oom) ---------------------------------------------
 
 needs_cgroup = pytest.mark.skipif(
     memlimit.unavailable() is not None, reason=f"memory cgroups unavailable: {memlimit.unavailable()}"

@@ -15,7 +15,7 @@ import pytest
 
 from bench.base.defaults import SPLITS, levels_text
 from bench.eval import gpus
-from bench.host import memlimit
+from bench.host.memory import memlimit
 from bench.run.config import cell_budgets, comma_list, concurrency_levels, hang_seconds
 from bench.run.scrape.scraper import INTERVAL_S
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from bench.core.result_model import Result
-from bench.host.oom import describe_oom
+from bench.host.memory.oom import describe_oom
 from bench.run.cell_result import gpu_reading, resource_samples
 
 LOW_AVAILABLE = 0.10  # under a tenth of the machine's memory available: pressure

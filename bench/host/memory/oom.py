@@ -8,11 +8,11 @@ Linux, in order of strength:
 - `cgroup oom_kill`: the memory cgroup we ran the server in (`--memory-limit`) counted an OOM kill
   (v1 `memory.oom_control`, v2 `memory.events`); every process in it is the server's;
 - `kernel log`: an OOM-killer report for a pid of the server's tree, from after the server started
-  (bench.host.kernel_log). The killed pid may be a child (vLLM's engine core), so the whole tree
+  (bench.host.memory.kernel_log). The killed pid may be a child (vLLM's engine core), so the whole tree
   counts;
 - `vmstat oom_kill` (circumstantial, only when the kernel log cannot be read): the server itself
   died of a SIGKILL nobody here sent while the system's OOM-kill counter rose.
-macOS: `jetsam`, a kill line for a pid of the tree in the unified log (bench.host.jetsam).
+macOS: `jetsam`, a kill line for a pid of the tree in the unified log (bench.host.memory.jetsam).
 
 When the server died of a SIGKILL nobody here sent and no source could be read (the kernel log,
 /proc/vmstat, or the unified log), detection raises `OomUndecided` instead of answering "no OOM":
@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING
 import psutil
 
 from bench.base.exits import signal_name
-from bench.host.jetsam import jetsam_kills
-from bench.host.kernel_log import kernel_kills, read_kernel_log, vmstat_oom_kills
+from bench.host.memory.jetsam import jetsam_kills
+from bench.host.memory.kernel_log import kernel_kills, read_kernel_log, vmstat_oom_kills
 
 if TYPE_CHECKING:
-    from bench.host.memlimit import MemoryCgroup
+    from bench.host.memory.memlimit import MemoryCgroup
 
 MAX_LINES = 12  # kernel or log lines quoted in the evidence
 
@@ -145,7 +145,7 @@ def describe_oom(evidence: dict) -> str:
     source = evidence.get("source", "?")
     limit = (evidence.get("cgroup") or {}).get("limit_bytes")
     if limit:
-        from bench.host.memlimit import format_size
+        from bench.host.memory.memlimit import format_size
 
         source += f", limit {format_size(limit)}"
     if evidence.get("line"):
