@@ -28,6 +28,7 @@ from pathlib import Path
 import adapters
 from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
+from bench.core.level_run import interrupt_text
 from bench.core.result import UnwritableResults, cell_paths, free_cell_paths, unfinished_block, write_result
 from bench.core.result_model import AdapterSource, Harness, MachineBlock, Result, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
@@ -40,7 +41,7 @@ from bench.run.cell_result import (
     resumed_verdict,
     suspicious_change,
 )
-from bench.run.config import CellConfig, CellOutcome, Launcher
+from bench.run.config import CellConfig, CellInterrupted, CellOutcome, Launcher
 from bench.run.fixes import profile_source, verified_fix
 from bench.run.levels import CellRun
 from bench.setup import profiles, traces
@@ -117,7 +118,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         run.execute()
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (bench.plugins.signals): keep what was measured
         interrupted = exc
-        run.capped = f"interrupted ({str(exc) or type(exc).__name__}) {run.where()}"
+        run.capped = f"interrupted ({interrupt_text(exc)}) {run.where()}"
     except OSError as exc:  # a server log or a sidecar the results folder refused (a full disk, read-only)
         if exc.filename is None or not Path(exc.filename).is_relative_to(cfg.results_root):
             raise
@@ -138,8 +139,8 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
     write_result(paths.result, result)
     outcome = CellOutcome(verdict, paths.result, result)
     if interrupted is not None:
-        interrupted.cell_outcome = outcome  # type: ignore[attr-defined]  # bench.plugins reports it, then ends the session
-        raise interrupted
+        # bench.plugins reports the outcome, then ends the session
+        raise CellInterrupted(interrupted, outcome).with_traceback(interrupted.__traceback__)
     return outcome
 
 
