@@ -33,14 +33,7 @@ from bench.core.result import UnwritableResults, cell_paths, free_cell_paths, un
 from bench.core.result_model import AdapterSource, Harness, MachineBlock, Result, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
-from bench.run.cell_result import (
-    assemble,
-    existing_result,
-    gpu_reading,
-    previous_result,
-    resumed_verdict,
-    suspicious_change,
-)
+from bench.run.cell_result import CellHistory, assemble, gpu_reading, resumed_verdict
 from bench.run.config import CellConfig, CellInterrupted, CellOutcome, Launcher
 from bench.run.fixes import profile_source, verified_fix
 from bench.run.levels import CellRun
@@ -86,7 +79,8 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         return CellOutcome(CellVerdict(Verdict.FAILED, str(exc)), None)
     except (profiles.ProfileUnavailable, NotConfigured) as exc:
         return _skipped(str(exc))
-    kept = existing_result(cfg, paths, machine.slug)
+    history = CellHistory.read(paths.split_dir)  # once: --skip-existing, the fix and suspicious checks
+    kept = history.existing(cfg, machine.slug)
     if kept is not None:
         return CellOutcome(resumed_verdict(kept), kept.path, kept.data)
     prompt_set = _prompts(cfg)
@@ -126,11 +120,11 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
 
     verdict = _verdict(cfg, run)
     result = document(verdict)
-    fix = verified_fix(previous_result(paths, result), result, clock.run_day())
+    fix = verified_fix(history.previous(paths.result, result), result, clock.run_day())
     if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why
         verdict = fix.verdict_after(verdict)
         result["verdict"] = {**verdict.to_json(), "fix": fix.to_json()}
-    flagged = suspicious_change(paths, result)
+    flagged = history.suspicious(paths.result, result)
     if flagged:  # an annotation: it never changes the verdict
         reading = gpu_reading(paths.result.parent, result)  # the GPU's side of the story, when sampled
         flagged = f"{flagged}; {reading}" if reading else flagged

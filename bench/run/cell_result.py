@@ -1,5 +1,6 @@
 """A cell's result document: assembled from what the cell measured, checked against the previous
-result of the same cell, or kept from an earlier run (--skip-existing).
+result of the same cell, or kept from an earlier run (--skip-existing); `CellHistory` is the one
+reading of the cell's folder both checks consult.
 
 `assemble` is the one place a Result is built; `bench.core.result.write_result` validates it
 against the schema as it writes it.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
 from bench.core.level_run import rate_json
 from bench.core.open_loop import Load, slo_json
-from bench.core.result import SCHEMA_VERSION, CellPaths
+from bench.core.result import SCHEMA_VERSION
 from bench.core.result_model import (
     CpuAffinity,
     Framework,
@@ -138,38 +140,52 @@ def _sent(plan: LoadPlan) -> Load:
     return load
 
 
-def previous_result(paths: CellPaths, result: Result) -> LoadedResult | None:
-    """The result before `result` in its cell (machine, model, split, framework), chosen as
-    comparison.json chooses (run id, then finish time, never mtime)."""
-    current = LoadedResult(paths.result, result)
-    loaded, _ = load_results(paths.split_dir)
-    older = [r for r in loaded if r.path != paths.result and r.recency() < current.recency()]
-    selection = select_latest([*older, current], machine=current.machine, model=current.model, split=current.split)
-    return selection.previous.get(current.framework)
+@dataclass(frozen=True)
+class CellHistory:
+    """The results already in a cell's split folder, read once as the cell begins: --skip-existing
+    (`existing`), the fix check (`previous`) and the suspicious check (`suspicious`) all consult
+    this one reading. Cells of one host run one at a time (the host lock, fixtures/servers.py)
+    and a cell writes under names no earlier file took (free_cell_paths), so what a later read
+    would add is only the cell's own file, which `previous` leaves out anyway."""
 
+    results: tuple[LoadedResult, ...]
 
-def suspicious_change(paths: CellPaths, result: Result) -> str | None:
-    """Why `result` is suspicious against the previous result of the same cell."""
-    previous = previous_result(paths, result)
-    return suspicious(result, previous.data) if previous else None
+    @classmethod
+    def read(cls, split_dir: Path) -> CellHistory:
+        loaded, _ = load_results(split_dir)
+        return cls(tuple(loaded))
 
+    def previous(self, path: Path, result: Result) -> LoadedResult | None:
+        """The result before `result` (to be written at `path`) in its cell (machine, model, split,
+        framework), chosen as comparison.json chooses (run id, then finish time, never mtime)."""
+        current = LoadedResult(path, result)
+        older = [r for r in self.results if r.path != path and r.recency() < current.recency()]
+        selection = select_latest([*older, current], machine=current.machine, model=current.model,
+                                  split=current.split)
+        return selection.previous.get(current.framework)
 
-def existing_result(cfg: CellConfig, paths: CellPaths, machine: str) -> LoadedResult | None:
-    """--skip-existing: this cell's newest result of this machine, when it is of this run (or within
-    the window), not a failure and not unfinished (a killed run's levels so far: measured again,
-    under names of its own, its files left as they are). Chosen by run id and finish time, never
-    by mtime; another machine's file never counts and is never touched, and neither does an
-    imported result (another benchmark measured it: keeping it would report a cell cellbench never ran)."""
-    if cfg.skip_existing_s is None:
-        return None
-    loaded, _ = load_results(paths.split_dir)
-    mine = [r for r in loaded if r.framework == cfg.framework and r.split == cfg.split and "imported" not in r.data]
-    selection = select_latest(mine, machine=machine, model=cfg.profile.results_name, split=cfg.split)
-    newest = selection.chosen.get(cfg.framework)
-    if newest is None or Verdict(newest.data["verdict"]["verdict"]).is_failure or "unfinished" in newest.data:
-        return None  # a failure, or a killed run's levels so far, is measured again
-    age = (clock.now() - datetime.fromisoformat(newest.finished_at)).total_seconds()
-    return newest if newest.run_id == cfg.run_id or age <= cfg.skip_existing_s else None
+    def suspicious(self, path: Path, result: Result) -> str | None:
+        """Why `result` is suspicious against the previous result of the same cell."""
+        previous = self.previous(path, result)
+        return suspicious(result, previous.data) if previous else None
+
+    def existing(self, cfg: CellConfig, machine: str) -> LoadedResult | None:
+        """--skip-existing: this cell's newest result of this machine, when it is of this run (or
+        within the window), not a failure and not unfinished (a killed run's levels so far:
+        measured again, under names of its own, its files left as they are). Chosen by run id and
+        finish time, never by mtime; another machine's file never counts and is never touched, and
+        neither does an imported result (another benchmark measured it: keeping it would report a
+        cell cellbench never ran)."""
+        if cfg.skip_existing_s is None:
+            return None
+        mine = [r for r in self.results
+                if r.framework == cfg.framework and r.split == cfg.split and "imported" not in r.data]
+        selection = select_latest(mine, machine=machine, model=cfg.profile.results_name, split=cfg.split)
+        newest = selection.chosen.get(cfg.framework)
+        if newest is None or Verdict(newest.data["verdict"]["verdict"]).is_failure or "unfinished" in newest.data:
+            return None  # a failure, or a killed run's levels so far, is measured again
+        age = (clock.now() - datetime.fromisoformat(newest.finished_at)).total_seconds()
+        return newest if newest.run_id == cfg.run_id or age <= cfg.skip_existing_s else None
 
 
 def resumed_verdict(kept: LoadedResult) -> CellVerdict:
