@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -28,22 +28,26 @@ from bench.core.result_model import (
     ReportedVersion,
     Result,
     RunConfig,
+    Unfinished,
+    VerdictBlock,
     as_block,
 )
 from bench.core.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.run.config import CellConfig, LoadPlan
+from bench.run.fixes import verified_fix
 from bench.run.levels import CellRun, point_json
 from bench.setup.installs import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
 
 def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set: PromptSet,
-             verdict: CellVerdict, started_at: str, duration_s: float, final: bool = True,
-             harness: Harness | None = None) -> Result:
-    """The result of a cell whose levels `run` measured, with `verdict`; not `final`: as it stands
-    between two levels (a sweep's search still running). `harness`: the checkout's revision, when
-    the caller asked git once for every write of the cell."""
+             verdict: VerdictBlock, started_at: str, finished_at: str, duration_s: float, final: bool = True,
+             harness: Harness | None = None, unfinished: Unfinished | None = None) -> Result:
+    """The result of a cell whose levels `run` measured, with `verdict` as decided; not `final`: as
+    it stands between two levels (a sweep's search still running), `unfinished` saying so.
+    `harness`: the checkout's revision (and the adapter's and profile's digests), when the caller
+    asked once for every write of the cell."""
     adapter, model = run.adapter, run.model
     result: Result = {
         "schema_version": SCHEMA_VERSION,
@@ -64,16 +68,18 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
         "run_config": _run_config(cfg, run, prompt_set),
         "servers": run.servers,
         "started_at": started_at,
-        "finished_at": clock.now_iso(),
+        "finished_at": finished_at,
         "duration_s": round(duration_s, 3),
         "levels": run.levels(),
-        "verdict": verdict.to_json(),
+        "verdict": verdict,
         "requests_file": run.paths.requests.name,
     }
     if cfg.model_source is not None:
         result["model"]["profile_source"] = cfg.model_source
     if (sweep := run.sweep_outcome(final=final)) is not None:
         result["sweep"] = sweep
+    if unfinished is not None:
+        result["unfinished"] = unfinished
     return result
 
 
@@ -168,6 +174,25 @@ class CellHistory:
         """Why `result` is suspicious against the previous result of the same cell."""
         previous = self.previous(path, result)
         return suspicious(result, previous.data) if previous else None
+
+    def judge(self, path: Path, measured: Result, verdict: CellVerdict) -> tuple[CellVerdict, VerdictBlock]:
+        """The cell's verdict and its block once checked against the previous result of the cell:
+        `fixed` when an ok re-run verifies a fix (bench.run.fixes), annotated `suspicious` (never
+        another verdict) when its throughput moved too far. `measured`: the result as the levels
+        left it, under `verdict`, the one they gave; the result written is assembled with these."""
+        previous = self.previous(path, measured)
+        block = verdict.to_json()
+        fix = verified_fix(previous, measured, clock.run_day())
+        if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why
+            verdict = fix.verdict_after(verdict)
+            block = {**verdict.to_json(), "fix": fix.to_json()}
+        flagged = suspicious(measured, previous.data) if previous else None
+        if flagged:  # an annotation: it never changes the verdict
+            reading = gpu_reading(path.parent, measured)  # the GPU's side of the story, when sampled
+            flagged = f"{flagged}; {reading}" if reading else flagged
+            verdict = replace(verdict, annotations=(*verdict.annotations, "suspicious"))
+            block = {**block, **verdict.to_json(), "suspicious": flagged}
+        return verdict, block
 
     def existing(self, cfg: CellConfig, machine: str) -> LoadedResult | None:
         """--skip-existing: this cell's newest result of this machine, when it is of this run (or
