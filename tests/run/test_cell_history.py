@@ -1,5 +1,6 @@
 """A cell reads its folder's results once: --skip-existing, the fix check and the suspicious check
-consult that one reading (bench.run.cell_result.CellHistory).
+consult that one reading (bench.run.cell_result.CellHistory), and the verdict they decide is the
+one the result is written with.
 
 Real cells of the generic `openai` adapter, whose server is the suite's fault server in its
 well-behaved mode, started from a profile command (as tests/run/test_prompt_reuse.py runs them).
@@ -7,6 +8,7 @@ well-behaved mode, started from a profile command (as tests/run/test_prompt_reus
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from bench.core import store
 from bench.core.result import new_run_id, validate
 from bench.core.verdicts import Verdict
 from bench.run.cell import CellConfig, CellOutcome, run_cell
+from bench.run.fixes import FIX_REFERENCE_ENV
 from bench.run.launch import launching
 from bench.setup import profiles
 
@@ -71,3 +74,24 @@ def test_a_cell_reads_its_folder_once_whether_it_measures_keeps_or_compares(tmp_
     again = cell(tmp_path, new_run_id())  # measured again: its fix and suspicious checks find the first
     assert again.verdict.verdict is Verdict.OK and again.result_path != first.result_path
     assert len(reads) == 3 and set(reads) == {first.result_path.parent}
+
+
+def test_an_ok_cell_after_a_failed_one_and_an_adapter_edit_is_written_fixed(tmp_path, reads, monkeypatch):
+    monkeypatch.setenv(FIX_REFERENCE_ENV, "https://github.com/ggml-org/llama.cpp/pull/11500")
+    first = cell(tmp_path, new_run_id())
+    assert first.result_path is not None
+    earlier = json.loads(first.result_path.read_text())  # as if it had failed, before an edit of the adapter
+    earlier["verdict"] = {"verdict": "failed", "reason": "server exited with code 1 while starting", "annotations": []}
+    earlier["harness"]["adapter"]["sha256"] = "a" * 64
+    first.result_path.write_text(json.dumps(earlier))
+
+    again = cell(tmp_path, new_run_id())
+    assert again.verdict.verdict is Verdict.FIXED, again.verdict.reason
+    assert again.result_path is not None
+    written = json.loads(again.result_path.read_text())
+    assert written == again.result, "the outcome is the result as written"
+    validate(written)
+    fix = written["verdict"]["fix"]
+    assert (fix["from_verdict"], fix["from_result"]) == ("failed", first.result_path.name)
+    assert fix["sha256_before"] == "a" * 64 and fix["sha256_after"] == written["harness"]["adapter"]["sha256"]
+    assert len(reads) == 2
