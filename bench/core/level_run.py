@@ -206,6 +206,38 @@ class LevelRun:
     ended_by: str | None = None
 
 
+class CarriedInterrupt(KeyboardInterrupt):
+    """An interrupt on its way out, carrying what was finished before it (its subclasses say
+    what). `interrupt` is the KeyboardInterrupt that arrived (Ctrl-C's, or bench.plugins.signals'
+    `Terminated` for SIGTERM and SIGHUP); the carrier says what it says (`str`), and being a
+    KeyboardInterrupt itself, every `except KeyboardInterrupt` and pytest treat it as that."""
+
+    def __init__(self, interrupt: KeyboardInterrupt) -> None:
+        interrupt = arrived(interrupt)
+        super().__init__(*interrupt.args)
+        self.interrupt = interrupt
+
+
+def arrived(exc: KeyboardInterrupt) -> KeyboardInterrupt:
+    """The interrupt as it arrived, whatever carries it."""
+    return exc.interrupt if isinstance(exc, CarriedInterrupt) else exc
+
+
+def interrupt_text(exc: KeyboardInterrupt) -> str:
+    """What an interrupt says, or its kind: "received SIGTERM", "KeyboardInterrupt"."""
+    exc = arrived(exc)
+    return str(exc) or type(exc).__name__
+
+
+class LevelInterrupted(CarriedInterrupt):
+    """A level ended by an interrupt; `level_run` is what it finished (requests still in flight
+    are not in it), so that the caller keeps the measured part of the level it landed in."""
+
+    def __init__(self, interrupt: KeyboardInterrupt, level_run: LevelRun) -> None:
+        super().__init__(interrupt)
+        self.level_run = level_run
+
+
 # ------------------------------------------------------------------ naming a level of a result
 
 LevelKey = tuple[Any, ...]

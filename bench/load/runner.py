@@ -14,7 +14,7 @@ import gc
 from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
-from bench.core.level_run import LevelConfig, LevelRun
+from bench.core.level_run import LevelConfig, LevelInterrupted, LevelRun
 from bench.host import affinity
 from bench.load.arrivals import OpenLoopLevel
 from bench.load.closed_loop import ClosedLoopLevel
@@ -33,8 +33,8 @@ T = TypeVar("T")
 def run_level(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Sequence[Prompt]) -> LevelRun:
     """Run one level to completion (or until it stops early, see `LevelRun.stop_reason`); blocking.
 
-    An interrupt (KeyboardInterrupt, pytest-timeout's Failed) propagates; a KeyboardInterrupt
-    carries what the level finished as `exc.level_run`, so the caller may keep it."""
+    An interrupt propagates: pytest-timeout's Failed as it is, a KeyboardInterrupt as the
+    `LevelInterrupted` that carries what the level finished, so the caller may keep it."""
     ol = cfg.open_loop
     if (ol is None and cfg.concurrency < 1) or cfg.requests < 0 or cfg.warmup < 0:
         raise ValueError(f"bad level: concurrency={cfg.concurrency}, requests={cfg.requests}, warmup={cfg.warmup}")
@@ -51,8 +51,7 @@ def run_level(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Seque
             run = _run_on_own_loop(interrupts.guard(level.run()))
         interrupts.raise_caught()  # it landed where nothing could raise it (the loop's shutdown, a finalizer)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP made one (bench.plugins.signals)
-        exc.level_run = level.interrupted_run(exc)  # type: ignore[attr-defined]  # the caller may keep what finished
-        raise
+        raise LevelInterrupted(exc, level.interrupted_run(exc)).with_traceback(exc.__traceback__) from None
     return run
 
 

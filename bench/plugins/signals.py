@@ -19,8 +19,8 @@ cell's report is logged (its verdict line, its journal entry: `pytest_runtest_lo
 interrupt waits until that is done, so a Ctrl-C as the verdict line prints never loses the cell's
 journal entry.
 
-A cell interrupted after bench.run.cell wrote its partial result finds that outcome on the
-interrupt (`cell_outcome`): the cell reports it as any cell reports its verdict (counted,
+A cell interrupted after bench.run.cell wrote its partial result raises `CellInterrupted`, a
+KeyboardInterrupt that carries that outcome: the cell reports it as any cell reports its verdict (counted,
 journaled, in the HTML report), then the session stops as interrupted (exit code 2, journal
 status `partial`).
 """
@@ -36,8 +36,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from bench.core.level_run import interrupt_text
 from bench.host.process_groups import stop_own
 from bench.plugins.verdicts import enforce
+from bench.run.config import CellInterrupted
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RESTORE = pytest.StashKey[Callable[[], None]]()
@@ -181,9 +183,8 @@ def pytest_runtest_call(item: pytest.Item):
     try:
         return (yield)
     except KeyboardInterrupt as exc:
-        outcome = getattr(exc, "cell_outcome", None)
-        if outcome is None:
+        if not isinstance(exc, CellInterrupted):
             raise
-        item.session.shouldstop = f"cellbench: {str(exc) or type(exc).__name__}"
-        enforce(item, outcome)
+        item.session.shouldstop = f"cellbench: {interrupt_text(exc)}"
+        enforce(item, exc.outcome)
         return None

@@ -16,7 +16,8 @@ the pytest layer turns into one `ERROR:` line.
 
 The parts: bench.run.config (what a cell is given and returns), bench.run.levels (servers and
 levels, budget and stops), bench.run.probes (what a running server says), bench.run.cell_result
-(the result document, the suspicious check, --skip-existing), bench.run.fixes (`fixed`).
+(the result document; `CellHistory`, the one reading of the cell's folder: --skip-existing, the
+fix and suspicious checks), bench.run.fixes (`fixed`).
 """
 
 from __future__ import annotations
@@ -28,20 +29,14 @@ from pathlib import Path
 import adapters
 from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
+from bench.core.level_run import interrupt_text
 from bench.core.result import UnwritableResults, cell_paths, free_cell_paths, unfinished_block, write_result
-from bench.core.result_model import AdapterSource, Harness, MachineBlock, Result, as_block
+from bench.core.result_model import AdapterSource, Harness, MachineBlock, Result, Unfinished, VerdictBlock, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
-from bench.run.cell_result import (
-    assemble,
-    existing_result,
-    gpu_reading,
-    previous_result,
-    resumed_verdict,
-    suspicious_change,
-)
-from bench.run.config import CellConfig, CellOutcome, Launcher
-from bench.run.fixes import profile_source, verified_fix
+from bench.run.cell_result import CellHistory, assemble, resumed_verdict
+from bench.run.config import CellConfig, CellInterrupted, CellOutcome, Launcher
+from bench.run.fixes import profile_source
 from bench.run.levels import CellRun
 from bench.setup import profiles, traces
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
@@ -85,31 +80,32 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         return CellOutcome(CellVerdict(Verdict.FAILED, str(exc)), None)
     except (profiles.ProfileUnavailable, NotConfigured) as exc:
         return _skipped(str(exc))
-    kept = existing_result(cfg, paths, machine.slug)
+    history = CellHistory.read(paths.split_dir)  # once: --skip-existing, the fix and suspicious checks
+    kept = history.existing(cfg, machine.slug)
     if kept is not None:
         return CellOutcome(resumed_verdict(kept), kept.path, kept.data)
     prompt_set = _prompts(cfg)
     paths = free_cell_paths(paths)  # never over an earlier attempt's files (a killed run's among them)
     block = as_block(MachineBlock, machine.to_json())
-    harness = as_block(Harness, git.revision(PROJECT_ROOT))  # once: the result is written after every level
+    # Once: the result is written after every level. The checkout, and the adapter and profile it ran.
+    harness: Harness = {**as_block(Harness, git.revision(PROJECT_ROOT)),
+                        "adapter": as_block(AdapterSource, adapters.source(cfg.framework)),
+                        "profile": as_block(AdapterSource, profile_source(cfg.profile.source, PROJECT_ROOT))}
 
     run = CellRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
 
-    def document(verdict: CellVerdict, *, final: bool = True) -> Result:
-        result = assemble(cfg, run, machine=block, prompt_set=prompt_set, verdict=verdict, started_at=started_at,
-                          duration_s=time.monotonic() - t0, final=final, harness=harness)
-        result["harness"] = {**result["harness"], "adapter": as_block(AdapterSource, adapters.source(cfg.framework)),
-                             "profile": as_block(AdapterSource, profile_source(cfg.profile.source, PROJECT_ROOT))}
-        return result
+    def document(verdict: VerdictBlock, ended: tuple[str, float], *, unfinished: Unfinished | None = None) -> Result:
+        return assemble(cfg, run, machine=block, prompt_set=prompt_set, verdict=verdict, started_at=started_at,
+                        finished_at=ended[0], duration_s=ended[1], final=unfinished is None, harness=harness,
+                        unfinished=unfinished)
 
     def level_written() -> None:  # after each level: the result so far, marked unfinished
         done = len(run.summaries)
         planned = f" of {len(run.steps())}" if run.search is None else ""
         reason = (f"unfinished: written after {done}{planned} level{'s' if done != 1 or planned else ''}; "
                   "the cell was still running, or was killed if its writer (`unfinished.pid`) is gone")
-        result = document(CellVerdict(Verdict.CAPPED, reason), final=False)
-        result["unfinished"] = unfinished_block(done)
-        write_result(paths.result, result)
+        write_result(paths.result, document(CellVerdict(Verdict.CAPPED, reason).to_json(), _ended(t0),
+                                            unfinished=unfinished_block(done)))
 
     run.on_level = level_written
     interrupted: KeyboardInterrupt | None = None
@@ -117,29 +113,20 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         run.execute()
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (bench.plugins.signals): keep what was measured
         interrupted = exc
-        run.capped = f"interrupted ({str(exc) or type(exc).__name__}) {run.where()}"
+        run.capped = f"interrupted ({interrupt_text(exc)}) {run.where()}"
     except OSError as exc:  # a server log or a sidecar the results folder refused (a full disk, read-only)
         if exc.filename is None or not Path(exc.filename).is_relative_to(cfg.results_root):
             raise
         raise UnwritableResults(Path(exc.filename), exc) from exc
 
-    verdict = _verdict(cfg, run)
-    result = document(verdict)
-    fix = verified_fix(previous_result(paths, result), result, clock.run_day())
-    if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why
-        verdict = fix.verdict_after(verdict)
-        result["verdict"] = {**verdict.to_json(), "fix": fix.to_json()}
-    flagged = suspicious_change(paths, result)
-    if flagged:  # an annotation: it never changes the verdict
-        reading = gpu_reading(paths.result.parent, result)  # the GPU's side of the story, when sampled
-        flagged = f"{flagged}; {reading}" if reading else flagged
-        verdict = replace(verdict, annotations=(*verdict.annotations, "suspicious"))
-        result["verdict"] = {**result["verdict"], **verdict.to_json(), "suspicious": flagged}
+    measured, ended = _verdict(cfg, run), _ended(t0)
+    verdict, decided = history.judge(paths.result, document(measured.to_json(), ended), measured)
+    result = document(decided, ended)
     write_result(paths.result, result)
     outcome = CellOutcome(verdict, paths.result, result)
     if interrupted is not None:
-        interrupted.cell_outcome = outcome  # type: ignore[attr-defined]  # bench.plugins reports it, then ends the session
-        raise interrupted
+        # bench.plugins reports the outcome, then ends the session
+        raise CellInterrupted(interrupted, outcome).with_traceback(interrupted.__traceback__)
     return outcome
 
 
@@ -158,6 +145,11 @@ def _verdict(cfg: CellConfig, run: CellRun) -> CellVerdict:
     if run.retried:
         verdict = replace(verdict, annotations=(*verdict.annotations, "retried"))
     return verdict
+
+
+def _ended(t0: float) -> tuple[str, float]:
+    """Now, and the seconds since `t0` (time.monotonic): a result's `finished_at` and `duration_s`."""
+    return clock.now_iso(), time.monotonic() - t0
 
 
 def _skipped(reason: str) -> CellOutcome:

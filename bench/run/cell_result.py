@@ -1,5 +1,6 @@
 """A cell's result document: assembled from what the cell measured, checked against the previous
-result of the same cell, or kept from an earlier run (--skip-existing).
+result of the same cell, or kept from an earlier run (--skip-existing); `CellHistory` is the one
+reading of the cell's folder both checks consult.
 
 `assemble` is the one place a Result is built; `bench.core.result.write_result` validates it
 against the schema as it writes it.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
 from bench.core.level_run import rate_json
 from bench.core.open_loop import Load, slo_json
-from bench.core.result import SCHEMA_VERSION, CellPaths
+from bench.core.result import SCHEMA_VERSION
 from bench.core.result_model import (
     CpuAffinity,
     Framework,
@@ -26,22 +28,26 @@ from bench.core.result_model import (
     ReportedVersion,
     Result,
     RunConfig,
+    Unfinished,
+    VerdictBlock,
     as_block,
 )
 from bench.core.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.run.config import CellConfig, LoadPlan
+from bench.run.fixes import verified_fix
 from bench.run.levels import CellRun, point_json
 from bench.setup.installs import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
 
 def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set: PromptSet,
-             verdict: CellVerdict, started_at: str, duration_s: float, final: bool = True,
-             harness: Harness | None = None) -> Result:
-    """The result of a cell whose levels `run` measured, with `verdict`; not `final`: as it stands
-    between two levels (a sweep's search still running). `harness`: the checkout's revision, when
-    the caller asked git once for every write of the cell."""
+             verdict: VerdictBlock, started_at: str, finished_at: str, duration_s: float, final: bool = True,
+             harness: Harness | None = None, unfinished: Unfinished | None = None) -> Result:
+    """The result of a cell whose levels `run` measured, with `verdict` as decided; not `final`: as
+    it stands between two levels (a sweep's search still running), `unfinished` saying so.
+    `harness`: the checkout's revision (and the adapter's and profile's digests), when the caller
+    asked once for every write of the cell."""
     adapter, model = run.adapter, run.model
     result: Result = {
         "schema_version": SCHEMA_VERSION,
@@ -62,16 +68,18 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
         "run_config": _run_config(cfg, run, prompt_set),
         "servers": run.servers,
         "started_at": started_at,
-        "finished_at": clock.now_iso(),
+        "finished_at": finished_at,
         "duration_s": round(duration_s, 3),
         "levels": run.levels(),
-        "verdict": verdict.to_json(),
+        "verdict": verdict,
         "requests_file": run.paths.requests.name,
     }
     if cfg.model_source is not None:
         result["model"]["profile_source"] = cfg.model_source
     if (sweep := run.sweep_outcome(final=final)) is not None:
         result["sweep"] = sweep
+    if unfinished is not None:
+        result["unfinished"] = unfinished
     return result
 
 
@@ -138,38 +146,71 @@ def _sent(plan: LoadPlan) -> Load:
     return load
 
 
-def previous_result(paths: CellPaths, result: Result) -> LoadedResult | None:
-    """The result before `result` in its cell (machine, model, split, framework), chosen as
-    comparison.json chooses (run id, then finish time, never mtime)."""
-    current = LoadedResult(paths.result, result)
-    loaded, _ = load_results(paths.split_dir)
-    older = [r for r in loaded if r.path != paths.result and r.recency() < current.recency()]
-    selection = select_latest([*older, current], machine=current.machine, model=current.model, split=current.split)
-    return selection.previous.get(current.framework)
+@dataclass(frozen=True)
+class CellHistory:
+    """The results already in a cell's split folder, read once as the cell begins: --skip-existing
+    (`existing`), the fix check (`previous`) and the suspicious check (`suspicious`) all consult
+    this one reading. Cells of one host run one at a time (the host lock, fixtures/servers.py)
+    and a cell writes under names no earlier file took (free_cell_paths), so what a later read
+    would add is only the cell's own file, which `previous` leaves out anyway."""
 
+    results: tuple[LoadedResult, ...]
 
-def suspicious_change(paths: CellPaths, result: Result) -> str | None:
-    """Why `result` is suspicious against the previous result of the same cell."""
-    previous = previous_result(paths, result)
-    return suspicious(result, previous.data) if previous else None
+    @classmethod
+    def read(cls, split_dir: Path) -> CellHistory:
+        loaded, _ = load_results(split_dir)
+        return cls(tuple(loaded))
 
+    def previous(self, path: Path, result: Result) -> LoadedResult | None:
+        """The result before `result` (to be written at `path`) in its cell (machine, model, split,
+        framework), chosen as comparison.json chooses (run id, then finish time, never mtime)."""
+        current = LoadedResult(path, result)
+        older = [r for r in self.results if r.path != path and r.recency() < current.recency()]
+        selection = select_latest([*older, current], machine=current.machine, model=current.model,
+                                  split=current.split)
+        return selection.previous.get(current.framework)
 
-def existing_result(cfg: CellConfig, paths: CellPaths, machine: str) -> LoadedResult | None:
-    """--skip-existing: this cell's newest result of this machine, when it is of this run (or within
-    the window), not a failure and not unfinished (a killed run's levels so far: measured again,
-    under names of its own, its files left as they are). Chosen by run id and finish time, never
-    by mtime; another machine's file never counts and is never touched, and neither does an
-    imported result (another benchmark measured it: keeping it would report a cell cellbench never ran)."""
-    if cfg.skip_existing_s is None:
-        return None
-    loaded, _ = load_results(paths.split_dir)
-    mine = [r for r in loaded if r.framework == cfg.framework and r.split == cfg.split and "imported" not in r.data]
-    selection = select_latest(mine, machine=machine, model=cfg.profile.results_name, split=cfg.split)
-    newest = selection.chosen.get(cfg.framework)
-    if newest is None or Verdict(newest.data["verdict"]["verdict"]).is_failure or "unfinished" in newest.data:
-        return None  # a failure, or a killed run's levels so far, is measured again
-    age = (clock.now() - datetime.fromisoformat(newest.finished_at)).total_seconds()
-    return newest if newest.run_id == cfg.run_id or age <= cfg.skip_existing_s else None
+    def suspicious(self, path: Path, result: Result) -> str | None:
+        """Why `result` is suspicious against the previous result of the same cell."""
+        previous = self.previous(path, result)
+        return suspicious(result, previous.data) if previous else None
+
+    def judge(self, path: Path, measured: Result, verdict: CellVerdict) -> tuple[CellVerdict, VerdictBlock]:
+        """The cell's verdict and its block once checked against the previous result of the cell:
+        `fixed` when an ok re-run verifies a fix (bench.run.fixes), annotated `suspicious` (never
+        another verdict) when its throughput moved too far. `measured`: the result as the levels
+        left it, under `verdict`, the one they gave; the result written is assembled with these."""
+        previous = self.previous(path, measured)
+        block = verdict.to_json()
+        fix = verified_fix(previous, measured, clock.run_day())
+        if fix is not None:  # ok, and the adapter edit made since this cell failed earlier in the run is why
+            verdict = fix.verdict_after(verdict)
+            block = {**verdict.to_json(), "fix": fix.to_json()}
+        flagged = suspicious(measured, previous.data) if previous else None
+        if flagged:  # an annotation: it never changes the verdict
+            reading = gpu_reading(path.parent, measured)  # the GPU's side of the story, when sampled
+            flagged = f"{flagged}; {reading}" if reading else flagged
+            verdict = replace(verdict, annotations=(*verdict.annotations, "suspicious"))
+            block = {**block, **verdict.to_json(), "suspicious": flagged}
+        return verdict, block
+
+    def existing(self, cfg: CellConfig, machine: str) -> LoadedResult | None:
+        """--skip-existing: this cell's newest result of this machine, when it is of this run (or
+        within the window), not a failure and not unfinished (a killed run's levels so far:
+        measured again, under names of its own, its files left as they are). Chosen by run id and
+        finish time, never by mtime; another machine's file never counts and is never touched, and
+        neither does an imported result (another benchmark measured it: keeping it would report a
+        cell cellbench never ran)."""
+        if cfg.skip_existing_s is None:
+            return None
+        mine = [r for r in self.results
+                if r.framework == cfg.framework and r.split == cfg.split and "imported" not in r.data]
+        selection = select_latest(mine, machine=machine, model=cfg.profile.results_name, split=cfg.split)
+        newest = selection.chosen.get(cfg.framework)
+        if newest is None or Verdict(newest.data["verdict"]["verdict"]).is_failure or "unfinished" in newest.data:
+            return None  # a failure, or a killed run's levels so far, is measured again
+        age = (clock.now() - datetime.fromisoformat(newest.finished_at)).total_seconds()
+        return newest if newest.run_id == cfg.run_id or age <= cfg.skip_existing_s else None
 
 
 def resumed_verdict(kept: LoadedResult) -> CellVerdict:

@@ -1,4 +1,5 @@
-"""What a cell is given and what it returns: CellConfig, the server Launcher, CellOutcome."""
+"""What a cell is given and what it returns: CellConfig, the server Launcher, CellOutcome (on an
+interrupt, carried by CellInterrupted)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from bench.base.defaults import (
     DEFAULT_WARMUP,
     SPLITS,
 )
-from bench.core.level_run import Ramp, TraceSchedule
+from bench.core.level_run import CarriedInterrupt, Ramp, TraceSchedule
 from bench.core.open_loop import Slo, parse_slos
 from bench.core.result_model import NoResult, Result
 from bench.core.verdicts import CellVerdict
@@ -328,3 +329,12 @@ class CellOutcome:
     verdict: CellVerdict
     result_path: Path | None
     result: Result | NoResult = field(default_factory=NoResult)
+
+
+class CellInterrupted(CarriedInterrupt):
+    """A cell ended by an interrupt after it wrote its result: `outcome` is that result and its
+    verdict, which bench.plugins reports as any cell's before the session stops."""
+
+    def __init__(self, interrupt: KeyboardInterrupt, outcome: CellOutcome) -> None:
+        super().__init__(interrupt)
+        self.outcome = outcome

@@ -8,7 +8,7 @@ re-run then ends `fixed` rather than `ok`, so the week's record says a repair ha
 earlier failure it answered and which upstream change it follows. The evidence must hold on
 both sides, never a guess:
 
-- the previous result of the same cell (`bench.run.cell_result.previous_result`, chosen as the
+- the previous result of the same cell (`bench.run.cell_result.CellHistory.previous`, chosen as the
   reports choose it) ended with a verdict an adapter can cause: failed, all-failed, wrong-model,
   capped or degraded. Never `oom`: the machine lacked memory, which no adapter edit fixes;
 - it finished on or after the run's day (`bench.base.clock.run_day`), so last week's failure

@@ -21,7 +21,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from bench.core.level_run import level_label, sidecar_key
+from bench.core.level_run import LevelInterrupted, level_label, sidecar_key
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
 from bench.core.open_loop import Sweep, goodput
@@ -310,9 +310,8 @@ class CellRun:
         try:
             with self.watch.level():
                 run = run_level_procs(level_cfg, self.prompt_set.prompts, self.prompt_set.warmup, procs, server_pid=pid)
-        except KeyboardInterrupt as exc:  # keep what the level finished, then let the interrupt end the cell
-            if getattr(exc, "level_run", None) is not None:
-                self._keep(exc.level_run, sidecar, k)  # type: ignore[attr-defined]  # set by the load generator
+        except LevelInterrupted as exc:  # keep what the level finished, then let the interrupt end the cell
+            self._keep(exc.level_run, sidecar, k)
             raise
         self._keep(run, sidecar, k)
         if self.on_level is not None:  # the result, rewritten with this level (bench.run.cell)

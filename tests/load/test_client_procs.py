@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from bench.core import metrics
-from bench.core.level_run import ClientHealth, LevelConfig, OpenLoop, Progress
+from bench.core.level_run import ClientHealth, LevelConfig, LevelInterrupted, OpenLoop, Progress
 from bench.core.records import ErrorType
 from bench.core.result import result_schema
 from bench.core.verdicts import Evidence, classify
@@ -350,6 +350,7 @@ def test_an_interrupt_stops_every_worker_and_keeps_what_finished(paced, interrup
     assert time.perf_counter() - t0 < 40
     assert workers_of() == []
     if interrupt is KeyboardInterrupt:  # as a single process, it carries what finished
+        assert isinstance(caught.value, LevelInterrupted)
         kept = caught.value.level_run
         assert kept.partial and kept.stop_reason == "interrupted (received SIGALRM)"
         assert len(kept.warmup_records) == warmup and kept.records and all(r.ok for r in kept.records)

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from bench.core import metrics
-from bench.core.level_run import ClientHealth, LevelConfig, LevelRun, OpenLoop, Progress
+from bench.core.level_run import ClientHealth, LevelConfig, LevelInterrupted, LevelRun, OpenLoop, Progress
 from bench.core.open_loop import Slo, goodput, parse_slos, within
 from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.load import run_level
@@ -226,7 +226,7 @@ def test_an_interrupt_ends_an_open_loop_level_and_keeps_what_it_finished():
         with ScriptServer() as srv:
             signal.setitimer(signal.ITIMER_REAL, 1.0)
             t0 = time.perf_counter()
-            with pytest.raises(KeyboardInterrupt) as caught:
+            with pytest.raises(LevelInterrupted) as caught:  # a KeyboardInterrupt that carries the level
                 run_level(open_level(srv.base_url, 10.0, 200, burstiness=50.0, max_concurrency=4),
                           prompts("stream 3 0.02"), [])
     finally:

@@ -30,7 +30,7 @@ from bench.host.ports import free_port
 from bench.load import ClientHealth, LevelConfig, LevelRun, Progress
 from bench.load.progress import ProgressLine
 from bench.reports.review import columns
-from bench.run.cell_result import suspicious_change as _suspicious
+from bench.run.cell_result import CellHistory
 from fixtures import servers
 
 CELLS = """
@@ -215,6 +215,11 @@ def cell_dir(root: Path, split: str = "chat") -> Path:
 
 
 # ---------------------------------------------------------------- suspicious
+
+
+def _suspicious(paths, result):
+    """The cell's suspicious check, on a reading of its folder taken now."""
+    return CellHistory.read(paths.split_dir).suspicious(paths.result, result)
 
 
 def test_suspicious_against_the_previous_result_of_the_same_cell(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from bench.core.result import cell_paths
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.reports.journal import CellEntry, Journal, write_index
-from bench.run.cell_result import previous_result
+from bench.run.cell_result import CellHistory
 from bench.run.fixes import FIX_REFERENCE_ENV, attempt_refusal, reference_problem, verified_fix
 from tests.support.results import Spec, put, synthetic_result
 
@@ -39,7 +39,7 @@ def _pair(tmp_path: Path, *, was: str = "failed", before: str | None = OLD, afte
         rerun["harness"]["adapter"] = {"file": "adapters/llamacpp.py", "sha256": after}
     paths = cell_paths(tmp_path, "tiny", rerun["machine"]["slug"], "chat", "llamacpp", rerun["run_id"])
     put(paths.split_dir, earlier)
-    return previous_result(paths, rerun), rerun
+    return CellHistory.read(paths.split_dir).previous(paths.result, rerun), rerun
 
 
 def test_an_ok_rerun_after_an_adapter_edit_is_fixed_and_says_what_it_answered(tmp_path):

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import psutil
 
-from bench.core.level_run import LevelConfig, LevelRun, Progress
+from bench.core.level_run import LevelConfig, LevelInterrupted, LevelRun, Progress
 from bench.load.procs import ProcPlan, run_level_procs
 from bench.plugins.signals import install
 from bench.setup.prompts import Prompt
@@ -65,8 +65,8 @@ def main() -> None:
     try:
         run = run_level_procs(cfg, prompts(4, tokens), prompts(1, 2, "w"), ProcPlan(procs, (None,) * procs, "test"),
                               server_pid=server.pid if server is not None else None)
-    except KeyboardInterrupt as exc:
-        print("KEPT", _summary(exc.level_run), flush=True)  # type: ignore[attr-defined]
+    except LevelInterrupted as exc:
+        print("KEPT", _summary(exc.level_run), flush=True)
         sys.exit(2)
     print("DONE", _summary(run), flush=True)
 

@@ -17,7 +17,8 @@ timeout below the watchdog's, a worker only goes quiet when the whole server doe
 gone (the parent probes its server handle as a single process does and tells every worker; a
 worker that lost a connection asks at once), and interrupts (Ctrl-C,
 SIGTERM, pytest-timeout's signal in the parent: each worker is sent SIGINT, and what they finished
-comes back on the interrupt as `exc.level_run`, as a single process keeps it). Once one worker
+comes back on a KeyboardInterrupt as the `LevelInterrupted` that carries it, as a single
+process keeps it). Once one worker
 has stopped early, the others get `PEER_GRACE_S` to stop on their own, then are interrupted. No
 worker outlives the level: the parent waits for each, then terminates and kills what is left,
 and a worker dies with its parent (see `bench.load.procs.worker`).
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
-from bench.core.level_run import LevelConfig, LevelRun, Progress
+from bench.core.level_run import LevelConfig, LevelInterrupted, LevelRun, Progress, arrived
 from bench.host import affinity
 from bench.load.procs import channel
 from bench.load.procs.merge import WorkerReport, merge, renumbered
@@ -94,10 +95,8 @@ def run_level_procs(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts:
     if len(shares) < 2:
         try:
             run = level_fn(cfg, prompts, warmup_prompts)
-        except KeyboardInterrupt as exc:
-            kept = getattr(exc, "level_run", None)
-            if kept is not None:
-                kept.client = replace(kept.client, procs=1, procs_how=plan.how)
+        except LevelInterrupted as exc:
+            exc.level_run.client = replace(exc.level_run.client, procs=1, procs_how=plan.how)
             raise
         run.client = replace(run.client, procs=1, procs_how=plan.how)
         return run
@@ -122,7 +121,7 @@ class _Pool:
 
     def run(self) -> LevelRun:
         """The level; an interrupt that lands anywhere in it, the workers' shutdown included,
-        carries what it finished as `exc.level_run`, as `run_level` does."""
+        raises the `LevelInterrupted` that carries what it finished, as `run_level` does."""
         try:
             try:
                 return self._run()
@@ -134,8 +133,8 @@ class _Pool:
             finally:
                 self._close()
         except KeyboardInterrupt as exc:
-            exc.level_run = self._merged(interrupted=exc)  # type: ignore[attr-defined]
-            raise
+            kept = self._merged(interrupted=arrived(exc))
+            raise LevelInterrupted(exc, kept).with_traceback(exc.__traceback__) from None
 
     def _run(self) -> LevelRun:
         self._start()
@@ -143,8 +142,8 @@ class _Pool:
             self.warming = True
             try:
                 self.warm = self.level_fn(replace(self.cfg, requests=0, progress=None), (), self.warmup_prompts)
-            except KeyboardInterrupt as exc:
-                self.warm = getattr(exc, "level_run", None)  # its records are kept; no worker has begun
+            except LevelInterrupted as exc:
+                self.warm = exc.level_run  # its records are kept; no worker has begun
                 raise
             self.warming = False
             self.started_at = self.warm.started_at

@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 
 import psutil
 
-from bench.core.level_run import LevelConfig, LevelRun, Progress
+from bench.core.level_run import LevelConfig, LevelInterrupted, LevelRun, Progress
 from bench.load.health import unmeasured_health
 from bench.load.procs import channel
 from bench.load.procs.merge import WorkerReport
@@ -74,7 +74,7 @@ def main(spec: WorkerSpec, conn: Connection, probe_conn: Connection) -> None:
         run = spec.level_fn(cfg, spec.prompts, ())
         report = WorkerReport(spec.worker, os.getpid(), run.records, run.partial, run.stop_reason, run.client)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, or the parent ending the level
-        kept: LevelRun | None = getattr(exc, "level_run", None)
+        kept = exc.level_run if isinstance(exc, LevelInterrupted) else None
         report = WorkerReport(spec.worker, os.getpid(), kept.records if kept else [], True,
                               kept.stop_reason if kept else f"interrupted ({exc})",
                               kept.client if kept else unmeasured_health(spec.cfg.client_cpus is not None),
