@@ -21,8 +21,8 @@ from bench.base.paths import PROJECT_ROOT
 from bench.cli.choice import choose
 from bench.host.ports import free_port
 from bench.run.cell import bind
-from bench.run.launch import launching
-from bench.run.server import ServerStartError
+from bench.run.server.exits import ServerStartError
+from bench.run.server.launch import launching
 from bench.setup import profiles
 from bench.setup.adapter import NotConfigured, ServeContext, this_platform
 from bench.setup.installs import InstallError, NotInstalled

@@ -310,7 +310,7 @@ Block = TypeVar("Block")
 def as_block(kind: type[Block], data: Mapping[str, Any]) -> Block:
     """`data`, a block a lower layer built as a plain dict (bench.base and bench.host cannot import
     these types: git.revision, Machine.to_json, CpuSet.to_json; nor do bench.setup's and
-    bench.run.server's to_json), as the TypedDict `kind`, once its keys are checked: `kind`'s
+    bench.run.server.exits' to_json), as the TypedDict `kind`, once its keys are checked: `kind`'s
     required keys, and no key `kind` does not name. The one narrowing of such a block on its way
     into a result; the schema checks its values when the result is written."""
     required: frozenset[str] = vars(kind)["__required_keys__"]  # a TypedDict's, set on every class

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.run.server import log_tail
+from bench.run.server.exits import log_tail
 
 KILL_GRACE_S = 10.0
 # Lines worth quoting when a client or server fails without a traceback.

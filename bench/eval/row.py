@@ -26,8 +26,8 @@ from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.tables import Claim, Locator, RowEdit
 from bench.host.ports import free_port
 from bench.run.cell import Launcher
-from bench.run.probes import list_models
-from bench.run.server import ServerStartError
+from bench.run.server.exits import ServerStartError
+from bench.run.server.probes import list_models
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, ModelRef, ServeCommand, ServeContext
 from bench.setup.installs import UNKNOWN_VERSION, Installation

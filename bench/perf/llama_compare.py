@@ -40,7 +40,7 @@ from bench.perf.client_figures import Spread
 from bench.perf.clients import ClientRun, Workload
 from bench.perf.llama_log import server_throughput
 from bench.run.cell import bind
-from bench.run.launch import launching
+from bench.run.server.launch import launching
 from bench.setup import profiles
 from bench.setup.adapter import ServeContext
 from bench.setup.prompts import load_split

@@ -15,7 +15,7 @@ cannot write (a full disk, a folder gone read-only) ends the cell with Unwritabl
 the pytest layer turns into one `ERROR:` line.
 
 The parts: bench.run.config (what a cell is given and returns), bench.run.levels (servers and
-levels, budget and stops), bench.run.probes (what a running server says), bench.run.cell_result
+levels, budget and stops), bench.run.server.probes (what a running server says), bench.run.cell_result
 (the result document; `CellHistory`, the one reading of the cell's folder: --skip-existing, the
 fix and suspicious checks), bench.run.fixes (`fixed`).
 """

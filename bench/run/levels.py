@@ -34,9 +34,10 @@ from bench.load import LevelConfig, LevelRun, OpenLoop
 from bench.load.procs import plan_level, run_level_procs
 from bench.run.audits import cache as cache_audit
 from bench.run.config import CellConfig, Launcher
-from bench.run.probes import Endpoint, list_models, reported_version
 from bench.run.scrape.watch import ServerWatch
-from bench.run.server import ServerProcess, ServerStartError
+from bench.run.server.exits import ServerStartError
+from bench.run.server.probes import Endpoint, list_models, reported_version
+from bench.run.server.process import ServerProcess
 from bench.run.sweep import RateSweep
 from bench.run.writes.names import file_label
 from bench.run.writes.sidecar import RequestLog

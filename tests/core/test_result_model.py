@@ -180,7 +180,7 @@ def test_a_version_1_file_from_an_earlier_cellbench_feeds_the_reports(tmp_path):
 
 # Objects of the schema with named keys that the types leave a free-form dict, and why.
 FREE_FORM = {
-    "#/$defs/server/properties/overhead": "bench.run.server.ServerProcess.overhead's seconds, a dict of floats",
+    "#/$defs/server/properties/overhead": "bench.run.server.process.ServerProcess.overhead's seconds, a dict of floats",
 }
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.host.ports import free_port
-from bench.run.server import ServerProcess
+from bench.run.server.process import ServerProcess
 from bench.setup.adapter import ServeCommand
 
 EVAL_DIR = PROJECT_ROOT / "benchmarks" / "eval"

@@ -23,7 +23,7 @@ from bench.core.result import validate
 from bench.host import affinity
 from bench.host.affinity import AffinityError, CpuSample, Placement
 from bench.host.ports import free_port
-from bench.run.server import ServerProcess
+from bench.run.server.process import ServerProcess
 from bench.setup.adapter import ServeCommand
 
 linux_only = pytest.mark.skipif(not affinity.supported(), reason="CPU affinity is a Linux API")
@@ -212,7 +212,7 @@ def test_a_server_started_on_cpus_passes_them_to_the_process_it_starts(tmp_path)
 
 @linux_only
 def test_a_cpu_the_server_cannot_have_is_a_start_failure(tmp_path):
-    from bench.run.server import ServerStartError
+    from bench.run.server.exits import ServerStartError
 
     missing = max(affinity.usable_cpus()) + 4096
     server = ServerProcess(ServeCommand([sys.executable, "-c", "pass"], cpus=(missing,)), host="127.0.0.1",

@@ -188,7 +188,7 @@ def test_an_unreadable_unified_log_leaves_a_jetsam_kill_undecided(monkeypatch):
 
 def _server(tmp_path, code: str):
     from bench.host.ports import free_port
-    from bench.run.server import ServerProcess
+    from bench.run.server.process import ServerProcess
     from bench.setup.adapter import ServeCommand
 
     return ServerProcess(ServeCommand([sys.executable, "-c", code]), host="127.0.0.1", port=free_port(),

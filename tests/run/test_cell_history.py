@@ -19,7 +19,7 @@ from bench.core.result import new_run_id, validate
 from bench.core.verdicts import Verdict
 from bench.run.cell import CellConfig, CellOutcome, run_cell
 from bench.run.fixes import FIX_REFERENCE_ENV
-from bench.run.launch import launching
+from bench.run.server.launch import launching
 from bench.setup import profiles
 
 pytestmark = pytest.mark.integration  # each cell starts the fault server for real, as test_faults does

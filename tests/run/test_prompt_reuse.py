@@ -16,7 +16,7 @@ import pytest
 
 from bench.core.result import new_run_id, validate
 from bench.run.cell import CellConfig, run_cell
-from bench.run.launch import launching
+from bench.run.server.launch import launching
 from bench.setup import profiles
 
 pytestmark = pytest.mark.integration  # each case starts the fault server for real, as test_faults does

@@ -23,7 +23,8 @@ from bench.host.memory import memlimit
 from bench.host.memory.kernel_log import read_kernel_log
 from bench.host.ports import free_port, port_holder
 from bench.host.process_groups import reap_orphans
-from bench.run.server import ServerProcess, ServerStartError
+from bench.run.server.exits import ServerStartError
+from bench.run.server.process import ServerProcess
 from bench.setup.adapter import ServeCommand
 
 HEALTH_SERVER = textwrap.dedent(
@@ -139,7 +140,7 @@ def test_reaps_only_servers_whose_session_is_gone(tmp_path, cache):
         f"""
         import sys, time
         from bench.setup.adapter import ServeCommand
-        from bench.run.server import ServerProcess
+        from bench.run.server.process import ServerProcess
         from pathlib import Path
         s = ServerProcess(ServeCommand([sys.executable, {str(script)!r}, "{port}", "0", "0"]), host="127.0.0.1",
                           port={port}, ready_path="/health", startup_timeout_s=20, log_path=Path({str(tmp_path / 'o.log')!r}))

@@ -19,7 +19,8 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.host.ports import free_port
-from bench.run.server import ServerProcess, ServerStartError
+from bench.run.server.exits import ServerStartError
+from bench.run.server.process import ServerProcess
 from bench.setup.adapter import ServeCommand
 
 SERVED_ID = "tiny"

@@ -28,7 +28,7 @@ SWEEP_APART = ("a rate sweep on a fresh server per level knows its last level on
 
 
 class AuditedServer(Protocol):
-    """The server the last level ran on (bench.run.server.ServerProcess, bench.run.probes.Endpoint)."""
+    """The server the last level ran on (bench.run.server.process.ServerProcess, bench.run.server.probes.Endpoint)."""
 
     @property
     def base_url(self) -> str: ...

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.run.config import Launcher
-from bench.run.server import ServerProcess
+from bench.run.server.process import ServerProcess
 from bench.setup.adapter import Adapter, ServeCommand
 from bench.setup.profiles import ApiKey
 

@@ -11,8 +11,8 @@ import time
 import httpx
 
 from bench.core.result_model import ReportedVersion
-from bench.run.answers import answer_text, refused_key
-from bench.run.server import ExitInfo, ServerStartError
+from bench.run.server.answers import answer_text, refused_key
+from bench.run.server.exits import ExitInfo, ServerStartError
 from bench.setup.profiles import ApiKey
 
 # Where servers report their own version: vLLM and SGLang, Ollama, llama.cpp (its build).

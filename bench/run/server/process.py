@@ -24,7 +24,6 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -36,7 +35,8 @@ from bench.host.memory import memlimit
 from bench.host.memory.oom import OomWatch
 from bench.host.ports import listeners, port_holder
 from bench.host.process_groups import register, signal_group, stop_recorded_groups, unregister, wait_group_gone
-from bench.run.answers import answer_text, refused_key
+from bench.run.server.answers import answer_text, refused_key
+from bench.run.server.exits import ExitInfo, ServerStartError, describe_exit
 from bench.setup.adapter import ServeCommand
 from bench.setup.profiles import ApiKey
 
@@ -51,48 +51,6 @@ def _dropped(exc: BaseException | None) -> bool:
     while exc is not None and not isinstance(exc, DROPPED):
         exc = exc.__cause__ or exc.__context__
     return exc is not None
-
-
-class ServerStartError(RuntimeError):
-    """The server never became ready; `str()` is the one-line reason, `log_path` the evidence."""
-
-    def __init__(self, reason: str, log_path: Path | None = None, *, transient: bool = False,
-                 oom: dict | None = None, capped: bool = False):
-        super().__init__(reason)
-        self.log_path = log_path
-        self.transient = transient  # one retry (bench.run.levels): port held, or dropped polls then exit
-        self.oom = oom  # evidence that it was killed for memory while loading (bench.host.memory.oom); never retried
-        self.capped = capped  # the cell's budget or hang watchdog ended the wait, not the server
-
-
-@dataclass(frozen=True)
-class ExitInfo:
-    returncode: int | None  # None: still running when we stopped it (we did the stopping)
-    signal: str | None  # the signal that ended it, if any
-    stopped_by_us: bool
-    oom: dict | None = None  # evidence that it (or a process of its tree) was killed for memory
-    memory: dict | None = None  # the memory cgroup it ran in (limit, peak, oom kills), when limited
-    oom_check_error: str | None = None  # OOM detection itself failed: whether it was an OOM is unknown
-
-    def to_json(self) -> dict:
-        out: dict[str, object] = {
-            "returncode": self.returncode, "signal": self.signal, "stopped_by_us": self.stopped_by_us,
-        }
-        if self.oom is not None:
-            out["oom"] = self.oom
-        if self.oom_check_error is not None:
-            out["oom_check_error"] = self.oom_check_error
-        if self.memory is not None:
-            out["memory"] = self.memory
-        return out
-
-
-def log_tail(path: Path, lines: int = 20) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
 
 
 class ServerProcess:
@@ -126,7 +84,7 @@ class ServerProcess:
         self.oom_check_error: str | None = None  # set by _detect_oom when OOM detection failed
         self._started_at = 0.0
         self._born = 0.0  # the server's create time: groups it recorded must be younger
-        # The suite's own time around the server (bench.run.server.overhead): spawning it, noticing
+        # The suite's own time around the server (bench.run.server.process.overhead): spawning it, noticing
         # it became ready (an upper bound: the span between the last poll that found it not ready
         # and the one that did), and stopping it.
         self.spawn_s: float | None = None
@@ -307,7 +265,7 @@ class ServerProcess:
             detail = oom.get("line") or oom.get("note") or f"pid {oom.get('pid')}"
             what = f"was killed for memory while starting ({oom['source']}): {detail}"
         else:
-            what = f"exited with {_describe_exit(code)} while starting"
+            what = f"exited with {describe_exit(code)} while starting"
             if self.oom_check_error:
                 what += f" (whether for memory is unknown: {self.oom_check_error})"
         if dropped := resets > 0 and code > 0 and not oom and not self.oom_check_error:
@@ -393,8 +351,3 @@ def _size(path: Path) -> int:
 def _span(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        return f"signal {signal_name(code)}"
-    return f"exit code {code}"
