@@ -1,5 +1,7 @@
 """One module per framework; each exports `ADAPTER`. The registry finds them by import.
 
+Size: one small declaration per framework, so each framework more is a module more.
+
 PYTEST_DONT_REWRITE: part of an installed pytest plugin, not test code (see bench/__init__.py).
 """
 

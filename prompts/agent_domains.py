@@ -5,6 +5,8 @@ email, shell, weather, tickets, search, database, git/CI, shop support). A task 
 plus the tool calls an agent would make for it; result generators fabricate payloads of a
 requested size, so `build_splits.py` can steer each trace to its token target. All randomness
 comes from the `random.Random` passed in: the same seed gives the same bytes.
+
+Size: ten domains' tool schemas, tasks and result generators, mostly data, one block per domain.
 """
 
 from __future__ import annotations

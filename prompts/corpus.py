@@ -4,6 +4,8 @@ Everything here was written for this project: no sentence is taken from a datase
 web page. `build_splits.py` composes prompts from these pieces with a seeded RNG; the pieces are
 chosen to give the text the shape of what people send to chat models (questions, articles to
 summarise, meeting minutes, reviews, code), not to be authoritative about their topics.
+
+Size: the chat split's source text itself, data rather than logic: nothing in it to split by.
 """
 
 from __future__ import annotations

@@ -8,9 +8,8 @@ between modules (of one layer or several) fails too, because it hides which one 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
@@ -32,8 +31,21 @@ LAYERS = [
     "fixtures",        # the pytest fixtures a cell or an eval row takes: top of the stack, so nothing in bench/
                        # (engine, plugins, CLI) can need them; they use bench.plugins' settings and bench.run
 ]
-MAX_LINES = 400
-MAX_MODULES_PER_FOLDER = 10
+ROOM_LINES = 350  # a module longer than this says why, in a docstring line "Size: <reason>"
+ROOM_MODULES = 8  # a folder of more modules says why, the same way, in its __init__.py
+SIZE_REASON = re.compile(r"^Size: \S.{10,}$", re.M)
+# Rooms over the limits with no reason yet, each with the size it may not pass (lines, or modules
+# of a folder): each is to be split by what it holds (issue 39). The list only shrinks: a room
+# that fits, or that gives its reason, must leave it.
+TO_SPLIT = {
+    "bench/core/verdicts.py": 384, "bench/eval/loader.py": 394, "bench/eval/tables/edit.py": 353,
+    "bench/host/memory/memlimit.py": 358, "bench/imports/siliconbench.py": 353, "bench/perf/client_overhead.py": 397,
+    "bench/perf/compare.py": 366, "bench/plugins/eval.py": 357, "bench/run/levels.py": 395,
+    "bench/run/server/process.py": 353, "bench/setup/installs.py": 379, "bench/setup/profiles.py": 387,
+    "bench/setup/prompts.py": 354, "prompts/build_splits.py": 536,
+    "bench/base": 9, "bench/cli/weekly": 9, "bench/core": 10, "bench/core/metrics": 10, "bench/eval": 10,
+    "bench/load": 9, "bench/perf": 10, "bench/plugins": 10, "bench/setup": 10, "bench/setup/tinymodel": 9,
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -117,19 +129,39 @@ def test_no_import_cycle():
     assert cycles == []
 
 
-@pytest.mark.parametrize("path", sorted(MODULES.values()), ids=lambda p: str(p.relative_to(ROOT)))
-def test_module_is_short(path):
-    lines = len(path.read_text().splitlines())
-    assert lines <= MAX_LINES, f"{path.relative_to(ROOT)} has {lines} lines; split it by what it does"
+def _rooms() -> tuple[dict[str, int], dict[str, int]]:
+    """(module -> lines, folder -> modules) of every module of bench/, adapters/, fixtures/ and prompts/."""
+    paths = [*MODULES.values(), *sorted((ROOT / "prompts").glob("*.py"))]
+    lines = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in paths if p.name != "__init__.py"}
+    folders: dict[str, int] = {}
+    for name in lines:
+        folder = name.rpartition("/")[0]
+        folders[folder] = folders.get(folder, 0) + 1
+    return lines, folders
 
 
-def test_no_folder_of_bench_holds_more_than_ten_modules():
-    folders: dict[Path, int] = {}
-    for path in MODULES.values():
-        if path.name != "__init__.py" and path.is_relative_to(ROOT / "bench"):
-            folders[path.parent] = folders.get(path.parent, 0) + 1
-    crowded = {str(f.relative_to(ROOT)): n for f, n in folders.items() if n > MAX_MODULES_PER_FOLDER}
-    assert crowded == {}
+def _reason(path: Path) -> bool:
+    """Whether a module (or a folder's __init__.py) says in its docstring why it is as large as it is."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) if path.is_file() else None
+    return bool(doc and SIZE_REASON.search(doc))
+
+
+def test_every_room_fits_or_says_why():
+    lines, folders = _rooms()
+    over = {name for name, n in lines.items() if n > ROOM_LINES} | {f for f, n in folders.items() if n > ROOM_MODULES}
+    silent = {name for name in over
+              if not _reason(ROOT / name if name.endswith(".py") else ROOT / name / "__init__.py")}
+    unlisted = {name: lines.get(name) or folders[name] for name in silent - set(TO_SPLIT)}
+    assert unlisted == {}, (f"over {ROOM_LINES} lines or {ROOM_MODULES} modules: split by what it holds, or say why "
+                            "in its docstring (a line 'Size: <reason>')")
+    assert set(TO_SPLIT) - silent == set(), "these fit now, or say why: take them off TO_SPLIT"
+
+
+def test_no_room_waiting_to_be_split_grows():
+    lines, folders = _rooms()
+    sizes = {**lines, **folders}
+    grown = {name: f"{sizes[name]} > {ceiling}" for name, ceiling in TO_SPLIT.items() if sizes.get(name, 0) > ceiling}
+    assert grown == {}, "a room waiting to be split grew: split it now"
 
 
 def test_no_class_name_is_defined_twice():
