@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import shlex
 from pathlib import Path
 
 import httpcore  # noqa: F401  # see below
@@ -9,7 +12,9 @@ import pytest
 import pytest_timeout
 
 import adapters
+from bench.plugins.options import SETTINGS, settings
 from bench.setup.installs import NotInstalled, ensure_installed
+from tests.support.busy import HOST_LOCK_WAIT_S
 
 # Every test in tests/ gets this timeout unless it carries its own `timeout` marker or the run
 # names one (--timeout, PYTEST_TIMEOUT, `timeout =` in an ini): a hung test then fails with
@@ -26,6 +31,31 @@ DEFAULT_TIMEOUT_S = 900
 # ConnectError instead of httpx's, and readiness polls fail. Imported here, before any such run,
 # httpcore is never dropped.
 TESTS_DIR = Path(__file__).resolve().parent
+
+
+HOST_LOCK_FLAG = "--host-lock-timeout"
+
+
+def _names_the_flag(args: list[str]) -> bool:
+    return any(arg.split("=")[0] == HOST_LOCK_FLAG for arg in args)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A test whose cell finds the host lock held fails after HOST_LOCK_WAIT_S, naming the holder,
+    instead of waiting up to the product's hour (tests/support/busy.py): the suite's own cells get
+    the bound here (its xdist workers with the options they are given), and every pytest session a
+    test starts (a nested `pytest -m chat`, the sessions of `cellbench weekly`) through
+    PYTEST_ADDOPTS, where a flag given later on its command line still wins. A run that names
+    --host-lock-timeout itself has its value everywhere instead."""
+    if hasattr(config, "workerinput"):
+        return
+    addopts = os.environ.get("PYTEST_ADDOPTS", "")
+    if not _names_the_flag([*map(str, config.invocation_params.args), *shlex.split(addopts)]):
+        config.option.host_lock_timeout = float(HOST_LOCK_WAIT_S)
+        config.stash[SETTINGS] = dataclasses.replace(settings(config), host_lock_timeout_s=float(HOST_LOCK_WAIT_S))
+    if not _names_the_flag(shlex.split(addopts)):
+        bound = settings(config).host_lock_timeout_s
+        os.environ["PYTEST_ADDOPTS"] = f"{addopts} {HOST_LOCK_FLAG} {bound:g}".strip()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -25,6 +25,7 @@ from bench.host.affinity import AffinityError, CpuSample, Placement
 from bench.host.ports import free_port
 from bench.run.server.process import ServerProcess
 from bench.setup.adapter import ServeCommand
+from tests.support.busy import HOST_LOCK_WAIT_S
 
 linux_only = pytest.mark.skipif(not affinity.supported(), reason="CPU affinity is a Linux API")
 
@@ -246,7 +247,7 @@ def test_a_session_pins_the_server_and_the_client_where_asked(tmp_path):
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "chat", "-k", "openai",
            f"--model={profile}", f"--results-dir={tmp_path / 'results'}", "--requests", "3", "--warmup", "1",
            "--concurrency", "1,2", "--server-cpus", str(server_cpu), "--client-cpus", str(client_cpu),
-           "--host-lock-timeout", "1500"]  # seconds alone; the bound is for other sessions' cells on this host
+           "--host-lock-timeout", str(HOST_LOCK_WAIT_S)]
     out = subprocess.run(cmd, check=False, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
     (path,) = (tmp_path / "results").rglob("openai_*.json")
     result = json.loads(path.read_text())

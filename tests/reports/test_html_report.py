@@ -31,7 +31,7 @@ from bench.reports.comparison import settings_of
 from bench.reports.review import columns
 from bench.reports.review import summary as html_summary
 from tests.plugins.test_plugin import cell_dir, hand_result, stand_in_cells
-from tests.support.busy import assert_ok_unless_client_limited
+from tests.support.busy import HOST_LOCK_WAIT_S, assert_ok_unless_client_limited
 
 CHROMIUM_HINT = ("tests/reports/test_html_report.py needs Chromium: "
                  "apt-get install -y --no-install-recommends chromium (as root), or set CHROMIUM=/path/to/chromium")
@@ -375,8 +375,8 @@ def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama
     html = results / "report.html"
     # `--opt=PATH`: pytest would take an existing path given as a separate argument for a test path
     cmd = [sys.executable, "-m", "pytest", "-m", "chat", "-k", "llamacpp", "--requests", "4", "--concurrency", "1,2",
-           "--port", "0", "-p", "no:cacheprovider", "--host-lock-timeout", "1500", f"--results-dir={results}",
-           f"--html={html}", "--self-contained-html", "--progress-interval=2"]
+           "--port", "0", "-p", "no:cacheprovider", "--host-lock-timeout", str(HOST_LOCK_WAIT_S),
+           f"--results-dir={results}", f"--html={html}", "--self-contained-html", "--progress-interval=2"]
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     (result_path,) = [p for p in chat.glob("llamacpp_*.json") if "20260101" not in p.name]
