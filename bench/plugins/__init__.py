@@ -12,4 +12,6 @@
 - recorder: terminal categories, verdict counts, journals, the splits' reports
 - html: the pytest-html columns, extras and environment table
 - eval: the eval rows (`pytest -m eval`) and their table edits
+
+Size: a module per plugin (each a pytest11 entry point named after it), and the hooks they share.
 """
