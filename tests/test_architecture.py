@@ -47,7 +47,6 @@ TO_SPLIT = {
     "bench/eval/tables/edit.py": 353,
     "bench/host/memory/memlimit.py": 358,
     "bench/imports/siliconbench.py": 353,
-    "bench/load": 9,
     "bench/perf": 10,
     "bench/perf/client_overhead.py": 397,
     "bench/perf/compare.py": 366,

@@ -12,10 +12,9 @@ modules, in the order a level uses them:
   level, `exchange(flight, body)` per request);
 - `http/`: the HTTP/1.1 client under it: asyncio protocols, httptools' C parser, each read
   parsed and stamped in the transport's receive callback, a connection per request or kept alive;
-- `watch`: the 10 ms ticker (hang watchdog, server probe, loop lag, progress);
-- `health`: the client's health over the measured phase;
-- `bodies`: the request bodies; `interrupts`: interrupts that must end a level;
-- `progress`: the rate-limited progress line a cell prints.
+- `watch/`: watching the level as it runs: the 10 ms ticker (hang watchdog, server probe, loop
+  lag, progress), the client's health over the measured phase, the progress line a cell prints;
+- `bodies`: the request bodies; `interrupts`: interrupts that must end a level.
 - `procs/`: a level on several client processes, each with its own loop (`run_level_procs`).
 
 The data types (`LevelConfig`, `OpenLoop`, `LevelRun`, `ClientHealth`, `Progress`) live in

@@ -18,10 +18,10 @@ from bench.core import metrics
 from bench.core.level_run import LevelConfig, LevelRun
 from bench.core.records import RequestRecord
 from bench.load.bodies import asked_max_tokens, encode_bodies
-from bench.load.health import PhaseSamples, measured_health, unmeasured_health
 from bench.load.interrupts import retrieve
 from bench.load.request import DEADLINE, SERVER_GONE, STALL, TIMEOUT, ChatClient, Flight
-from bench.load.watch import Watch
+from bench.load.watch.health import PhaseSamples, measured_health, unmeasured_health
+from bench.load.watch.ticker import Watch
 from bench.setup.prompts import Prompt
 
 _perf = time.perf_counter

@@ -34,7 +34,7 @@ from bench.eval.state import RunState, refreshed_rows
 from bench.eval.tables import apply_edits
 from bench.eval.tables.commit import commit_tables, uncommitted
 from bench.host.machine import detect
-from bench.load.progress import terminal_writer
+from bench.load.watch.progress import terminal_writer
 from bench.plugins.hooks import EVAL, CellRecord, register_stashed, unregister_stashed
 from bench.plugins.options import results_root, settings
 from bench.setup.profiles import PROFILES_DIR

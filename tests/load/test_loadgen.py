@@ -159,7 +159,7 @@ def test_closed_loop_bounds_concurrency_and_counts_requests(server):
 
 
 def test_progress_arrives_at_most_once_a_second_with_growing_elapsed(server):
-    """What bench.load.progress.ProgressLine relies on: reports during the level, never less than
+    """What bench.load.watch.progress.ProgressLine relies on: reports during the level, never less than
     a second apart, elapsed and output events counted from the measured phase's start (warm-up
     apart) and growing, and a last report when done. No upper bound on the gaps: a loaded host
     may run the ticker late, and a level of about 5 s leaves seconds of room for two reports."""

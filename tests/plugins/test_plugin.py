@@ -28,7 +28,7 @@ from bench.core.verdicts import Evidence, Identity, classify
 from bench.host.machine import detect
 from bench.host.ports import free_port
 from bench.load import ClientHealth, LevelConfig, LevelRun, Progress
-from bench.load.progress import ProgressLine
+from bench.load.watch.progress import ProgressLine
 from bench.reports.review import columns
 from bench.run.cell_result import CellHistory
 from fixtures import servers

@@ -54,7 +54,7 @@ PEER_GRACE_S = 5.0  # after one worker stopped early, the others' time to stop o
 REPORT_GRACE_S = 15.0  # an interrupted worker's time to send what it finished
 SILENT_S = 120.0  # a worker that sent nothing for this long in its measured phase is wedged
 TICK_S = 0.25
-PROBE_S = 0.25  # as bench.load.watch probes a single process's server
+PROBE_S = 0.25  # as bench.load.watch.ticker probes a single process's server
 PROGRESS_S = 1.0
 _log = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ class _Pool:
             self.cfg.progress(Progress(done=sum(p.done for p in latest), total=self.cfg.requests,
                                        failed=sum(p.failed for p in latest), output_tps=rate,
                                        elapsed_s=now - self.t_go, output_events=events))
-        except Exception:  # noqa: BLE001 - as bench.load.watch: a broken callback never ends the level
+        except Exception:  # noqa: BLE001 - as bench.load.watch.ticker: a broken callback never ends the level
             self.cfg = replace(self.cfg, progress=None)
             _log.exception("progress callback failed; disabled for the rest of the level")
 

@@ -32,9 +32,9 @@ from multiprocessing.connection import Connection
 import psutil
 
 from bench.core.level_run import LevelConfig, LevelInterrupted, LevelRun, Progress
-from bench.load.health import unmeasured_health
 from bench.load.procs import channel
 from bench.load.procs.merge import WorkerReport
+from bench.load.watch.health import unmeasured_health
 from bench.setup.prompts import Prompt
 
 LevelFn = Callable[[LevelConfig, Sequence[Prompt], Sequence[Prompt]], LevelRun]

@@ -21,7 +21,7 @@ from bench.base.defaults import (
 )
 from bench.host import affinity
 from bench.load import procs
-from bench.load.progress import DEFAULT_INTERVAL_S
+from bench.load.watch.progress import DEFAULT_INTERVAL_S
 from bench.plugins.opts import parsers
 from bench.plugins.opts.eval_settings import EvalSettings
 from bench.plugins.opts.spec import Option, option
