@@ -13,8 +13,8 @@ import pytest
 
 import adapters
 from bench.base.paths import PROJECT_ROOT
+from bench.cli.weekly.after.retry import transient_failure
 from bench.cli.weekly.cells import plan_cells, settle_cells
-from bench.cli.weekly.retry import transient_failure
 from bench.reports.journal import CellEntry, Journal
 from tests.support.results import Spec, synthetic_result
 

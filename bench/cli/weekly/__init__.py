@@ -5,11 +5,11 @@
    how the newest was found go into the journal;
 2. `pytest -m chat`, then `pytest -m agent`, one run id for both (`sessions`); a cell's failure
    never stops the run, and the pytest output is kept in `weekly_<date>.log` beside the journal;
-3. each cell whose failures were transient is run once more (`retry`), and each fix attempt that
-   did not make its cell pass is reverted (`revert`);
+3. each cell whose failures were transient is run once more (`after/retry`), and each fix attempt
+   that did not make its cell pass is reverted (`after/revert`);
 4. comparison.json, REPORT.md and plots are rebuilt, and the journal gets its notes;
 5. the results are committed on `weekly/<date>` (never main), adapter and profile edits first,
-   one commit each, and the branch is pushed when the checkout has a remote (`branch`).
+   one commit each, and the branch is pushed when the checkout has a remote (`after/branch`).
 
 The model and the machine's folder are chosen as a pytest session chooses them (`--model`, else
 APPLEBENCH_MODEL; CELLBENCH_MACHINE, else APPLEBENCH_RESULTS_SUBDIR: bench.cli.choice) and said

@@ -23,12 +23,12 @@ import adapters
 from bench.base.git import GitError, edit_summary
 from bench.cli.decisions.noise import refresh_floors
 from bench.cli.update import describe, update_frameworks
+from bench.cli.weekly.after.branch import commit_on_branch, fix_edits, fixes_of
+from bench.cli.weekly.after.retry import retry_transient
+from bench.cli.weekly.after.revert import revert_failed_fixes
 from bench.cli.weekly.args import parse, scoped_folder
-from bench.cli.weekly.branch import commit_on_branch, fix_edits, fixes_of
 from bench.cli.weekly.cells import plan_cells, settle_cells, skip_main
 from bench.cli.weekly.dryrun import dry_run
-from bench.cli.weekly.retry import retry_transient
-from bench.cli.weekly.revert import revert_failed_fixes
 from bench.cli.weekly.sessions import Session, run_splits, runnable_frameworks
 from bench.cli.weekly.start import claim_branch, edited_outside_adapters, kept_awake, setup_problem, tree_snapshot
 from bench.core.result import new_run_id

@@ -1,5 +1,5 @@
 """What `cellbench weekly` settles before its first cell, and when it stops early (the branch it
-leaves: bench.cli.weekly.branch).
+leaves: bench.cli.weekly.after.branch).
 
 - The `weekly/<date>` branch is claimed first (made from HEAD unless it exists): a run that
   cannot commit finds out in a second, not after hours.
