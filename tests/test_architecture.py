@@ -44,7 +44,6 @@ TO_SPLIT = {
     "bench/eval": 10,
     "bench/eval/loader.py": 394,
     "bench/eval/tables/edit.py": 353,
-    "bench/host/memory/memlimit.py": 358,
     "bench/imports/siliconbench.py": 353,
     "bench/perf": 10,
     "bench/perf/client_overhead.py": 397,

@@ -18,6 +18,9 @@ Not "write the pid after Popen": the server could allocate before the write land
 When the machine cannot do it (not root, no memory controller, no delegation) `create()` raises
 `MemoryLimitUnavailable` naming what is missing: a cell asked to run limited must fail with that
 reason, never run unlimited. This module uses the standard library only.
+
+Size: one file on purpose: standard library only, it imports alone, as tests/host/test_oom.py runs it for
+an unprivileged user who cannot read the checkout.
 """
 
 from __future__ import annotations
