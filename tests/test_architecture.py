@@ -49,7 +49,6 @@ TO_SPLIT = {
     "bench/perf/client_overhead.py": 397,
     "bench/perf/compare.py": 366,
     "bench/plugins/eval.py": 357,
-    "bench/run/levels.py": 395,
     "bench/run/server/process.py": 353,
     "bench/setup": 10,
     "bench/setup/installs.py": 379,

@@ -64,7 +64,7 @@ class LoadRamp(TypedDict):
 
 
 class Sweep(TypedDict):
-    """The result of `--request-rate sweep`: the highest rate that met the SLOs (bench.run.sweep)."""
+    """The result of `--request-rate sweep`: the highest rate that met the SLOs (bench.run.levels.sweep)."""
 
     slo: dict[str, float]
     start_rps: float

@@ -37,7 +37,7 @@ from bench.host.machine import detect
 from bench.run.cell_result import CellHistory, assemble, resumed_verdict
 from bench.run.config import CellConfig, CellInterrupted, CellOutcome, Launcher
 from bench.run.fixes import profile_source
-from bench.run.levels import CellRun
+from bench.run.levels.cell_run import CellRun
 from bench.setup import profiles, traces
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
 from bench.setup.installs import Installation, InstallError, NotInstalled
@@ -101,7 +101,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
 
     def level_written() -> None:  # after each level: the result so far, marked unfinished
         done = len(run.summaries)
-        planned = f" of {len(run.steps())}" if run.search is None else ""
+        planned = f" of {len(run.plan.steps())}" if run.plan.search is None else ""
         reason = (f"unfinished: written after {done}{planned} level{'s' if done != 1 or planned else ''}; "
                   "the cell was still running, or was killed if its writer (`unfinished.pid`) is gone")
         write_result(paths.result, document(CellVerdict(Verdict.CAPPED, reason).to_json(), _ended(t0),

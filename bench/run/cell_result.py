@@ -36,7 +36,8 @@ from bench.core.store import LoadedResult, load_results, select_latest, suspicio
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.run.config import CellConfig, LoadPlan
 from bench.run.fixes import verified_fix
-from bench.run.levels import CellRun, point_json
+from bench.run.levels.cell_run import CellRun
+from bench.run.levels.plan import point_json
 from bench.setup.installs import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
@@ -98,8 +99,8 @@ def _framework(name: str, platform_tag: str, install: Installation, reported: Re
 
 def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConfig:
     block: RunConfig = {
-        "levels": ["sweep"] if run.search is not None else [point_json(p) for p in run.points()],
-        "requests_per_level": run.requests(run.points()[0]) if run.search is None else cfg.requests,
+        "levels": ["sweep"] if run.plan.search is not None else [point_json(p) for p in run.plan.points()],
+        "requests_per_level": run.plan.requests(run.plan.points()[0]) if run.plan.search is None else cfg.requests,
         "warmup": cfg.warmup,
         "levels_share_server": run.shared,
         "request_timeout_s": cfg.request_timeout_s,
@@ -113,8 +114,8 @@ def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConf
     }
     if cfg.load is not None:
         block["load"] = _load(cfg.load)
-    if run.rounds > 1:  # absent with one round, as in every result written before rounds
-        block["rounds"] = run.rounds
+    if run.plan.rounds > 1:  # absent with one round, as in every result written before rounds
+        block["rounds"] = run.plan.rounds
     return block
 
 

@@ -22,9 +22,9 @@ from bench.core.verdicts import CellVerdict
 from bench.host.affinity import Placement
 from bench.load import Progress
 from bench.load.procs import ProcsChoice
+from bench.run.levels.sweep import SweepPlan
 from bench.run.scrape.scraper import INTERVAL_S as SCRAPE_INTERVAL_S
 from bench.run.server.process import ServerProcess
-from bench.run.sweep import SweepPlan
 from bench.setup import profiles
 from bench.setup.traces import Trace, load_trace
 

@@ -25,7 +25,7 @@ from bench.load import run_level
 from bench.load.arrivals import arrival_offsets
 from bench.perf.client_overhead import paced_server
 from bench.run.config import LoadPlan, load_plan
-from bench.run.sweep import RateSweep, SweepPlan
+from bench.run.levels.sweep import RateSweep, SweepPlan
 from bench.setup.prompts import Prompt
 from tests.load.test_loadgen import ScriptServer, prompts
 from tests.plugins.test_options import STAND_IN_CELL, usage_error

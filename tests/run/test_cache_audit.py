@@ -29,7 +29,8 @@ SEEN = cache_audit([0.1] * 8, [0.05] * 8)
 def _cell(points: list[Any], *, shared: bool = False, capped: str | None = None) -> Any:
     return SimpleNamespace(cfg=SimpleNamespace(cache_audit=True), summaries=[{"audits": {}} for _ in points],
                            shared=shared, capped=capped, server_exit=None, oom=None,
-                           steps=lambda: [(p, 1) for p in points], extra_body={}, deadline=None)
+                           plan=SimpleNamespace(steps=lambda: [(p, 1) for p in points]), extra_body={},
+                           deadline=None)
 
 
 def _after(cell: Any, last_point: Any, *, sweep: bool = False) -> list[str | None]:

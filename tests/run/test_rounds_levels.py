@@ -10,7 +10,8 @@ import pytest
 import adapters
 from bench.core.result import cell_paths
 from bench.run.config import CellConfig, load_plan
-from bench.run.levels import CellRun, step_text
+from bench.run.levels.cell_run import CellRun
+from bench.run.levels.plan import step_text
 from bench.run.writes.names import file_label
 from bench.setup import profiles
 
@@ -23,8 +24,8 @@ def _run(tmp_path: Path, **cfg) -> CellRun:
 
 def test_rounds_run_round_major(tmp_path: Path):
     run = _run(tmp_path, levels=(1, 8, 16), rounds=2)
-    assert run.steps() == [(1, 1), (8, 1), (16, 1), (1, 2), (8, 2), (16, 2)]
-    assert _run(tmp_path, levels=(1, 8)).steps() == [(1, 1), (8, 1)], "one round without --rounds"
+    assert run.plan.steps() == [(1, 1), (8, 1), (16, 1), (1, 2), (8, 2), (16, 2)]
+    assert _run(tmp_path, levels=(1, 8)).plan.steps() == [(1, 1), (8, 1)], "one round without --rounds"
 
 
 def test_each_round_has_its_own_files_and_words():

@@ -26,7 +26,7 @@ from bench.plugins.opts import parsers
 from bench.plugins.opts.eval_settings import EvalSettings
 from bench.plugins.opts.spec import Option, option
 from bench.run.config import DEFAULT_CELL_BUDGET_S, LoadPlan
-from bench.run.sweep import SweepPlan
+from bench.run.levels.sweep import SweepPlan
 from bench.setup import profiles
 
 GROUP = ("cellbench", "cellbench benchmark cells")  # pytest's option group: name, description

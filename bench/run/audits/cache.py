@@ -21,6 +21,7 @@ from bench.core.metrics.requests import ttft
 from bench.core.result_model import Level
 from bench.load import run_level
 from bench.run.config import CellConfig
+from bench.run.levels.plan import LevelPlan
 from bench.setup.prompts import Prompt
 
 SWEEP_APART = ("a rate sweep on a fresh server per level knows its last level only once that level's server has "
@@ -37,7 +38,7 @@ class AuditedServer(Protocol):
 
 
 class AuditedCell(Protocol):
-    """What the audit reads of the cell (bench.run.levels.CellRun)."""
+    """What the audit reads of the cell (bench.run.levels.cell_run.CellRun)."""
 
     cfg: CellConfig
     summaries: list[Level]
@@ -48,7 +49,7 @@ class AuditedCell(Protocol):
     server_exit: str | None
     oom: dict | None
 
-    def steps(self) -> list[Any]: ...  # (level, round) pairs, in the order they run
+    plan: LevelPlan  # its steps: (level, round) pairs, in the order they run
 
 
 def after_group(cell: AuditedCell, server: AuditedServer, model_id: str, prompts: Sequence[Prompt], *, last_point: Any,
@@ -63,7 +64,7 @@ def after_group(cell: AuditedCell, server: AuditedServer, model_id: str, prompts
         block = cache_not_run(f"the cell stopped before its last level ended: {stopped}")
     elif sweep and not cell.shared:
         block = cache_not_run(SWEEP_APART)
-    elif not sweep and not cell.shared and last_point != cell.steps()[-1]:
+    elif not sweep and not cell.shared and last_point != cell.plan.steps()[-1]:
         return  # a later level, on a server of its own, is the cell's last
     else:
         block = audit(cell.cfg, server, model_id, prompts, cell.extra_body, cell.deadline)

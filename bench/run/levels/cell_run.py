@@ -1,22 +1,9 @@
-"""A cell's levels: the servers it starts, each level it measures, and when it must stop.
-
-A level is closed-loop (a concurrency) or open-loop (an `OpenLoop` schedule at a request rate,
-`CellConfig.load`); `--request-rate sweep` chooses its rates one level at a time (bench.run.sweep).
-Levels run on a fresh server each, or all on one (--share-server, --endpoint). With --rounds K
-they run round-major (c=1, c=8, c=16, then all again), so a slow drift of the host spreads over
-every level instead of landing on one, each (level, round) on its own server unless shared; the
-result's levels combine each level's rounds (bench.core.rounds). The cell stops early, keeping
-everything measured so far, when a server fails to start, is killed for memory or ends on its
-own, when the cell's budget is spent, or when the load generator's hang watchdog ends a level
-(both `capped`). A transient start failure (a port found held, or a server that dropped its
-readiness connections and exited: bench.run.server) is retried once.
-"""
 
 from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -34,37 +21,16 @@ from bench.load import LevelConfig, LevelRun, OpenLoop
 from bench.load.procs import plan_level, run_level_procs
 from bench.run.audits import cache as cache_audit
 from bench.run.config import CellConfig, Launcher
+from bench.run.levels.plan import LevelPlan, Step, point_json, point_text, step_text
 from bench.run.scrape.watch import ServerWatch
 from bench.run.server.exits import ServerStartError
 from bench.run.server.probes import Endpoint, list_models, reported_version
 from bench.run.server.process import ServerProcess
-from bench.run.sweep import RateSweep
 from bench.run.writes.names import file_label
 from bench.run.writes.sidecar import RequestLog
 from bench.setup.adapter import Adapter, ModelRef, ServeContext
 from bench.setup.installs import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
-
-Point = int | OpenLoop
-"""A level to run: a closed-loop concurrency, or an open-loop schedule."""
-Step = tuple[Point, int]
-"""A level and its round (1-based; 1 without --rounds)."""
-
-
-def point_text(point: Point) -> str:
-    """"c=8" or "4 req/s", as messages name a level."""
-    return f"c={point}" if isinstance(point, int) else point.label
-
-
-def point_json(point: Point) -> int | str:
-    """A level as a result's server and run_config blocks list it: 8, or "4 req/s"."""
-    return point if isinstance(point, int) else point.label
-
-
-def step_text(step: Step, rounds: int) -> str:
-    """"c=8", or with rounds "c=8 round 2 of 3", as messages name a level."""
-    point, k = step
-    return point_text(point) if rounds < 2 else f"{point_text(point)} round {k} of {rounds}"
 
 
 class CellRun:
@@ -92,9 +58,7 @@ class CellRun:
         self.deadline = None if cfg.budget_s is None else budget_from + cfg.budget_s
         self.extra_body = self._extra_body()
         self.shared = cfg.share_server or cfg.endpoint is not None  # an endpoint is one server throughout
-        plan = cfg.load
-        self.search = RateSweep(plan.sweep, plan.slos) if plan is not None and plan.sweep is not None else None
-        self.rounds = 1 if self.search is not None else cfg.rounds  # a sweep's levels are never repeated
+        self.plan = LevelPlan(cfg)
 
     def _extra_body(self) -> dict[str, Any]:
         body = dict(self.cfg.profile.sampling)
@@ -114,40 +78,13 @@ class CellRun:
         return (f"ignore_eos not sent: the {self.adapter.name} adapter does not declare that its server honours it, "
                 "so each request ends where the model stops and output lengths differ by design")
 
-    def points(self) -> list[Point]:
-        """The levels asked for, in order (a sweep's are chosen as it goes: `_swept`)."""
-        plan = self.cfg.load
-        if plan is None or not plan.open_loop:
-            return list(self.cfg.levels)
-        if (trace := plan.trace_schedule()) is not None:  # one level: the trace, at the rate its offsets offer
-            return [OpenLoop(trace.offered_rate, max_concurrency=plan.max_concurrency, seed=plan.seed, trace=trace)]
-        return [self._open_loop(rate) for rate in plan.rates]
-
-    def _open_loop(self, rate: float) -> OpenLoop:
-        plan = self.cfg.load
-        assert plan is not None, "open-loop levels come from a load plan"
-        return OpenLoop(rate, plan.burstiness, plan.max_concurrency, plan.seed, ramp=plan.ramp(rate))
-
-    def requests(self, point: Point) -> int:
-        """A level's measured requests: --requests, or a trace's entries."""
-        return point.measured(self.cfg.requests) if isinstance(point, OpenLoop) else self.cfg.requests
-
-    def _swept(self) -> Iterator[Step]:
-        assert self.search is not None
-        while (rate := self.search.next_rate()) is not None:
-            yield self._open_loop(rate), 1
-
-    def steps(self) -> list[Step]:
-        """Every (level, round) to measure, round-major: all the levels of round 1, then of round 2, ..."""
-        return [(point, k) for k in range(1, self.rounds + 1) for point in self.points()]
-
     def levels(self) -> list[Level]:
         """The result's levels: each level's rounds combined (bench.core.rounds), or with
         one round the summaries as measured."""
-        return combined_levels(self.summaries, asked=self.rounds)
+        return combined_levels(self.summaries, asked=self.plan.rounds)
 
     def execute(self) -> None:
-        steps: Iterable[Step] = self._swept() if self.search is not None else self.steps()
+        steps: Iterable[Step] = self.plan.todo()
         groups: Iterable[Iterable[Step]] = [steps] if self.shared else ([step] for step in steps)
         with RequestLog(self.paths.requests) as sidecar:
             for group in groups:
@@ -155,15 +92,15 @@ class CellRun:
                     break
 
     def sweep_outcome(self, *, final: bool = True) -> Sweep | None:
-        """The sweep's result block (bench.run.sweep), None without a sweep; not `final`: as it
+        """The sweep's result block (bench.run.levels.sweep), None without a sweep; not `final`: as it
         stands between two levels, the search left running."""
-        if self.search is None:
+        if self.plan.search is None:
             return None
         if not final:
-            return self.search.outcome()
-        if self.search.stopped in ("not started", "running"):  # the cell stopped it
-            self.search.stop(self.capped or self.server_exit or self.start_failure or "it ended")
-        return self.search.outcome()
+            return self.plan.search.outcome()
+        if self.plan.search.stopped in ("not started", "running"):  # the cell stopped it
+            self.plan.search.stop(self.capped or self.server_exit or self.start_failure or "it ended")
+        return self.plan.search.outcome()
 
     def _run_group(self, points: Iterable[Step], sidecar: RequestLog) -> bool:
         """One server for `points` (a list of (level, round), or a sweep's rates as they come);
@@ -171,7 +108,7 @@ class CellRun:
         known = points if isinstance(points, list) else []
         server_info: Server = {"levels": [point_json(p) for p, _ in known]}
         self.servers.append(server_info)
-        label = "shared" if not isinstance(points, list) else file_label(known, self.rounds)
+        label = "shared" if not isinstance(points, list) else file_label(known, self.plan.rounds)
         try:
             server = self._start_once_more_if_transient(label, server_info)
         except ServerStartError as exc:
@@ -202,7 +139,7 @@ class CellRun:
                     if not self._run_level(server, step, sidecar):
                         break
                 cache_audit.after_group(self, server, self.model.served_id, self.prompt_set.prompts,
-                                        last_point=self.last_level, sweep=self.search is not None)
+                                        last_point=self.last_level, sweep=self.plan.search is not None)
         finally:
             exit_info = server.stop()
             ended_alone = exit_info.returncode is not None and not exit_info.stopped_by_us
@@ -274,7 +211,7 @@ class CellRun:
         """Measure one level's round; False when the cell must end: cut short (budget, hang:
         capped) or the server gone (failed)."""
         point, k = step
-        at = step_text(step, self.rounds)
+        at = step_text(step, self.plan.rounds)
         if (gone := server.exit_reason()) is not None:  # a shared server that died between levels
             self.server_exit = f"{gone} before {at}"
             return False
@@ -289,7 +226,7 @@ class CellRun:
             model=self.model.served_id,
             concurrency=concurrency,
             open_loop=open_loop,
-            requests=self.requests(point),
+            requests=self.plan.requests(point),
             warmup=self.cfg.warmup,
             request_timeout_s=self.cfg.request_timeout_s,
             extra_body=self.extra_body,
@@ -298,7 +235,7 @@ class CellRun:
             stall_timeout_s=self.cfg.stall_timeout_s,
             server_gone=server.exit_reason,
             client_cpus=self.cfg.cpus.client,
-            nonce=f"{self.cfg.run_id} {file_label([step], self.rounds)} {secrets.token_hex(2)}"
+            nonce=f"{self.cfg.run_id} {file_label([step], self.plan.rounds)} {secrets.token_hex(2)}"
             if self.cfg.unique_prompts else None,
             server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.endpoint),
             keep_alive=self.cfg.keep_alive,
@@ -317,9 +254,10 @@ class CellRun:
         self._keep(run, sidecar, k)
         if self.on_level is not None:  # the result, rewritten with this level (bench.run.cell)
             self.on_level()
-        if self.search is not None and open_loop is not None:
+        if self.plan.search is not None and open_loop is not None:
             judged = self.summaries[-1].get("goodput") if run.records else None
-            self.search.record(open_loop.rate, bool(judged and judged["slo_met"]), judged and judged["goodput_rps"])
+            met = bool(judged and judged["slo_met"])
+            self.plan.search.record(open_loop.rate, met, judged and judged["goodput_rps"])
         if (gone := self._gone_during(server, run)) is not None:
             self.server_exit = gone
             return False
@@ -332,16 +270,16 @@ class CellRun:
         return False
 
     def _last_text(self) -> str:
-        return step_text(self.last_level, self.rounds) if self.last_level is not None else "no level"
+        return step_text(self.last_level, self.plan.rounds) if self.last_level is not None else "no level"
 
     def where(self) -> str:
         """Where the cell stands: "during c=8 after 41 of 100 requests" (ok ones), or "before c=1"."""
         if self.last_level is None:
-            first = next(iter(self.steps()), None) if self.search is None else None
-            return f"before {step_text(first, self.rounds) if first is not None else 'the first level'}"
+            first = next(iter(self.plan.steps()), None) if self.plan.search is None else None
+            return f"before {step_text(first, self.plan.rounds) if first is not None else 'the first level'}"
         at = self._last_text()
         last = self.summaries[-1] if self.summaries and _same(self.summaries[-1], self.last_level) else None
-        asked = self.requests(self.last_level[0])
+        asked = self.plan.requests(self.last_level[0])
         return f"during {at} after {last['successful'] if last else 0} of {asked} requests"
 
     def _keep(self, run: LevelRun, sidecar: RequestLog, k: int) -> None:
@@ -351,14 +289,14 @@ class CellRun:
         summary = summarize_level(run, not_sent=self._not_sent())
         if self.cfg.load is not None and self.cfg.load.slos:
             summary["goodput"] = goodput(run, self.cfg.load.slos)
-        if self.rounds > 1:
+        if self.plan.rounds > 1:
             summary["round"] = k
         if run.records or run.warmup_records:
             self.summaries.append(summary)
         self.watch.keep(summary, run)
         self.response_models.update(summary["served_models"])
         key = sidecar_key(run.config)
-        if self.rounds > 1:
+        if self.plan.rounds > 1:
             key["round"] = k
         sidecar.write_level(key, [*run.warmup_records, *run.records])
 

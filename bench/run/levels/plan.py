@@ -1,0 +1,73 @@
+"""The plan of a cell's levels: which it measures, in what order, with how many requests each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from bench.core.level_run import OpenLoop
+from bench.run.config import CellConfig
+from bench.run.levels.sweep import RateSweep
+
+Point = int | OpenLoop
+"""A level to run: a closed-loop concurrency, or an open-loop schedule."""
+Step = tuple[Point, int]
+"""A level and its round (1-based; 1 without --rounds)."""
+
+
+def point_text(point: Point) -> str:
+    """"c=8" or "4 req/s", as messages name a level."""
+    return f"c={point}" if isinstance(point, int) else point.label
+
+
+def point_json(point: Point) -> int | str:
+    """A level as a result's server and run_config blocks list it: 8, or "4 req/s"."""
+    return point if isinstance(point, int) else point.label
+
+
+def step_text(step: Step, rounds: int) -> str:
+    """"c=8", or with rounds "c=8 round 2 of 3", as messages name a level."""
+    point, k = step
+    return point_text(point) if rounds < 2 else f"{point_text(point)} round {k} of {rounds}"
+
+
+class LevelPlan:
+    """Which levels a cell measures, in what order and with how many requests each: its
+    concurrencies, its open-loop rates or trace, or a sweep's rates as the search chooses them;
+    each level `rounds` times, round-major."""
+
+    def __init__(self, cfg: CellConfig) -> None:
+        self.cfg = cfg
+        plan = cfg.load
+        self.search = RateSweep(plan.sweep, plan.slos) if plan is not None and plan.sweep is not None else None
+        self.rounds = 1 if self.search is not None else cfg.rounds  # a sweep's levels are never repeated
+
+    def points(self) -> list[Point]:
+        """The levels asked for, in order (a sweep's are chosen as it goes: `swept`)."""
+        plan = self.cfg.load
+        if plan is None or not plan.open_loop:
+            return list(self.cfg.levels)
+        if (trace := plan.trace_schedule()) is not None:  # one level: the trace, at the rate its offsets offer
+            return [OpenLoop(trace.offered_rate, max_concurrency=plan.max_concurrency, seed=plan.seed, trace=trace)]
+        return [self.open_loop(rate) for rate in plan.rates]
+
+    def open_loop(self, rate: float) -> OpenLoop:
+        plan = self.cfg.load
+        assert plan is not None, "open-loop levels come from a load plan"
+        return OpenLoop(rate, plan.burstiness, plan.max_concurrency, plan.seed, ramp=plan.ramp(rate))
+
+    def requests(self, point: Point) -> int:
+        """A level's measured requests: --requests, or a trace's entries."""
+        return point.measured(self.cfg.requests) if isinstance(point, OpenLoop) else self.cfg.requests
+
+    def swept(self) -> Iterator[Step]:
+        assert self.search is not None
+        while (rate := self.search.next_rate()) is not None:
+            yield self.open_loop(rate), 1
+
+    def steps(self) -> list[Step]:
+        """Every (level, round) to measure, round-major: all the levels of round 1, then of round 2, ..."""
+        return [(point, k) for k in range(1, self.rounds + 1) for point in self.points()]
+
+    def todo(self) -> Iterable[Step]:
+        """The (level, round) steps in the order they run: a sweep's as it chooses them."""
+        return self.swept() if self.search is not None else self.steps()
