@@ -32,8 +32,8 @@ from bench.setup.adapter import (
     ServeCommand,
     ServeContext,
 )
-from bench.setup.installs import UNKNOWN_VERSION, Installation, InstallError
-from bench.setup.scripted_install import fill
+from bench.setup.installs.cache import UNKNOWN_VERSION, Installation, InstallError
+from bench.setup.installs.scripted import fill
 
 NAME = "openai"
 DEFAULT_PORT = 8012

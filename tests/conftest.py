@@ -9,7 +9,7 @@ import pytest
 import pytest_timeout
 
 import adapters
-from bench.setup.installs import NotInstalled, ensure_installed
+from bench.setup.installs.cache import NotInstalled, ensure_installed
 
 # Every test in tests/ gets this timeout unless it carries its own `timeout` marker or the run
 # names one (--timeout, PYTEST_TIMEOUT, `timeout =` in an ini): a hung test then fails with

@@ -30,8 +30,8 @@ from bench.run.server.exits import ServerStartError
 from bench.run.server.probes import list_models
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, ModelRef, ServeCommand, ServeContext
-from bench.setup.installs import UNKNOWN_VERSION, Installation
-from bench.setup.updates import install_selected
+from bench.setup.installs.cache import UNKNOWN_VERSION, Installation
+from bench.setup.installs.updates import install_selected
 
 
 class RowUnavailable(Exception):
@@ -51,7 +51,7 @@ class RowContext:
     host: str = "127.0.0.1"
     port: int | None = 0  # 0: any free port; None: the adapter's
     install: bool = False
-    pinned: bool = False  # the adapter's version, not the recorded update (bench.setup.updates)
+    pinned: bool = False  # the adapter's version, not the recorded update (bench.setup.installs.updates)
     gpus: tuple[int, ...] = ()
     # Rounds already run this session, by (run signature, round): rows that run the same client
     # against the same server (an accuracy row and a speed row of one benchmark) share one run.

@@ -40,9 +40,9 @@ from bench.run.fixes import profile_source
 from bench.run.levels import CellRun
 from bench.setup import profiles, traces
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
-from bench.setup.installs import Installation, InstallError, NotInstalled
+from bench.setup.installs.cache import Installation, InstallError, NotInstalled
+from bench.setup.installs.updates import install_selected
 from bench.setup.prompts import PromptSet, load_prompts, load_split
-from bench.setup.updates import install_selected
 
 __all__ = ["CellConfig", "CellOutcome", "Launcher", "bind", "run_cell"]
 
@@ -50,7 +50,7 @@ __all__ = ["CellConfig", "CellOutcome", "Launcher", "bind", "run_cell"]
 def bind(adapter: Adapter, platform_tag: str, profile: profiles.ModelProfile, endpoint: str | None,
          allow_install: bool, *, pinned: bool = False) -> tuple[Adapter, Installation, ModelRef]:
     """The adapter, installation and model a cell of this profile serves (the recorded update of the
-    framework unless `pinned`: bench.setup.updates); raises NotInstalled, InstallError,
+    framework unless `pinned`: bench.setup.installs.updates); raises NotInstalled, InstallError,
     ProfileUnavailable or NotConfigured."""
     if adapter.bind is not None:  # defined by the profile or --endpoint, not by code
         bound = adapter.bind(profile, endpoint)

@@ -37,7 +37,7 @@ from bench.core.verdicts import CellVerdict, Verdict
 from bench.run.config import CellConfig, LoadPlan
 from bench.run.fixes import verified_fix
 from bench.run.levels import CellRun, point_json
-from bench.setup.installs import UNKNOWN_VERSION, Installation
+from bench.setup.installs.cache import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
 

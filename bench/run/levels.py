@@ -42,7 +42,7 @@ from bench.run.sweep import RateSweep
 from bench.run.writes.names import file_label
 from bench.run.writes.sidecar import RequestLog
 from bench.setup.adapter import Adapter, ModelRef, ServeContext
-from bench.setup.installs import UNKNOWN_VERSION, Installation
+from bench.setup.installs.cache import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
 Point = int | OpenLoop

@@ -26,7 +26,8 @@ from bench.base.paths import PROJECT_ROOT
 from bench.core.result import validate
 from bench.setup import profiles
 from bench.setup.adapter import Adapter
-from bench.setup.installs import Installation, InstallError, PipVenv, build_log_path, ensure_installed, install_dir
+from bench.setup.installs.cache import Installation, InstallError, build_log_path, ensure_installed, install_dir
+from bench.setup.installs.recipes import PipVenv
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S, assert_ok_unless_client_limited
 
 integration = pytest.mark.integration
