@@ -58,7 +58,6 @@ TO_SPLIT = {
     "bench/run/server/process.py": 353,
     "bench/setup/profiles.py": 387,
     "bench/setup/prompts.py": 354,
-    "bench/setup/tinymodel": 9,
     "prompts/build_splits.py": 536,
 }
 
