@@ -56,8 +56,6 @@ TO_SPLIT = {
     "bench/plugins/eval.py": 357,
     "bench/run/levels.py": 395,
     "bench/run/server/process.py": 353,
-    "bench/setup/profiles.py": 387,
-    "bench/setup/prompts.py": 354,
     "prompts/build_splits.py": 536,
 }
 

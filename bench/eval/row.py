@@ -28,7 +28,7 @@ from bench.host.ports import free_port
 from bench.run.cell import Launcher
 from bench.run.server.exits import ServerStartError
 from bench.run.server.probes import list_models
-from bench.setup import profiles
+from bench.setup import model_files, profiles
 from bench.setup.adapter import Adapter, ModelRef, ServeCommand, ServeContext
 from bench.setup.installs.cache import UNKNOWN_VERSION, Installation
 from bench.setup.installs.updates import install_selected
@@ -96,7 +96,7 @@ def _model(row: EvalRow, adapter: Adapter) -> ModelRef:
     template, which names its model itself)."""
     profile = _model_profile(row.hf_model_id)
     if profile is not None:
-        return adapter.model_for_server(profiles.resolve(profile, adapter.model_format))
+        return adapter.model_for_server(model_files.resolve(profile, adapter.model_format))
     if adapter.model_format != "hf" and "shell" not in row.server_profile.options:
         raise RowUnavailable(f"{adapter.name} needs a {adapter.model_format} file, and no model profile is named or "
                              f"declares {row.hf_model_id!r} (shipped: {', '.join(profiles.available_profiles())})")

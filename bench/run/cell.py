@@ -38,11 +38,12 @@ from bench.run.cell_result import CellHistory, assemble, resumed_verdict
 from bench.run.config import CellConfig, CellInterrupted, CellOutcome, Launcher
 from bench.run.fixes import profile_source
 from bench.run.levels import CellRun
-from bench.setup import profiles, traces
+from bench.setup import model_files, profiles, traces
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
 from bench.setup.installs.cache import Installation, InstallError, NotInstalled
 from bench.setup.installs.updates import install_selected
-from bench.setup.prompts import PromptSet, load_prompts, load_split
+from bench.setup.prompt_files import load_prompts, load_split
+from bench.setup.prompts import PromptSet
 
 __all__ = ["CellConfig", "CellOutcome", "Launcher", "bind", "run_cell"]
 
@@ -56,7 +57,7 @@ def bind(adapter: Adapter, platform_tag: str, profile: profiles.ModelProfile, en
         bound = adapter.bind(profile, endpoint)
         return bound.adapter, bound.install, bound.model
     install = install_selected(adapter.recipe_for(platform_tag), pinned=pinned, allow_install=allow_install)
-    return adapter, install, adapter.model_for_server(profiles.resolve(profile, adapter.model_format))
+    return adapter, install, adapter.model_for_server(model_files.resolve(profile, adapter.model_format))
 
 
 def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
