@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import adapters
 from bench.eval.client import excerpt, path_with, run_client
-from bench.eval.config import EvalRow
+from bench.eval.config.schema import EvalRow
 from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.tables import Claim, Locator, RowEdit
 from bench.host.ports import free_port
