@@ -43,7 +43,6 @@ TO_SPLIT = {
     "bench/core": 10,
     "bench/core/metrics": 10,
     "bench/core/verdicts.py": 384,
-    "bench/eval/tables/edit.py": 353,
     "bench/host/memory/memlimit.py": 358,
     "bench/imports/siliconbench.py": 353,
     "bench/load": 9,
