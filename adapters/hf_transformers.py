@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.setup.installs import PipVenv
+from bench.setup.installs.recipes import PipVenv
 
 TRANSFORMERS = "5.24.0"
 TORCH = "2.13.0"

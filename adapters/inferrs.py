@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.setup.adapter import LINUX_PLATFORMS, Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.setup.scripted_install import OwnBinary
+from bench.setup.installs.scripted import OwnBinary
 
 PORT = 8007
 MAX_SEQ_LEN = 16384

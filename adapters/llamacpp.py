@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
-from bench.setup.installs import SdistCMakeBuild
+from bench.setup.installs.recipes import SdistCMakeBuild
 from bench.setup.server_metrics import ServerMetrics
 
 BUILD = "11434"

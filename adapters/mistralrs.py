@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.setup.adapter import LINUX_PLATFORMS, Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.setup.scripted_install import OwnBinary, ScriptedInstall, Step
+from bench.setup.installs.scripted import OwnBinary, ScriptedInstall, Step
 
 REPO = "https://github.com/EricLBuehler/mistral.rs.git"
 # Unattended shells do not read the user's profile, so cargo may be missing from PATH.

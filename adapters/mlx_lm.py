@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.setup.installs import PipVenv
+from bench.setup.installs.recipes import PipVenv
 
 MLX = "0.32.4"
 MLX_LM = "0.32.2"

@@ -16,7 +16,7 @@ without one. The same variables name a user's own build on macOS ahead of brew's
 from __future__ import annotations
 
 from bench.setup.adapter import LINUX_PLATFORMS, Adapter, Capabilities, ServeCommand, ServeContext
-from bench.setup.scripted_install import OwnBinary, ScriptedInstall, Step
+from bench.setup.installs.scripted import OwnBinary, ScriptedInstall, Step
 
 RECIPE = ScriptedInstall(
     framework="ollama",

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bench.base.paths import cache_root
 from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.setup.scripted_install import ScriptedInstall, Step
+from bench.setup.installs.scripted import ScriptedInstall, Step
 
 REPO = "https://github.com/jundot/omlx.git"
 PYTHON = "{prefix}/venv/bin/python"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, get_args
 
-from bench.setup import profiles
+from bench.setup import model_files, profiles
 from bench.setup.adapter import (
     Adapter,
     Bound,
@@ -32,8 +32,8 @@ from bench.setup.adapter import (
     ServeCommand,
     ServeContext,
 )
-from bench.setup.installs import UNKNOWN_VERSION, Installation, InstallError
-from bench.setup.scripted_install import fill
+from bench.setup.installs.cache import UNKNOWN_VERSION, Installation, InstallError
+from bench.setup.installs.scripted import fill
 
 NAME = "openai"
 DEFAULT_PORT = 8012
@@ -95,7 +95,7 @@ def bind(profile: profiles.ModelProfile, endpoint: str | None = None, *, downloa
     uses_path = any("{model_path}" in arg for arg in [*(section.command or ()), *section.env.values()])
     path = None
     if endpoint is None and uses_path:
-        path = profiles.resolve(profile, fmt, download=download).path
+        path = model_files.resolve(profile, fmt, download=download).path
     model = ModelRef(path=path, served_id=served, alias=served)
     details: dict[str, object]
     if endpoint is not None:

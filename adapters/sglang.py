@@ -17,7 +17,7 @@ On CUDA the install takes the torch sglang pins.
 from __future__ import annotations
 
 from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.setup.scripted_install import ScriptedInstall, Step
+from bench.setup.installs.scripted import ScriptedInstall, Step
 from bench.setup.server_metrics import ServerMetrics
 
 REPO = "https://github.com/sgl-project/sglang.git"

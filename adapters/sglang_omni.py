@@ -29,8 +29,8 @@ import yaml
 
 from bench.host.ports import free_port_run
 from bench.setup.adapter import Adapter, Capabilities, NotConfigured, ServeCommand, ServeContext
-from bench.setup.installs import UNKNOWN_VERSION, Installation, InstallError
-from bench.setup.scripted_install import fill
+from bench.setup.installs.cache import UNKNOWN_VERSION, Installation, InstallError
+from bench.setup.installs.scripted import fill
 
 NAME = "sglang_omni"
 PYTHON_ENV = "EVAL_VENV_PYTHON"

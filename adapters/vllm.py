@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 
 from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
-from bench.setup.installs import PipVenv
+from bench.setup.installs.recipes import PipVenv
 from bench.setup.server_metrics import ServerMetrics
 
 CPU = PipVenv(

@@ -12,7 +12,7 @@ it back when the reinstall fails.
 from __future__ import annotations
 
 from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.setup.scripted_install import ScriptedInstall, Step, dist_version_probe
+from bench.setup.installs.scripted import ScriptedInstall, Step, dist_version_probe
 
 VENV = "~/.venv-vllm-metal"
 INSTALL = "curl -fsSL https://raw.githubusercontent.com/vllm-project/vllm-metal/main/install.sh | bash"

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from bench.base.paths import cache_root
 from bench.setup.adapter import Adapter, Capabilities, ModelRef, ServeCommand, ServeContext
-from bench.setup.installs import PipVenv
-from bench.setup.scripted_install import ScriptedInstall, Step, dist_version_probe
+from bench.setup.installs.recipes import PipVenv
+from bench.setup.installs.scripted import ScriptedInstall, Step, dist_version_probe
 
 SOURCE = "git+https://github.com/waybarrios/vllm-mlx.git"
 PYTHON = "{prefix}/venv/bin/python"

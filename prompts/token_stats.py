@@ -26,7 +26,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from bench.setup.prompts import SPLITS, Prompt, PromptSet, load_split  # noqa: E402
+from bench.setup.prompt_files import SPLITS, load_split  # noqa: E402
+from bench.setup.prompts import Prompt, PromptSet  # noqa: E402
 
 STATS_PATH = HERE / "stats.json"
 QWEN3_MISSING = ("Qwen3's tokenizer.json is not in this checkout and cannot be downloaded here; "

@@ -13,7 +13,7 @@ import pytest_timeout
 
 import adapters
 from bench.plugins.options import SETTINGS, settings
-from bench.setup.installs import NotInstalled, ensure_installed
+from bench.setup.installs.cache import NotInstalled, ensure_installed
 from tests.support.busy import HOST_LOCK_WAIT_S
 
 # Every test in tests/ gets this timeout unless it carries its own `timeout` marker or the run

@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 import adapters
-from bench.eval.benchmarks import listing, select_rows, wants_listing
-from bench.eval.config import EvalConfig, EvalConfigError, EvalRow, config_path
+from bench.eval.config.benchmarks import listing, select_rows, wants_listing
+from bench.eval.config.loader import load_eval_config
+from bench.eval.config.schema import EvalConfig, EvalConfigError, EvalRow, config_path
 from bench.eval.gpus import parse_pool
-from bench.eval.loader import load_eval_config
 from bench.eval.precheck import client_python, locator_clashes, run_checks
 from bench.eval.row import row_edit
 from bench.eval.source import hardware_tag, source_prefix

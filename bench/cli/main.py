@@ -11,7 +11,7 @@ result files, or with `--as TOOL` prints them under another tool's metric names 
 `cellbench compare OLD NEW` judges two runs figure by figure and `cellbench noise FRAMEWORK` measures
 a machine's noise floor (bench.cli.decisions); `cellbench perf compare` runs cellbench's client
 beside the peers' (vLLM's, AIPerf, guidellm) on one null server (bench.perf.compare). Install and
-doctor use the recorded update of a framework unless given `--pinned` (bench.setup.updates).
+doctor use the recorded update of a framework unless given `--pinned` (bench.setup.installs.updates).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import adapters
 from bench.host.machine import MachineSlugError
 from bench.perf.peers import Peer, tool
 from bench.setup.adapter import Adapter, host_platforms, this_platform
-from bench.setup.installs import InstallError, NotInstalled, Recipe, build_log_path, cached, ensure_installed
-from bench.setup.scripted_install import ScriptedInstall
-from bench.setup.updates import install_selected, select
+from bench.setup.installs.cache import InstallError, NotInstalled, Recipe, build_log_path, cached, ensure_installed
+from bench.setup.installs.scripted import ScriptedInstall
+from bench.setup.installs.updates import install_selected, select
 
 
 def _install(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from bench.run.server.exits import ServerStartError
 from bench.run.server.launch import launching
 from bench.setup import profiles
 from bench.setup.adapter import NotConfigured, ServeContext, this_platform
-from bench.setup.installs import InstallError, NotInstalled
+from bench.setup.installs.cache import InstallError, NotInstalled
 
 HOST = "127.0.0.1"
 DEFAULT_CONCURRENCY = max(DEFAULT_LEVELS)  # a cell's largest default level: the slots it sizes the server for

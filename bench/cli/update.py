@@ -3,7 +3,7 @@
 For every framework that runs here (or those named), the newest release is asked at its own source
 (the package index through pip, the git remote, brew), a newer one is installed into the cache
 beside the installed one and recorded, and later cells use it unless pytest gets `--pinned`
-(bench.setup.updates). `--dry-run` installs nothing and prints, per framework, the pinned version,
+(bench.setup.installs.updates). `--dry-run` installs nothing and prints, per framework, the pinned version,
 the one cells use now, the newest one and how it was found, or why it could not be. Exit status:
 0, or 1 when an install failed (or a named framework cannot run here).
 
@@ -17,9 +17,9 @@ import json
 import sys
 
 import adapters
-from bench.setup import updates
 from bench.setup.adapter import this_platform
-from bench.setup.updates import UpdateRecord
+from bench.setup.installs import updates
+from bench.setup.installs.updates import UpdateRecord
 
 
 def update_frameworks(only: list[str] | None = None, *, pinned: bool = False, dry_run: bool = False,

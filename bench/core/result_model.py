@@ -125,7 +125,7 @@ class _FrameworkRequired(TypedDict):
 class Framework(_FrameworkRequired, total=False):
     platform: str
     version_source: str
-    version_choice: str  # "pinned" | "updated" (bench.setup.updates); absent for a user's own install
+    version_choice: str  # "pinned" | "updated" (bench.setup.installs.updates); absent for a user's own install
     pinned_version: str  # the adapter's version, when an update was served instead
 
 

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.eval.client import path_with
-from bench.eval.config import ROUTER_FRAMEWORK, EvalConfig, EvalRow, Requirement
+from bench.eval.config.schema import ROUTER_FRAMEWORK, EvalConfig, EvalRow, Requirement
 from bench.eval.gpus import busy_gpus
 from bench.eval.row import row_claim
 from bench.eval.tables import AMBIGUITY_FIX, CLASH_FIX, Clash, Locator, clashes, config_ambiguity, parse_tables

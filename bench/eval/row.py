@@ -21,17 +21,17 @@ from urllib.parse import urlsplit
 
 import adapters
 from bench.eval.client import excerpt, path_with, run_client
-from bench.eval.config import EvalRow
+from bench.eval.config.schema import EvalRow
 from bench.eval.runlog import RUN_LOG, RunLog
 from bench.eval.tables import Claim, Locator, RowEdit
 from bench.host.ports import free_port
 from bench.run.cell import Launcher
 from bench.run.server.exits import ServerStartError
 from bench.run.server.probes import list_models
-from bench.setup import profiles
+from bench.setup import model_files, profiles
 from bench.setup.adapter import Adapter, ModelRef, ServeCommand, ServeContext
-from bench.setup.installs import UNKNOWN_VERSION, Installation
-from bench.setup.updates import install_selected
+from bench.setup.installs.cache import UNKNOWN_VERSION, Installation
+from bench.setup.installs.updates import install_selected
 
 
 class RowUnavailable(Exception):
@@ -51,7 +51,7 @@ class RowContext:
     host: str = "127.0.0.1"
     port: int | None = 0  # 0: any free port; None: the adapter's
     install: bool = False
-    pinned: bool = False  # the adapter's version, not the recorded update (bench.setup.updates)
+    pinned: bool = False  # the adapter's version, not the recorded update (bench.setup.installs.updates)
     gpus: tuple[int, ...] = ()
     # Rounds already run this session, by (run signature, round): rows that run the same client
     # against the same server (an accuracy row and a speed row of one benchmark) share one run.
@@ -96,7 +96,7 @@ def _model(row: EvalRow, adapter: Adapter) -> ModelRef:
     template, which names its model itself)."""
     profile = _model_profile(row.hf_model_id)
     if profile is not None:
-        return adapter.model_for_server(profiles.resolve(profile, adapter.model_format))
+        return adapter.model_for_server(model_files.resolve(profile, adapter.model_format))
     if adapter.model_format != "hf" and "shell" not in row.server_profile.options:
         raise RowUnavailable(f"{adapter.name} needs a {adapter.model_format} file, and no model profile is named or "
                              f"declares {row.hf_model_id!r} (shipped: {', '.join(profiles.available_profiles())})")

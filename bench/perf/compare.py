@@ -65,7 +65,7 @@ from bench.perf.client_overhead import MODEL, paced_server
 from bench.perf.clients import CELLBENCH, CELLBENCH_KEEP_ALIVE, ClientRun, Workload, run_cellbench
 from bench.perf.peers import Peer, peers
 from bench.perf.rows import LEGEND, ClientRow, table
-from bench.setup.installs import Installation
+from bench.setup.installs.cache import Installation
 from bench.setup.tinymodel import ensure_tiny_model
 
 # At least 4 tokens of the tiny model's tokenizer: vLLM's client drops shorter prompts.

@@ -43,7 +43,7 @@ from bench.run.cell import bind
 from bench.run.server.launch import launching
 from bench.setup import profiles
 from bench.setup.adapter import ServeContext
-from bench.setup.prompts import load_split
+from bench.setup.prompt_files import load_split
 from bench.setup.tinymodel import ensure_tiny_model
 
 HOST = "127.0.0.1"

@@ -23,9 +23,9 @@ import pytest
 
 import adapters
 from bench.base.paths import PROJECT_ROOT, cache_root
-from bench.eval.benchmarks import listing, select_rows, wants_listing
-from bench.eval.config import EvalConfig, EvalConfigError, EvalRow, config_path
-from bench.eval.loader import load_eval_config
+from bench.eval.config.benchmarks import listing, select_rows, wants_listing
+from bench.eval.config.loader import load_eval_config
+from bench.eval.config.schema import EvalConfig, EvalConfigError, EvalRow, config_path
 from bench.eval.precheck import ClientPython, client_python, locator_clashes, run_checks
 from bench.eval.row import RowContext, row_edit
 from bench.eval.runlog import RUN_LOG, RunLog

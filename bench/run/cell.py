@@ -38,11 +38,12 @@ from bench.run.cell_result import CellHistory, assemble, resumed_verdict
 from bench.run.config import CellConfig, CellInterrupted, CellOutcome, Launcher
 from bench.run.fixes import profile_source
 from bench.run.levels.cell_run import CellRun
-from bench.setup import profiles, traces
+from bench.setup import model_files, profiles, traces
 from bench.setup.adapter import Adapter, ModelRef, NotConfigured, this_platform
-from bench.setup.installs import Installation, InstallError, NotInstalled
-from bench.setup.prompts import PromptSet, load_prompts, load_split
-from bench.setup.updates import install_selected
+from bench.setup.installs.cache import Installation, InstallError, NotInstalled
+from bench.setup.installs.updates import install_selected
+from bench.setup.prompt_files import load_prompts, load_split
+from bench.setup.prompts import PromptSet
 
 __all__ = ["CellConfig", "CellOutcome", "Launcher", "bind", "run_cell"]
 
@@ -50,13 +51,13 @@ __all__ = ["CellConfig", "CellOutcome", "Launcher", "bind", "run_cell"]
 def bind(adapter: Adapter, platform_tag: str, profile: profiles.ModelProfile, endpoint: str | None,
          allow_install: bool, *, pinned: bool = False) -> tuple[Adapter, Installation, ModelRef]:
     """The adapter, installation and model a cell of this profile serves (the recorded update of the
-    framework unless `pinned`: bench.setup.updates); raises NotInstalled, InstallError,
+    framework unless `pinned`: bench.setup.installs.updates); raises NotInstalled, InstallError,
     ProfileUnavailable or NotConfigured."""
     if adapter.bind is not None:  # defined by the profile or --endpoint, not by code
         bound = adapter.bind(profile, endpoint)
         return bound.adapter, bound.install, bound.model
     install = install_selected(adapter.recipe_for(platform_tag), pinned=pinned, allow_install=allow_install)
-    return adapter, install, adapter.model_for_server(profiles.resolve(profile, adapter.model_format))
+    return adapter, install, adapter.model_for_server(model_files.resolve(profile, adapter.model_format))
 
 
 def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:

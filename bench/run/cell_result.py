@@ -38,7 +38,7 @@ from bench.run.config import CellConfig, LoadPlan
 from bench.run.fixes import verified_fix
 from bench.run.levels.cell_run import CellRun
 from bench.run.levels.plan import point_json
-from bench.setup.installs import UNKNOWN_VERSION, Installation
+from bench.setup.installs.cache import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
 

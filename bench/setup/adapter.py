@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.setup.installs import Installation, Recipe
+from bench.setup.installs.cache import Installation, Recipe
 from bench.setup.model_ref import ModelFormat, ModelRef
 from bench.setup.profiles import ModelProfile
 from bench.setup.server_metrics import ServerMetrics

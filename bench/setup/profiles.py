@@ -40,8 +40,8 @@ from typing import Any, get_args
 import yaml
 
 from bench.base.defaults import DEFAULT_MODEL
-from bench.base.paths import PROJECT_ROOT, models_dir
-from bench.setup.model_ref import ModelFormat, ModelRef
+from bench.base.paths import PROJECT_ROOT
+from bench.setup.model_ref import ModelFormat
 
 PROFILES_DIR = PROJECT_ROOT / "models"
 FORMATS: tuple[str, ...] = get_args(ModelFormat)
@@ -320,68 +320,3 @@ def chosen_model(given: str | None, environ: Mapping[str, str]) -> tuple[str, st
     if environ.get(MODEL_VARIABLE, "").strip():
         return environ[MODEL_VARIABLE].strip(), MODEL_VARIABLE
     return DEFAULT_MODEL, "default"
-
-
-def resolve(profile: ModelProfile, fmt: str, *, download: bool = True) -> ModelRef:
-    """The model as framework format `fmt` needs it: a local path (building or downloading it) and ids."""
-    entry = profile.formats.get(fmt)
-    if entry is None:
-        raise ProfileUnavailable(
-            f"model profile {profile.name!r} ({profile.source}) has no {fmt!r} format;"
-            f" it has {', '.join(profile.formats)}"
-        )
-    if fmt == "ollama":
-        path = None  # the Ollama server pulls the tag itself
-    elif profile.builtin is not None:
-        path = BUILTINS[profile.builtin][1](fmt)
-    else:
-        path = _hub_path(profile, entry, download=download)
-    return ModelRef(path=path, served_id=entry.served_id, alias=entry.alias or entry.served_id)
-
-
-def hub_cache() -> Path:
-    return models_dir() / "hub"
-
-
-def _offline_by_env() -> bool:
-    # huggingface_hub reads HF_HUB_OFFLINE once, at import; reading it here honours later changes.
-    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
-    return any((flag or "").strip().upper() in {"1", "ON", "YES", "TRUE"} for flag in flags)
-
-
-def _hub_path(profile: ModelProfile, entry: FormatEntry, *, download: bool) -> Path:
-    # Imported on use: huggingface_hub is slow to import.
-    from huggingface_hub.errors import EntryNotFoundError
-
-    offline = _offline_by_env()
-    try:
-        return _hub_fetch(entry, local_only=True)  # a cached copy wins: no network, and the bytes never move under us
-    except (OSError, EntryNotFoundError) as exc:
-        miss: Exception = exc
-    if download and not offline:
-        try:
-            return _hub_fetch(entry, local_only=False)
-        except (OSError, EntryNotFoundError) as exc:  # network down, missing repo or file, no permission
-            miss = exc
-    if offline:
-        cause = "HF_HUB_OFFLINE is set and it is not in the cache"
-    elif not download:
-        cause = "downloads are off and it is not in the cache"
-    else:
-        cause = f"the download failed ({type(miss).__name__}: {' '.join(str(miss).split())[:200]})"
-    what = f"{entry.repo} ({entry.file})" if entry.file else entry.repo
-    files = [entry.file] if entry.file else []
-    fetch = " ".join(["hf download", str(entry.repo), *files, f"--cache-dir {hub_cache()}"])
-    raise ProfileUnavailable(
-        f"model profile {profile.name!r}: cannot get {what}: {cause}; pre-download it with "
-        f"`{fetch}` where the network allows, then rerun (HF_HUB_OFFLINE=1 then uses that cache)"
-    ) from miss
-
-
-def _hub_fetch(entry: FormatEntry, *, local_only: bool) -> Path:
-    from huggingface_hub import hf_hub_download, snapshot_download
-
-    assert entry.repo is not None  # the schema requires a repo for every downloaded format
-    if entry.file is not None:
-        return Path(hf_hub_download(entry.repo, entry.file, cache_dir=hub_cache(), local_files_only=local_only))
-    return Path(snapshot_download(entry.repo, cache_dir=hub_cache(), local_files_only=local_only))

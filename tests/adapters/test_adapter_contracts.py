@@ -22,7 +22,7 @@ from adapters import omlx
 from adapters import openai as generic
 from bench.setup import profiles
 from bench.setup.adapter import Adapter, Capabilities, ModelRef, NotConfigured, ServeCommand, ServeContext
-from bench.setup.installs import (
+from bench.setup.installs.cache import (
     UNKNOWN_VERSION,
     Installation,
     InstallError,
@@ -31,7 +31,7 @@ from bench.setup.installs import (
     ensure_installed,
     install_dir,
 )
-from bench.setup.scripted_install import ScriptedInstall, Step, fill
+from bench.setup.installs.scripted import ScriptedInstall, Step, fill
 
 HOST = "127.0.0.1"
 MACOS = "darwin-arm64"

@@ -18,9 +18,9 @@ import pytest
 
 import adapters
 from bench.base.paths import PROJECT_ROOT
-from bench.setup.installs import NotInstalled, ensure_installed
-from bench.setup.scripted_install import OwnBinary, ScriptedInstall
-from bench.setup.updates import update_one
+from bench.setup.installs.cache import NotInstalled, ensure_installed
+from bench.setup.installs.scripted import OwnBinary, ScriptedInstall
+from bench.setup.installs.updates import update_one
 
 LINUX = "linux-x86_64"
 # (framework, variable, older name or None, binary, --version output)

@@ -24,9 +24,10 @@ import pytest
 import adapters
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result import validate
-from bench.setup import profiles
+from bench.setup import model_files, profiles
 from bench.setup.adapter import Adapter
-from bench.setup.installs import Installation, InstallError, PipVenv, build_log_path, ensure_installed, install_dir
+from bench.setup.installs.cache import Installation, InstallError, build_log_path, ensure_installed, install_dir
+from bench.setup.installs.recipes import PipVenv
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S, assert_ok_unless_client_limited
 
 integration = pytest.mark.integration
@@ -102,7 +103,7 @@ def only_result(tmp_path: Path, framework: str, split: str) -> tuple[dict, list[
 def expected_id(adapter: Adapter) -> str:
     """The id the server must list: the profile's, or the one the server gives the model itself."""
     profile = profiles.load_profile("tiny")
-    return adapter.model_for_server(profiles.resolve(profile, adapter.model_format)).served_id
+    return adapter.model_for_server(model_files.resolve(profile, adapter.model_format)).served_id
 
 
 @integration

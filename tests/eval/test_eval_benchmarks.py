@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.eval.benchmarks import ALIASES, accepted, listing, select_rows, wants_listing
-from bench.eval.config import EvalConfig, EvalConfigError
-from bench.eval.loader import load_eval_config
+from bench.eval.config.benchmarks import ALIASES, accepted, listing, select_rows, wants_listing
+from bench.eval.config.loader import load_eval_config
+from bench.eval.config.schema import EvalConfig, EvalConfigError
 from bench.eval.precheck import client_python, run_checks
 
 FRAMEWORKS = {"llamacpp", "openai", "sglang_omni"}

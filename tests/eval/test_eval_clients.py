@@ -386,7 +386,7 @@ def test_a_mean_of_counts_is_a_clean_number(values, shown):
 def test_asr_gpu_is_a_leased_gpu_beyond_the_servers_else_cpu(tmp_path):
     """`{asr_gpu}` in a client (sglang-omni's runner format): the GPU the lease took beyond the
     server's, as `cuda:N`; `cpu` when the pool had none left."""
-    from bench.eval.config import CellSpec, EvalRow, Locate, ServerProfile
+    from bench.eval.config.schema import CellSpec, EvalRow, Locate, ServerProfile
     from bench.eval.row import RowContext, _asr_device
 
     row = EvalRow(id="r", file=tmp_path / "b.py", hf_model_id="m",
@@ -407,7 +407,7 @@ def test_a_router_row_starts_sglang_omni_from_the_clients_environment(tmp_path, 
     import yaml
 
     import bench.setup.adapter as adapter_module
-    from bench.eval.config import CellSpec, EvalRow, Locate, ServerProfile
+    from bench.eval.config.schema import CellSpec, EvalRow, Locate, ServerProfile
     from bench.eval.row import RowContext, _Server
 
     monkeypatch.setattr(adapter_module, "host_platforms", lambda: ("linux-x86_64+cuda", "linux-x86_64"))

@@ -10,8 +10,8 @@ import yaml
 
 from bench.base.dotted import json_path
 from bench.base.paths import PROJECT_ROOT
-from bench.eval.config import EvalConfigError
-from bench.eval.loader import eval_root, load_eval_config
+from bench.eval.config.loader import eval_root, load_eval_config
+from bench.eval.config.schema import EvalConfigError
 
 FRAMEWORKS = {"llamacpp", "vllm"}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.eval.loader import load_eval_config
+from bench.eval.config.loader import load_eval_config
 from bench.eval.precheck import client_python, hf_cache, run_checks, with_hub_settings
 
 MIRROR = "https://hf-mirror.com"

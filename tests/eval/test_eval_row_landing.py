@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import adapters
-from bench.eval.loader import load_eval_config
+from bench.eval.config.loader import load_eval_config
 from bench.eval.precheck import locator_clashes
 from bench.eval.source import hardware_tag
 from bench.eval.tables import Claim, Locator, RowEdit, apply_edits, clashes, parse_tables, plan_edit

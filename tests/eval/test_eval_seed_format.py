@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from bench.base.paths import PROJECT_ROOT
-from bench.setup import profiles
+from bench.setup import model_files, profiles
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +122,7 @@ class Project:
 
     def __init__(self, tmp: Path, rows: list[dict] | None = None, llama_server: str = "llama-server"):
         self.tmp, self.repo, self.llama_server = tmp, tmp / "demo-project", llama_server
-        self.gguf = profiles.resolve(profiles.load_profile("tiny"), "gguf").path  # cellbench's tiny model
+        self.gguf = model_files.resolve(profiles.load_profile("tiny"), "gguf").path  # cellbench's tiny model
         evals = self.repo / "benchmarks" / "eval"
         evals.mkdir(parents=True)
         self.bench = evals / "benchmark_arith.py"

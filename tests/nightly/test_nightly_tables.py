@@ -13,7 +13,7 @@ import pytest
 
 import adapters
 from bench.base.paths import PROJECT_ROOT
-from bench.eval.loader import load_eval_config
+from bench.eval.config.loader import load_eval_config
 from bench.eval.row import row_edit
 from bench.eval.tables import plan_edit
 from bench.nightly.publish import publish

@@ -18,7 +18,7 @@ from bench.perf.client_overhead import MODEL
 from bench.perf.clients import Workload
 from bench.perf.peers import aiperf as peer
 from bench.perf.peers import peers
-from bench.setup.installs import cached
+from bench.setup.installs.cache import cached
 from tests.support.busy import TEST_TIMEOUT_S
 from tests.support.perf_compare import perf_compare
 

@@ -14,7 +14,7 @@ import pytest
 from bench.perf.client_figures import stream_of, timing_error, ttft_errors
 from bench.perf.clients import Workload
 from bench.perf.peers.guidellm import RECIPE, read_guidellm_result, scenario
-from bench.setup.installs import cached
+from bench.setup.installs.cache import cached
 from tests.support.busy import TEST_TIMEOUT_S
 from tests.support.perf_compare import perf_compare
 

@@ -23,7 +23,7 @@ from bench.core.result import new_run_id, validate
 from bench.core.verdicts import Verdict
 from bench.host.ports import free_port
 from bench.run.cell import CellConfig, run_cell
-from bench.setup import profiles
+from bench.setup import model_files, profiles
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +43,7 @@ formats:
 @pytest.fixture
 def endpoint(llama_server, tmp_path):
     """A llama-server serving the tiny GGUF as `tiny`, started and stopped by this test alone."""
-    gguf = profiles.resolve(profiles.load_profile("tiny"), "gguf").path
+    gguf = model_files.resolve(profiles.load_profile("tiny"), "gguf").path
     port = free_port(HOST)
     log = (tmp_path / "endpoint.log").open("wb")
     proc = subprocess.Popen(
@@ -128,7 +128,7 @@ def test_profile_command_starts_checks_and_stops_the_server(llama_server, tmp_pa
     result = only_result(tmp_path)
     assert result["verdict"]["verdict"] == "ok", result["verdict"]
     (server,) = result["servers"]
-    gguf = str(profiles.resolve(profiles.load_profile("tiny"), "gguf").path)
+    gguf = str(model_files.resolve(profiles.load_profile("tiny"), "gguf").path)
     assert server["command"]["argv"] == [llama_server, "-m", gguf, "--host", HOST, "--port", str(server["port"]),
                                          "--alias", "tiny", "-c", "8192", "--no-webui"]
     assert server["exit"]["stopped_by_us"] is True

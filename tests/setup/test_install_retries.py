@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bench.setup import build_commands
-from bench.setup.build_commands import pip_network_error
-from bench.setup.installs import InstallError, PipVenv, build_log_path, ensure_installed
+from bench.setup.installs import commands
+from bench.setup.installs.cache import InstallError, build_log_path, ensure_installed
+from bench.setup.installs.commands import pip_network_error
+from bench.setup.installs.recipes import PipVenv
 
 WHEEL = "demo_pkg-1.0-py3-none-any.whl"
 
@@ -109,7 +110,7 @@ def recipe(version: str = "1.0") -> PipVenv:
 
 def test_a_dropped_connection_to_the_index_is_retried_once_and_kept_on_record(pip_env, index, monkeypatch):
     index.down.set()
-    monkeypatch.setattr(build_commands, "_pause_before_retry", index.down.clear)  # the index comes back
+    monkeypatch.setattr(commands, "_pause_before_retry", index.down.clear)  # the index comes back
     built = ensure_installed(recipe())
     assert index.dropped >= 1
     assert built.details["packages"] == {"demo-pkg": "1.0"}
@@ -124,7 +125,7 @@ def test_a_dropped_connection_to_the_index_is_retried_once_and_kept_on_record(pi
 
 def test_an_index_that_stays_down_fails_the_install_after_one_retry(pip_env, index, monkeypatch):
     index.down.set()
-    monkeypatch.setattr(build_commands, "_pause_before_retry", lambda: None)
+    monkeypatch.setattr(commands, "_pause_before_retry", lambda: None)
     with pytest.raises(InstallError, match="installing demo 1.0 failed .*; build log: ") as err:
         ensure_installed(recipe())
     log = build_log_path(recipe()).read_text()
@@ -136,7 +137,7 @@ def test_a_version_the_index_does_not_have_is_not_retried(pip_env, index, monkey
     def no_retry() -> None:
         raise AssertionError("a missing version is not a network error")
 
-    monkeypatch.setattr(build_commands, "_pause_before_retry", no_retry)
+    monkeypatch.setattr(commands, "_pause_before_retry", no_retry)
     with pytest.raises(InstallError):
         ensure_installed(recipe("2.0"))
     log = build_log_path(recipe("2.0")).read_text()

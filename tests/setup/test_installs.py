@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.setup.installs import (
+from bench.setup.installs.cache import (
     Installation,
     InstallError,
     NotInstalled,
-    SdistCMakeBuild,
     build_log_path,
     ensure_installed,
     install_dir,
-    run_logged,
 )
+from bench.setup.installs.commands import run_logged
+from bench.setup.installs.recipes import SdistCMakeBuild
 
 
 @dataclass

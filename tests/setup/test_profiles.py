@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.setup.model_files import hub_cache, resolve
 from bench.setup.model_ref import ModelRef
-from bench.setup.profiles import (
-    ProfileError,
-    ProfileUnavailable,
-    available_profiles,
-    chosen_model,
-    hub_cache,
-    load_profile,
-    resolve,
-)
+from bench.setup.profiles import ProfileError, ProfileUnavailable, available_profiles, chosen_model, load_profile
 
 VALID = """\
 name: custom

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.setup.prompts import Prompt, PromptFileError, assert_no_shared_prefix, load_prompts, load_split
+from bench.setup.prompt_files import PromptFileError, load_prompts, load_split
+from bench.setup.prompts import Prompt, assert_no_shared_prefix
 
 PROMPTS_DIR = PROJECT_ROOT / "prompts"
 SILICONBENCH = Path(__file__).parents[1] / "data" / "siliconbench"  # small files in SiliconBench's format

@@ -25,10 +25,11 @@ import adapters
 from bench.cli.main import main
 from bench.cli.update import describe
 from bench.run.cell_result import _framework
-from bench.setup import updates
-from bench.setup.installs import Installation, NotInstalled, PipVenv, SdistCMakeBuild
-from bench.setup.scripted_install import ScriptedInstall, Step
-from bench.setup.updates import (
+from bench.setup.installs import updates
+from bench.setup.installs.cache import Installation, NotInstalled
+from bench.setup.installs.recipes import PipVenv, SdistCMakeBuild
+from bench.setup.installs.scripted import ScriptedInstall, Step
+from bench.setup.installs.updates import (
     UpdateRecord,
     adapter_changes,
     install_selected,
@@ -37,7 +38,7 @@ from bench.setup.updates import (
     since_last_pass,
     update_one,
 )
-from bench.setup.upstream import Resolution, resolve, source_of, upstream_changes
+from bench.setup.installs.upstream import Resolution, resolve, source_of, upstream_changes
 from tests.support.results import cell_dir, put, synthetic_result, variant
 
 TAG = "linux-x86_64"

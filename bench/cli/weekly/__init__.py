@@ -1,7 +1,7 @@
 """`cellbench weekly`: the week's run, unattended, leaving the truth on a `weekly/<date>` branch.
 
 1. frameworks: every framework that runs here is updated to its newest release, installed beside
-   the old one (bench.setup.updates; `--pinned` keeps the adapters' versions); before, after and
+   the old one (bench.setup.installs.updates; `--pinned` keeps the adapters' versions); before, after and
    how the newest was found go into the journal;
 2. `pytest -m chat`, then `pytest -m agent`, one run id for both (`sessions`); a cell's failure
    never stops the run, and the pytest output is kept in `weekly_<date>.log` beside the journal;

@@ -36,7 +36,7 @@ from bench.core.verdicts import GREEN_VERDICTS, Verdict
 from bench.reports.journal import LAST_PASS, Journal, write_index
 from bench.reports.rebuild import rebuild
 from bench.reports.standing import ChosenRun
-from bench.setup.updates import last_passing, since_last_pass
+from bench.setup.installs.updates import last_passing, since_last_pass
 
 NOT_STARTED = 6  # the run stopped before its first cell (the branch or the set-up); pytest uses 0-5
 NOT_PUSHED = 7  # the cells ran and were committed, but the branch did not reach the remote it was meant for
@@ -47,7 +47,7 @@ def explain_failures(journal: Journal, run_ids: set[str], repo: Path) -> None:
     """Each cell of this run (of its sessions' run ids: the splits', the retries') that failed gets,
     in its journal entry (beside the telemetry reading the recorder gave it), its last passing
     result and what changed since: the framework's releases in between (with where their notes
-    are) and the commits and uncommitted edits of its adapter (bench.setup.updates.since_last_pass)."""
+    are) and the commits and uncommitted edits of its adapter (bench.setup.installs.updates.since_last_pass)."""
     for cell in journal.cells.values():
         if cell.verdict in GREEN_VERDICTS or not cell.result_path:
             continue

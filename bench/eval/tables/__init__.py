@@ -4,8 +4,8 @@ An eval benchmark file keeps its reference results as GitHub-markdown pipe table
 module docstring. After a run, one `RowEdit` per result either replaces the row whose Source
 carries this hardware's tag or appends a new row to the section's table. The steps, one module
 each: `parse` (the tables and which are Local), `locate` (the row a result belongs to), `edit`
-(the text after one edit, or why it cannot be made), `clash` (rows of one file checked against
-each other), `write` (`apply_edits`, the only writer).
+(the text after one edit, or why it cannot be made; the Source's `n=K mean` marker is `means`),
+`clash` (rows of one file checked against each other), `write` (`apply_edits`, the only writer).
 Every public name is importable from here.
 """
 

@@ -14,7 +14,7 @@ Planning only computes text: `bench.eval.tables.write` is the only writer.
   refuses naming the other models' rows it saw.
 * An appended row takes its cell widths from the row it copies, else the table's last data row,
   else the separator: headers are often narrower than the data below them.
-* The Source carries at most one `n=K mean` marker: a `(n=K mean)` note already in the tag is
+* The Source carries at most one `n=K mean` marker (`means`): a `(n=K mean)` note already in the tag is
   dropped, and conflicting markers are refused. The edit is made, with a `warning`, when it
   overwrites an n=M mean row with values from `mean_of` != M rounds, or when the new Source
   claims an n=M mean that `mean_of` contradicts.
@@ -23,12 +23,12 @@ Planning only computes text: `bench.eval.tables.write` is the only writer.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from bench.eval.tables.locate import MODEL_COLUMN, Location, Locator, hardware_tag, locate
+from bench.eval.tables.means import mean_warning, means_claimed, without_means_in
 from bench.eval.tables.parse import (
     ParsedTables,
     Table,
@@ -42,7 +42,6 @@ from bench.eval.tables.parse import (
 
 SOURCE_COLUMN = "Source"
 EMPTY_CELL = "–"  # what an appended row shows in a column nobody measured on this hardware
-_MEAN_MARKER = re.compile(r"\bn=(\d+) mean\b")
 
 
 class _Refusal(Exception):
@@ -65,19 +64,8 @@ class RowEdit:
     @property
     def source(self) -> str:
         tag = hardware_tag(self.hardware, self.locate.source_workload)
-        note = _without_means_in(self.source_note, tag)
+        note = without_means_in(self.source_note, tag)
         return f"{self.source_prefix} {tag}" + (f" {note}" if note else "")
-
-
-def _without_means_in(note: str, tag: str) -> str:
-    """`note` less any `(n=K mean)` the tag already says, so the Source claims each mean once."""
-    for k in set(_MEAN_MARKER.findall(tag)):
-        note = re.sub(rf"\s*\(\s*n={k} mean\s*\)", "", note)
-    return note.strip()
-
-
-def _means_claimed(text: str) -> list[int]:
-    return [int(k) for k in _MEAN_MARKER.findall(text)]
 
 
 Status = Literal["ok", "fail"]
@@ -142,7 +130,7 @@ def _check_inputs(edit: RowEdit) -> None:
         raise _Refusal("hardware and source_prefix are required for the Source tag")
     if edit.mean_of < 1:
         raise _Refusal(f"mean_of is the number of rounds the values average; it must be at least 1, not {edit.mean_of}")
-    means = _means_claimed(edit.source)
+    means = means_claimed(edit.source)
     if len(means) > 1:
         raise _Refusal(
             f"the Source would claim {len(means)} means ({', '.join(f'n={k} mean' for k in means)}): {edit.source!r};"
@@ -329,20 +317,8 @@ def _plan(text: str, edit: RowEdit) -> tuple[str, EditOutcome]:
     _check_relocates(new_text, edit, line)
     after = strip_ending(lines[line - 1])
     reason = _done_reason(action, line, before, after)
-    return new_text, EditOutcome(edit.row_id, "ok", action, reason, line, before, after, _mean_warning(edit, before))
-
-
-def _values_are(mean_of: int) -> str:
-    return "a single-round value" if mean_of == 1 else f"an n={mean_of} mean"
-
-
-def _mean_warning(edit: RowEdit, before: str | None) -> str:
-    """Why the values and an `n=M mean` claim disagree, old row or new Source; "" when they agree."""
-    old = [m for m in dict.fromkeys(_means_claimed(before or "")) if m > 1 and m != edit.mean_of]
-    new = [m for m in _means_claimed(edit.source) if m != edit.mean_of]
-    found = [f"overwrites an n={m} mean row with {_values_are(edit.mean_of)}" for m in old]
-    found += [f"the new Source claims an n={m} mean but the values are {_values_are(edit.mean_of)}" for m in new]
-    return "; ".join(found)
+    warning = mean_warning(edit.mean_of, edit.source, before)
+    return new_text, EditOutcome(edit.row_id, "ok", action, reason, line, before, after, warning)
 
 
 def plan_edit(text: str, edit: RowEdit) -> tuple[str, EditOutcome]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.perf.clients import ClientRun, Workload
-from bench.setup.installs import Installation, Recipe
+from bench.setup.installs.cache import Installation, Recipe
 
 # One module per peer, in the order their rows are printed.
 PEER_MODULES = ("bench.perf.peers.vllm", "bench.perf.peers.aiperf", "bench.perf.peers.guidellm")

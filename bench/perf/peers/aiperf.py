@@ -67,7 +67,8 @@ from typing import Any
 from bench.perf.client_overhead import MODEL as NULL_MODEL
 from bench.perf.clients import HEAD, ClientRun, Workload, requests_of, run_child
 from bench.perf.peers import Peer
-from bench.setup.installs import Installation, PipVenv, cached
+from bench.setup.installs.cache import Installation, cached
+from bench.setup.installs.recipes import PipVenv
 
 AIPERF = "aiperf"
 

@@ -56,7 +56,8 @@ from typing import Any
 from bench.core.metrics import percentile
 from bench.perf.clients import HEAD, ClientRun, Workload, requests_of, run_child
 from bench.perf.peers import Peer
-from bench.setup.installs import Installation, PipVenv, cached
+from bench.setup.installs.cache import Installation, cached
+from bench.setup.installs.recipes import PipVenv
 
 GUIDELLM = "guidellm"
 

@@ -18,8 +18,8 @@ from typing import Any
 import adapters
 from bench.perf.clients import HEAD, ClientRun, Workload, requests_of, run_child
 from bench.perf.peers import Peer
-from bench.setup.installs import Installation, cached
-from bench.setup.updates import select
+from bench.setup.installs.cache import Installation, cached
+from bench.setup.installs.updates import select
 
 VLLM = "vllm"
 

@@ -20,7 +20,7 @@ from bench.plugins.opts.settings import PytestOptions, Settings
 from bench.plugins.opts.spec import Option, declared, flags
 from bench.run.config import DEFAULT_CELL_BUDGET_S, LOAD_OPTIONS, LoadPlan, load_plan
 from bench.setup import profiles, traces
-from bench.setup.prompts import PromptFileError, load_prompts
+from bench.setup.prompt_files import PromptFileError, load_prompts
 
 RUN_ID_KEY = "cellbench_run_id"  # in xdist's workerinput: the controller's run id
 # pytest's option groups, in `pytest --help`'s order: (name, description), the class declaring its options

@@ -78,7 +78,7 @@ def diagnosed_skips(directory: Path, day: str) -> dict[str, dict[str, Any]]:
 
 def lapse(skip: dict[str, Any], update: dict[str, Any] | None, adapter_sha256: str | None) -> str | None:
     """Why the skip no longer holds, or None while it does. `update` is this run's update record
-    of the framework (bench.setup.updates.UpdateRecord.to_json), None when none ran."""
+    of the framework (bench.setup.installs.updates.UpdateRecord.to_json), None when none ran."""
     if update and update.get("after") and update.get("before") != update["after"]:
         if not update.get("before"):  # e.g. SiliconBench's "not installed": it is now
             return f"{update['framework']} {update['after']} was installed this run"

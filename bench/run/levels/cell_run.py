@@ -29,7 +29,7 @@ from bench.run.server.process import ServerProcess
 from bench.run.writes.names import file_label
 from bench.run.writes.sidecar import RequestLog
 from bench.setup.adapter import Adapter, ModelRef, ServeContext
-from bench.setup.installs import UNKNOWN_VERSION, Installation
+from bench.setup.installs.cache import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
 

@@ -21,7 +21,7 @@ from bench.base.paths import models_dir
 from bench.setup.tinymodel.hf import json_bytes, write_hf
 from bench.setup.tinymodel.template import chat_template
 from bench.setup.tinymodel.to_gguf import write_gguf
-from bench.setup.tinymodel.tokenizer import train_tokenizer, vocabulary
+from bench.setup.tinymodel.tokenizer.bpe import train_tokenizer, vocabulary
 from bench.setup.tinymodel.weights import hf_weights
 
 RECIPE_VERSION = "2"  # bump on any change to what build() writes: the cache is keyed by it

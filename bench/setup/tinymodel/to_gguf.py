@@ -17,7 +17,7 @@ import gguf
 import numpy as np
 
 from bench.setup.tinymodel.recipe import BOS_ID, EOS_ID, PAD_ID, SERVED_NAME, SHAPE
-from bench.setup.tinymodel.tokenizer import Vocabulary
+from bench.setup.tinymodel.tokenizer.bpe import Vocabulary
 
 # HF module name -> GGUF tensor name, per layer.
 _LAYER_NAMES = {

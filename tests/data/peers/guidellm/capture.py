@@ -25,7 +25,7 @@ from pathlib import Path
 from bench.perf.client_overhead import MODEL, paced_server
 from bench.perf.clients import Workload
 from bench.perf.peers.guidellm import RECIPE, run_guidellm
-from bench.setup.installs import cached
+from bench.setup.installs.cache import cached
 from bench.setup.tinymodel import ensure_tiny_model
 
 PROMPT = "Write a short story about a lighthouse keeper and the sea."

@@ -2,7 +2,7 @@
 
 It lives in a Python module, not a data file, so that it ships with the package wherever the code
 does and can never be swapped for something else on disk. The mix mirrors what the tokenizer will
-see in benchmarks: chat prose, code, and JSON tool calls. `corpus.py` expands it deterministically.
+see in benchmarks: chat prose, code, and JSON tool calls. `corpus` expands it deterministically.
 """
 
 PROSE = """\

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-from bench.setup.tinymodel.corpus import corpus
 from bench.setup.tinymodel.recipe import SHAPE, SPECIAL_IDS, SPECIAL_TOKENS
+from bench.setup.tinymodel.tokenizer.corpus import corpus
 
 
 def train_tokenizer() -> Tokenizer:

@@ -2,7 +2,7 @@
 
 A server profile names a cellbench adapter, so eval servers start through the same lifecycle
 as benchmark cells; a row's client is an argument list filled per token, never a shell string.
-Everything is checked on load (bench.eval.loader), and a failure names the file, the row and
+Everything is checked on load (bench.eval.config.loader), and a failure names the file, the row and
 the field.
 
 sglang-omni's own eval runner reads the same shape from `models/<model>/config.yaml`, and such a

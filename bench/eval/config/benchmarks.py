@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.eval.config import EvalConfigError, EvalRow
+from bench.eval.config.schema import EvalConfigError, EvalRow
 
 # A file's own name -> the names sglang-omni's runner gives it (SKILL.md: "Use omni_seedtts /
 # qwen_seedtts for Qwen3-Omni SeedTTS rows and tts_seedtts / s2pro_seedtts for S2-Pro rows"; its

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from bench.setup.tinymodel.corpus_text import CODE, PROSE, TOOLS
+from bench.setup.tinymodel.tokenizer.text import CODE, PROSE, TOOLS
 
 CITIES = (
     "Paris", "London", "Madrid", "Oslo", "Berlin", "Warsaw", "Lisbon", "Rome", "Vienna", "Prague",

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
-from bench.setup.installs import Installation, InstallError, install_dir, run_logged
+from bench.setup.installs.cache import Installation, InstallError, install_dir
+from bench.setup.installs.commands import run_logged
 
 # A release number (`0.12.3`, `0.7.0-123-gabc1234` from `git describe`, `0.2.5+git.abc1234`) or a
 # bare commit hash: what the probe output's first match of this becomes the installed version.

@@ -2,7 +2,7 @@
 
 An adapter pins a version so results are reproducible; the weekly run exists to notice when a
 framework moves. `update_frameworks` asks each framework's own source for its newest release
-(bench.setup.upstream), installs a newer one into the versioned cache beside the old (a new cache
+(bench.setup.installs.upstream), installs a newer one into the versioned cache beside the old (a new cache
 key, so the old install stays usable), and records before, after, how it was resolved and when in
 `<frameworks cache>/updates.json`. Cells read that record through `install_selected`: the recorded
 update unless `--pinned`, which keeps the adapters' versions. The record is keyed by the adapter's
@@ -31,9 +31,10 @@ from bench.base.paths import frameworks_dir
 from bench.core.result_model import Result
 from bench.core.store import LoadedResult, load_results
 from bench.setup.adapter import Adapter
-from bench.setup.installs import Installation, InstallError, Recipe, cached, ensure_installed, run_logged
-from bench.setup.scripted_install import ScriptedInstall
-from bench.setup.upstream import (
+from bench.setup.installs.cache import Installation, InstallError, Recipe, cached, ensure_installed
+from bench.setup.installs.commands import run_logged
+from bench.setup.installs.scripted import ScriptedInstall
+from bench.setup.installs.upstream import (
     COMMIT_IN_VERSION,
     Resolution,
     at_version,

@@ -1,4 +1,4 @@
-"""Loading an eval config: the YAML checked field by field into `bench.eval.config`'s types.
+"""Loading an eval config: the YAML checked field by field into `bench.eval.config.schema`'s types.
 
 Every failure is an `EvalConfigError` that names the file, the row and the field; unknown fields
 fail too, so a typo never silently drops a setting.
@@ -18,7 +18,8 @@ import yaml
 from bench.base.defaults import SPLITS
 from bench.base.git import toplevel
 from bench.base.paths import PROJECT_ROOT
-from bench.eval.config import (
+from bench.eval.config.fields import FieldReader
+from bench.eval.config.schema import (
     CLIENT_PLACEHOLDERS,
     DEFAULT_TABLES_ROOT,
     LOCATE_FIELDS,
@@ -42,52 +43,8 @@ from bench.eval.tables.locate import normalise_model
 _ROW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$")  # safe as a directory name and a pytest id
 
 
-class _Checker:
-    def __init__(self, source: Path):
-        self.source = source
-
-    def fail(self, where: str, problem: str) -> EvalConfigError:
-        return EvalConfigError(f"eval config {self.source}: {where}: {problem}")
-
-    def mapping(self, value: Any, where: str, allowed: tuple[str, ...] | None = None) -> dict:
-        if not isinstance(value, dict):
-            raise self.fail(where, f"must be a mapping, got {type(value).__name__}")
-        for key in value:
-            if not isinstance(key, str):
-                raise self.fail(where, f"keys must be strings, got {key!r}")
-            if allowed is not None and key not in allowed:
-                raise self.fail(f"{where}.{key}", f"unknown field; allowed: {', '.join(allowed)}")
-        return value
-
-    def text(self, data: dict, key: str, where: str) -> str:
-        """A required non-empty string."""
-        if key not in data:
-            raise self.fail(f"{where}.{key}" if where else key, "is required")
-        return self.optional_text(data, key, where) or ""
-
-    def optional_text(self, data: dict, key: str, where: str) -> str | None:
-        """A non-empty string, or None when the key is absent."""
-        if key not in data:
-            return None
-        value = data[key]
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(f"{where}.{key}" if where else key, f"must be a non-empty string, got {value!r}")
-        return value
-
-    def number(self, data: dict, key: str, where: str, default, *, integer: bool, minimum: float):
-        value = data.get(key, default)
-        ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
-        if value is not None and (isinstance(value, bool) or not ok_type or value < minimum):
-            kind = "an integer" if integer else "a number"
-            raise self.fail(f"{where}.{key}", f"must be {kind} >= {minimum}, got {value!r}")
-        return value
-
-    def env(self, value: Any, where: str) -> dict[str, str]:
-        env = self.mapping(value, where)
-        bad = [k for k, v in env.items() if not isinstance(v, (str, int, float)) or isinstance(v, bool)]
-        if bad:
-            raise self.fail(f"{where}.{bad[0]}", "must be a string or number")
-        return {k: str(v) for k, v in env.items()}
+class _Checker(FieldReader):
+    """The eval config's own fields, read with FieldReader's checks."""
 
     def server_profile(self, name: str, raw: Any, frameworks: set[str]) -> ServerProfile:
         where = f"server_profiles.{name}"
@@ -142,13 +99,6 @@ class _Checker:
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
             raise self.fail(f"{where}.command", "must be a command string or a non-empty list of arguments")
         return {"command": argv}
-
-    def text_list(self, data: dict, key: str, where: str = "") -> tuple[str, ...]:
-        value = data.get(key, [])
-        value = [value] if isinstance(value, str) else value
-        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-            raise self.fail(f"{where}{key}", "must be a list of non-empty strings")
-        return tuple(value)
 
     def requirement_list(self, data: dict, key: str, fields: tuple[str, ...]) -> list[dict]:
         value = data.get(key, [])

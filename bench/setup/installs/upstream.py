@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from bench.base.paths import frameworks_dir
-from bench.setup.installs import PipVenv, Recipe, SdistCMakeBuild
-from bench.setup.scripted_install import ScriptedInstall
+from bench.setup.installs.cache import Recipe
+from bench.setup.installs.recipes import PipVenv, SdistCMakeBuild
+from bench.setup.installs.scripted import ScriptedInstall
 
 PIP = ("-m", "pip", "--disable-pip-version-check", "--no-input")
 QUERY_TIMEOUT_S = 300.0  # pip: its own retries and timeouts (the user's configuration) come first
