@@ -21,7 +21,7 @@ from bench.base.defaults import DEFAULT_DEGRADED_FRACTION
 from bench.core.level_run import level_label, levels_text
 from bench.core.metrics import STARVED_RUN_QUEUE_WAIT
 from bench.core.metrics.audits import fired
-from bench.core.result_model import DominantError, Level, VerdictBlock
+from bench.core.result.model import DominantError, Level, VerdictBlock
 from bench.host.memory.oom import describe_oom
 
 

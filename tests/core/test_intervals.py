@@ -20,8 +20,8 @@ from bench.base.paths import PROJECT_ROOT
 from bench.core.metrics import PERCENTILES, stats_block
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.intervals import binomial_tails, intervals, needs_n, ranks
-from bench.core.result import read_result, validate
-from bench.core.result_model import Result
+from bench.core.result.files import read_result, validate
+from bench.core.result.model import Result
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import INTERVALS_NOTE, write_report
 from bench.reports.review import columns

@@ -29,7 +29,7 @@ import pytest
 from bench.core import metrics
 from bench.core.level_run import ClientHealth, LevelConfig, LevelInterrupted, OpenLoop, Progress
 from bench.core.records import ErrorType
-from bench.core.result import result_schema
+from bench.core.result.files import result_schema
 from bench.core.verdicts import Evidence, classify
 from bench.host import affinity
 from bench.load.procs import ProcPlan, WorkerError, plan_level, resolve, run_level_procs

@@ -30,8 +30,8 @@ from bench.base.paths import results_root
 from bench.core import noise
 from bench.core.level_run import level_label
 from bench.core.metrics.change import Change, compare_levels
-from bench.core.result import NotAResult, read_result
-from bench.core.store import COMPARISON_FILE, LoadedResult, load_results
+from bench.core.result.files import NotAResult, read_result
+from bench.core.result.store import COMPARISON_FILE, LoadedResult, load_results
 from bench.reports.comparison import setting_differences
 from bench.reports.standing import standing_of
 
