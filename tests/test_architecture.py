@@ -41,7 +41,6 @@ TO_SPLIT = {
     "bench/base": 9,
     "bench/cli/weekly": 9,
     "bench/core/metrics": 10,
-    "bench/core/verdicts.py": 384,
     "bench/eval": 10,
     "bench/eval/loader.py": 394,
     "bench/eval/tables/edit.py": 353,

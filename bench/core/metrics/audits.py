@@ -1,6 +1,6 @@
 """A level's audits (docs/metrics.md, Audits): checks that the numbers mean what they say, each an
 outcome with its figures in the level's `audits` block, and an annotation of the cell when it fires
-(bench.core.verdicts.annotations_for); an audit never changes a verdict.
+(bench.core.annotations.annotations_for); an audit never changes a verdict.
 
 - `token_accounting`: the server's usage.completion_tokens against the chunks it streamed;
 - `output_length`: with ignore_eos sent, every successful request ran to its max_tokens;
