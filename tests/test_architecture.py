@@ -40,7 +40,6 @@ SIZE_REASON = re.compile(r"^Size: \S.{10,}$", re.M)
 TO_SPLIT = {
     "bench/base": 9,
     "bench/cli/weekly": 9,
-    "bench/core/metrics": 10,
     "bench/eval": 10,
     "bench/eval/loader.py": 394,
     "bench/eval/tables/edit.py": 353,

@@ -1,6 +1,6 @@
 """Uncertainty and decisions in the reports, worded for a reader who must decide.
 
-Every judgement is bench.core.metrics.change's: one figure of one level on two sides, regression
+Every judgement is bench.core.metrics.stats.change's: one figure of one level on two sides, regression
 or improvement only where the 95% interval of their ratio leaves zero out, else "no detectable
 change" (with the smallest change the data could have seen) or "cannot tell" (with why). This
 module words them where the reports show them:
@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from bench.core.level_run import LevelKey, level_key, level_label
-from bench.core.metrics import change
-from bench.core.metrics.change import Change, Estimate, Figure
-from bench.core.metrics.intervals import bound_text, has_intervals
+from bench.core.metrics.stats import change
+from bench.core.metrics.stats.change import Change, Estimate, Figure
+from bench.core.metrics.stats.intervals import bound_text, has_intervals
 from bench.core.noise import Floors
 from bench.core.result import imported
 from bench.core.result.files import NotAResult, read_result

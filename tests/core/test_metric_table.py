@@ -16,7 +16,7 @@ import pytest
 
 from bench.core.metrics import table
 from bench.core.metrics.blocks import Level
-from bench.core.metrics.statistics import Stats
+from bench.core.metrics.stats.statistics import Stats
 from bench.core.records import RequestRecord
 from bench.core.result import files as result_module
 from bench.core.result.files import result_schema, validate

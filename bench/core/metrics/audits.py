@@ -19,7 +19,7 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 
 from bench.core.level_run import level_label, levels_text
-from bench.core.metrics.intervals import t_quantile
+from bench.core.metrics.stats.intervals import t_quantile
 from bench.core.records import RequestRecord
 
 DIVERGENCE_BAND = (0.95, 1.05)  # completion_tokens / chunks outside it: the request diverges

@@ -39,7 +39,7 @@ from bench.core.metrics.blocks import ThroughputIntervals as ThroughputIntervals
 from bench.core.metrics.blocks import Uncertainty as Uncertainty
 from bench.core.metrics.blocks import Warmup as Warmup
 from bench.core.metrics.reasoning import Reasoning as Reasoning
-from bench.core.metrics.statistics import Stats as Stats
+from bench.core.metrics.stats.statistics import Stats as Stats
 from bench.core.open_loop import Load, Sweep
 from bench.core.records import ErrorSample as ErrorSample
 

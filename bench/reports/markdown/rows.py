@@ -12,7 +12,7 @@ from typing import Any
 from bench.base.dotted import json_path_or
 from bench.core import energy
 from bench.core.metrics import table as metric_table
-from bench.core.metrics.intervals import bound_text
+from bench.core.metrics.stats.intervals import bound_text
 from bench.core.metrics.table import Metric
 from bench.core.result import imported
 from bench.core.result.model import Level
