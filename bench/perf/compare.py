@@ -2,19 +2,19 @@
 same zero-work SSE server.
 
     cellbench perf compare [--repeat 3] [--json] [--rates 5000,10000] [--peers vllm,aiperf,guidellm|none]
-    cellbench perf compare --llama-server [--pairs 5]      (bench.perf.llama_compare)
+    cellbench perf compare --llama-server [--pairs 5]      (bench.perf.llama.compare)
 
 A benchmark client must not be what it measures, and "ours is cheap" means little without the
 clients everyone else uses on the same machine, the same server and the same bytes. So all run
 here, one after the other (cellbench, then the peers; the order flips on every repeat), each a child
-process pinned to one core while the server (bench.perf.client_overhead's, in a process of its
+process pinned to one core while the null server (bench.perf.null_server.server, in a process of its
 own) has the other, and for each the command prints one row:
 
 - CPU per chunk, start-up cancelled: the client's CPU for N and for 3N requests of 100 chunks
   against the unpaced server, difference over difference in chunks (`client_figures.cpu_per_chunk`);
 - chunks/s on one core: delivered chunks per second in the unpaced 3N run (`chunk_rate`), with
   the server's CPU share beside it, so a server-bound figure shows;
-- timing error at each offered rate: the server paced to tens of microseconds (bench.perf.pacer:
+- timing error at each offered rate: the server paced to tens of microseconds (bench.perf.null_server.pacer:
   chunk k of a stream at receipt + first_ms + (k-1) x interval), p50/p99 of |TTFT - the server's
   own TTFT| and |ITL - the server's own gap| per request and chunk, from the server's log of
   when it read each request and wrote each chunk (`timing_error`); the TTFT bias says which way a
@@ -61,8 +61,8 @@ from bench.perf.client_figures import (
     cpu_share,
     timing_error,
 )
-from bench.perf.client_overhead import MODEL, paced_server
 from bench.perf.clients import CELLBENCH, CELLBENCH_KEEP_ALIVE, ClientRun, Workload, run_cellbench
+from bench.perf.null_server.server import MODEL, paced_server
 from bench.perf.peers import Peer, peers
 from bench.perf.rows import LEGEND, ClientRow, table
 from bench.setup.installs import Installation
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="wait this long for the host lock that keeps cells off the machine [%(default)s s]")
     ap.add_argument("--keep", type=Path, default=None, help="keep the runs' files (logs, vLLM's results) here")
     ap.add_argument("--llama-server", action="store_true",
-                    help="instead: every client on the cached llama-server, runs alternated (bench.perf.llama_compare)")
+                    help="instead: every client on the cached llama-server, runs alternated (bench.perf.llama.compare)")
     ap.add_argument("--pairs", type=positive_int, default=5, help="with --llama-server: A B pairs [%(default)s]")
     ap.add_argument("--concurrency", type=positive_int, default=4, help="with --llama-server: in flight [%(default)s]")
     ap.add_argument("--llama-requests", type=positive_int, default=40,
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         if args.llama_server:
-            from bench.perf.llama_compare import LlamaPlan, compare_on_llama
+            from bench.perf.llama.compare import LlamaPlan, compare_on_llama
 
             plan_l = LlamaPlan(args.pairs, args.concurrency, args.llama_requests, args.tokens)
             with host_lock(args.host_lock_timeout):

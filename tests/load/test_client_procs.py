@@ -36,7 +36,7 @@ from bench.load.procs import ProcPlan, WorkerError, plan_level, resolve, run_lev
 from bench.load.procs.merge import merged_health, stop_reason
 from bench.load.procs.plan import CLIENT_BOUND_SHARE
 from bench.load.procs.split import split
-from bench.perf.client_overhead import MODEL, paced_server
+from bench.perf.null_server.server import MODEL, paced_server
 from tests.support.procs_driver import failing_level, prompts
 
 ROOT = Path(__file__).resolve().parents[2]
