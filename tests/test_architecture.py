@@ -46,7 +46,6 @@ TO_SPLIT = {
     "bench/host/memory/memlimit.py": 358,
     "bench/imports/siliconbench.py": 353,
     "bench/load": 9,
-    "bench/perf/compare.py": 366,
     "bench/plugins": 10,
     "bench/plugins/eval.py": 357,
     "bench/run/levels.py": 395,

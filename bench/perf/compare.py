@@ -32,14 +32,10 @@ compares like with like.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import os
-import shlex
 import sys
 import tempfile
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -49,7 +45,7 @@ from typing import Any
 from bench.base import clock
 from bench.base.flags import add_requests_per_stream
 from bench.base.git import head_commit
-from bench.base.paths import PROJECT_ROOT, host_lock_path
+from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
 from bench.perf.args import non_negative_float, peer_names, positive_float, positive_int, positive_ints
 from bench.perf.client_figures import (
@@ -62,6 +58,7 @@ from bench.perf.client_figures import (
     timing_error,
 )
 from bench.perf.clients import CELLBENCH, CELLBENCH_KEEP_ALIVE, ClientRun, Workload, run_cellbench
+from bench.perf.host import cores, host_lock, ms_between, steal_s
 from bench.perf.null_server.server import MODEL, paced_server
 from bench.perf.peers import Peer, peers
 from bench.perf.rows import LEGEND, ClientRow, table
@@ -109,12 +106,6 @@ class Measured:
     host: dict[str, float | None] = field(default_factory=dict)
 
 
-def cores(pin: bool) -> tuple[int | None, int | None]:
-    """(client CPU, server CPU): the first two usable CPUs when pinning and there are two."""
-    usable = sorted(os.sched_getaffinity(0))
-    return (usable[0], usable[1]) if pin and len(usable) >= 2 else (None, None)
-
-
 def _kinds(plan: Plan) -> Iterator[tuple[str, dict[str, Any], int, int]]:
     """(kind, server options, concurrency, requests) of every run one repeat makes per client."""
     unpaced = {"interval_ms": 0.0, "first_ms": 0.0, "precise": False}
@@ -150,27 +141,13 @@ def measure(plan: Plan, clients: list[Client], folder: Path, say: Callable[[str]
                     before, switched, stolen = proc.cpu_times(), proc.num_ctx_switches().involuntary, steal_s()
                     run = client.run(work, folder, client_cpu)
                     after = proc.cpu_times()
-                    host = {"steal_ms": _ms_between(stolen, steal_s()),
+                    host = {"steal_ms": ms_between(stolen, steal_s()),
                             "server_preempted": proc.num_ctx_switches().involuntary - switched}
                     late = _server_json(url, "/stats") if server["precise"] else {}
                     log = _server_json(url, "/log") if server["precise"] else {}
                 spent = (after.user + after.system) - (before.user + before.system)
                 done.append(Measured(client.name, kind, rep, run, spent, late, log, host))
     return done
-
-
-def steal_s() -> float | None:
-    """Seconds of CPU the hypervisor has taken from this VM since boot, all CPUs (/proc/stat's
-    8th `cpu` field; None where there is none)."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" and len(fields) > 8 else None
-    except (OSError, ValueError):
-        return None
-
-
-def _ms_between(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else (b - a) * 1e3
 
 
 def _server_json(url: str, path: str) -> dict[str, Any]:
@@ -254,33 +231,6 @@ def report(rows: list[ClientRow], measured: list[Measured], plan: Plan, argv: li
 def _run_timing(x: Measured, plan: Plan) -> TimingError:
     rate = int(x.kind.removeprefix("paced "))
     return timing_error([(x.run, x.server_log)], rate, _streams(rate, plan))
-
-
-@contextlib.contextmanager
-def host_lock(timeout_s: float) -> Iterator[None]:
-    """Hold the host-wide lock every cell holds (bench.base.paths.host_lock_path) while measuring:
-    a cell beside the comparison would be measured too. Raises TimeoutError after `timeout_s`."""
-    path = host_lock_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout_s
-    with path.open("a+") as handle:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"waited {timeout_s:g} s for the host lock {path}") from None
-                time.sleep(0.5)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "command": shlex.join(sys.orig_argv), "since": time.time(),
-                                 "started_at": clock.now_iso()}) + "\n")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def say(text: str) -> None:
