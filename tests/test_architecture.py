@@ -38,13 +38,7 @@ SIZE_REASON = re.compile(r"^Size: \S.{10,}$", re.M)
 # of a folder): each is to be split by what it holds (issue 39). The list only shrinks: a room
 # that fits, or that gives its reason, must leave it.
 TO_SPLIT = {
-    "bench/core": 10,
-    "bench/core/metrics": 10,
-    "bench/core/verdicts.py": 384,
     "bench/imports/siliconbench.py": 353,
-    "bench/perf": 10,
-    "bench/perf/client_overhead.py": 397,
-    "bench/perf/compare.py": 366,
     "bench/plugins/eval.py": 357,
     "bench/run/server/process.py": 353,
     "prompts/build_splits.py": 536,

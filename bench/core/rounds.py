@@ -4,7 +4,7 @@ Each round is a complete `Level` (bench.core.metrics.level.summarize_level) with
 (1-based). `combine_rounds` builds the combined level field by field from RULES, a table that
 says how each field of the rounds becomes one: counts are summed, throughputs and the stats
 blocks' centres are the median across rounds (with the interval of that median from
-bench.core.metrics.intervals.rounds_interval), and the evidence blocks a verdict or a reader
+bench.core.metrics.stats.intervals.rounds_interval), and the evidence blocks a verdict or a reader
 judges by (client health, audits, chunk divergence, goodput) are the worst round's, so a fault in
 any round shows. docs/metrics.md "Rounds" says the same for readers.
 """
@@ -26,15 +26,15 @@ from bench.core.metrics.blocks import (
     ThroughputIntervals,
     Uncertainty,
 )
-from bench.core.metrics.intervals import (
+from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE
+from bench.core.metrics.stats.intervals import (
     Interval,
     PercentileInterval,
     gap_rounds_interval,
     needs_n,
     rounds_interval,
 )
-from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE
-from bench.core.metrics.statistics import PERCENTILES, Stats
+from bench.core.metrics.stats.statistics import PERCENTILES, Stats
 from bench.core.metrics.table import METRICS
 
 Rule = Callable[[list[Any]], Any]
@@ -109,7 +109,7 @@ def gap_stats(values: list[Stats]) -> Stats:
 
 def gap_interval(rows: list[Mapping[str, Any]], q: float) -> PercentileInterval:
     """The q-th percentile's interval of a per-gap metric over rounds whose blocks are `rows`
-    (bench.core.metrics.intervals.gap_rounds_interval: every round must bound it with its own
+    (bench.core.metrics.stats.intervals.gap_rounds_interval: every round must bound it with its own
     gaps, counted as moving together within a request, and the wider of the rounds' spread and
     their own intervals is taken); null where a round lacks the figure or its interval predates
     `effective_n` (an interval that counts each gap as independent is not one)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.base.clock import now_iso
-from bench.core.result import write_json_atomic
+from bench.core.result.files import write_json_atomic
 
 STATE_VERSION = 1
 STATE_FILE = "run-state.json"

@@ -14,7 +14,7 @@ with no machine folder. cellbench files there only when asked by name: `APPLEBEN
 set and empty (SiliconBench's own spelling of that root) and no `CELLBENCH_MACHINE`. The slug is
 then still this machine's, recorded in every result as always; only its `folder` is empty, and a
 results folder without a machine folder is read as the legacy tree of the machine its own newest
-result names (bench.core.store.split_place).
+result names (bench.core.result.store.split_place).
 
 `nvidia-smi` decides whether there is an NVIDIA GPU. Not installed, or "No devices were found":
 no GPU. Any other failure (an error exit, a hang past `NVIDIA_SMI_TIMEOUT_S`) means the question

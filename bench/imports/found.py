@@ -18,7 +18,7 @@ from os.path import commonpath, normpath, relpath
 from pathlib import Path
 
 from bench.base.defaults import SPLITS  # SiliconBench's split folders are named after them
-from bench.core.store import COMPARISON_FILE, load_results
+from bench.core.result.store import COMPARISON_FILE, load_results
 from bench.host.machine import SLUG, slugify
 from bench.imports import siliconbench
 from bench.imports.tree import MACHINE_SUBDIR, model_of

@@ -1,7 +1,7 @@
 """How SiliconBench derived each metric it records, against cellbench's definitions (docs/metrics.md).
 
 Written into every imported result as `imported.methods`, so the reports, the suspicious check
-and the journal (bench.core.imported) compare only what means the same on both sides. The
+and the journal (bench.core.result.imported) compare only what means the same on both sides. The
 differences, from SiliconBench's `scripts/benchmark.py`:
 
 - Percentiles are nearest-rank, upper (`sorted(x)[min(int(n*p/100), n-1)]`: p99 of 100 samples
@@ -20,7 +20,7 @@ differences, from SiliconBench's `scripts/benchmark.py`:
 
 from __future__ import annotations
 
-from bench.core.result_model import MetricMethod
+from bench.core.result.model import MetricMethod
 
 CHUNK_ITL_UNTIL = "2026-08-22"  # SiliconBench's ITL and per-request rate were chunk-counted before this day
 AGENT_SPLIT = "agent"

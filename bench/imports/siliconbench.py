@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.metrics import BUNDLING_TOKENS_PER_CHUNK, DIVERGENCE_WARN_FRACTION
-from bench.core.result import SCHEMA_VERSION
-from bench.core.result_model import (
+from bench.core.result.files import SCHEMA_VERSION
+from bench.core.result.model import (
     DominantError,
     ErrorSample,
     Framework,

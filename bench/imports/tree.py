@@ -25,8 +25,8 @@ from pathlib import Path
 import adapters
 from bench.base import clock
 from bench.base.defaults import SPLITS  # SiliconBench's result folders are named after them
-from bench.core.result import cell_paths, write_result
-from bench.core.store import load_results
+from bench.core.result.files import cell_paths, write_result
+from bench.core.result.store import load_results
 from bench.imports import siliconbench
 from bench.setup import profiles
 

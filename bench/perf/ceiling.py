@@ -4,7 +4,7 @@ against a server that does no work, at each concurrency, on one client process (
     cellbench perf ceiling [--concurrency 32,128,512] [--tokens 100] [--requests-per-stream 4]
                            [--client-procs N] [--json]
 
-The zero-work SSE server (bench.perf.client_overhead, unpaced: each stream's chunks written as
+The zero-work SSE server (bench.perf.null_server.server, unpaced: each stream's chunks written as
 fast as it can) runs pinned to the last usable CPU; the client's level (`run_level`, through
 `run_level_procs` with `--client-procs`) runs on the others, one process per CPU. Per
 concurrency: delivered chunks/s and requests/s over the level's wall time, the busiest client
@@ -29,7 +29,7 @@ from bench.core.metrics import summarize_level
 from bench.host.machine import detect
 from bench.load.procs import ProcPlan, run_level_procs
 from bench.perf.args import positive_int, positive_ints
-from bench.perf.client_overhead import MODEL, paced_server
+from bench.perf.null_server.server import MODEL, paced_server
 from bench.setup.prompts import Prompt
 
 BOUND = 0.9  # a CPU share above this: that process was the limit

@@ -3,7 +3,7 @@
 Every figure comes from `bench.perf.clients.ClientRun`s, the same way for both clients: what each
 client itself recorded (its TTFTs and ITLs, its measured phase, its token chunks), what the
 operating system counted for its process (CPU seconds) and, for timing, what the paced server
-logged it did (bench.perf.pacer: when it read each request and handed each chunk to the kernel).
+logged it did (bench.perf.null_server.pacer: when it read each request and handed each chunk to the kernel).
 
 Timing is read against the server's log rather than its plan because on a shared host the server
 is late too (milliseconds at p99 on a busy 2-core machine); its lateness against the plan is

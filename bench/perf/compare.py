@@ -2,19 +2,19 @@
 same zero-work SSE server.
 
     cellbench perf compare [--repeat 3] [--json] [--rates 5000,10000] [--peers vllm,aiperf,guidellm|none]
-    cellbench perf compare --llama-server [--pairs 5]      (bench.perf.llama_compare)
+    cellbench perf compare --llama-server [--pairs 5]      (bench.perf.llama.compare)
 
 A benchmark client must not be what it measures, and "ours is cheap" means little without the
 clients everyone else uses on the same machine, the same server and the same bytes. So all run
 here, one after the other (cellbench, then the peers; the order flips on every repeat), each a child
-process pinned to one core while the server (bench.perf.client_overhead's, in a process of its
+process pinned to one core while the null server (bench.perf.null_server.server, in a process of its
 own) has the other, and for each the command prints one row:
 
 - CPU per chunk, start-up cancelled: the client's CPU for N and for 3N requests of 100 chunks
   against the unpaced server, difference over difference in chunks (`client_figures.cpu_per_chunk`);
 - chunks/s on one core: delivered chunks per second in the unpaced 3N run (`chunk_rate`), with
   the server's CPU share beside it, so a server-bound figure shows;
-- timing error at each offered rate: the server paced to tens of microseconds (bench.perf.pacer:
+- timing error at each offered rate: the server paced to tens of microseconds (bench.perf.null_server.pacer:
   chunk k of a stream at receipt + first_ms + (k-1) x interval), p50/p99 of |TTFT - the server's
   own TTFT| and |ITL - the server's own gap| per request and chunk, from the server's log of
   when it read each request and wrote each chunk (`timing_error`); the TTFT bias says which way a
@@ -32,14 +32,10 @@ compares like with like.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import os
-import shlex
 import sys
 import tempfile
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -49,7 +45,7 @@ from typing import Any
 from bench.base import clock
 from bench.base.flags import add_requests_per_stream
 from bench.base.git import head_commit
-from bench.base.paths import PROJECT_ROOT, host_lock_path
+from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
 from bench.perf.args import non_negative_float, peer_names, positive_float, positive_int, positive_ints
 from bench.perf.client_figures import (
@@ -61,8 +57,9 @@ from bench.perf.client_figures import (
     cpu_share,
     timing_error,
 )
-from bench.perf.client_overhead import MODEL, paced_server
 from bench.perf.clients import CELLBENCH, CELLBENCH_KEEP_ALIVE, ClientRun, Workload, run_cellbench
+from bench.perf.host import cores, host_lock, ms_between, steal_s
+from bench.perf.null_server.server import MODEL, paced_server
 from bench.perf.peers import Peer, peers
 from bench.perf.rows import LEGEND, ClientRow, table
 from bench.setup.installs.cache import Installation
@@ -109,12 +106,6 @@ class Measured:
     host: dict[str, float | None] = field(default_factory=dict)
 
 
-def cores(pin: bool) -> tuple[int | None, int | None]:
-    """(client CPU, server CPU): the first two usable CPUs when pinning and there are two."""
-    usable = sorted(os.sched_getaffinity(0))
-    return (usable[0], usable[1]) if pin and len(usable) >= 2 else (None, None)
-
-
 def _kinds(plan: Plan) -> Iterator[tuple[str, dict[str, Any], int, int]]:
     """(kind, server options, concurrency, requests) of every run one repeat makes per client."""
     unpaced = {"interval_ms": 0.0, "first_ms": 0.0, "precise": False}
@@ -150,27 +141,13 @@ def measure(plan: Plan, clients: list[Client], folder: Path, say: Callable[[str]
                     before, switched, stolen = proc.cpu_times(), proc.num_ctx_switches().involuntary, steal_s()
                     run = client.run(work, folder, client_cpu)
                     after = proc.cpu_times()
-                    host = {"steal_ms": _ms_between(stolen, steal_s()),
+                    host = {"steal_ms": ms_between(stolen, steal_s()),
                             "server_preempted": proc.num_ctx_switches().involuntary - switched}
                     late = _server_json(url, "/stats") if server["precise"] else {}
                     log = _server_json(url, "/log") if server["precise"] else {}
                 spent = (after.user + after.system) - (before.user + before.system)
                 done.append(Measured(client.name, kind, rep, run, spent, late, log, host))
     return done
-
-
-def steal_s() -> float | None:
-    """Seconds of CPU the hypervisor has taken from this VM since boot, all CPUs (/proc/stat's
-    8th `cpu` field; None where there is none)."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" and len(fields) > 8 else None
-    except (OSError, ValueError):
-        return None
-
-
-def _ms_between(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else (b - a) * 1e3
 
 
 def _server_json(url: str, path: str) -> dict[str, Any]:
@@ -256,33 +233,6 @@ def _run_timing(x: Measured, plan: Plan) -> TimingError:
     return timing_error([(x.run, x.server_log)], rate, _streams(rate, plan))
 
 
-@contextlib.contextmanager
-def host_lock(timeout_s: float) -> Iterator[None]:
-    """Hold the host-wide lock every cell holds (bench.base.paths.host_lock_path) while measuring:
-    a cell beside the comparison would be measured too. Raises TimeoutError after `timeout_s`."""
-    path = host_lock_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout_s
-    with path.open("a+") as handle:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"waited {timeout_s:g} s for the host lock {path}") from None
-                time.sleep(0.5)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "command": shlex.join(sys.orig_argv), "since": time.time(),
-                                 "started_at": clock.now_iso()}) + "\n")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def say(text: str) -> None:
     """Progress, on stderr: stdout is the table or the JSON."""
     print(text, file=sys.stderr, flush=True)
@@ -319,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="wait this long for the host lock that keeps cells off the machine [%(default)s s]")
     ap.add_argument("--keep", type=Path, default=None, help="keep the runs' files (logs, vLLM's results) here")
     ap.add_argument("--llama-server", action="store_true",
-                    help="instead: every client on the cached llama-server, runs alternated (bench.perf.llama_compare)")
+                    help="instead: every client on the cached llama-server, runs alternated (bench.perf.llama.compare)")
     ap.add_argument("--pairs", type=positive_int, default=5, help="with --llama-server: A B pairs [%(default)s]")
     ap.add_argument("--concurrency", type=positive_int, default=4, help="with --llama-server: in flight [%(default)s]")
     ap.add_argument("--llama-requests", type=positive_int, default=40,
@@ -334,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         if args.llama_server:
-            from bench.perf.llama_compare import LlamaPlan, compare_on_llama
+            from bench.perf.llama.compare import LlamaPlan, compare_on_llama
 
             plan_l = LlamaPlan(args.pairs, args.concurrency, args.llama_requests, args.tokens)
             with host_lock(args.host_lock_timeout):

@@ -9,7 +9,7 @@ the run id and results root, and the reports and journals it wrote (not each cel
 On the controller, `RunRecorder` implements `pytest_cellbench_cell_finished`: it counts the
 verdict, and for a benchmark cell writes the journal of the cell's results folder after every
 cell (bench.reports.journal), with the comparison against the cell's previous result when that
-one was imported from another benchmark (bench.core.imported), and for a failed cell the
+one was imported from another benchmark (bench.core.result.imported), and for a failed cell the
 telemetry reading of its result. When the session finishes it
 rebuilds comparison.json, REPORT.md, comparison.csv and the plots of every split the session touched
 (bench.reports.rebuild), says in one line each which files of those folders it ignored and why
@@ -18,8 +18,8 @@ rebuilds comparison.json, REPORT.md, comparison.csv and the plots of every split
 What a session meets outside its cells is one line each, never a traceback:
 - When it starts: a results folder no cell can write (`--results-dir` naming a file, a read-only
   folder, a full disk) is one `ERROR:` line and exit code 4 before any server starts
-  (bench.core.result.results_folder_problem); each run a killed session left (a result still
-  unfinished, its writer gone: bench.core.store.killed) is named with what of it was kept, and
+  (bench.core.result.files.results_folder_problem); each run a killed session left (a result still
+  unfinished, its writer gone: bench.core.result.store.killed) is named with what of it was kept, and
   recorded in its day's journal as `interrupted` (that journal closed as `partial` if its session
   left it `running`).
 - While it runs: a file under the results folder that cannot be written (the disk filled up, the
@@ -39,11 +39,11 @@ from pathlib import Path
 import pytest
 
 from bench.base.clock import now_iso
-from bench.core.imported import comparison_line
 from bench.core.level_run import level_label
-from bench.core.result import NotAResult, UnwritableResults, read_result, results_folder_problem
-from bench.core.result_model import IgnoredFile, Level
-from bench.core.store import LoadedResult, kept_line, killed, previous_of
+from bench.core.result.files import NotAResult, UnwritableResults, read_result, results_folder_problem
+from bench.core.result.imported import comparison_line
+from bench.core.result.model import IgnoredFile, Level
+from bench.core.result.store import LoadedResult, kept_line, killed, previous_of
 from bench.core.verdicts import Verdict
 from bench.host.machine import detect
 from bench.imports.found import RESULT_NAME as SILICONBENCH_NAME

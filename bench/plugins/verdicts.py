@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bench.core.metrics import audit_lines
-from bench.core.result_model import NoResult, Result
+from bench.core.result.model import NoResult, Result
 from bench.core.verdicts import Verdict, dominant_error
 from bench.host.machine import detect
 from bench.plugins import transport

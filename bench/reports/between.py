@@ -1,6 +1,6 @@
 """Uncertainty and decisions in the reports, worded for a reader who must decide.
 
-Every judgement is bench.core.metrics.change's: one figure of one level on two sides, regression
+Every judgement is bench.core.metrics.stats.change's: one figure of one level on two sides, regression
 or improvement only where the 95% interval of their ratio leaves zero out, else "no detectable
 change" (with the smallest change the data could have seen) or "cannot tell" (with why). This
 module words them where the reports show them:
@@ -29,15 +29,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from bench.core import imported
 from bench.core.level_run import LevelKey, level_key, level_label
-from bench.core.metrics import change
-from bench.core.metrics.change import Change, Estimate, Figure
-from bench.core.metrics.intervals import bound_text, has_intervals
+from bench.core.metrics.stats import change
+from bench.core.metrics.stats.change import Change, Estimate, Figure
+from bench.core.metrics.stats.intervals import bound_text, has_intervals
 from bench.core.noise import Floors
-from bench.core.result import NotAResult, read_result
-from bench.core.result_model import Result, RunConfig
-from bench.core.store import LoadedResult, previous_of
+from bench.core.result import imported
+from bench.core.result.files import NotAResult, read_result
+from bench.core.result.model import Result, RunConfig
+from bench.core.result.store import LoadedResult, previous_of
 from bench.reports.comparison import Comparison, setting_differences, standings
 from bench.reports.standing import Standing, shown, standing_of
 
@@ -233,7 +233,7 @@ def compare_results(old: Result, new: Result, floors: Floors | None = None) -> l
 
 def against_previous(result_path: str | Path | None) -> dict[str, Any] | None:
     """The cell's result at `result_path` against the previous result of its cell (chosen as
-    comparison.json chooses: bench.core.store.previous_of), as plain JSON-able data: the previous
+    comparison.json chooses: bench.core.result.store.previous_of), as plain JSON-able data: the previous
     run id and file, the settings that differ, the regressions' texts, the decisions' counts and
     their bases (the machine's floor of the cell, beside its results, where one was measured).
     Where either side does not stand ok (its verdict, interrupted, imported: bench.reports.standing)

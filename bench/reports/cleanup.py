@@ -20,7 +20,7 @@ from pathlib import Path
 from bench.base import clock
 from bench.base.flags import add_results_name
 from bench.base.paths import results_root
-from bench.core.store import LoadedResult, load_results, select_latest, split_place
+from bench.core.result.store import LoadedResult, load_results, select_latest, split_place
 from bench.host.machine import detect
 from bench.reports.rebuild import split_dirs
 

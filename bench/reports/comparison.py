@@ -1,12 +1,12 @@
 """One split directory's result files -> comparison.json: which result stands for each framework.
 
-The choice is bench.core.store's: only results of this directory's machine, model and split
+The choice is bench.core.result.store's: only results of this directory's machine, model and split
 compete, and the newest is the one with the latest run id (a UTC timestamp) and then
 `finished_at`, never the file's mtime. Beside the chosen results the comparison lists how their
 methodologies differ, which changed suspiciously against the previous run of their cell, and
 every file left out with its reason, so a reader can check the provenance without a shell.
 A result converted from another benchmark's file is named in `imported` with its label and the
-original file (bench.core.imported), so no reader takes its numbers for cellbench's.
+original file (bench.core.result.imported), so no reader takes its numbers for cellbench's.
 
 Each chosen result has its `standing` (bench.reports.standing): `ok`, or the marks (its verdict,
 interrupted, imported, not from this run) that keep its figures out of every order; `frameworks`
@@ -24,10 +24,10 @@ from typing import Any, TypedDict
 
 from bench.base.clock import now_iso
 from bench.base.dotted import json_path_or
-from bench.core import imported
-from bench.core.result import as_result, write_json_atomic
-from bench.core.result_model import IgnoredFile, Result, RunConfig, as_block
-from bench.core.store import (
+from bench.core.result import imported
+from bench.core.result.files import as_result, write_json_atomic
+from bench.core.result.model import IgnoredFile, Result, RunConfig, as_block
+from bench.core.result.store import (
     COMPARISON_FILE,
     LoadedResult,
     Selection,
@@ -174,7 +174,7 @@ def build_comparison(split_dir: Path, *, machine: str | None = None, this_run: T
     """The comparison of `split_dir` (`<results>/<model>/<machine>/<split>/`) for `machine`, about
     run `this_run` (default: the run of the newest measured result here).
 
-    The model, machine and split come from where the folder sits (bench.core.store.split_place:
+    The model, machine and split come from where the folder sits (bench.core.result.store.split_place:
     `<model>/<machine>/<split>/`, or SiliconBench's legacy `<model>/<split>/`), `machine` when
     given; a result that disagrees with them is ignored with its reason. A result of another run is chosen and marked
     (`other_runs="mark"`) or listed in `left_out` ("leave-out")."""
@@ -249,7 +249,7 @@ def write_comparison(split_dir: Path, *, machine: str | None = None, this_run: T
 
 def read_comparison(path: Path) -> Comparison:
     """comparison.json as written by `write_comparison`, each result in it read back as a Result
-    (validated against the result schema: raises bench.core.result.NotAResult otherwise)."""
+    (validated against the result schema: raises bench.core.result.files.NotAResult otherwise)."""
     data = json.loads(Path(path).read_text())
     data["results"] = {fw: as_result(result) for fw, result in data["results"].items()}
     return as_block(Comparison, data)

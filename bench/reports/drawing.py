@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from bench.base.files import atomic_write
-from bench.core.result_model import RunConfig
+from bench.core.result.model import RunConfig
 from bench.reports.comparison import setting_differences
 
 DPI = 100

@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from bench.core import metrics
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
 from bench.core.records import RequestRecord
-from bench.core.result_model import Level, Result, RunConfig, Stats
+from bench.core.result.model import Level, Result, RunConfig, Stats
 from bench.reports.comparison import Comparison, standings
 from bench.reports.drawing import CONCURRENCY_AXIS, RATE_AXIS, figure, log2_axis, marked, note_unlike, png, save, unlike
 from bench.reports.standing import shown

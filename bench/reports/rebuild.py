@@ -39,7 +39,7 @@ from bench.base.paths import results_root
 from bench.core import crosswalk
 from bench.core.metrics.table import BY_KEY
 from bench.core.noise import Floors
-from bench.core.store import COMPARISON_FILE, split_place
+from bench.core.result.store import COMPARISON_FILE, split_place
 from bench.imports import found
 from bench.reports import markdown, plots
 from bench.reports.comparison import OTHER_RUNS, Comparison, build_comparison, read_comparison, write_comparison
@@ -51,7 +51,7 @@ from bench.reports.standing import ThisRunIds
 
 def split_dirs(results_root: Path, *, model: str | None = None, machine: str | None = None) -> Iterator[Path]:
     """`<results_root>/<model>/<machine>/<split>/` directories, and SiliconBench's legacy
-    `<results_root>/<model>/<split>/` ones cellbench filed in (bench.core.store.split_place), that
+    `<results_root>/<model>/<split>/` ones cellbench filed in (bench.core.result.store.split_place), that
     hold any JSON besides the comparison, but not one of SiliconBench's results only
     (bench.imports.found.siliconbench_only)."""
     root = Path(results_root)

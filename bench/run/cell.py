@@ -9,8 +9,8 @@ its levels against that already-running server (adapters with a `bind` hook only
 The result is written as the cell goes: after every level (its request records first,
 bench.run.writes), atomically, with an `unfinished` block and a `capped` verdict whose reason
 begins "unfinished:", then once more at the end without them. A session killed mid-cell leaves
-every finished level on disk; a later session names it (bench.core.store.killed). The cell writes
-under names no earlier attempt of its run id used (bench.core.result.free_cell_paths). A file it
+every finished level on disk; a later session names it (bench.core.result.store.killed). The cell writes
+under names no earlier attempt of its run id used (bench.core.result.files.free_cell_paths). A file it
 cannot write (a full disk, a folder gone read-only) ends the cell with UnwritableResults, which
 the pytest layer turns into one `ERROR:` line.
 
@@ -30,8 +30,8 @@ import adapters
 from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
 from bench.core.level_run import interrupt_text
-from bench.core.result import UnwritableResults, cell_paths, free_cell_paths, unfinished_block, write_result
-from bench.core.result_model import AdapterSource, Harness, MachineBlock, Result, Unfinished, VerdictBlock, as_block
+from bench.core.result.files import UnwritableResults, cell_paths, free_cell_paths, unfinished_block, write_result
+from bench.core.result.model import AdapterSource, Harness, MachineBlock, Result, Unfinished, VerdictBlock, as_block
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
 from bench.run.cell_result import CellHistory, assemble, resumed_verdict

@@ -2,7 +2,7 @@
 result of the same cell, or kept from an earlier run (--skip-existing); `CellHistory` is the one
 reading of the cell's folder both checks consult.
 
-`assemble` is the one place a Result is built; `bench.core.result.write_result` validates it
+`assemble` is the one place a Result is built; `bench.core.result.files.write_result` validates it
 against the schema as it writes it.
 """
 
@@ -19,8 +19,8 @@ from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
 from bench.core.level_run import rate_json
 from bench.core.open_loop import Load, slo_json
-from bench.core.result import SCHEMA_VERSION
-from bench.core.result_model import (
+from bench.core.result.files import SCHEMA_VERSION
+from bench.core.result.model import (
     CpuAffinity,
     Framework,
     Harness,
@@ -32,7 +32,7 @@ from bench.core.result_model import (
     VerdictBlock,
     as_block,
 )
-from bench.core.store import LoadedResult, load_results, select_latest, suspicious
+from bench.core.result.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.run.config import CellConfig, LoadPlan
 from bench.run.fixes import verified_fix

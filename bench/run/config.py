@@ -17,7 +17,7 @@ from bench.base.defaults import (
 )
 from bench.core.level_run import CarriedInterrupt, Ramp, TraceSchedule
 from bench.core.open_loop import Slo, parse_slos
-from bench.core.result_model import NoResult, Result
+from bench.core.result.model import NoResult, Result
 from bench.core.verdicts import CellVerdict
 from bench.host.affinity import Placement
 from bench.load import Progress

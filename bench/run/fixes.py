@@ -34,8 +34,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.core.result_model import FixBlock, Result
-from bench.core.store import LoadedResult
+from bench.core.result.model import FixBlock, Result
+from bench.core.result.store import LoadedResult
 from bench.core.verdicts import CellVerdict, Verdict
 
 FIXABLE = (Verdict.FAILED, Verdict.ALL_FAILED, Verdict.WRONG_MODEL, Verdict.CAPPED, Verdict.DEGRADED)

@@ -23,7 +23,7 @@ import pytest
 
 import adapters
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import validate
+from bench.core.result.files import validate
 from bench.setup import model_files, profiles
 from bench.setup.adapter import Adapter
 from bench.setup.installs.cache import Installation, InstallError, build_log_path, ensure_installed, install_dir

@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import new_run_id, validate
+from bench.core.result.files import new_run_id, validate
 from bench.load.procs import ProcsChoice
 from bench.run.cell import CellConfig, run_cell
 from bench.setup import profiles

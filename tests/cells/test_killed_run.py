@@ -30,7 +30,7 @@ import psutil
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import new_run_id, validate
+from bench.core.result.files import new_run_id, validate
 from tests.cells.test_open_loop_cells import private_cache
 from tests.support.busy import SESSION_TIMEOUT_S, TEST_TIMEOUT_S, assert_ok_unless_client_limited
 

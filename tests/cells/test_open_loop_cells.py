@@ -18,7 +18,7 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT, cache_root
 from bench.core.metrics import percentile
-from bench.core.result import validate
+from bench.core.result.files import validate
 from bench.load.arrivals import arrival_offsets
 from tests.support.busy import (
     HOST_LOCK_WAIT_S,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import new_run_id, validate
+from bench.core.result.files import new_run_id, validate
 from bench.core.verdicts import Verdict
 from bench.run import cell
 from bench.run.cell import CellConfig, run_cell

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result_model import MachineBlock, Result
+from bench.core.result.model import MachineBlock, Result
 from bench.host.machine import detect
 from bench.reports import cleanup
 from tests.support.results import put, synthetic_result, variant

@@ -1,4 +1,4 @@
-"""`cellbench compare OLD NEW` on real result files (written by bench.core.result.write_result):
+"""`cellbench compare OLD NEW` on real result files (written by bench.core.result.files.write_result):
 a slower run is a regression and exits 1, an identical one is no detectable change with the
 smallest change it could see, cells and levels on one side only are listed, each side's noise
 floor is used and named, and a side that names nothing is one line and exit 2."""
@@ -17,8 +17,8 @@ import pytest
 from bench.base.paths import PROJECT_ROOT
 from bench.cli.main import main as cellbench
 from bench.core import noise
-from bench.core.result import read_result, write_result
-from bench.core.result_model import Result
+from bench.core.result.files import read_result, write_result
+from bench.core.result.model import Result
 from tests.support.results import MACHINE, Spec, write_cell
 
 OLD_ID, NEW_ID = "20261130T100000Z-aaaa", "20261201T100000Z-bbbb"

@@ -13,7 +13,7 @@ import pytest
 from bench.core import metrics
 from bench.core.level_run import LevelConfig
 from bench.core.metrics import audits
-from bench.core.metrics.intervals import t_quantile
+from bench.core.metrics.stats.intervals import t_quantile
 from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.core.verdicts import Evidence, Verdict, classify
 from tests.core.test_metrics import CFG, level

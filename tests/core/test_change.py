@@ -1,4 +1,4 @@
-"""Comparisons as decisions (bench.core.metrics.change): how often identical runs are called a
+"""Comparisons as decisions (bench.core.metrics.stats.change): how often identical runs are called a
 change (at most the 5% the interval allows), whether a real one is found, the direction of
 better per figure, and the cases where the data cannot tell."""
 
@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.core.metrics.change import FIGURES, FloorSpread, compare_levels, estimate, judge
-from bench.core.metrics.intervals import rounds_interval
-from bench.core.metrics.statistics import stats_block
+from bench.core.metrics.stats.change import FIGURES, FloorSpread, compare_levels, estimate, judge
+from bench.core.metrics.stats.intervals import rounds_interval
+from bench.core.metrics.stats.statistics import stats_block
 
 BY_KEY = {f.key: f for f in FIGURES}
 TPS, TTFT50, TTFT99, DECODE50 = (BY_KEY[k] for k in ("output_throughput_tps", "ttft_ms.p50", "ttft_ms.p99",

@@ -1,4 +1,4 @@
-"""Each percentile's distribution-free 95% interval (bench.core.metrics.intervals): the ranks
+"""Each percentile's distribution-free 95% interval (bench.core.metrics.stats.intervals): the ranks
 against a binomial computed by hand, its coverage in samples of a distribution whose quantiles
 are known, the stats blocks and the schema that carry it, REPORT.md and the HTML review that show
 it, and docs/metrics.md's table of the n each percentile needs."""
@@ -19,9 +19,9 @@ import pytest
 from bench.base.paths import PROJECT_ROOT
 from bench.core.metrics import PERCENTILES, stats_block
 from bench.core.metrics import table as metric_table
-from bench.core.metrics.intervals import binomial_tails, intervals, needs_n, ranks
-from bench.core.result import read_result, validate
-from bench.core.result_model import Result
+from bench.core.metrics.stats.intervals import binomial_tails, intervals, needs_n, ranks
+from bench.core.result.files import read_result, validate
+from bench.core.result.model import Result
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import INTERVALS_NOTE, write_report
 from bench.reports.review import columns

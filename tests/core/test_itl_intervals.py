@@ -1,7 +1,7 @@
 """ITL's intervals count the gaps of one request as moving together (an effective sample size,
-bench.core.metrics.intervals.clustered_interval): how many independent values correlated gaps
+bench.core.metrics.stats.intervals.clustered_interval): how many independent values correlated gaps
 count as, how often their intervals cover the true percentile, how often `compare`'s decision
-logic (bench.core.metrics.change) calls two identical runs a change, and whether it still finds a
+logic (bench.core.metrics.stats.change) calls two identical runs a change, and whether it still finds a
 real one. docs/metrics.md ("Gaps that move together") quotes the figures these tests measure."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from bench.core.metrics.change import FIGURES, FloorSpread, compare_levels
-from bench.core.metrics.intervals import bound_text, clustered_intervals, intervals
-from bench.core.metrics.statistics import grouped_stats_block
+from bench.core.metrics.stats.change import FIGURES, FloorSpread, compare_levels
+from bench.core.metrics.stats.intervals import bound_text, clustered_intervals, intervals
+from bench.core.metrics.stats.statistics import grouped_stats_block
 from bench.core.rounds import RULES
 
 ITL50, ITL99 = (next(f for f in FIGURES if f.key == key) for key in ("itl_ms.p50", "itl_ms.p99"))
@@ -64,7 +64,7 @@ def wilson(hits: int, n: int) -> tuple[float, float]:
 
 
 # One round is judged only beside a machine's noise floor; one far narrower than its own interval
-# leaves the decision to that interval (bench.core.metrics.change.estimate takes the wider).
+# leaves the decision to that interval (bench.core.metrics.stats.change.estimate takes the wider).
 QUIET = FloorSpread(log_sd=0.001, runs=5, measured_at="2026-12-01")
 
 

@@ -14,12 +14,12 @@ from typing import get_type_hints
 import jsonschema
 import pytest
 
-from bench.core import result as result_module
 from bench.core.metrics import table
 from bench.core.metrics.blocks import Level
-from bench.core.metrics.statistics import Stats
+from bench.core.metrics.stats.statistics import Stats
 from bench.core.records import RequestRecord
-from bench.core.result import result_schema, validate
+from bench.core.result import files as result_module
+from bench.core.result.files import result_schema, validate
 from bench.core.schema import SOURCE_PATH, generate
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import write_report
@@ -85,7 +85,7 @@ EXTRA = table.Metric("thinking_ms", thinking_time, "Thinking", "ms", description
 
 def regenerate_schema(monkeypatch, folder: Path) -> None:
     """The schema file as `python -m bench.core.schema.generate` writes it from the table as it is
-    now, written under `folder` and read by bench.core.result in place of the committed one."""
+    now, written under `folder` and read by bench.core.result.files in place of the committed one."""
     path = folder / "result.schema.json"
     assert generate.main([], target=path) == 0
     monkeypatch.setattr(result_module, "SCHEMA_PATH", path)

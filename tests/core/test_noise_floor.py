@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench.core import noise
-from bench.core.metrics.change import FloorSpread, compare_levels
+from bench.core.metrics.stats.change import FloorSpread, compare_levels
 from tests.support.results import synthetic_result
 
 SCALES = (1.00, 1.10, 0.95)  # each round's output throughput against the first; TTFT p50 moves the other way

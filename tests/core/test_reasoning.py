@@ -19,8 +19,8 @@ import pytest
 from bench.core import metrics
 from bench.core.metrics.reasoning import Reasoning, reasoning_chunks
 from bench.core.records import RequestRecord
-from bench.core.result import read_result, validate
-from bench.core.result_model import Level
+from bench.core.result.files import read_result, validate
+from bench.core.result.model import Level
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import ROWS, write_report
 from bench.reports.review import columns

@@ -1,4 +1,4 @@
-"""Intervals of figures measured more than once (bench.core.metrics.intervals): the t quantile
+"""Intervals of figures measured more than once (bench.core.metrics.stats.intervals): the t quantile
 against published values, and coverage of rounds and time windows on simulated runs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.core.metrics.intervals import rounds_interval, t_quantile, window_rates, windows_interval
+from bench.core.metrics.stats.intervals import rounds_interval, t_quantile, window_rates, windows_interval
 
 
 @pytest.mark.parametrize(("df", "expected"), [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423),

@@ -12,9 +12,9 @@ from typing import Any, get_type_hints
 import jsonschema
 import pytest
 
-from bench.core import result_model as model
-from bench.core.result import SCHEMA_VERSION, NotAResult, read_result, result_schema, validate, write_result
-from bench.core.store import load_results
+from bench.core.result import model
+from bench.core.result.files import SCHEMA_VERSION, NotAResult, read_result, result_schema, validate, write_result
+from bench.core.result.store import load_results
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.reports.comparison import build_comparison
 from tests.support.results import synthetic_result, write_cell

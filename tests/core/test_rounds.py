@@ -10,9 +10,9 @@ import pytest
 
 from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.metrics import summarize_level
-from bench.core.metrics.intervals import rounds_interval
-from bench.core.result import validate
-from bench.core.result_model import Level
+from bench.core.metrics.stats.intervals import rounds_interval
+from bench.core.result.files import validate
+from bench.core.result.model import Level
 from bench.core.rounds import RULES, combine_rounds, combined_levels
 from bench.core.verdicts import Evidence, Identity, Verdict, classify
 from tests.support.results import Spec, level_records, synthetic_result

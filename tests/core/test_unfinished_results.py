@@ -14,7 +14,7 @@ import sys
 import jsonschema
 import pytest
 
-from bench.core.result import (
+from bench.core.result.files import (
     CellPaths,
     UnwritableResults,
     free_cell_paths,
@@ -23,7 +23,7 @@ from bench.core.result import (
     validate,
     write_result,
 )
-from bench.core.store import kept_line, killed, load_results, writer_gone
+from bench.core.result.store import kept_line, killed, load_results, writer_gone
 from tests.support.results import Spec, synthetic_result, write_cell
 
 RUN = "20261204T100000Z-ab12"

@@ -7,7 +7,7 @@ import pytest
 from bench.core import metrics
 from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.records import ErrorType, RequestError, RequestRecord
-from bench.core.result_model import Level
+from bench.core.result.model import Level
 from bench.core.verdicts import Evidence, Identity, Verdict, classify, wilson_interval
 from bench.host.affinity import CpuUse
 
@@ -331,7 +331,7 @@ def test_a_level_of_compressed_streams_annotates_the_cell():
 
 
 def test_the_schemas_verdict_enum_is_the_verdict_enum():
-    from bench.core.result import result_schema
+    from bench.core.result.files import result_schema
     assert set(result_schema()["$defs"]["verdict"]["properties"]["verdict"]["enum"]) == {v.value for v in Verdict}
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import validate
+from bench.core.result.files import validate
 from bench.host import affinity
 from bench.host.affinity import AffinityError, CpuSample, Placement
 from bench.host.ports import free_port

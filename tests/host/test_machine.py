@@ -6,7 +6,7 @@ import re
 import pytest
 
 from bench.cli.main import main as cellbench
-from bench.core.result import new_run_id
+from bench.core.result.files import new_run_id
 from bench.core.verdicts import Verdict
 from bench.host import machine
 from bench.host.machine import detect, machine_slug, slugify

@@ -25,10 +25,9 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT, cache_root
 from bench.cli.main import main as cellbench
-from bench.core import imported
-from bench.core import result_model as model
-from bench.core.result import cell_paths, read_result, result_schema, validate
-from bench.core.store import LoadedResult, previous_of, suspicious
+from bench.core.result import imported, model
+from bench.core.result.files import cell_paths, read_result, result_schema, validate
+from bench.core.result.store import LoadedResult, previous_of, suspicious
 from bench.host.machine import detect
 from bench.imports import siliconbench, tree
 from bench.reports.journal import IMPORTED_COMPARISON, CellEntry, Journal

@@ -29,14 +29,14 @@ import pytest
 from bench.core import metrics
 from bench.core.level_run import ClientHealth, LevelConfig, LevelInterrupted, OpenLoop, Progress
 from bench.core.records import ErrorType
-from bench.core.result import result_schema
+from bench.core.result.files import result_schema
 from bench.core.verdicts import Evidence, classify
 from bench.host import affinity
 from bench.load.procs import ProcPlan, WorkerError, plan_level, resolve, run_level_procs
 from bench.load.procs.merge import merged_health, stop_reason
 from bench.load.procs.plan import CLIENT_BOUND_SHARE
 from bench.load.procs.split import split
-from bench.perf.client_overhead import MODEL, paced_server
+from bench.perf.null_server.server import MODEL, paced_server
 from tests.support.procs_driver import failing_level, prompts
 
 ROOT = Path(__file__).resolve().parents[2]

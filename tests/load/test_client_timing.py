@@ -1,6 +1,6 @@
 """The client's timing error at 10,000 chunks/s offered on one client process (issue 16).
 
-The paced null server of bench/perf/client_overhead.py, in its precise mode (bench.perf.pacer),
+The paced null server of bench/perf/client_overhead.py, in its precise mode (bench.perf.null_server.pacer),
 streams 100 responses at once, a chunk every 10 ms each (the opening round's streams started
 spread over a stream's length, later ones keeping their slot's phase, so that 10,000 chunks/s is
 what the server writes, checked against its log), and logs the moment it handed each chunk
@@ -41,7 +41,7 @@ from bench.core.records import RequestRecord
 from bench.host import affinity
 from bench.load import LevelConfig, run_level
 from bench.perf.client_figures import steady_write_rate
-from bench.perf.client_overhead import MODEL, paced_server
+from bench.perf.null_server.server import MODEL, paced_server
 from bench.setup.prompts import Prompt
 
 pytestmark = [pytest.mark.perf, pytest.mark.integration, pytest.mark.timeout(300)]

@@ -23,7 +23,7 @@ from bench.core.open_loop import Slo, goodput, parse_slos, within
 from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.load import run_level
 from bench.load.arrivals import arrival_offsets
-from bench.perf.client_overhead import paced_server
+from bench.perf.null_server.server import paced_server
 from bench.run.config import LoadPlan, load_plan
 from bench.run.levels.sweep import RateSweep, SweepPlan
 from bench.setup.prompts import Prompt

@@ -21,7 +21,7 @@ import pytest
 from bench.core.records import RequestRecord
 from bench.load.http.connection import Connection
 from bench.load.request import Flight, _ChatResponse
-from bench.perf.client_overhead import MODEL, paced_server
+from bench.perf.null_server.server import MODEL, paced_server
 
 RESPONSES, CHUNKS_PER_READ = 200, 4
 

@@ -15,7 +15,7 @@ import pytest
 
 from bench.cli.main import main as cellbench
 from bench.cli.nightly import night_regressions
-from bench.core.result import read_result, write_result
+from bench.core.result.files import read_result, write_result
 from bench.nightly.tracking import Night, Regression, model_of, title, track
 from tests.nightly.test_nightly import FAKE_GH
 from tests.support.results import MACHINE, Spec, write_cell

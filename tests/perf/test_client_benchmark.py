@@ -31,7 +31,7 @@ import pytest
 from adapters import vllm
 from bench.host.ports import free_port
 from bench.load import LevelConfig, run_level
-from bench.perf.client_overhead import MODEL, paced_server
+from bench.perf.null_server.server import MODEL, paced_server
 from bench.run.scrape.scraper import Scraper
 from bench.setup.prompts import Prompt
 

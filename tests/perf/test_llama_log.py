@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.perf.llama_log import served_requests, server_throughput
+from bench.perf.llama.log import served_requests, server_throughput
 
 LOG = Path(__file__).parents[1] / "data" / "llama-server" / "b11434-aiperf-c4.log"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bench.perf.client_figures import itl_errors, stream_of, ttft_errors
-from bench.perf.client_overhead import MODEL
 from bench.perf.clients import Workload
+from bench.perf.null_server.server import MODEL
 from bench.perf.peers import aiperf as peer
 from bench.perf.peers import peers
 from bench.setup.installs.cache import cached

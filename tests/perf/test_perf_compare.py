@@ -32,9 +32,9 @@ from bench.perf.client_figures import (
     timing_error,
     ttft_errors,
 )
-from bench.perf.client_overhead import paced_server
 from bench.perf.clients import ClientRun, collector_pauses
-from bench.perf.llama_compare import paired, paired_difference
+from bench.perf.llama.compare import paired, paired_difference
+from bench.perf.null_server.server import paced_server
 from bench.perf.peers.vllm import read_vllm_result, vllm_install
 from tests.support.busy import TEST_TIMEOUT_S
 from tests.support.perf_compare import perf_compare

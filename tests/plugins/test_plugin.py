@@ -23,7 +23,7 @@ import adapters
 from bench.base.paths import PROJECT_ROOT
 from bench.core.metrics import summarize_level
 from bench.core.records import ErrorType, RequestError, RequestRecord
-from bench.core.result import cell_paths, validate
+from bench.core.result.files import cell_paths, validate
 from bench.core.verdicts import Evidence, Identity, classify
 from bench.host.machine import detect
 from bench.host.ports import free_port

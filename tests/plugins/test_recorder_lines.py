@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 
-from bench.core.result import write_result
+from bench.core.result.files import write_result
 from bench.plugins.hooks import BENCHMARK, CellRecord
 from bench.plugins.recorder import name_killed_runs, numbers_line
 from tests.support.results import Spec, write_cell

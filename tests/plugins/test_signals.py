@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import validate
+from bench.core.result.files import validate
 from bench.plugins.signals import FORCED, WAITING, Terminated, closing, held, install
 
 SLOW_TEST = """

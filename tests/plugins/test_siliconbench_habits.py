@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import validate
+from bench.core.result.files import validate
 from bench.host.machine import detect
 from bench.host.ports import free_port
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.result import read_result
-from bench.core.result_model import Result
-from bench.core.store import load_results, select_latest, suspicious
+from bench.core.result.files import read_result
+from bench.core.result.model import Result
+from bench.core.result.store import load_results, select_latest, suspicious
 from bench.reports.comparison import build_comparison, methodology_differences, write_comparison
 from tests.support.results import cell_dir, put, variant, write_cell
 

@@ -15,9 +15,9 @@ import pytest
 
 from bench.core import noise
 from bench.core.level_run import level_label
-from bench.core.metrics import change
-from bench.core.result import read_result
-from bench.core.result_model import Result
+from bench.core.metrics.stats import change
+from bench.core.result.files import read_result
+from bench.core.result.model import Result
 from bench.reports.between import WITHIN_RUN
 from bench.reports.comparison import Comparison, build_comparison
 from bench.reports.journal import CellEntry, Journal

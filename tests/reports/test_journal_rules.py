@@ -14,7 +14,7 @@ import pytest
 
 import adapters
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import validate
+from bench.core.result.files import validate
 from bench.host.machine import detect, siliconbench_subdir
 from bench.reports.journal import OOM_BLOCK, CellEntry, Journal
 from bench.reports.journal.prior import recent, siliconbench_folder

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.store import split_place
+from bench.core.result.store import split_place
 from bench.host.machine import detect
 from bench.plugins.recorder import ignored_lines
 from bench.reports.cleanup import plan

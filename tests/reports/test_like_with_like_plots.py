@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
-from bench.core.result import read_result
+from bench.core.result.files import read_result
 from bench.reports import drawing, plots
 from bench.reports.comparison import read_comparison, write_comparison
 from tests.support.results import cell_dir, put, variant, write_cell

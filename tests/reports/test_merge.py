@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from bench.cli.main import main as cellbench
-from bench.core.result_model import MachineBlock
+from bench.core.result.model import MachineBlock
 from bench.reports.journal import CellEntry, Journal
 from bench.reports.merged import gather, render
 from tests.support.results import MACHINE, Spec, write_cell

@@ -17,9 +17,9 @@ from bench.core.level_run import ClientHealth, LevelConfig, LevelRun, OpenLoop, 
 from bench.core.metrics import summarize_level, wall_span
 from bench.core.open_loop import Load, Sweep, goodput, parse_slos
 from bench.core.records import RequestRecord
-from bench.core.result import cell_paths, result_schema, validate, write_result
-from bench.core.result_model import Goodput, Level, OpenLoopBlock, Result
-from bench.core.store import suspicious
+from bench.core.result.files import cell_paths, result_schema, validate, write_result
+from bench.core.result.model import Goodput, Level, OpenLoopBlock, Result
+from bench.core.result.store import suspicious
 from bench.core.verdicts import Evidence, Identity, classify
 from bench.load.arrivals import arrival_offsets
 from bench.reports import plots

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import read_result
-from bench.core.result_model import Result
+from bench.core.result.files import read_result
+from bench.core.result.model import Result
 from bench.reports import markdown, plots
 from bench.reports.comparison import Comparison, read_comparison, write_comparison
 from bench.reports.markdown import ROWS, write_report

@@ -13,7 +13,7 @@ import pytest
 from bench.base.paths import PROJECT_ROOT
 from bench.core import crosswalk
 from bench.core.metrics.blocks import Goodput
-from bench.core.result import read_result
+from bench.core.result.files import read_result
 from bench.reports import rebuild
 from tests.support.results import put, variant, write_cell
 

@@ -26,8 +26,8 @@ import pytest
 
 from bench.base.clock import now_iso
 from bench.cli.main import main as cellbench
-from bench.core.result import read_result
-from bench.core.result_model import Result
+from bench.core.result.files import read_result
+from bench.core.result.model import Result
 from bench.reports.between import against_previous, previous_line
 from bench.reports.comparison import Comparison, build_comparison
 from bench.reports.csv_export import comparison_csv

@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from bench.base.paths import PROJECT_ROOT, cache_root
-from bench.core.result import new_run_id, validate
+from bench.core.result.files import new_run_id, validate
 from bench.core.verdicts import Evidence, Verdict, classify
 from bench.run.cell import CellConfig, run_cell
 from bench.setup import profiles

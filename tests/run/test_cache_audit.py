@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bench.core.metrics.audits import CACHE_RATIO, CACHED, cache_audit
-from bench.core.metrics.intervals import t_quantile
+from bench.core.metrics.stats.intervals import t_quantile
 from bench.run.audits import cache
 from tests.cells.test_cells_llamacpp import load_valid, result_files, run_pytest
 from tests.support.busy import TEST_TIMEOUT_S, assert_ok_unless_client_limited

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.core import store
-from bench.core.result import new_run_id, validate
+from bench.core.result import store
+from bench.core.result.files import new_run_id, validate
 from bench.core.verdicts import Verdict
 from bench.run.cell import CellConfig, CellOutcome, run_cell
 from bench.run.fixes import FIX_REFERENCE_ENV

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
-from bench.core.result import new_run_id, validate
+from bench.core.result.files import new_run_id, validate
 from bench.core.verdicts import Verdict
 from bench.host.ports import free_port
 from bench.run.cell import CellConfig, run_cell

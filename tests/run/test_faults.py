@@ -38,7 +38,7 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.core.records import ErrorType
-from bench.core.result import validate
+from bench.core.result.files import validate
 from bench.reports.journal import JOURNAL_DAY_ENV
 from tests.support.busy import client_limited
 from tests.support.faultserver import DEFAULT_TOKENS, EXIT_CODE, MODES, OTHER_ID, RETRY_AFTER_S, SHORT_TOKENS

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.result import cell_paths
+from bench.core.result.files import cell_paths
 from bench.core.verdicts import CellVerdict, Verdict
 from bench.reports.journal import CellEntry, Journal, write_index
 from bench.run.cell_result import CellHistory

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench.core.result import new_run_id, validate
+from bench.core.result.files import new_run_id, validate
 from bench.run.cell import CellConfig, run_cell
 from bench.run.server.launch import launching
 from bench.setup import profiles

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from bench.core.records import RequestRecord
-from bench.core.result import UnwritableResults, write_result
+from bench.core.result.files import UnwritableResults, write_result
 from bench.run.writes.sidecar import RequestLog
 from tests.load.test_receive_benchmark import RESPONSES, as_reads, null_server_response, replay
 from tests.support.results import Spec, synthetic_result

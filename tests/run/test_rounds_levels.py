@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import adapters
-from bench.core.result import cell_paths
+from bench.core.result.files import cell_paths
 from bench.run.config import CellConfig, load_plan
 from bench.run.levels.cell_run import CellRun
 from bench.run.levels.plan import step_text

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 
-CLIENT_LIMITED = ("client-bound", "client starved", "client late")  # verdicts.client_limited's openings
+CLIENT_LIMITED = ("client-bound", "client starved", "client late")  # bench.core.annotations.client_limited's openings
 
 
 def client_limited(verdict: dict) -> bool:

@@ -5,7 +5,7 @@ deterministic request records (closed loop at each level's concurrency, TTFT and
 gaps that grow with concurrency, some HTTP 500s when asked), summarised by
 bench.core.metrics.summarize_level and judged by bench.core.verdicts.classify, so the levels,
 the verdict and its reason agree as in a real result. `write_cell` writes it where a cell
-would (validated by bench.core.result.write_result), with its per-request sidecar and server
+would (validated by bench.core.result.files.write_result), with its per-request sidecar and server
 logs, so the plots can read the requests back.
 """
 
@@ -22,8 +22,8 @@ from typing import Any, cast
 from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.metrics import summarize_level
 from bench.core.records import ErrorType, RequestError, RequestRecord
-from bench.core.result import SCHEMA_VERSION, cell_paths, validate, write_result
-from bench.core.result_model import Level, MachineBlock, Result, Server
+from bench.core.result.files import SCHEMA_VERSION, cell_paths, validate, write_result
+from bench.core.result.model import Level, MachineBlock, Result, Server
 from bench.core.verdicts import Evidence, Identity, classify
 from bench.host.affinity import CpuUse
 

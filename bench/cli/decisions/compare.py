@@ -4,7 +4,7 @@ OLD and NEW are each a result file, a run id (every cell result of that run unde
 root) or a results folder (the newest result of every cell under it). Cells pair by (model,
 machine, split, framework); two single results of different cells pair with each other. Levels
 pair by label ("c=8"). Every compared figure of a level pair is judged by
-bench.core.metrics.change, with each side's machine noise floor (bench.core.noise) where one is
+bench.core.metrics.stats.change, with each side's machine noise floor (bench.core.noise) where one is
 stored beside that side's results. Regressions print first, then improvements, then the rest; a
 cell or level on one side only is listed, and so are the settings two paired cells ran with
 otherwise (bench.reports.comparison's methodology keys). A pair where either side does not stand ok
@@ -29,9 +29,9 @@ from typing import Any
 from bench.base.paths import results_root
 from bench.core import noise
 from bench.core.level_run import level_label
-from bench.core.metrics.change import Change, compare_levels
-from bench.core.result import NotAResult, read_result
-from bench.core.store import COMPARISON_FILE, LoadedResult, load_results
+from bench.core.metrics.stats.change import Change, compare_levels
+from bench.core.result.files import NotAResult, read_result
+from bench.core.result.store import COMPARISON_FILE, LoadedResult, load_results
 from bench.reports.comparison import setting_differences
 from bench.reports.standing import standing_of
 

@@ -28,8 +28,8 @@ from bench.base.defaults import SPLITS
 from bench.base.paths import PROJECT_ROOT, results_root
 from bench.cli.choice import choose
 from bench.core import noise
-from bench.core.metrics.change import FIGURES
-from bench.core.result import NotAResult, new_run_id, read_result
+from bench.core.metrics.stats.change import FIGURES
+from bench.core.result.files import NotAResult, new_run_id, read_result
 from bench.setup.profiles import ProfileError
 
 DEFAULT_RUNS = 5

@@ -34,7 +34,7 @@ from bench.base.clock import now_iso, run_day
 from bench.base.defaults import SPLITS
 from bench.base.paths import PROJECT_ROOT
 from bench.cli.choice import choose
-from bench.core.store import RESULT_NAME
+from bench.core.result.store import RESULT_NAME
 from bench.core.verdicts import GREEN_VERDICTS, Verdict
 from bench.reports.journal import DIAGNOSED_SKIP, CellEntry, Journal
 from bench.reports.journal.prior import recent

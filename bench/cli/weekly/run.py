@@ -31,7 +31,7 @@ from bench.cli.weekly.cells import plan_cells, settle_cells, skip_main
 from bench.cli.weekly.dryrun import dry_run
 from bench.cli.weekly.sessions import Session, run_splits, runnable_frameworks
 from bench.cli.weekly.start import claim_branch, edited_outside_adapters, kept_awake, setup_problem, tree_snapshot
-from bench.core.result import new_run_id
+from bench.core.result.files import new_run_id
 from bench.core.verdicts import GREEN_VERDICTS, Verdict
 from bench.reports.journal import LAST_PASS, Journal, write_index
 from bench.reports.rebuild import rebuild

@@ -3,9 +3,10 @@ level's summary, each defined once, with its formula.
 
 - `requests`: the per-request functions (TTFT, TPOT, ITL, ...), a formula each;
 - `table`: the per-request distribution metrics a level reports, one declarative row each;
-- `statistics`: a Stats block (mean, min, max, stdev, percentiles) and rates of arrivals;
-- `intervals`: each percentile's distribution-free 95% interval, the block's `ci95` (ITL's from
-  its gaps' effective number: a request's gaps move together);
+- `stats/`: how sure a figure is. `stats.statistics`: a Stats block (mean, min, max, stdev,
+  percentiles) and rates of arrivals; `stats.intervals`: each percentile's distribution-free 95%
+  interval, the block's `ci95` (ITL's from its gaps' effective number: a request's gaps move
+  together); `stats.change`: whether a difference between two runs is real;
 - `level`: `summarize_level`, a level's `Level` block, and the blocks beside the stats;
 - `audits`: a level's token accounting and output length audits, and the annotations they give;
 - `client`: the load generator's health over a level; `reasoning`: a reasoning model's thinking;
@@ -47,7 +48,7 @@ from bench.core.metrics.requests import (
     ttfb,
     ttft,
 )
-from bench.core.metrics.statistics import PERCENTILES, Stats, arrival_rate, percentile, stats_block
+from bench.core.metrics.stats.statistics import PERCENTILES, Stats, arrival_rate, percentile, stats_block
 
 __all__ = [
     "BUNDLING_TOKENS_PER_CHUNK", "DIVERGENCE_BAND", "DIVERGENCE_WARN_FRACTION", "ERROR_SAMPLES_PER_TYPE",

@@ -1,6 +1,6 @@
 """A level's audits (docs/metrics.md, Audits): checks that the numbers mean what they say, each an
 outcome with its figures in the level's `audits` block, and an annotation of the cell when it fires
-(bench.core.verdicts.annotations_for); an audit never changes a verdict.
+(bench.core.annotations.annotations_for); an audit never changes a verdict.
 
 - `token_accounting`: the server's usage.completion_tokens against the chunks it streamed;
 - `output_length`: with ignore_eos sent, every successful request ran to its max_tokens;
@@ -19,7 +19,7 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 
 from bench.core.level_run import level_label, levels_text
-from bench.core.metrics.intervals import t_quantile
+from bench.core.metrics.stats.intervals import t_quantile
 from bench.core.records import RequestRecord
 
 DIVERGENCE_BAND = (0.95, 1.05)  # completion_tokens / chunks outside it: the request diverges

@@ -16,8 +16,8 @@ from typing import Literal, TypedDict
 
 from bench.core.level_run import Connections
 from bench.core.metrics.audits import Audits
-from bench.core.metrics.intervals import Interval
 from bench.core.metrics.reasoning import Reasoned
+from bench.core.metrics.stats.intervals import Interval
 from bench.core.metrics.table import OptionalStats, RequiredStats
 from bench.core.records import ContentEncodings, ErrorSample
 from bench.host.power import Device

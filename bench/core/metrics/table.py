@@ -24,7 +24,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from bench.core.metrics import requests as per_request
 from bench.core.metrics.reasoning import Reasoned, Reasoning
-from bench.core.metrics.statistics import Stats, grouped_stats_block, stats_block
+from bench.core.metrics.stats.statistics import Stats, grouped_stats_block, stats_block
 from bench.core.records import RequestRecord
 
 When = Literal["always", "measured", "added", "reasoning", "open_loop"]
@@ -68,7 +68,7 @@ class Metric:
     report: Shown | None = None  # REPORT.md's rows; None: not in REPORT.md
     review: str | None = None  # the HTML review's level table: its p50, in this format; None: not there
     higher_is_better: bool = False  # a rate (decode tok/s); a latency is better lower. Comparisons' direction
-    compared: bool = False  # judged by comparisons (bench.core.metrics.change): a server figure, not the client's
+    compared: bool = False  # judged by comparisons (bench.core.metrics.stats.change): a server figure, not the client's
 
     def values(self, records: Iterable[RequestRecord]) -> list[float | None]:
         """The per-request (or per-gap) values over `records`, unscaled."""
@@ -83,7 +83,7 @@ class Metric:
 
     def summarize(self, records: Iterable[RequestRecord]) -> Stats:
         """The Stats block of the values over `records`; a per-gap metric's intervals count the
-        gaps of one request as moving together (bench.core.metrics.statistics.grouped_stats_block)."""
+        gaps of one request as moving together (bench.core.metrics.stats.statistics.grouped_stats_block)."""
         if self.per_gap:
             return grouped_stats_block([v if isinstance(v, list) else [] for v in map(self.of, records)], self.scale)
         return stats_block(self.values(records), self.scale)

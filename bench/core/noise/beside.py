@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.level_run import level_label
-from bench.core.metrics.change import FloorSpread
+from bench.core.metrics.stats.change import FloorSpread
 from bench.core.noise.floor import FOLDER, Floor, FloorError, read
 
 

@@ -2,10 +2,10 @@
 
 A floor is measured from one result of K >= 2 rounds (`--rounds K`: the same framework, version
 and settings run K times in a row, each round a run): per level and per compared figure
-(bench.core.metrics.change.FIGURES), the sample standard deviation (ddof=1) of the figure's log
+(bench.core.metrics.stats.change.FIGURES), the sample standard deviation (ddof=1) of the figure's log
 across the rounds. Only figures every round has, positive, are kept. A comparison on that machine
 takes the floor as each side's error wherever it is larger than the side's own
-(bench.core.metrics.change.estimate).
+(bench.core.metrics.stats.change.estimate).
 
 It is stored per (model, machine, split, framework):
 `<results root>/<model>/<machine>/noise/<split>/<framework>.json`, with when it was measured, the
@@ -28,7 +28,7 @@ from typing import Any
 from bench.base.dotted import json_path_or
 from bench.base.files import atomic_write
 from bench.core.level_run import level_label
-from bench.core.metrics.change import FIGURES, FloorSpread, value
+from bench.core.metrics.stats.change import FIGURES, FloorSpread, value
 
 KIND = "cellbench-noise-floor"
 VERSION = 1
@@ -78,7 +78,7 @@ class Floor:
         return self.measured_at[:10]
 
     def spreads(self, level_label: str) -> dict[str, FloorSpread]:
-        """The spreads of one level ("c=8"), as bench.core.metrics.change takes them; {} when the
+        """The spreads of one level ("c=8"), as bench.core.metrics.stats.change takes them; {} when the
         floor did not measure that level."""
         return {key: FloorSpread(sd, self.runs, self.day) for key, sd in self.levels.get(level_label, {}).items()}
 

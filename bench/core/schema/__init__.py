@@ -1,5 +1,5 @@
 """The result schema's files. `result.schema.json` is the whole schema a result follows, the one
-bench.core.result validates against and the one to give a user's own JSON Schema tooling; it is
+bench.core.result.files validates against and the one to give a user's own JSON Schema tooling; it is
 generated (bench.core.schema.generate), never edited by hand. `result.source.json` is its source:
 everything but the per-level stats entries, which come from the metric table
 (bench.core.metrics.table).

@@ -23,7 +23,7 @@ Connections: pooled (AIPerf's default) on the null server, so its CPU row compar
 pooled client and `cellbench --keep-alive`; `--connection-reuse-strategy never` on any other
 server (llama-server), where AIPerf's pooled connections fail with `ServerDisconnectedError` and
 a connection each does not (docs/measurements.md). The null server is known by the
-model id it serves (`client_overhead.MODEL`).
+model id it serves (`bench.perf.null_server.server.MODEL`).
 
 Read back from AIPerf's own exports in the artifact folder:
 - `profile_export_aiperf.json` (the profiling phase, warm-up excluded): `benchmark_duration`
@@ -64,8 +64,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.perf.client_overhead import MODEL as NULL_MODEL
 from bench.perf.clients import HEAD, ClientRun, Workload, requests_of, run_child
+from bench.perf.null_server.server import MODEL as NULL_MODEL
 from bench.perf.peers import Peer
 from bench.setup.installs.cache import Installation, cached
 from bench.setup.installs.recipes import PipVenv

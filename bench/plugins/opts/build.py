@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench.base.defaults import SPLITS
-from bench.core.result import new_run_id
+from bench.core.result.files import new_run_id
 from bench.host import affinity
 from bench.host.machine import MachineSlugError, detect
 from bench.load import procs

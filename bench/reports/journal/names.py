@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # evidence keys of a journal's cell entries
-IMPORTED_COMPARISON = "imported_comparison"  # bench.core.imported.comparison_line of the cell
+IMPORTED_COMPARISON = "imported_comparison"  # bench.core.result.imported.comparison_line of the cell
 DIAGNOSED_SKIP = "diagnosed_skip"  # a skip on a person's diagnosis (cellbench weekly skip, a prior journal)
 TELEMETRY = "telemetry"  # what a failed cell's resource samples and OOM evidence say (journal.telemetry)
 LAST_PASS = "last_pass"  # the failed cell's last passing result: its file and framework versions

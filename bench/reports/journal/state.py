@@ -6,7 +6,7 @@ cells finished. The cells themselves live in the JSON twin: a second session on 
 (chat, then agent) adds to the same journal, and the next run reads the previous journal to say
 which skips still hold.
 
-A killed run's cell (a result left unfinished, its writer gone: bench.core.store.killed) never got
+A killed run's cell (a result left unfinished, its writer gone: bench.core.result.store.killed) never got
 an entry from the session that ran it; the next session records it with `record_interrupted`, as
 verdict `interrupted`, and closes a journal the killed session left `running` as `partial`.
 """

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from bench.core.result_model import Result
+from bench.core.result.model import Result
 from bench.host.memory.oom import describe_oom
 from bench.run.cell_result import gpu_reading, resource_samples
 

@@ -14,7 +14,7 @@ output length), suspicious changes, the files left out, and the plots.
 
 A result imported from another benchmark's file has its column headed `<framework>, imported
 (<tool>)`, and each of its values that the tool derived differently from cellbench (its
-`imported.methods`, bench.core.imported) is marked `(<tool>)`; an *Imported results* section says
+`imported.methods`, bench.core.result.imported) is marked `(<tool>)`; an *Imported results* section says
 where each came from and what is not comparable.
 """
 

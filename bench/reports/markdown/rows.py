@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bench.base.dotted import json_path_or
-from bench.core import energy, imported
+from bench.core import energy
 from bench.core.metrics import table as metric_table
-from bench.core.metrics.intervals import bound_text
+from bench.core.metrics.stats.intervals import bound_text
 from bench.core.metrics.table import Metric
-from bench.core.result_model import Level
+from bench.core.result import imported
+from bench.core.result.model import Level
 from bench.reports import between
 from bench.reports.markdown.text import NULL, num
 
@@ -133,7 +134,7 @@ def _goodput(lv: Level) -> str:
 # Levels judged against SLOs (--slo) only.
 GOODPUT_ROWS: tuple[Row, ...] = (("Goodput (req/s)", _goodput),)
 def row_metrics() -> dict[str, str]:
-    """The metric each row shows, as an imported result labels its methods (bench.core.imported)."""
+    """The metric each row shows, as an imported result labels its methods (bench.core.result.imported)."""
     return {
         "Successful / Failed": "failed",
         **{label: f"{m.key}.{stat}" for m in metric_table.METRICS if m.report is not None

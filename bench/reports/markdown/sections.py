@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.core import imported
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
 from bench.core.metrics import audit_lines
 from bench.core.metrics import table as metric_table
-from bench.core.result_model import Level, Result
+from bench.core.result import imported
+from bench.core.result.model import Level, Result
 from bench.reports import between, plots
 from bench.reports.comparison import Comparison, setting_differences, standings
 from bench.reports.markdown.rows import (

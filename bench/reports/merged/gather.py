@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.base.clock import now_iso
-from bench.core import imported
 from bench.core.noise import Floors
-from bench.core.result import write_json_atomic
-from bench.core.result_model import Result
-from bench.core.store import COMPARISON_FILE
+from bench.core.result import imported
+from bench.core.result.files import write_json_atomic
+from bench.core.result.model import Result
+from bench.core.result.store import COMPARISON_FILE
 from bench.core.verdicts import GREEN_VERDICTS
 from bench.reports import between
 from bench.reports.comparison import Comparison, build_comparison, standings

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from bench.core.result_model import RunConfig
+from bench.core.result.model import RunConfig
 from bench.reports import between, drawing, markdown
 from bench.reports.comparison import setting_differences
 from bench.reports.standing import Standing, shown

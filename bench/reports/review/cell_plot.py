@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.core.level_run import level_key, rate_value
-from bench.core.result_model import Level, Result
+from bench.core.result.model import Level, Result
 from bench.reports.drawing import CONCURRENCY_AXIS, RATE_AXIS, figure, log2_axis, png
 
 

@@ -48,8 +48,8 @@ import pytest
 from bench.core.level_run import level_key, level_label, rate_text, rate_value
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.audits import CACHED, SHORT_OUTPUT, TOKEN_ACCOUNTING
-from bench.core.metrics.intervals import bound_text
-from bench.core.result_model import Level, NoResult, Result
+from bench.core.metrics.stats.intervals import bound_text
+from bench.core.result.model import Level, NoResult, Result
 from bench.core.verdicts import Verdict
 from bench.reports import between, standing
 from bench.reports.comparison import settings_of

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
-from bench.core.metrics.intervals import bound_text
+from bench.core.metrics.stats.intervals import bound_text
 from bench.reports.between import against_previous, differing_cells, previous_line
 
 

@@ -11,7 +11,7 @@ sentence; it sorts after the ok ones. The marks, in the order they are shown:
   its verdict's mark (`capped`) and its reason ("unfinished: ...").
 - its verdict, where it is not ok or fixed: `degraded`, `capped`, `wrong-model`, `all-failed`,
   `failed`, `oom`. A wrong-model result's figures are the served model's (`served_model`).
-- `imported`: converted from another benchmark's file (bench.core.imported); its run is that tool's.
+- `imported`: converted from another benchmark's file (bench.core.result.imported); its run is that tool's.
 - `not from this run`: its run id is not this run's (`this_run`); the mark names its run and day.
   No `this_run` (a comparison of two named runs) gives no such mark.
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from bench.core import imported, store
-from bench.core.result_model import Result
+from bench.core.result import imported, store
+from bench.core.result.model import Result
 from bench.core.verdicts import Verdict
 
 OK = "ok"
@@ -119,7 +119,7 @@ def served_model(result: Mapping[str, Any]) -> str:
 
 def writer_gone(unfinished: Mapping[str, Any]) -> str | None:
     """Why the writer of an unfinished result is gone ("its writer, pid 12 on vm, is gone"), or None
-    while it still runs (bench.core.store.writer_gone decides). A writer on another host is taken
+    while it still runs (bench.core.result.store.writer_gone decides). A writer on another host is taken
     for gone: it cannot be asked from here, and a results folder is one machine's."""
     pid, host = unfinished.get("pid"), unfinished.get("host")
     if not isinstance(pid, int) or not isinstance(host, str) or _instant(unfinished.get("updated_at")) is None:
@@ -210,7 +210,7 @@ def facts(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def this_run_of(results: Iterable[Mapping[str, Any]]) -> str | None:
     """The run a folder's report is about when no one says: the run of its newest measured result
-    (latest run id, then finish time: bench.core.store's order); None without one."""
+    (latest run id, then finish time: bench.core.result.store's order); None without one."""
     measured = [r for r in results if imported.source(cast(Result, r)) is None]
     newest = max(measured, key=lambda r: (str(r["run_id"])[:16], _instant(r.get("finished_at")) or 0.0,
                                           str(r["run_id"])), default=None)

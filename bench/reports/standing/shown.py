@@ -8,8 +8,8 @@ from collections.abc import Collection, Iterable, Mapping
 from html import escape
 from typing import Any, cast
 
-from bench.core import imported
-from bench.core.result_model import Result
+from bench.core.result import imported
+from bench.core.result.model import Result
 from bench.reports.standing.rule import IMPORTED, NOT_THIS_RUN, Standing
 
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from bench.core.level_run import LevelConfig
 from bench.core.metrics.audits import CACHE_PROMPTS, CacheAudit, cache_audit, cache_not_run
 from bench.core.metrics.requests import ttft
-from bench.core.result_model import Level
+from bench.core.result.model import Level
 from bench.load import run_level
 from bench.run.config import CellConfig
 from bench.run.levels.plan import LevelPlan

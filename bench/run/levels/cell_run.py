@@ -13,8 +13,8 @@ from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
 from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
-from bench.core.result import CellPaths
-from bench.core.result_model import Level, ReportedVersion, Server, ServerCommand, ServerExit, as_block
+from bench.core.result.files import CellPaths
+from bench.core.result.model import Level, ReportedVersion, Server, ServerCommand, ServerExit, as_block
 from bench.core.rounds import combined_levels
 from bench.host.ports import free_port
 from bench.load import LevelConfig, LevelRun, OpenLoop

@@ -24,7 +24,7 @@ from bench.core.energy import wall_span, with_energy
 from bench.core.level_run import LevelRun
 from bench.core.metrics.blocks import GaugeFigures, HistogramFigures, ServerMetricsBlock
 from bench.core.metrics.client import with_server_queue
-from bench.core.result_model import Level, Server, ServerResources, as_block
+from bench.core.result.model import Level, Server, ServerResources, as_block
 from bench.host.resources import ResourceSampler
 from bench.run.scrape.scraper import Scrape, Scraper
 from bench.setup.profiles import ApiKey

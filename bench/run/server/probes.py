@@ -10,7 +10,7 @@ import time
 
 import httpx
 
-from bench.core.result_model import ReportedVersion
+from bench.core.result.model import ReportedVersion
 from bench.run.server.answers import answer_text, refused_key
 from bench.run.server.exits import ExitInfo, ServerStartError
 from bench.setup.profiles import ApiKey

@@ -2,12 +2,12 @@
 each, keyed by its level (and round).
 
 The file is created new (never opened over an existing one: a resume or a retry gets names of its
-own, bench.core.result.free_cell_paths) and each level's records are written in one go when the
+own, bench.core.result.files.free_cell_paths) and each level's records are written in one go when the
 level ends, then flushed and fsynced before the cell rewrites its result: a session killed in the
 next level (SIGKILL: an OOM killer, a CI runner's hard stop) leaves every record of every finished
 level on disk, whole. Nothing is written while a level runs, so the load generator's event loop
 never waits on the disk (the cost per chunk is in docs/results.md). A file that cannot be written
-raises bench.core.result.UnwritableResults.
+raises bench.core.result.files.UnwritableResults.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from bench.core.records import RequestRecord
-from bench.core.result import UnwritableResults
+from bench.core.result.files import UnwritableResults
 
 
 class RequestLog:

@@ -28,8 +28,8 @@ from bench.base import clock
 from bench.base.files import atomic_write
 from bench.base.git import git, head_commit
 from bench.base.paths import frameworks_dir
-from bench.core.result_model import Result
-from bench.core.store import LoadedResult, load_results
+from bench.core.result.model import Result
+from bench.core.result.store import LoadedResult, load_results
 from bench.setup.adapter import Adapter
 from bench.setup.installs.cache import Installation, InstallError, Recipe, cached, ensure_installed
 from bench.setup.installs.commands import run_logged

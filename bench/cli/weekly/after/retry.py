@@ -22,7 +22,7 @@ from typing import Any
 from bench.base.clock import now_iso
 from bench.base.defaults import SPLITS
 from bench.cli.weekly.sessions import Session, run_session, split_marker
-from bench.core.result import new_run_id
+from bench.core.result.files import new_run_id
 from bench.core.verdicts import Verdict
 from bench.reports.journal import RETRIED, Journal
 

@@ -22,8 +22,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.perf.client_overhead import MODEL, paced_server
 from bench.perf.clients import Workload
+from bench.perf.null_server.server import MODEL, paced_server
 from bench.perf.peers.guidellm import RECIPE, run_guidellm
 from bench.setup.installs.cache import cached
 from bench.setup.tinymodel import ensure_tiny_model

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePath
 
 from bench.core.level_run import LevelKey, key_label, level_key, levels_text
-from bench.core.result_model import Imported, Level, Result
+from bench.core.result.model import Imported, Level, Result
 
 # Human names of the metric keys an importer labels (`<level field>` or `<stats block>.<stat>`).
 METRIC_NAMES = {

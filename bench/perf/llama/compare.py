@@ -12,7 +12,7 @@ sampling, `ignore_eos` and the same `max_tokens`, with the same concurrency in a
 Per client: the median over its runs of each figure as the client itself reports it, under
 cellbench's name for it (each peer's own name beside, from bench.core.crosswalk), the range
 (lowest-highest) over the runs, and its failed requests; beside them the server's own output
-tok/s in the same runs, from its log (bench.perf.llama_log; not for a run that failed a
+tok/s in the same runs, from its log (bench.perf.llama.log; not for a run that failed a
 request), and each run's reported throughput over the server's minus one. That last tells a
 client that mis-reads the stream (far from 0) from one that slowed the server it measured (near
 0, however low both are). Then, because one run on a shared host varies by more than the
@@ -38,7 +38,7 @@ from bench.host.machine import detect
 from bench.host.ports import free_port
 from bench.perf.client_figures import Spread
 from bench.perf.clients import ClientRun, Workload
-from bench.perf.llama_log import server_throughput
+from bench.perf.llama.log import server_throughput
 from bench.run.cell import bind
 from bench.run.server.launch import launching
 from bench.setup import profiles

@@ -2,7 +2,7 @@
 
 mean, min, max, population stdev (ddof=0, numpy's default) and percentiles by linear
 interpolation (numpy's default; p99 of 1..100 is 99.01, never nearest-rank), and beside them each
-percentile's distribution-free 95% interval (bench.core.metrics.intervals): of values drawn
+percentile's distribution-free 95% interval (bench.core.metrics.stats.intervals): of values drawn
 apart (one per request), or of values in groups that move together (a request's chunk gaps).
 """
 
@@ -13,7 +13,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from bench.core.metrics.intervals import Intervals, clustered_intervals, intervals
+from bench.core.metrics.stats.intervals import Intervals, clustered_intervals, intervals
 
 PERCENTILES = (50, 90, 95, 99)
 

@@ -1,4 +1,4 @@
-"""The result document's types: one TypedDict per block of `schema/result.schema.json`.
+"""The result document's types: one TypedDict per block of `bench/core/schema/result.schema.json`.
 
 A level's blocks are typed where they are measured (bench.core.metrics.blocks, the stats keys in
 the metric table bench.core.metrics.table) and named here too, so that a reader imports every
@@ -7,8 +7,8 @@ block of a result from this module. A block whose concept also has a runtime cla
 bench.host.machine.Machine, `FixBlock`: bench.run.fixes.Fix, `ClientHealthBlock`,
 `OpenLoopBlock`); every other block is named as the schema names it.
 
-The schema is the authority: a result is validated when written (`bench.core.result.write_result`)
-and when read (`bench.core.store`). These TypedDicts type the same dict, never converted: the dict a
+The schema is the authority: a result is validated when written (`bench.core.result.files.write_result`)
+and when read (`bench.core.result.store`). These TypedDicts type the same dict, never converted: the dict a
 cell assembles is the one written, and the one a report reads is the one validated. A key the schema
 does not require is in a `total=False` subclass (`Server` over `_ServerRequired`); a key a measured
 result always has and an imported one (another benchmark's file, converted) may lack is optional
@@ -39,7 +39,7 @@ from bench.core.metrics.blocks import ThroughputIntervals as ThroughputIntervals
 from bench.core.metrics.blocks import Uncertainty as Uncertainty
 from bench.core.metrics.blocks import Warmup as Warmup
 from bench.core.metrics.reasoning import Reasoning as Reasoning
-from bench.core.metrics.statistics import Stats as Stats
+from bench.core.metrics.stats.statistics import Stats as Stats
 from bench.core.open_loop import Load, Sweep
 from bench.core.records import ErrorSample as ErrorSample
 
@@ -273,7 +273,7 @@ class Imported(TypedDict):
 
 class Unfinished(TypedDict):
     """A result written while its cell still ran (after each level); the cell's last write has none.
-    Still there once `pid` on `host` is gone: the run was killed (bench.core.store.killed)."""
+    Still there once `pid` on `host` is gone: the run was killed (bench.core.result.store.killed)."""
 
     pid: int  # the pytest process writing it
     host: str  # socket.gethostname() of its machine

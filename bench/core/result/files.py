@@ -9,9 +9,9 @@ and its own sidecars (`-3`, ...): no cell ever writes over another attempt's fil
 
 While a cell runs, its result is rewritten after every level with an `unfinished` block (who is
 writing it, when, how many levels); the cell's last write drops it (bench.run.cell). A result
-still unfinished once its writer is gone is a killed run's (bench.core.store.killed).
+still unfinished once its writer is gone is a killed run's (bench.core.result.store.killed).
 
-A result is checked against `schema/result.schema.json`, read as it is (the whole schema, the
+A result is checked against `bench/core/schema/result.schema.json`, read as it is (the whole schema, the
 metric table's entries included: `python -m bench.core.schema.generate` writes it), twice: by
 `write_result`, so a cell can never leave a file the reports would refuse, and by `read_result`,
 so a file edited or written by another tool is refused with the place it breaks the schema.
@@ -45,7 +45,7 @@ import jsonschema
 
 from bench.base import clock
 from bench.base.files import atomic_write
-from bench.core.result_model import Result, Unfinished
+from bench.core.result.model import Result, Unfinished
 from bench.core.schema import SCHEMA_PATH
 
 SCHEMA_VERSION = 1

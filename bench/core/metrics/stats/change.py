@@ -4,13 +4,13 @@ machines), judged by the 95% interval of the ratio new / old.
 Each side is an `Estimate`: the figure as its level shows it and the standard error of its log,
 from the best evidence the level has (docs/comparisons.md, "How a change is judged"):
 
-- K >= 2 rounds: the rounds' own spread (bench.core.metrics.intervals.median_log_se), K - 1
+- K >= 2 rounds: the rounds' own spread (bench.core.metrics.stats.intervals.median_log_se), K - 1
   degrees of freedom. It holds run-to-run noise.
 - one round: the level's within-run interval (a percentile's order-statistic `ci95`, a rate's
   `throughput_ci95` from time windows), read as +-1.96 standard errors of the log. It cannot see
   run-to-run noise, and says so.
 - a per-gap figure (ITL): its intervals count the gaps of one request as moving together
-  (`effective_n`, bench.core.metrics.intervals.clustered_interval). With rounds, every round must
+  (`effective_n`, bench.core.metrics.stats.intervals.clustered_interval). With rounds, every round must
   bound the percentile with its own gaps, and the wider of the rounds' spread and the rounds' own
   intervals is taken (`gap_rounds_spread`). One round is judged only beside a floor (its own
   interval where wider): ITL moves between runs far more than within one (docs/comparisons.md).
@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bench.core.metrics.intervals import MEDIAN_VARIANCE, Z95, gap_rounds_spread, median_log_se, t_quantile
+from bench.core.metrics.stats.intervals import MEDIAN_VARIANCE, Z95, gap_rounds_spread, median_log_se, t_quantile
 from bench.core.metrics.table import METRICS
 
 Decision = Literal["regression", "improvement", "no detectable change", "cannot tell"]

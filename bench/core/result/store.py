@@ -7,14 +7,14 @@ then the latest `finished_at`, never the file's mtime, which a copy, a checkout 
 changes. Every JSON file that cannot take part is returned with its reason, so a caller can list
 it instead of dropping it silently.
 
-Killed: a result that still carries its `unfinished` block (bench.core.result) once the process
+Killed: a result that still carries its `unfinished` block (bench.core.result.files) once the process
 that wrote it is gone; `killed` finds them, `kept_line` says what of the run was kept.
 
 Suspicious: output throughput changed SUSPICIOUS_FACTOR-fold or more, either way, against the
 previous result of the same cell, at a level both measured with a success. That is more often a
 broken setup (another model file, a debug build, a throttled machine) than a real change; it
 is an annotation and never changes the verdict (docs/verdicts.md). Against an imported previous
-result (another benchmark's file, bench.core.imported) only metrics it labels comparable are
+result (another benchmark's file, bench.core.result.imported) only metrics it labels comparable are
 compared, and the reason names the file and the metrics left out.
 """
 
@@ -28,15 +28,15 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.base.defaults import SPLITS
-from bench.core import imported
 from bench.core.level_run import level_key, level_label
-from bench.core.result import NotAResult, read_result
-from bench.core.result_model import IgnoredFile, Result
+from bench.core.result import imported
+from bench.core.result.files import NotAResult, read_result
+from bench.core.result.model import IgnoredFile, Result
 from bench.host.process_groups import running_since
 
 COMPARISON_FILE = "comparison.json"
 SUSPICIOUS_FACTOR = 10.0
-# `-2`, `-3`, ...: a later attempt of the same run id's cell (bench.core.result.free_cell_paths)
+# `-2`, `-3`, ...: a later attempt of the same run id's cell (bench.core.result.files.free_cell_paths)
 RESULT_NAME = re.compile(r"^(?P<framework>.+)_(?P<run_id>[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4})(-[1-9][0-9]*)?\.json$")
 
 
@@ -268,7 +268,7 @@ def suspicious(current: Result, previous: Result) -> str | None:
 
     A level with no successes on either side is skipped: it is a failure, which the verdict
     already reports. An imported `previous` is compared only when it labels output throughput
-    comparable (bench.core.imported), and the reason says it was imported and what was left out.
+    comparable (bench.core.result.imported), and the reason says it was imported and what was left out.
     Raises ValueError for results of different cells: chat and agent differ systematically, and
     neither do two machines or models compare."""
     now_cell, old_cell = _cell_of(current), _cell_of(previous)
