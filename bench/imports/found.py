@@ -20,7 +20,7 @@ from pathlib import Path
 from bench.base.defaults import SPLITS  # SiliconBench's split folders are named after them
 from bench.core.result.store import COMPARISON_FILE, load_results
 from bench.host.machine import SLUG, slugify
-from bench.imports import siliconbench
+from bench.imports import siliconbench_file
 from bench.imports.tree import MACHINE_SUBDIR, model_of
 
 RESULT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*_\d{8}_\d{6}\.json$")  # <framework>_<YYYYMMDD_HHMMSS>.json
@@ -46,7 +46,7 @@ class Found:
     tree_root: Path  # the folder holding its <model>/ folder: where the imported results belong
 
 
-def _machine(split_dir: Path, files: list[siliconbench.SiliconBenchFile]) -> str | None:
+def _machine(split_dir: Path, files: list[siliconbench_file.SiliconBenchFile]) -> str | None:
     if MACHINE_SUBDIR.match(split_dir.parent.name):
         return split_dir.parent.name
     chips = {f.data["machine"]["chip"] for f in files if isinstance((f.data.get("machine") or {}).get("chip"), str)}
@@ -54,13 +54,13 @@ def _machine(split_dir: Path, files: list[siliconbench.SiliconBenchFile]) -> str
     return slugs.pop() if len(slugs) == 1 else None
 
 
-def _model(split_dir: Path, first: siliconbench.SiliconBenchFile) -> str | None:
+def _model(split_dir: Path, first: siliconbench_file.SiliconBenchFile) -> str | None:
     """None when `cellbench import` finds the model itself (comparison.json, or results/<model>/);
     else the folder above the split (and above a machine folder)."""
     try:
         model_of(first)
         return None
-    except siliconbench.NotSiliconBench:
+    except siliconbench_file.NotSiliconBench:
         above = split_dir.parent.parent if MACHINE_SUBDIR.match(split_dir.parent.name) else split_dir.parent
         return above.name or None
 
@@ -75,14 +75,14 @@ def _imported(split_dir: Path, model_dir: Path) -> set[str]:
     return hashes
 
 
-def _files(split_dir: Path) -> list[siliconbench.SiliconBenchFile]:
+def _files(split_dir: Path) -> list[siliconbench_file.SiliconBenchFile]:
     """The SiliconBench result files in `split_dir` (named so and of that shape)."""
     files = []
     for path in sorted(split_dir.glob("*.json")):
         if RESULT_NAME.match(path.name):
             try:
-                files.append(siliconbench.read(path))
-            except (OSError, siliconbench.NotSiliconBench):
+                files.append(siliconbench_file.read(path))
+            except (OSError, siliconbench_file.NotSiliconBench):
                 continue
     return files
 

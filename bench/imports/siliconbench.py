@@ -7,21 +7,17 @@ SiliconBench's `scripts/benchmark.py` writes one JSON per framework run: `framew
 `framework_version`, `run_config` and `total_duration_s`. A level that never ran is written as
 all failed with an `error` ("skipped (previous level too slow)", "server crashed: ...").
 
-`read` checks a file's shape and refuses one that is not such a result with the reason;
-`convert` keeps SiliconBench's numbers in cellbench's fields where one exists, leaves out what
-it never recorded (the client's health, warm-up, TTFB, TPOT, servers, request records), and
-labels every metric with how SiliconBench derived it (bench.imports.methods). The verdict is
-cellbench's rules (bench.core.verdicts.classify) over the converted levels.
+`convert` (of a file bench.imports.siliconbench_file read and checked) keeps SiliconBench's
+numbers in cellbench's fields where one exists, leaves out what it never recorded (the client's
+health, warm-up, TTFB, TPOT, servers, request records), and labels every metric with how
+SiliconBench derived it (bench.imports.methods). The verdict is cellbench's rules
+(bench.core.verdicts.classify) over the converted levels.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 from bench.core.metrics import BUNDLING_TOKENS_PER_CHUNK, DIVERGENCE_WARN_FRACTION
@@ -39,128 +35,15 @@ from bench.core.result.model import (
     VerdictBlock,
 )
 from bench.core.verdicts import Evidence, classify
-from bench.host.machine import slugify
 from bench.imports.methods import siliconbench_methods
+from bench.imports.siliconbench_file import SiliconBenchFile, number
 
 TOOL, LABEL = "siliconbench", "SiliconBench"
 REQUEST_TIMEOUT_S = 300.0  # aiohttp ClientTimeout(total=300) per request, in every benchmark.py version
 UNCLASSIFIED = "unclassified"  # SiliconBench's failures carry messages, never types
-LEVEL_COUNTS = ("concurrency", "num_requests", "successful", "failed")
-# What a level with a success must have; the rest (ITL, throughput, input tokens) may be missing.
-MEASURED_KEYS = ("total_output_tokens", "output_throughput_tps", "ttft_avg_ms", "ttft_p50_ms", "ttft_p99_ms",
-                 "latency_avg_s", "latency_p50_s", "latency_p99_s")
-FRAMEWORK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # becomes part of a file name
 DIVERGENCE = re.compile(r"(\d+)/(\d+) requests had server completion_tokens diverging")
 PROMPT = re.compile(r"for prompt '([^']+)'")
 HTTP_STATUS = re.compile(r"^(\d{3}), message=")
-
-
-class NotSiliconBench(ValueError):
-    """A file that cannot be imported as a SiliconBench result; `str()` says why, for a reader."""
-
-
-@dataclass(frozen=True)
-class SiliconBenchFile:
-    """A SiliconBench result file whose shape `read` checked."""
-
-    path: Path
-    sha256: str
-    data: dict[str, Any]
-
-    @property
-    def framework(self) -> str:
-        return str(self.data["framework"])
-
-    @property
-    def split(self) -> str | None:
-        """The split its own run_config names, if it has one (newer files)."""
-        split = (self.data.get("run_config") or {}).get("split")
-        return split if isinstance(split, str) and split else None
-
-
-def read(path: Path) -> SiliconBenchFile:
-    """The file at `path`, checked; raises NotSiliconBench naming the first thing that is wrong."""
-    raw = Path(path).read_bytes()
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise NotSiliconBench(f"not JSON: {exc}") from exc
-    check(data)
-    return SiliconBenchFile(Path(path), hashlib.sha256(raw).hexdigest(), data)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def check(data: Any) -> None:
-    """Raise NotSiliconBench unless `data` has the shape of a SiliconBench result file."""
-    if not isinstance(data, dict):
-        raise NotSiliconBench(f"not a SiliconBench result: a JSON {type(data).__name__}, not an object")
-    if "schema_version" in data and "run_id" in data:
-        raise NotSiliconBench("a cellbench result already, not a SiliconBench one")
-    if "results" in data and "frameworks" in data:
-        raise NotSiliconBench("SiliconBench's comparison.json (a summary of result files), not a result file")
-    if "framework" not in data or "concurrency_results" not in data:
-        raise NotSiliconBench("not a SiliconBench result: no `framework` and `concurrency_results`")
-    if not isinstance(data["framework"], str) or not FRAMEWORK_NAME.match(data["framework"]):
-        raise NotSiliconBench(f"framework: expected a framework name, got {data['framework']!r}")
-    if not isinstance(data.get("model"), str) or not data["model"]:
-        raise NotSiliconBench(f"model: expected the model string it sent, got {data.get('model')!r}")
-    timestamp = data.get("timestamp")
-    try:
-        datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else None
-    except ValueError:
-        timestamp = None
-    if timestamp is None:
-        raise NotSiliconBench(f"timestamp: expected an ISO date and time (when the run started, which orders it "
-                              f"among this cell's results), got {data.get('timestamp')!r}")
-    levels = data["concurrency_results"]
-    if not isinstance(levels, list) or not levels:
-        raise NotSiliconBench("concurrency_results: expected a non-empty list of levels")
-    for optional in ("machine", "run_config", "framework_version"):
-        if data.get(optional) is not None and not isinstance(data[optional], dict):
-            raise NotSiliconBench(f"{optional}: expected an object, got {type(data[optional]).__name__}")
-    seen: set[int] = set()
-    for i, level in enumerate(levels):
-        _check_level(f"concurrency_results[{i}]", level)
-        if level["concurrency"] in seen:
-            raise NotSiliconBench(f"concurrency_results[{i}]: concurrency {level['concurrency']} appears twice")
-        seen.add(level["concurrency"])
-
-
-def _check_level(where: str, level: Any) -> None:
-    if not isinstance(level, dict):
-        raise NotSiliconBench(f"{where}: expected an object")
-    for key in LEVEL_COUNTS:
-        value = level.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if key == "concurrency" else 0):
-            raise NotSiliconBench(f"{where}.{key}: expected a{' positive' if key == 'concurrency' else 'n'} "
-                                  f"integer, got {value!r}")
-    if level["successful"] + level["failed"] != level["num_requests"]:
-        raise NotSiliconBench(f"{where}: successful + failed ({level['successful']} + {level['failed']}) is not "
-                              f"num_requests ({level['num_requests']})")
-    if not _number(level.get("wall_time_s")) or level["wall_time_s"] < 0:
-        raise NotSiliconBench(f"{where}.wall_time_s: expected seconds, got {level.get('wall_time_s')!r}")
-    if level["successful"]:
-        missing = [k for k in MEASURED_KEYS if not _number(level.get(k))]
-        if missing:
-            raise NotSiliconBench(f"{where}: {level['successful']} successful requests but no number for "
-                                  f"{', '.join(missing)}")
-
-
-def machine_mismatch(source: SiliconBenchFile, slug: str) -> str | None:
-    """Why the file's own machine block contradicts `slug` (--machine), or None. Only a recorded
-    chip decides (slugged as cellbench slugs it); a file without one is taken at its word."""
-    machine = source.data.get("machine") or {}
-    chip = machine.get("chip")
-    if not isinstance(chip, str) or not chip.strip():
-        return None
-    if slugify(chip) == slug:
-        return None
-    host = f" (host {machine['host']})" if machine.get("host") else ""
-    return (f"the file records machine {chip!r}{host}, whose slug is {slugify(chip)}, not {slug} (--machine): "
-            "results are kept per machine, so it would be compared with another machine's runs")
 
 
 def _utc(timestamp: str) -> datetime:
@@ -172,8 +55,8 @@ def _utc(timestamp: str) -> datetime:
 def _stats(n: int, mean: Any = None, p50: Any = None, p99: Any = None, scale: float = 1.0) -> Stats:
     """A stats block from SiliconBench's mean and percentiles; what it never recorded is null."""
     def value(v: Any) -> float | None:
-        return float(v) * scale if n and _number(v) else None
-    known = n if any(_number(v) for v in (mean, p50, p99)) else 0
+        return float(v) * scale if n and number(v) else None
+    known = n if any(number(v) for v in (mean, p50, p99)) else 0
     return {"n": known, "mean": value(mean), "min": None, "max": None, "stdev": None,
             "p50": value(p50), "p90": None, "p95": None, "p99": value(p99)}
 
@@ -216,7 +99,7 @@ def convert_level(raw: dict[str, Any]) -> Level:
     samples = _samples(raw)
 
     def rate(key: str) -> float | None:
-        return float(raw[key]) if ok and _number(raw.get(key)) else None
+        return float(raw[key]) if ok and number(raw.get(key)) else None
 
     level: Level = {
         "concurrency": raw["concurrency"], "num_requests": sent, "successful": ok, "failed": failed,

@@ -27,7 +27,7 @@ from bench.base import clock
 from bench.base.defaults import SPLITS  # SiliconBench's result folders are named after them
 from bench.core.result.files import cell_paths, write_result
 from bench.core.result.store import load_results
-from bench.imports import siliconbench
+from bench.imports import siliconbench, siliconbench_file
 from bench.setup import profiles
 
 SKIPPED_NAMES = ("comparison.json",)  # its per-split summaries; the result files are what counts
@@ -63,18 +63,18 @@ def result_files(path: Path) -> Iterator[Path]:
             yield found
 
 
-def split_of(source: siliconbench.SiliconBenchFile) -> str:
+def split_of(source: siliconbench_file.SiliconBenchFile) -> str:
     """The file's own run_config.split, else its folder's name (chat/ or agent/)."""
     if source.split:
         return source.split
     folder = source.path.parent.name
     if folder in SPLITS:
         return folder
-    raise siliconbench.NotSiliconBench(f"split unknown: the file has no run_config.split and its folder {folder!r} "
-                                       f"is not one of {', '.join(SPLITS)}")
+    raise siliconbench_file.NotSiliconBench(f"split unknown: the file has no run_config.split and its folder "
+                                            f"{folder!r} is not one of {', '.join(SPLITS)}")
 
 
-def model_of(source: siliconbench.SiliconBenchFile) -> str:
+def model_of(source: siliconbench_file.SiliconBenchFile) -> str:
     """The model's results name: `model_name` of SiliconBench's comparison.json beside the file
     (unless it names a machine folder, as its older collect_results.py did), else the folder above
     the split (and above a machine folder such as m5pro/) when that sits in a `results/` folder."""
@@ -90,8 +90,8 @@ def model_of(source: siliconbench.SiliconBenchFile) -> str:
         above = above.parent
     if above.parent.name == "results" and above.name:
         return above.name
-    raise siliconbench.NotSiliconBench("model unknown: no comparison.json names it and the file is not in "
-                                       "results/<model>/[<machine>/]<split>/; pass --results-name")
+    raise siliconbench_file.NotSiliconBench("model unknown: no comparison.json names it and the file is not in "
+                                            "results/<model>/[<machine>/]<split>/; pass --results-name")
 
 
 def profile_of(results_name: str) -> str:
@@ -126,11 +126,11 @@ def import_one(path: Path, *, machine: str, results_root: Path, model: str | Non
                dry_run: bool = False, imported_at: str | None = None) -> Outcome:
     """Import one SiliconBench file (see the module's docstring for the outcomes)."""
     try:
-        source = siliconbench.read(Path(path).absolute())
-        if why := siliconbench.machine_mismatch(source, machine):
+        source = siliconbench_file.read(Path(path).absolute())
+        if why := siliconbench_file.machine_mismatch(source, machine):
             return Outcome(path, "refused", why)
         split, results_name = split_of(source), model or model_of(source)
-    except (OSError, siliconbench.NotSiliconBench) as exc:
+    except (OSError, siliconbench_file.NotSiliconBench) as exc:
         return Outcome(path, "refused", str(exc))
     result = siliconbench.convert(
         source, machine=machine, results_name=results_name, profile=profile_of(results_name), split=split,

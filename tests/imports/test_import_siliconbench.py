@@ -29,7 +29,7 @@ from bench.core.result import imported, model
 from bench.core.result.files import cell_paths, read_result, result_schema, validate
 from bench.core.result.store import LoadedResult, previous_of, suspicious
 from bench.host.machine import detect
-from bench.imports import siliconbench, tree
+from bench.imports import siliconbench, siliconbench_file, tree
 from bench.reports.journal import IMPORTED_COMPARISON, CellEntry, Journal
 from bench.reports.merged.gather import result_cell
 from bench.reports.merged.render import cell_text
@@ -125,7 +125,7 @@ def utc_id(timestamp: str) -> str:
 
 
 def convert_file(path: Path, split: str = "chat", machine: str = MACHINE) -> model.Result:
-    source = siliconbench.read(path)
+    source = siliconbench_file.read(path)
     return siliconbench.convert(source, machine=machine, results_name="Qwen3-0.6B", profile="qwen3-0.6b",
                                 split=split, model_format="gguf", imported_at="2026-12-01T10:00:00+00:00")
 
@@ -140,7 +140,7 @@ def test_a_newer_file_keeps_its_numbers_machine_and_config_and_labels_each_metri
                     newer_file(per_chunk=1.2, warnings=(divergence,)))
     result = convert_file(path)
     validate(result)
-    source = siliconbench.read(path)
+    source = siliconbench_file.read(path)
     assert result["run_id"] == f"{utc_id('2026-09-03T19:59:07')}-{source.sha256[:4]}"
     assert result["imported"]["file"] == str(path) and result["imported"]["timestamp"] == "2026-09-03T19:59:07"
     assert result["imported"]["source_machine"] == {"host": "studio", "chip": "Apple M5 Pro", "os": "Darwin 25.6.0"}
@@ -170,7 +170,8 @@ def test_a_newer_file_keeps_its_numbers_machine_and_config_and_labels_each_metri
 
 def test_an_older_file_without_a_machine_block_takes_the_slug_and_says_what_it_inferred(tmp_path):
     path = write_sb(tmp_path / "results" / "Qwen3-0.6B" / "chat", "llamacpp_20260423_030410.json", older_file())
-    assert tree.split_of(siliconbench.read(path)) == "chat" and tree.model_of(siliconbench.read(path)) == "Qwen3-0.6B"
+    source = siliconbench_file.read(path)
+    assert tree.split_of(source) == "chat" and tree.model_of(source) == "Qwen3-0.6B"
     result = convert_file(path)
     validate(result)
     assert result["machine"] == {"slug": MACHINE} and result["imported"]["source_machine"] is None
@@ -465,7 +466,7 @@ def test_a_measured_result_is_never_overwritten_nor_shadowed(tmp_path):
     sb = write_sb(tmp_path / "sb" / "tiny" / "chat", "llamacpp_20261120_101500.json",
                   older_file(model="tiny", timestamp="2026-11-20T10:15:00"))
     slug = SLUG
-    run_id = f"{utc_id('2026-11-20T10:15:00')}-{siliconbench.read(sb).sha256[:4]}"
+    run_id = f"{utc_id('2026-11-20T10:15:00')}-{siliconbench_file.read(sb).sha256[:4]}"
     target = write_cell(tmp_path / "results", Spec(run_id=run_id))  # a cell that wrote exactly that name
     split_dir = target.parent
     measured, text = read_result(target), target.read_text()
