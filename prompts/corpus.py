@@ -655,7 +655,7 @@ EMAIL_SENTENCES: tuple[str, ...] = (
     "I've attached the draft, which still needs the figures from finance.",
 )
 
-# Warm-up requests. They start with words no measured prompt starts with (see build_splits.py).
+# Warm-up requests. They start with words no measured prompt starts with (see chat_split.py).
 WARMUP_CHAT: tuple[str, ...] = (
     "Warm-up check, not scored: reply with a short greeting and the word ready.",
     "Warm-up paragraph for the server to digest before measurement begins. ",

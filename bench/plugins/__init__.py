@@ -12,6 +12,8 @@
 - recorder: terminal categories, verdict counts, journals, the splits' reports
 - html: the pytest-html columns, extras and environment table
 - eval: the eval rows (`pytest -m eval`) and their table edits
+- eval_rows: the eval plugin's parts that are not hooks: what a process keeps for the rows
+  (`session`) and the controller's `EvalRecorder` (`recorder`); not plugins
 
 Size: a module per plugin (each a pytest11 entry point named after it), and the hooks they share.
 """

@@ -11,7 +11,10 @@ row 9 keeps rows 1-8. The run's `run-state.json` records every row, round and ed
 The options (`--eval-config`, `--smoke`, ... and the shared `--model`, `--rounds`,
 `--results-dir`, `--port`, `--install`, `--host-lock-timeout`) are declared in
 bench/plugins/opts and read as `settings(config).eval.<field>` and `settings(config).<field>`.
-Each row's run reaches the controller's `EvalRecorder` as a CellRecord of kind `eval`, through
+This module holds the hooks: the config loaded, one test per row, the selection, the run's
+folder announced and the precheck. What a process keeps for the rows is in
+bench/plugins/eval_rows/session.py. Each row's run reaches the controller's `EvalRecorder`
+(bench/plugins/eval_rows/recorder.py) as a CellRecord of kind `eval`, through
 `pytest_cellbench_cell_finished` (bench/plugins/transport.py).
 """
 
@@ -22,28 +25,19 @@ from pathlib import Path
 import pytest
 
 import adapters
-from bench.base.paths import PROJECT_ROOT, cache_root
-from bench.eval.config.benchmarks import listing, select_rows, wants_listing
+from bench.eval.config.benchmarks import select_rows
 from bench.eval.config.loader import load_eval_config
 from bench.eval.config.schema import EvalConfig, EvalConfigError, EvalRow, config_path
-from bench.eval.precheck import ClientPython, client_python, locator_clashes, run_checks
-from bench.eval.row import RowContext, row_edit
+from bench.eval.precheck import run_checks
 from bench.eval.runlog import RUN_LOG, RunLog
-from bench.eval.source import hardware_tag, source_prefix
-from bench.eval.state import RunState, refreshed_rows
-from bench.eval.tables import apply_edits
-from bench.eval.tables.commit import commit_tables, uncommitted
-from bench.host.machine import detect
-from bench.load.watch.progress import terminal_writer
-from bench.plugins.hooks import EVAL, CellRecord, register_stashed, unregister_stashed
-from bench.plugins.options import results_root, settings
+from bench.eval.state import refreshed_rows
+from bench.plugins.eval_rows.recorder import EvalRecorder
+from bench.plugins.eval_rows.session import EVAL_CONFIG, PRECHECK, SHARED_ROUNDS, eval_client_python, eval_run_dir
+from bench.plugins.hooks import register_stashed, unregister_stashed
+from bench.plugins.options import settings
 from bench.setup.profiles import PROFILES_DIR
 
-EVAL_CONFIG = pytest.StashKey["EvalConfig | EvalConfigError | None"]()
-RECORDER = pytest.StashKey["EvalRecorder"]()
-SHARED_ROUNDS = pytest.StashKey[dict]()  # this process's finished rounds, for rows that can share them
-PRECHECK = pytest.StashKey[list[str]]()  # the precheck's ✗ lines (empty: passed)
-SOURCE = pytest.StashKey[tuple[str, str]]()  # (hardware tag, Source prefix) of this run
+RECORDER = pytest.StashKey[EvalRecorder]()
 ANNOUNCED = pytest.StashKey[bool]()  # the run's folder and run.log were printed
 
 
@@ -162,7 +156,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     loaded = config.stash[EVAL_CONFIG]
     assert isinstance(loaded, EvalConfig)
-    checks = run_checks(loaded, rows, _client_python(config), settings(config).eval.gpu_pool)
+    checks = run_checks(loaded, rows, eval_client_python(config), settings(config).eval.gpu_pool)
     failed = [check.line() for check in checks if not check.ok]
     config.stash[PRECHECK] = failed
     if not worker:
@@ -175,183 +169,3 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if failed and not hasattr(config, "workerinput"):
         pytest.exit(f"eval precheck failed ({len(failed)} ✗); no server was started. Fix and rerun, or pass "
                     "--no-precheck", returncode=pytest.ExitCode.USAGE_ERROR)
-
-
-def _client_python(config: pytest.Config) -> ClientPython:
-    loaded = config.stash[EVAL_CONFIG]
-    assert isinstance(loaded, EvalConfig)
-    return client_python(settings(config).eval.venv_python, loaded)
-
-
-def refusal(config: pytest.Config, row: EvalRow) -> str | None:
-    """Why `row` may not edit its table (its file is outside the config's tables root), or None."""
-    loaded = config.stash[EVAL_CONFIG]
-    return loaded.refused(row) if isinstance(loaded, EvalConfig) else "refused: no eval config"
-
-
-def clash_of(config: pytest.Config, row: EvalRow) -> str | None:
-    """Why `row` may not run beside another row of its file (the two would meet one Config), or None."""
-    loaded = config.stash[EVAL_CONFIG]
-    if not isinstance(loaded, EvalConfig):
-        return None
-    return next((clash.reason for _, clash in locator_clashes(loaded, [row])), None)
-
-
-def source_of(config: pytest.Config) -> tuple[str, str]:
-    """(hardware tag, Source prefix), taken once per process before the first row runs: the Source
-    cells name the code as it was when measuring began."""
-    if SOURCE not in config.stash:
-        loaded = config.stash[EVAL_CONFIG]
-        root = loaded.root if isinstance(loaded, EvalConfig) else PROJECT_ROOT
-        config.stash[SOURCE] = (hardware_tag(detect(), settings(config).eval.hardware), source_prefix(root))
-    return config.stash[SOURCE]
-
-
-def _row_context(config: pytest.Config, gpus: tuple[int, ...]) -> RowContext:
-    loaded = config.stash[EVAL_CONFIG]
-    assert isinstance(loaded, EvalConfig), "rows run, so the config loaded"
-    s = settings(config)
-    return RowContext(
-        run_dir=eval_run_dir(config),
-        repo_root=loaded.root,
-        auto_env=loaded.auto_env,
-        python=_client_python(config).path,
-        hardware=source_of(config)[0],
-        rounds=s.rounds,
-        smoke=s.eval.smoke,
-        table_from=s.eval.table_from,
-        port=0 if s.port is None else s.port,
-        install=s.install,
-        pinned=s.pinned,
-        gpus=gpus,
-        shared_rounds=config.stash[SHARED_ROUNDS],
-        log=RunLog(eval_run_dir(config) / RUN_LOG, say=terminal_writer(config)),
-    )
-
-
-def eval_run_dir(config: pytest.Config) -> Path:
-    """<results root>/eval/<config name>/<run id>: the session's run-state.json and row logs."""
-    loaded = config.stash[EVAL_CONFIG]
-    name = loaded.name if isinstance(loaded, EvalConfig) else "unknown"
-    return results_root(config) / "eval" / name / settings(config).run_id
-
-
-def rounds_averaged(config: pytest.Config) -> int:
-    s = settings(config)
-    return s.rounds if s.eval.table_from == "mean" else 1
-
-
-class EvalRecorder:
-    """On the controller: each finished row's table edit, at once, and the run-state after it;
-    the summary and the commit at the end (bench.eval.tables.commit; `--no-commit` skips it)."""
-
-    def __init__(self, config: pytest.Config):
-        self.config = config
-        self.state: RunState | None = None
-        self.runs: dict[str, dict] = {}
-        self.edited: list[Path] = []
-        self.commit_lines: list[str] = []
-        self.seen: set[Path] = set()  # table files checked for the user's own uncommitted edits
-        self.dirty_before: set[Path] = set()  # those that had some
-
-    @property
-    def rows(self) -> dict[str, EvalRow]:
-        loaded = self.config.stash[EVAL_CONFIG]
-        return {row.id: row for row in loaded.rows} if isinstance(loaded, EvalConfig) else {}
-
-    @pytest.hookimpl(tryfirst=True)  # before xdist starts any worker
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        loaded = self.config.stash[EVAL_CONFIG]
-        if isinstance(loaded, EvalConfig) and wants_listing(settings(self.config).eval.benchmarks):
-            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            write = reporter.write_line if reporter is not None else print
-            for line in listing(loaded.rows, loaded.root):
-                write(line)
-            pytest.exit("--benchmarks help: nothing was run", returncode=pytest.ExitCode.OK)
-        if isinstance(loaded, EvalConfig):
-            self.hardware, self.prefix = source_of(self.config)
-
-    def _state(self) -> RunState:
-        if self.state is None:
-            loaded = self.config.stash[EVAL_CONFIG]
-            assert isinstance(loaded, EvalConfig), "rows ran, so the config loaded"
-            rows = settings(self.config).eval
-            self.state = RunState(eval_run_dir(self.config), {
-                "model": loaded.name, "config": str(loaded.source), "hardware": self.hardware,
-                "source_prefix": self.prefix, "rounds": settings(self.config).rounds, "smoke": rows.smoke,
-                "table_from": rows.table_from, "table_update": self._updates_tables(),
-                "retry_failed_from": str(rows.retry_failed_from or "") or None,
-            })
-        return self.state
-
-    def _updates_tables(self) -> bool:
-        rows = settings(self.config).eval
-        return rows.smoke is None and not rows.no_table_update
-
-    def pytest_cellbench_cell_finished(self, cell: CellRecord) -> None:
-        if cell.kind != EVAL or cell.eval_run is None or cell.eval_row not in self.rows:
-            return
-        run = cell.eval_run
-        self.runs[cell.eval_row] = run
-        state = self._state()
-        state.record_row(run)
-        edit = self._edit_now(self.rows[run["id"]], run)
-        state.record_edit(run["id"], edit)
-        state.write()
-        RunLog(state.path.parent / RUN_LOG, say=terminal_writer(self.config)).stage(run["id"], _verdict_line(run, edit))
-
-    def _edit_now(self, row: EvalRow, run: dict) -> dict:
-        """The row's table edit, as the seed's runner makes it: inline, as soon as the row is done;
-        never in a file outside the tables root."""
-        refused = refusal(self.config, row)
-        if refused:
-            return {"status": "fail", "reason": refused, "file": str(row.file)}
-        if run["status"] != "ok":
-            return {"status": "skipped", "reason": f"row {run['status']}"}
-        if not self._updates_tables():
-            why = "smoke run" if settings(self.config).eval.smoke is not None else "--no-table-update"
-            return {"status": "skipped", "reason": why}
-        edit = row_edit(row, self.hardware, self.prefix, run["cells"], run["source_note"],
-                        mean_of=rounds_averaged(self.config))
-        if settings(self.config).eval.commit and row.file not in self.seen:
-            self.seen.add(row.file)  # only this process edits tables: as the user left it before the run
-            self.dirty_before |= uncommitted([row.file])
-        outcome = apply_edits(row.file, [edit], cache_root() / "table-locks")[0]
-        if outcome.status == "ok" and outcome.before != outcome.after and row.file not in self.edited:
-            self.edited.append(row.file)
-        return {**outcome.to_json(), "file": str(row.file)}
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.runs:
-            return
-        state = self._state()
-        state.write(finished=True)
-        if state.summary()["failed_edits"] and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if settings(self.config).eval.commit:  # never pushed
-            committed = commit_tables(self.edited, state.path.parent, self.hardware, state.summary(),
-                                      state.header["source_prefix"], self.dirty_before)
-            self.commit_lines = committed.lines
-            state.header["commit"] = committed.record
-            state.write(finished=True)
-            if not committed.ok and session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-    def pytest_terminal_summary(self, terminalreporter) -> None:
-        if self.state is None:
-            return
-        terminalreporter.write_sep("=", "cellbench eval summary")
-        for line in self.state.summary_lines():
-            terminalreporter.write_line(line)
-
-
-def _verdict_line(run: dict, edit: dict) -> str:
-    """PASS/FAIL/SKIPPED and what became of the row's table edit, as the console and run.log say it."""
-    verdict = {"ok": "PASS", "fail": "FAIL"}.get(run["status"], run["status"].upper())
-    if run["status"] != "ok":
-        return f"{verdict}: {run['reason']}"
-    where = f" in {Path(edit['file']).name}" if edit.get("file") else ""
-    warning = f"; WARNING: {edit['warning']}" if edit.get("warning") else ""
-    if edit["status"] == "ok":
-        return f"{verdict}, table {edit['reason']}{where}{warning}"
-    return f"{verdict}, table edit {edit['status']}: {edit.get('reason', '')}{where}"

@@ -3,8 +3,8 @@
 `pytest_cellbench_cell_finished` fires once per finished cell, on the process that owns the
 session's files (the xdist controller, or the only process without xdist), after the cell's
 call phase has been reported. The journal recorder (bench/plugins/recorder.py), the pytest-html
-wiring (bench/plugins/html.py) and the eval recorder (bench/plugins/eval.py) implement it; how
-the record reaches the controller is bench/plugins/transport.py's business.
+wiring (bench/plugins/html.py) and the eval recorder (bench/plugins/eval_rows/recorder.py)
+implement it; how the record reaches the controller is bench/plugins/transport.py's business.
 
 It also holds how a plugin module registers its per-session hook object (`register_stashed`,
 `unregister_stashed`). It is never registered as a plugin itself: bench/plugins/transport.py

@@ -6,8 +6,7 @@
   SIGTERM to the group, a bounded wait, then SIGKILL;
 - readiness polls the adapter's endpoint (with the API key, when there is one) and fails fast when
   the process exits or the ready path answers 401/403 (a key it wants); a timeout names the last
-  answer;
-- after "ready", the listening socket must belong to our process tree;
+  answer; after "ready", the listening socket must belong to our process tree (bench.run.server.ready);
 - every started group is recorded in a pid file under the cache, so a later session can reap
   what a hard-killed session left behind (bench.host.process_groups);
 - with `memory_limit_bytes` the server runs inside a fresh memory cgroup (bench.host.memory.memlimit) from
@@ -26,31 +25,20 @@ import subprocess
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 
 from bench.base.exits import signal_name
 from bench.host import affinity
 from bench.host.memory import memlimit
 from bench.host.memory.oom import OomWatch
-from bench.host.ports import listeners, port_holder
+from bench.host.ports import port_holder
 from bench.host.process_groups import register, signal_group, stop_recorded_groups, unregister, wait_group_gone
-from bench.run.server.answers import answer_text, refused_key
 from bench.run.server.exits import ExitInfo, ServerStartError, describe_exit
+from bench.run.server.ready import foreign_listener, poll_until_ready
 from bench.setup.adapter import ServeCommand
 from bench.setup.profiles import ApiKey
 
 STOP_GRACE_S = 15.0
-READY_POLL_S = 0.05  # between readiness polls: bounds how late a ready server is noticed
-TREE_EVERY_S = 0.2  # between process-tree walks while a server starts
-# Polls a bound port took and dropped (unlike a refused one); a reset before connect() returns too.
-DROPPED = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError, ConnectionResetError)
-
-
-def _dropped(exc: BaseException | None) -> bool:
-    while exc is not None and not isinstance(exc, DROPPED):
-        exc = exc.__cause__ or exc.__context__
-    return exc is not None
 
 
 class ServerProcess:
@@ -197,66 +185,21 @@ class ServerProcess:
         `stall_timeout_s` the log did not grow and the ready path gave no HTTP answer at all (the hang
         watchdog: a 503 while loading is a sign of life); the last two raise with `capped=True`."""
         assert self.proc is not None
-        timeout_at = self._started_at + self.startup_timeout_s
-        url = self.base_url + self.ready_path
-        seen_size, seen_at = -1, time.monotonic()
-        deadline = None if budget_s is None else seen_at + budget_s
-        last_miss, tree_at = self._started_at, 0.0
-        last_answer = "no HTTP answer"
-        resets, answered_once = 0, False  # for _died_starting: did the port take connections and drop them?
-        with httpx.Client(timeout=5.0, headers=self.api_key.headers if self.api_key else None) as client:
-            while True:
-                code = self.proc.poll()
-                if code is not None:
-                    raise self._died_starting(code, resets=0 if answered_once else resets)
-                if time.monotonic() - tree_at >= TREE_EVERY_S:  # a process-tree walk costs a loading server CPU
-                    self.note_tree()
-                    tree_at = time.monotonic()
-                try:
-                    response = client.get(url)
-                    answered: int | None = response.status_code
-                except httpx.HTTPError as exc:
-                    answered = None
-                    last_answer = f"no HTTP answer ({type(exc).__name__})"
-                    resets += _dropped(exc)
-                else:
-                    answered_once = True
-                    last_answer = f"last answer {answer_text(response, self.api_key)}"
-                    if (why := refused_key(response, self.api_key)) is not None:  # no wait makes it 200
-                        raise ServerStartError(f"server not ready on {self.ready_path}: {why}; log: {self.log_path}",
-                                               self.log_path)
-                if answered == 200:
-                    break
-                now = last_miss = time.monotonic()
-                size = _size(self.log_path)
-                if size != seen_size or answered is not None:  # a log line or an answer: alive
-                    seen_size, seen_at = size, now
-                if now > timeout_at:
-                    raise ServerStartError(
-                        f"server not ready on {self.ready_path} after {self.startup_timeout_s:.0f} s: "
-                        f"{last_answer}; log: {self.log_path}",
-                        self.log_path,
-                    )
-                if deadline is not None and now > deadline:
-                    raise ServerStartError(f"cell budget reached while the server was starting "
-                                           f"({now - self._started_at:.0f} s); log: {self.log_path}",
-                                           self.log_path, capped=True)
-                if stall_timeout_s is not None and now - seen_at > stall_timeout_s:
-                    raise ServerStartError(f"no progress for {_span(now - seen_at)} while starting: no answer on "
-                                           f"{self.ready_path} and the log silent; log: {self.log_path}",
-                                           self.log_path, capped=True)
-                time.sleep(READY_POLL_S)
+        last_miss = poll_until_ready(
+            self.proc, url=self.base_url + self.ready_path, ready_path=self.ready_path, api_key=self.api_key,
+            log_path=self.log_path, started_at=self._started_at, startup_timeout_s=self.startup_timeout_s,
+            budget_s=budget_s, stall_timeout_s=stall_timeout_s, note_tree=self.note_tree, died=self._died_starting)
         ready_at = time.monotonic()
         self.ready_after_s = round(ready_at - self._started_at, 3)
         self.ready_detect_bound_s = ready_at - last_miss
-        stranger = self._foreign_listener()
+        stranger = foreign_listener(self.port, self.proc.pid)
         if stranger:
             raise ServerStartError(f"port {self.port} answers, but from {stranger}, not the server we started")
         if self.cgroup is not None and self.proc.pid not in self.cgroup.pids():
             raise ServerStartError(
                 f"the server (pid {self.proc.pid}) is not inside its memory cgroup {self.cgroup.path}")
 
-    def _died_starting(self, code: int, *, resets: int = 0) -> ServerStartError:
+    def _died_starting(self, code: int, resets: int = 0) -> ServerStartError:
         """Transient (bound, so flags and model were fine): an exit code, no OOM sign, dropped polls."""
         if self.oom_watch is not None:
             self.oom_watch.note_group()  # children may outlive the leader
@@ -280,16 +223,6 @@ class ServerProcess:
         if code is None:
             return None
         return f"server exited with signal {signal_name(code)}" if code < 0 else f"server exited with code {code}"
-
-    def _foreign_listener(self) -> str | None:
-        assert self.proc is not None
-        ours = {self.proc.pid}
-        with contextlib.suppress(psutil.Error):
-            ours |= {c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)}
-        for conn in listeners(self.port):
-            if conn.pid and conn.pid not in ours:
-                return f"pid {conn.pid}"
-        return None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -339,15 +272,3 @@ class ServerProcess:
         )
         self.teardown_s = time.monotonic() - entered
         return self.exit
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return -1
-
-
-def _span(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
-
