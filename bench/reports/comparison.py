@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeGuard
 
 from bench.base.clock import now_iso
 from bench.base.dotted import json_path_or
 from bench.core.result import imported
 from bench.core.result.files import as_result, write_json_atomic
-from bench.core.result.model import IgnoredFile, Result, RunConfig, as_block
+from bench.core.result.model import IgnoredFile, Result, RunConfig
 from bench.core.result.store import (
     COMPARISON_FILE,
     LoadedResult,
@@ -249,7 +249,17 @@ def write_comparison(split_dir: Path, *, machine: str | None = None, this_run: T
 
 def read_comparison(path: Path) -> Comparison:
     """comparison.json as written by `write_comparison`, each result in it read back as a Result
-    (validated against the result schema: raises bench.core.result.files.NotAResult otherwise)."""
+    (validated against the result schema: raises bench.core.result.files.NotAResult otherwise).
+    Raises ValueError for a file without exactly a comparison's keys."""
     data = json.loads(Path(path).read_text())
     data["results"] = {fw: as_result(result) for fw, result in data["results"].items()}
-    return as_block(Comparison, data)
+    if not _is_comparison(data):
+        known = Comparison.__required_keys__
+        raise ValueError(f"{path} is not a comparison: missing {sorted(known - set(data))}, "
+                         f"unknown {sorted(set(data) - known)}")
+    return data
+
+
+def _is_comparison(data: dict[str, Any]) -> TypeGuard[Comparison]:
+    """Whether `data` has every key of a Comparison and no other (its results were read as results)."""
+    return set(data) == Comparison.__required_keys__

@@ -21,7 +21,6 @@ from bench.core.level_run import rate_json
 from bench.core.open_loop import Load, slo_json
 from bench.core.result.files import SCHEMA_VERSION
 from bench.core.result.model import (
-    CpuAffinity,
     Framework,
     Harness,
     MachineBlock,
@@ -30,7 +29,6 @@ from bench.core.result.model import (
     RunConfig,
     Unfinished,
     VerdictBlock,
-    as_block,
 )
 from bench.core.result.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
@@ -53,7 +51,7 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
     result: Result = {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
-        "harness": harness if harness is not None else as_block(Harness, git.revision(PROJECT_ROOT)),
+        "harness": harness if harness is not None else {**git.revision(PROJECT_ROOT)},
         "framework": _framework(adapter.name, run.platform_tag, run.install, run.reported_version),
         "split": cfg.split,
         "model": {
@@ -105,7 +103,7 @@ def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConf
         "levels_share_server": run.shared,
         "request_timeout_s": cfg.request_timeout_s,
         "request_extras": run.extra_body,
-        "cpu_affinity": as_block(CpuAffinity, cfg.cpus.to_json()),
+        "cpu_affinity": cfg.cpus.to_json(),
         "unique_prompts": cfg.unique_prompts,
         "keep_alive": cfg.keep_alive,
         "server_metrics": cfg.scrape_interval_s is not None,

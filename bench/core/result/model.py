@@ -6,10 +6,13 @@ the metric table bench.core.metrics.table), and so are the blocks the layers bel
 (bench.host.machine.HostMachine.to_json), `CpuAffinity` (bench.host.affinity.Placement.to_json) and
 `ServerResources` (bench.host.resources.ResourceSampler.summary). All of them are named here too,
 so that a reader imports every block of a result from this module. Every other block is typed
-here. A block whose concept also has a runtime class is named `<Concept>Block` (`VerdictBlock`:
-bench.core.verdicts.CellVerdict, `MachineBlock`: bench.host.machine.HostMachine, `FixBlock`:
-bench.run.fixes.Fix, `ClientHealthBlock`, `OpenLoopBlock`); every other block is named as the
-schema names it.
+here, and the code above that builds one returns it typed (`ServerCommand`:
+bench.setup.adapter.ServeCommand.to_json, `ServerExit`: bench.run.server.exits.ExitInfo.to_json,
+`AdapterSource`: adapters.source and bench.run.fixes.profile_source), so mypy checks each block's
+keys where its dict is written. A block whose concept also has a runtime class is named
+`<Concept>Block` (`VerdictBlock`: bench.core.verdicts.CellVerdict, `MachineBlock`:
+bench.host.machine.HostMachine, `FixBlock`: bench.run.fixes.Fix, `ClientHealthBlock`,
+`OpenLoopBlock`); every other block is named as the schema names it.
 
 The schema is the authority: a result is validated when written (`bench.core.result.files.write_result`)
 and when read (`bench.core.result.store`). These TypedDicts type the same dict, never converted: the dict a
@@ -18,13 +21,12 @@ does not require is in a `total=False` subclass (`Server` over `_ServerRequired`
 result always has and an imported one (another benchmark's file, converted) may lack is optional
 here and in the schema's blocks, whose top-level `else` requires it without `imported`
 (tests/core/test_result_model.py, tests/imports/test_import_siliconbench.py). The run's load and sweep blocks:
-bench.core.open_loop. `as_block` is the one way a plain dict a lower layer built becomes a block.
+bench.core.open_loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypedDict, TypeVar, cast, final
+from typing import Any, TypedDict, final
 
 from bench.base.git import Revision as Revision
 from bench.core.level_run import Connections as Connections
@@ -273,19 +275,3 @@ class NoResult(TypedDict):
     """What a cell that wrote no result file (skipped, failed before a server) carries: `{}`."""
 
 
-
-Block = TypeVar("Block")
-
-
-def as_block(kind: type[Block], data: Mapping[str, Any]) -> Block:
-    """`data`, a block a lower layer built as a plain dict (bench.base and bench.host cannot import
-    these types: git.revision, Machine.to_json, CpuSet.to_json; nor do bench.setup's and
-    bench.run.server.exits' to_json), as the TypedDict `kind`, once its keys are checked: `kind`'s
-    required keys, and no key `kind` does not name. The one narrowing of such a block on its way
-    into a result; the schema checks its values when the result is written."""
-    required: frozenset[str] = vars(kind)["__required_keys__"]  # a TypedDict's, set on every class
-    known = required | vars(kind)["__optional_keys__"]
-    if not required <= set(data) <= known:
-        raise TypeError(f"not a {kind.__name__} block: missing {sorted(required - set(data))}, "
-                        f"unknown {sorted(set(data) - known)}")
-    return cast(Block, data)  # checked just above
