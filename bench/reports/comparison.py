@@ -119,13 +119,15 @@ METHODOLOGY_KEYS = (
 ABSENT = {"load.mode": "closed"}
 
 
-def _config_value(run_config: RunConfig, dotted: str) -> Any:
+def _config_value(run_config: Mapping[str, Any], dotted: str) -> Any:
     return json_path_or(run_config, dotted, ABSENT.get(dotted, "missing"))
 
 
-def setting_differences(run_configs: Mapping[str, RunConfig]) -> dict[str, dict[str, str]]:
+def setting_differences(run_configs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """{key: {framework: its value, as JSON}} for each of METHODOLOGY_KEYS whose value differs
-    across `run_configs` (framework -> its result's run_config), in METHODOLOGY_KEYS' order."""
+    across `run_configs` (framework -> its result's run_config, a RunConfig or the same JSON as a
+    merged table or a report row carries it, or the part of one `settings_of` keeps), in
+    METHODOLOGY_KEYS' order."""
     differing = {}
     for key in METHODOLOGY_KEYS:
         values = {fw: json.dumps(_config_value(config, key), sort_keys=True)
