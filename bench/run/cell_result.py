@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
@@ -247,9 +249,10 @@ def gpu_case(samples: list[dict]) -> str | None:
     return f"GPU busy during the levels (mean utilisation {mean_util:.0f}%): the slowdown looks real"
 
 
-def resource_samples(result_dir: Path, result: Result, *, after_ready: bool = True) -> list[dict]:
+def resource_samples(result_dir: Path, result: Mapping[str, Any], *, after_ready: bool = True) -> list[dict]:
     """Every sample of the cell's resource sidecars, from each server's readiness on unless
-    `after_ready` is False (a crash while loading shows only before it)."""
+    `after_ready` is False (a crash while loading shows only before it). `result`: a Result, or a
+    result file's JSON unchecked (the journal reads a failed cell's file as it finds it)."""
     samples: list[dict] = []
     for server in result.get("servers", []):
         sidecar = server.get("resources")
@@ -268,7 +271,7 @@ def resource_samples(result_dir: Path, result: Result, *, after_ready: bool = Tr
     return samples
 
 
-def gpu_reading(result_dir: Path, result: Result) -> str | None:
+def gpu_reading(result_dir: Path, result: Mapping[str, Any]) -> str | None:
     """`gpu_case` of the cell's resource sidecars, from each server's readiness on (loading a
     model leaves the GPU idle and would read as a serving problem)."""
     return gpu_case(resource_samples(result_dir, result))
