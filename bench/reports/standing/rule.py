@@ -21,10 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from bench.core.result import imported, store
-from bench.core.result.model import Result
 from bench.core.verdicts import Verdict
 
 OK = "ok"
@@ -121,10 +120,10 @@ def writer_gone(unfinished: Mapping[str, Any]) -> str | None:
     """Why the writer of an unfinished result is gone ("its writer, pid 12 on vm, is gone"), or None
     while it still runs (bench.core.result.store.writer_gone decides). A writer on another host is taken
     for gone: it cannot be asked from here, and a results folder is one machine's."""
-    pid, host = unfinished.get("pid"), unfinished.get("host")
-    if not isinstance(pid, int) or not isinstance(host, str) or _instant(unfinished.get("updated_at")) is None:
+    pid, host, at = unfinished.get("pid"), unfinished.get("host"), _instant(unfinished.get("updated_at"))
+    if not isinstance(pid, int) or not isinstance(host, str) or at is None:
         return "it names no writer"
-    gone = store.writer_gone(cast(Result, {"unfinished": unfinished}))
+    gone = store.writer_ended(pid, host, at)
     if gone is None:
         return f"it was written on {host}, not here"
     return f"its writer, pid {pid} on {host}, is gone" if gone else None
@@ -189,9 +188,9 @@ def standing_of(result: Mapping[str, Any], this_run: ThisRunIds = None) -> Stand
             marks.append(Mark(verdict, f"{reason}; its figures are {served}'s, not {asked}'s", f"served {served}"))
         else:
             marks.append(Mark(verdict or "no verdict", reason))
-    source = imported.source(cast(Result, result))  # reads the `imported` block only
+    source = imported.origin(result)
     if source is not None:
-        marks.append(Mark(IMPORTED, f"{imported.label(cast(Result, result))} from {source['file']}", source["label"]))
+        marks.append(Mark(IMPORTED, f"{source.label} from {source.file}", source.tool))
     elif (ids := run_ids(this_run)) and result.get("run_id") not in ids:
         run = run_text(str(result.get("run_id")), result.get("finished_at"))
         marks.append(Mark(NOT_THIS_RUN, f"{run}; this run is {runs_text(ids)}", run))
@@ -203,15 +202,15 @@ def facts(result: Mapping[str, Any]) -> dict[str, Any]:
     found = {k: result[k] for k in ("run_id", "finished_at", "verdict", "unfinished") if k in result}
     if "model" in result:
         found["model"] = {k: result["model"][k] for k in ("requested", "served") if k in result["model"]}
-    if (source := imported.source(cast(Result, result))) is not None:
-        found["imported"] = {"label": source["label"], "file": source["file"]}
+    if (source := imported.origin(result)) is not None:
+        found["imported"] = {"label": source.tool, "file": source.file}
     return found
 
 
 def this_run_of(results: Iterable[Mapping[str, Any]]) -> str | None:
     """The run a folder's report is about when no one says: the run of its newest measured result
     (latest run id, then finish time: bench.core.result.store's order); None without one."""
-    measured = [r for r in results if imported.source(cast(Result, r)) is None]
+    measured = [r for r in results if imported.origin(r) is None]
     newest = max(measured, key=lambda r: (str(r["run_id"])[:16], _instant(r.get("finished_at")) or 0.0,
                                           str(r["run_id"])), default=None)
     return None if newest is None else str(newest["run_id"])
