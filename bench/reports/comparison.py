@@ -40,6 +40,7 @@ from bench.reports.standing import (
     NOT_THIS_RUN,
     ChosenRun,
     Standing,
+    StandingBlock,
     ThisRunIds,
     order,
     run_ids,
@@ -91,7 +92,7 @@ class Comparison(TypedDict):
     imported: dict[str, str]  # framework -> `imported (<tool>) from <original file>`, for imported results
     ignored: list[IgnoredFile]
     this_run: ThisRun
-    standing: dict[str, dict[str, Any]]  # framework -> Standing.to_json(): its flag and marks
+    standing: dict[str, StandingBlock]  # framework -> Standing.to_json(): its flag and marks
     left_out: list[LeftOut]  # results of other runs, with other_runs="leave-out"
 
 # The run_config keys that change what a number means; request_timeout_s only bounds a failure.

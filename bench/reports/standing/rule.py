@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from bench.core.result import imported, store
 from bench.core.verdicts import Verdict
@@ -55,6 +55,28 @@ class Mark:
         return f"{self.kind} ({self.brief})" if self.brief else self.kind
 
 
+class MarkBlock(TypedDict):
+    """One `Mark`, as a StandingBlock lists it."""
+
+    kind: str
+    detail: str
+    brief: str
+
+
+class _StandingBlockRequired(TypedDict):
+    standing: str
+    ok: bool
+    short: str
+    text: str
+    marks: list[MarkBlock]
+
+
+class StandingBlock(_StandingBlockRequired, total=False):
+    """`Standing.to_json()`: a result's flag in comparison.json and merged.json."""
+
+    served_model: str
+
+
 @dataclass(frozen=True)
 class Standing:
     marks: tuple[Mark, ...] = ()
@@ -84,10 +106,10 @@ class Standing:
     def without(self, kind: str) -> Standing:
         return Standing(tuple(m for m in self.marks if m.kind != kind), self.served_model)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> StandingBlock:
         """comparison.json's and merged.json's flag of one result: `standing` ("ok" or the first
         mark), `ok`, `short` (the CSV's flag), `text` and each mark."""
-        found: dict[str, Any] = {"standing": self.word, "ok": self.ok, "short": self.short(), "text": self.text(),
+        found: StandingBlock = {"standing": self.word, "ok": self.ok, "short": self.short(), "text": self.text(),
                                  "marks": [{"kind": m.kind, "detail": m.detail, "brief": m.brief} for m in self.marks]}
         if self.served_model is not None:
             found["served_model"] = self.served_model
