@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypedDict
 
 
 class GitError(RuntimeError):
@@ -43,7 +44,14 @@ def head_commit(repo: Path) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def revision(repo: Path) -> dict[str, str | bool | None]:
+class Revision(TypedDict):
+    """A checkout's revision, as a result's `harness` block records it (bench.core.result.model.Harness)."""
+
+    commit: str | None
+    dirty: bool | None
+
+
+def revision(repo: Path) -> Revision:
     """`{"commit": HEAD, "dirty": tracked files differ from it}`; both None outside a git checkout."""
     commit = head_commit(repo)
     if commit is None:

@@ -21,7 +21,6 @@ import importlib
 import json
 import os
 import sys
-from typing import cast
 
 import adapters
 from bench.host.machine import MachineSlugError
@@ -38,8 +37,8 @@ def _install(args: argparse.Namespace) -> int:
     names = args.frameworks or [a.name for a in adapters.registry().values() if a.runs_here()]
     rc = 0
     for name in names:
-        if (peer := tool(name)) is not None:  # a peer's client (`cellbench perf compare`), not a framework
-            rc = _install_tool(peer) or rc
+        if (peer := tool(name)) is not None:  # a peer's client and recipe (`cellbench perf compare`), not a framework
+            rc = _install_tool(*peer) or rc
             continue
         adapter = adapters.get(name)
         tag = adapter.platform_here()
@@ -70,9 +69,8 @@ def _install(args: argparse.Namespace) -> int:
     return rc
 
 
-def _install_tool(peer: Peer) -> int:
-    """Install a peer's pinned client into the framework cache, as a framework is installed."""
-    recipe = cast(Recipe, peer.recipe)
+def _install_tool(peer: Peer, recipe: Recipe) -> int:
+    """Install a peer's pinned client (`recipe`) into the framework cache, as a framework is installed."""
     if why := peer.unavailable():
         print(f"{peer.name}: {why}", file=sys.stderr)
         return 1

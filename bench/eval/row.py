@@ -194,7 +194,7 @@ def _round(row: EvalRow, server: _Server, ctx: RowContext, k: int, launch: Launc
     port = server.port()
     command = server.command(port, round_dir)
     info["server"] = {"framework": server.adapter.name, "version": server.install.version, "port": port,
-                      "command": command.to_json()}
+                      "command": {**command.to_json(), **command.setup_json()}}
     log = ctx.log or RunLog(ctx.run_dir / RUN_LOG)
     log.stage(row.id, f"START round {k}: {server.adapter.name} server on {ctx.host}:{port}")
     with log.following(row.id, {"server": server_log, "client": client_log}):

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import psutil
 
@@ -66,6 +67,14 @@ def format_cpus(cpus: Iterable[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
+class CpuAffinity(TypedDict):
+    """A result's `run_config.cpu_affinity`: `Placement.to_json` (bench.core.result.model names it too)."""
+
+    client: list[int] | None
+    server: list[int] | None
+    how: str
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where the client and the server run; None: wherever the kernel puts them."""
@@ -74,7 +83,7 @@ class Placement:
     server: tuple[int, ...] | None = None
     how: str = "off"  # how it was decided, for the result: "explicit", "auto: ...", "off: ..."
 
-    def to_json(self) -> dict:
+    def to_json(self) -> CpuAffinity:
         return {"client": None if self.client is None else list(self.client),
                 "server": None if self.server is None else list(self.server),
                 "how": self.how}
@@ -285,10 +294,8 @@ def _busy_cores(deltas: Iterable[tuple[float, float]], wall: float) -> float | N
 def _cpu_times() -> dict[int, tuple[float, float]]:
     """Per CPU (by its number): (busy, busy + idle) seconds since boot. Busy counts user, nice,
     system, irq, softirq and steal (a VM's CPU taken by the hypervisor is not the client's)."""
-    try:
+    with contextlib.suppress(OSError, ValueError):
         return _proc_stat()
-    except (OSError, ValueError):
-        pass
     try:
         times = psutil.cpu_times(percpu=True)
     except (OSError, psutil.Error):
@@ -323,12 +330,10 @@ def _run_delay() -> float | None:
 
 def _involuntary_switches() -> int | None:
     """Times the calling thread (Linux; elsewhere the process) was preempted."""
-    try:
+    with contextlib.suppress(OSError, ValueError):
         for line in (_PROC / "thread-self" / "status").read_text().splitlines():
             if line.startswith("nonvoluntary_ctxt_switches:"):
                 return int(line.split(":")[1])
-    except (OSError, ValueError):
-        pass
     try:
         return psutil.Process().num_ctx_switches().involuntary
     except (psutil.Error, OSError, AttributeError):
@@ -337,10 +342,8 @@ def _involuntary_switches() -> int | None:
 
 def _pressure_some() -> float | None:
     """/proc/pressure/cpu `some ... total=US`: seconds in which some task waited for a CPU."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in (_PROC / "pressure" / "cpu").read_text().splitlines():
             if line.startswith("some "):
                 return int(line.rsplit("total=", 1)[1]) / 1e6
-    except (OSError, ValueError, IndexError):
-        pass
     return None

@@ -39,10 +39,30 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cache
+from typing import TypedDict
 
 import psutil
+
+
+class _MachineBlockRequired(TypedDict):
+    slug: str
+
+
+class MachineBlock(_MachineBlockRequired, total=False):
+    """The result's `machine` block (`HostMachine.to_json`; bench.core.result.model names it too)."""
+
+    # measured results only, but gpu_probe_error
+    host: str
+    os: str
+    cpu: str
+    chip: str | None
+    gpus: list[str]
+    cores: int
+    memory_gib: float
+    gpu_probe_error: str | None
+    slug_source: str  # detected, CELLBENCH_MACHINE or APPLEBENCH_RESULTS_SUBDIR
 
 
 @dataclass(frozen=True)
@@ -76,11 +96,11 @@ class HostMachine:
                      "empty)")
         return said
 
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["gpus"] = list(self.gpus)
-        del data["legacy_tree"]  # where it files, not what it is: the result's path says it
-        return data
+    def to_json(self) -> MachineBlock:
+        """Every field but `legacy_tree`: where it files, not what it is (the result's path says it)."""
+        return {"slug": self.slug, "host": self.host, "os": self.os, "cpu": self.cpu, "chip": self.chip,
+                "gpus": list(self.gpus), "cores": self.cores, "memory_gib": self.memory_gib,
+                "gpu_probe_error": self.gpu_probe_error, "slug_source": self.slug_source}
 
 
 def _run(cmd: list[str]) -> str:

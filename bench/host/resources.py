@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any, TypedDict
 
 import psutil
 
@@ -51,6 +51,18 @@ def parse_pressure(text: str) -> dict:
             if key == "avg10" and kind in ("some", "full"):
                 out[f"{kind}_avg10"] = float(value)
     return out
+
+
+class ServerResources(TypedDict):
+    """`ResourceSampler.summary()`: a result's server `resources` block once `path` is the file's name
+    (bench.core.result.model names it too)."""
+
+    path: str
+    interval_s: float
+    samples: int
+    peak: dict[str, Any]  # free-form: the peak of each sampled quantity, as the sampler has it
+    gpu_source: str | None
+    errors: list[str]
 
 
 class ResourceSampler:
@@ -101,7 +113,7 @@ class ResourceSampler:
         self._thread.start()
         return self
 
-    def stop(self, timeout_s: float = 1.0) -> dict:
+    def stop(self, timeout_s: float = 1.0) -> ServerResources:
         """Stop sampling (returns within about `timeout_s`) and return `summary()`."""
         self._stop.set()
         if self._thread is not None:
@@ -119,7 +131,7 @@ class ResourceSampler:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def summary(self) -> dict:
+    def summary(self) -> ServerResources:
         return {
             "path": str(self.path),
             "interval_s": self.interval_s,

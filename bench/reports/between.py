@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from bench.core.level_run import LevelKey, level_key, level_label
 from bench.core.metrics.stats import change
@@ -36,7 +36,7 @@ from bench.core.metrics.stats.intervals import bound_text, has_intervals
 from bench.core.noise import Floors
 from bench.core.result import imported
 from bench.core.result.files import NotAResult, read_result
-from bench.core.result.model import Result, RunConfig
+from bench.core.result.model import Result
 from bench.core.result.store import LoadedResult, previous_of
 from bench.reports.comparison import Comparison, setting_differences, standings
 from bench.reports.standing import Standing, shown, standing_of
@@ -280,7 +280,7 @@ def previous_line(found: Mapping[str, Any]) -> str:
 def differing_cells(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
     """Cell -> the setting keys where its value is not the most common one among `settings` (cell
     -> its run_config, or the part of it comparison.settings_of keeps); a tie marks every side."""
-    differing = setting_differences({cell: cast(RunConfig, config) for cell, config in settings.items()})
+    differing = setting_differences(settings)
     marked: dict[str, list[str]] = {}
     for key, values in differing.items():
         tally = {v: list(values.values()).count(v) for v in values.values()}
@@ -330,7 +330,7 @@ def machines_lines(table: Mapping[str, Any]) -> list[str]:
             bases |= {est[m].basis for m in valued}
             lines.append(f"- {fw} at c={level}: " + ", ".join(f"{m} {est[m].value:.1f}" for m in valued))
             for better, worse in zip(valued, valued[1:], strict=False):
-                configs = {m: cast(RunConfig, cells[m]["run_config"] or {}) for m in (better, worse)}
+                configs = {m: cells[m]["run_config"] or {} for m in (better, worse)}
                 unlike = setting_differences(configs)
                 judged = _judge(figure, est[worse], est[better])
                 lines.append(f"  - {_pair_line(figure, better, worse, judged, list(unlike), False)}")

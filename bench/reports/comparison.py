@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeGuard
 
 from bench.base.clock import now_iso
 from bench.base.dotted import json_path_or
 from bench.core.result import imported
 from bench.core.result.files import as_result, write_json_atomic
-from bench.core.result.model import IgnoredFile, Result, RunConfig, as_block
+from bench.core.result.model import IgnoredFile, Result, RunConfig
 from bench.core.result.store import (
     COMPARISON_FILE,
     LoadedResult,
@@ -40,6 +40,7 @@ from bench.reports.standing import (
     NOT_THIS_RUN,
     ChosenRun,
     Standing,
+    StandingBlock,
     ThisRunIds,
     order,
     run_ids,
@@ -91,7 +92,7 @@ class Comparison(TypedDict):
     imported: dict[str, str]  # framework -> `imported (<tool>) from <original file>`, for imported results
     ignored: list[IgnoredFile]
     this_run: ThisRun
-    standing: dict[str, dict[str, Any]]  # framework -> Standing.to_json(): its flag and marks
+    standing: dict[str, StandingBlock]  # framework -> Standing.to_json(): its flag and marks
     left_out: list[LeftOut]  # results of other runs, with other_runs="leave-out"
 
 # The run_config keys that change what a number means; request_timeout_s only bounds a failure.
@@ -119,13 +120,15 @@ METHODOLOGY_KEYS = (
 ABSENT = {"load.mode": "closed"}
 
 
-def _config_value(run_config: RunConfig, dotted: str) -> Any:
+def _config_value(run_config: Mapping[str, Any], dotted: str) -> Any:
     return json_path_or(run_config, dotted, ABSENT.get(dotted, "missing"))
 
 
-def setting_differences(run_configs: Mapping[str, RunConfig]) -> dict[str, dict[str, str]]:
+def setting_differences(run_configs: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """{key: {framework: its value, as JSON}} for each of METHODOLOGY_KEYS whose value differs
-    across `run_configs` (framework -> its result's run_config), in METHODOLOGY_KEYS' order."""
+    across `run_configs` (framework -> its result's run_config, a RunConfig or the same JSON as a
+    merged table or a report row carries it, or the part of one `settings_of` keeps), in
+    METHODOLOGY_KEYS' order."""
     differing = {}
     for key in METHODOLOGY_KEYS:
         values = {fw: json.dumps(_config_value(config, key), sort_keys=True)
@@ -249,7 +252,17 @@ def write_comparison(split_dir: Path, *, machine: str | None = None, this_run: T
 
 def read_comparison(path: Path) -> Comparison:
     """comparison.json as written by `write_comparison`, each result in it read back as a Result
-    (validated against the result schema: raises bench.core.result.files.NotAResult otherwise)."""
+    (validated against the result schema: raises bench.core.result.files.NotAResult otherwise).
+    Raises ValueError for a file without exactly a comparison's keys."""
     data = json.loads(Path(path).read_text())
     data["results"] = {fw: as_result(result) for fw, result in data["results"].items()}
-    return as_block(Comparison, data)
+    if not _is_comparison(data):
+        known = Comparison.__required_keys__
+        raise ValueError(f"{path} is not a comparison: missing {sorted(known - set(data))}, "
+                         f"unknown {sorted(set(data) - known)}")
+    return data
+
+
+def _is_comparison(data: dict[str, Any]) -> TypeGuard[Comparison]:
+    """Whether `data` has every key of a Comparison and no other (its results were read as results)."""
+    return set(data) == Comparison.__required_keys__

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from matplotlib.cbook import boxplot_stats
 from matplotlib.figure import Figure
@@ -50,7 +50,7 @@ def _file_safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
 
 def _run_configs(comparison: Comparison, frameworks: Iterable[str]) -> dict[str, RunConfig]:
-    return {fw: comparison["results"][fw].get("run_config") or cast(RunConfig, {}) for fw in frameworks}
+    return {fw: comparison["results"][fw]["run_config"] for fw in frameworks}
 
 
 def _title(comparison: Comparison, what: str) -> str:

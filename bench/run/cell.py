@@ -31,7 +31,7 @@ from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
 from bench.core.level_run import interrupt_text
 from bench.core.result.files import UnwritableResults, cell_paths, free_cell_paths, unfinished_block, write_result
-from bench.core.result.model import AdapterSource, Harness, MachineBlock, Result, Unfinished, VerdictBlock, as_block
+from bench.core.result.model import Harness, Result, Unfinished, VerdictBlock
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
 from bench.run.cell_result import CellHistory, assemble, resumed_verdict
@@ -87,11 +87,10 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
         return CellOutcome(resumed_verdict(kept), kept.path, kept.data)
     prompt_set = _prompts(cfg)
     paths = free_cell_paths(paths)  # never over an earlier attempt's files (a killed run's among them)
-    block = as_block(MachineBlock, machine.to_json())
+    block = machine.to_json()
     # Once: the result is written after every level. The checkout, and the adapter and profile it ran.
-    harness: Harness = {**as_block(Harness, git.revision(PROJECT_ROOT)),
-                        "adapter": as_block(AdapterSource, adapters.source(cfg.framework)),
-                        "profile": as_block(AdapterSource, profile_source(cfg.profile.source, PROJECT_ROOT))}
+    harness: Harness = {**git.revision(PROJECT_ROOT), "adapter": adapters.source(cfg.framework),
+                        "profile": profile_source(cfg.profile.source, PROJECT_ROOT)}
 
     run = CellRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
 

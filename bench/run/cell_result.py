@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
@@ -21,7 +23,6 @@ from bench.core.level_run import rate_json
 from bench.core.open_loop import Load, slo_json
 from bench.core.result.files import SCHEMA_VERSION
 from bench.core.result.model import (
-    CpuAffinity,
     Framework,
     Harness,
     MachineBlock,
@@ -30,7 +31,6 @@ from bench.core.result.model import (
     RunConfig,
     Unfinished,
     VerdictBlock,
-    as_block,
 )
 from bench.core.result.store import LoadedResult, load_results, select_latest, suspicious
 from bench.core.verdicts import CellVerdict, Verdict
@@ -53,7 +53,7 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
     result: Result = {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
-        "harness": harness if harness is not None else as_block(Harness, git.revision(PROJECT_ROOT)),
+        "harness": harness if harness is not None else {**git.revision(PROJECT_ROOT)},
         "framework": _framework(adapter.name, run.platform_tag, run.install, run.reported_version),
         "split": cfg.split,
         "model": {
@@ -105,7 +105,7 @@ def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConf
         "levels_share_server": run.shared,
         "request_timeout_s": cfg.request_timeout_s,
         "request_extras": run.extra_body,
-        "cpu_affinity": as_block(CpuAffinity, cfg.cpus.to_json()),
+        "cpu_affinity": cfg.cpus.to_json(),
         "unique_prompts": cfg.unique_prompts,
         "keep_alive": cfg.keep_alive,
         "server_metrics": cfg.scrape_interval_s is not None,
@@ -249,9 +249,10 @@ def gpu_case(samples: list[dict]) -> str | None:
     return f"GPU busy during the levels (mean utilisation {mean_util:.0f}%): the slowdown looks real"
 
 
-def resource_samples(result_dir: Path, result: Result, *, after_ready: bool = True) -> list[dict]:
+def resource_samples(result_dir: Path, result: Mapping[str, Any], *, after_ready: bool = True) -> list[dict]:
     """Every sample of the cell's resource sidecars, from each server's readiness on unless
-    `after_ready` is False (a crash while loading shows only before it)."""
+    `after_ready` is False (a crash while loading shows only before it). `result`: a Result, or a
+    result file's JSON unchecked (the journal reads a failed cell's file as it finds it)."""
     samples: list[dict] = []
     for server in result.get("servers", []):
         sidecar = server.get("resources")
@@ -270,7 +271,7 @@ def resource_samples(result_dir: Path, result: Result, *, after_ready: bool = Tr
     return samples
 
 
-def gpu_reading(result_dir: Path, result: Result) -> str | None:
+def gpu_reading(result_dir: Path, result: Mapping[str, Any]) -> str | None:
     """`gpu_case` of the cell's resource sidecars, from each server's readiness on (loading a
     model leaves the GPU idle and would read as a serving problem)."""
     return gpu_case(resource_samples(result_dir, result))

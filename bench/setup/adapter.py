@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench.core.result.model import ServerCommand
 from bench.setup.installs.cache import Installation, Recipe
 from bench.setup.model_ref import ModelFormat, ModelRef
 from bench.setup.profiles import ModelProfile
@@ -78,12 +79,20 @@ class ServeCommand:
         """The argv as one line, as the server log records it."""
         return self.redact(" ".join(self.argv))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> ServerCommand:
+        """The command as a result's server records it (secrets redacted)."""
         argv = [self.redact(arg) for arg in self.argv]
         env = {key: self.redact(value) for key, value in self.env.items()}
-        out: dict[str, object] = {"argv": argv, "env": env, "cwd": str(self.cwd) if self.cwd else None}
+        out: ServerCommand = {"argv": argv, "env": env, "cwd": str(self.cwd) if self.cwd else None}
         if self.cpus is not None:
             out["cpus"] = list(self.cpus)
+        return out
+
+    def setup_json(self) -> dict[str, object]:
+        """The files written before it starts and its process-group manifest, which an eval row's
+        round records beside `to_json()`; {} for a command with neither. A result has no place for
+        them: the one adapter that writes them (sglang-omni's router) serves no benchmark cell."""
+        out: dict[str, object] = {}
         if self.files:
             out["files"] = {str(path): text for path, text in self.files.items()}
         if self.group_manifest is not None:

@@ -531,6 +531,10 @@ def test_sglang_omni_launcher_file_carries_the_profile_and_its_manifest_is_stopp
                         "wait_timeout": 600}
     assert 8123 not in range(base, base + 3)
     assert command.group_manifest == WORKDIR / "router_pgids.txt"
+    recorded = {**command.to_json(), **command.setup_json()}  # as an eval row's round records it
+    assert recorded["group_manifest"] == str(WORKDIR / "router_pgids.txt")
+    assert list(recorded["files"]) == [str(WORKDIR / "launcher.yaml")]
+    assert not {"files", "group_manifest"} & set(command.to_json()), "a result's server command has no place for them"
     assert not adapter.benchmark_cells, "eval configs start it; it has no benchmark cells"
     with pytest.raises(NotConfigured, match="folder"):
         adapter.serve(dataclasses.replace(ctx, workdir=None))

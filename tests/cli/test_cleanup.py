@@ -26,7 +26,7 @@ OLD, NEWER, NEWEST = "20260101T000000Z-aaaa", "20260201T000000Z-bbbb", "20260301
 
 @pytest.fixture(scope="module")
 def template() -> Result:
-    machine: MachineBlock = detect().to_json()  # type: ignore[assignment]  # the machine's own record
+    machine: MachineBlock = detect().to_json()  # the machine's own record
     return synthetic_result(machine=machine)
 
 

@@ -12,11 +12,19 @@ from typing import Any, get_type_hints
 import jsonschema
 import pytest
 
+import adapters
+from bench.base import git
 from bench.core.result import model
 from bench.core.result.files import SCHEMA_VERSION, NotAResult, read_result, result_schema, validate, write_result
 from bench.core.result.store import load_results
 from bench.core.verdicts import CellVerdict, Verdict
+from bench.host.affinity import Placement
+from bench.host.machine import detect
+from bench.host.resources import ResourceSampler
 from bench.reports.comparison import build_comparison
+from bench.run.fixes import profile_source
+from bench.run.server.exits import ExitInfo
+from bench.setup.adapter import ServeCommand
 from tests.support.results import synthetic_result, write_cell
 
 V1_FILE = Path(__file__).parents[1] / "data" / "result_v1_llamacpp.json"  # written by cellbench before the model
@@ -263,11 +271,25 @@ def test_what_a_measured_result_must_have_is_optional_in_the_types():
     assert set(result_schema()["else"]["required"]) <= model.Result.__optional_keys__
 
 
-def test_a_block_built_below_the_types_enters_a_result_only_with_its_keys():
-    block = {"file": "adapters/llamacpp.py", "sha256": "ab" * 32}
-    assert model.as_block(model.AdapterSource, block) is block
-    with pytest.raises(TypeError, match=r"missing \['sha256'\]"):
-        model.as_block(model.AdapterSource, {"file": "adapters/llamacpp.py"})
-    with pytest.raises(TypeError, match=r"unknown \['mtime'\]"):
-        model.as_block(model.AdapterSource, {**block, "mtime": 1.0})
-    assert model.as_block(model.Server, {"levels": [1]}) == {"levels": [1]}  # optional keys may be absent
+def test_the_blocks_a_cell_builds_outside_the_model_follow_the_schema(tmp_path):
+    """The blocks built where their concept lives (bench.base, bench.host, the adapter's command, the
+    server's exit), each with every key it can have, as a result holds them."""
+    root = Path(__file__).parents[2]
+    oom = {"source": "kernel log", "pid": 42, "process": "llama-server", "line": "Killed process 42"}
+    built = {
+        "#/properties/machine": detect().to_json(),
+        "#/properties/harness": {**git.revision(root), "adapter": adapters.source("llamacpp"),
+                                 "profile": profile_source(root / "models" / "tiny.yaml", root)},
+        "#/properties/run_config/properties/cpu_affinity": Placement((1,), (0,), "explicit").to_json(),
+        "#/$defs/server/properties/command": ServeCommand(["llama-server", "--api-key", "k"], {"HOME": "/h"},
+                                                          Path("/w"), cpus=(0,), secrets=("k",)).to_json(),
+        "#/$defs/server/properties/exit": ExitInfo(-9, "SIGKILL", False, oom=oom, memory={"limit_bytes": 1},
+                                                   oom_check_error="dmesg: permission denied").to_json(),
+        "#/$defs/server/properties/resources": {**ResourceSampler(None, tmp_path / "r.jsonl").summary(),
+                                                "path": "r.jsonl"},
+    }
+    for pointer, block in built.items():
+        jsonschema.validate(block, {**_at(pointer), "$defs": result_schema()["$defs"]})
+    assert set(built["#/properties/harness"]) == set(get_type_hints(model.Harness))
+    assert set(built["#/$defs/server/properties/exit"]) == set(get_type_hints(model.ServerExit))
+    assert built["#/$defs/server/properties/command"]["argv"][-1] == "***", "a secret never reaches a result"

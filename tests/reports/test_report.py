@@ -80,6 +80,16 @@ def built(tmp_path_factory, real) -> tuple[Path, Comparison, str]:
     return d, comparison, write_report(d, comparison).read_text()
 
 
+def test_a_comparison_file_without_a_comparisons_keys_is_refused_naming_them(built, tmp_path):
+    d, comparison, _ = built
+    written = (d / "comparison.json").read_text()
+    broken = tmp_path / "comparison.json"
+    broken.write_text(written.replace('"left_out":', '"dropped":', 1))
+    with pytest.raises(ValueError, match=r"missing \['left_out'\], unknown \['dropped'\]"):
+        read_comparison(broken)
+    assert read_comparison(d / "comparison.json")["frameworks"] == comparison["frameworks"]
+
+
 def test_title_runs_and_verdict_table(built, real):
     _, template = real
     d, comparison, report = built

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeGuard
 
 import jsonschema
 
@@ -211,14 +211,18 @@ def as_result(data: Any) -> Result:
     if not isinstance(data, dict) or data.get("schema_version") not in READABLE_VERSIONS:
         found = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
         raise NotAResult(f"not a cellbench v{SCHEMA_VERSION} result (schema_version {found!r})")
+    if not is_result(data):
+        error = jsonschema.exceptions.best_match(_validator().iter_errors(data))  # as `validate` reports it
+        where = "/".join(map(str, error.absolute_path)) or "top level"
+        raise NotAResult(f"does not follow the result schema at {where}: {error.message}")
     try:
-        validate(data)
         datetime.fromisoformat(data["finished_at"])
-    except jsonschema.ValidationError as exc:
-        where = "/".join(map(str, exc.absolute_path)) or "top level"
-        raise NotAResult(f"does not follow the result schema at {where}: {exc.message}") from exc
     except ValueError as exc:
         raise NotAResult(f"finished_at is not a timestamp: {exc}") from exc
-    # The one narrowing of a result read: the schema validation just above checked it, and
-    # tests/core/test_result_model.py checks the schema against the Result TypedDicts.
-    return cast(Result, data)
+    return data
+
+
+def is_result(data: object) -> TypeGuard[Result]:
+    """Whether `data` follows the result schema: the one narrowing of a result read, as
+    tests/core/test_result_model.py checks the schema against the Result TypedDicts."""
+    return _validator().is_valid(data)

@@ -11,6 +11,7 @@ decides comparability once, where it knows the other tool.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import PurePath
 
 from bench.core.level_run import LevelKey, key_label, level_key, levels_text
@@ -55,10 +56,32 @@ def source(result: Result) -> Imported | None:
     return result.get("imported")
 
 
-def label(result: Result) -> str | None:
-    """`imported (SiliconBench)`, or None for a measured result."""
-    block = source(result)
-    return f"imported ({block['label']})" if block else None
+@dataclass(frozen=True)
+class Origin:
+    """Where an imported result came from, as the reports name it: the other tool and its file."""
+
+    tool: str  # the `imported` block's label: "SiliconBench"
+    file: str  # the original file
+
+    @property
+    def label(self) -> str:
+        """`imported (SiliconBench)`."""
+        return f"imported ({self.tool})"
+
+
+def origin(data: Mapping[str, object]) -> Origin | None:
+    """The origin named by `data`'s `imported` block, or None for a measured result. `data`: a
+    Result, or the part of one a report row carries as JSON (bench.reports.standing.facts)."""
+    block = data.get("imported")
+    if not isinstance(block, Mapping):
+        return None
+    return Origin(str(block["label"]), str(block["file"]))
+
+
+def label(data: Mapping[str, object]) -> str | None:
+    """`imported (SiliconBench)`, or None for a measured result (`data` as `origin` takes it)."""
+    found = origin(data)
+    return found.label if found else None
 
 
 def describe(result: Result) -> str:

@@ -1,10 +1,17 @@
 """The result document's types: one TypedDict per block of `bench/core/schema/result.schema.json`.
 
 A level's blocks are typed where they are measured (bench.core.metrics.blocks, the stats keys in
-the metric table bench.core.metrics.table) and named here too, so that a reader imports every
-block of a result from this module. A block whose concept also has a runtime class is named
+the metric table bench.core.metrics.table), and so are the blocks the layers below this one build:
+`Revision` (bench.base.git.revision, the required part of `Harness`), `MachineBlock`
+(bench.host.machine.HostMachine.to_json), `CpuAffinity` (bench.host.affinity.Placement.to_json) and
+`ServerResources` (bench.host.resources.ResourceSampler.summary). All of them are named here too,
+so that a reader imports every block of a result from this module. Every other block is typed
+here, and the code above that builds one returns it typed (`ServerCommand`:
+bench.setup.adapter.ServeCommand.to_json, `ServerExit`: bench.run.server.exits.ExitInfo.to_json,
+`AdapterSource`: adapters.source and bench.run.fixes.profile_source), so mypy checks each block's
+keys where its dict is written. A block whose concept also has a runtime class is named
 `<Concept>Block` (`VerdictBlock`: bench.core.verdicts.CellVerdict, `MachineBlock`:
-bench.host.machine.Machine, `FixBlock`: bench.run.fixes.Fix, `ClientHealthBlock`,
+bench.host.machine.HostMachine, `FixBlock`: bench.run.fixes.Fix, `ClientHealthBlock`,
 `OpenLoopBlock`); every other block is named as the schema names it.
 
 The schema is the authority: a result is validated when written (`bench.core.result.files.write_result`)
@@ -14,14 +21,14 @@ does not require is in a `total=False` subclass (`Server` over `_ServerRequired`
 result always has and an imported one (another benchmark's file, converted) may lack is optional
 here and in the schema's blocks, whose top-level `else` requires it without `imported`
 (tests/core/test_result_model.py, tests/imports/test_import_siliconbench.py). The run's load and sweep blocks:
-bench.core.open_loop. `as_block` is the one way a plain dict a lower layer built becomes a block.
+bench.core.open_loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypedDict, TypeVar, cast, final
+from typing import Any, TypedDict, final
 
+from bench.base.git import Revision as Revision
 from bench.core.level_run import Connections as Connections
 from bench.core.metrics.audits import Audits as Audits
 from bench.core.metrics.audits import CacheAudit as CacheAudit
@@ -42,6 +49,9 @@ from bench.core.metrics.reasoning import Reasoning as Reasoning
 from bench.core.metrics.stats.statistics import Stats as Stats
 from bench.core.open_loop import Load, Sweep
 from bench.core.records import ErrorSample as ErrorSample
+from bench.host.affinity import CpuAffinity as CpuAffinity
+from bench.host.machine import MachineBlock as MachineBlock
+from bench.host.resources import ServerResources as ServerResources
 
 
 class _ServerCommandRequired(TypedDict):
@@ -64,15 +74,6 @@ class ServerExit(_ServerExitRequired, total=False):
     oom: dict[str, Any]  # free-form: the OOM evidence of whichever source found it (bench.host.memory.oom)
     oom_check_error: str
     memory: dict[str, Any]  # free-form: the memory limit's own report (bench.host.memory.memlimit)
-
-
-class ServerResources(TypedDict):
-    path: str
-    interval_s: float
-    samples: int
-    peak: dict[str, Any]  # free-form: the peak of each sampled quantity, as the sampler has it
-    gpu_source: str | None
-    errors: list[str]
 
 
 class ReportedVersion(TypedDict):
@@ -147,25 +148,6 @@ class Model(_ModelRequired, total=False):
     profile_source: str  # --model, APPLEBENCH_MODEL or default: a pytest session's cells only
 
 
-class _MachineBlockRequired(TypedDict):
-    slug: str
-
-
-class MachineBlock(_MachineBlockRequired, total=False):
-    """The result's `machine` block (bench.host.machine.Machine.to_json)."""
-
-    # measured results only, but gpu_probe_error
-    host: str
-    os: str
-    cpu: str
-    chip: str | None
-    gpus: list[str]
-    cores: int
-    memory_gib: float
-    gpu_probe_error: str | None
-    slug_source: str  # detected, CELLBENCH_MACHINE or APPLEBENCH_RESULTS_SUBDIR
-
-
 class _PromptsRequired(TypedDict):
     source: str
     format: str
@@ -174,12 +156,6 @@ class _PromptsRequired(TypedDict):
 
 class Prompts(_PromptsRequired, total=False):
     tools_param: bool
-
-
-class CpuAffinity(TypedDict):
-    client: list[int] | None
-    server: list[int] | None
-    how: str
 
 
 class _RunConfigRequired(TypedDict):
@@ -202,17 +178,12 @@ class RunConfig(_RunConfigRequired, total=False):
     rounds: int  # --rounds K >= 2; absent: one round
 
 
-class _HarnessRequired(TypedDict):
-    commit: str | None
-    dirty: bool | None
-
-
 class AdapterSource(TypedDict):
     file: str
     sha256: str
 
 
-class Harness(_HarnessRequired, total=False):
+class Harness(Revision, total=False):
     """The cellbench checkout that measured a cell, and the adapter module it ran."""
 
     adapter: AdapterSource
@@ -304,18 +275,3 @@ class NoResult(TypedDict):
     """What a cell that wrote no result file (skipped, failed before a server) carries: `{}`."""
 
 
-Block = TypeVar("Block")
-
-
-def as_block(kind: type[Block], data: Mapping[str, Any]) -> Block:
-    """`data`, a block a lower layer built as a plain dict (bench.base and bench.host cannot import
-    these types: git.revision, Machine.to_json, CpuSet.to_json; nor do bench.setup's and
-    bench.run.server.exits' to_json), as the TypedDict `kind`, once its keys are checked: `kind`'s
-    required keys, and no key `kind` does not name. The one narrowing of such a block on its way
-    into a result; the schema checks its values when the result is written."""
-    required: frozenset[str] = vars(kind)["__required_keys__"]  # a TypedDict's, set on every class
-    known = required | vars(kind)["__optional_keys__"]
-    if not required <= set(data) <= known:
-        raise TypeError(f"not a {kind.__name__} block: missing {sorted(required - set(data))}, "
-                        f"unknown {sorted(set(data) - known)}")
-    return cast(Block, data)  # checked just above

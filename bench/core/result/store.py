@@ -223,9 +223,17 @@ def writer_gone(result: Result) -> bool | None:
     killed run), False while it runs, None when it ran on another host (nothing here can tell).
     None for a finished result."""
     block = result.get("unfinished")
-    if block is None or block["host"] != socket.gethostname():
+    if block is None:
         return None
-    return not running_since(block["pid"], _instant(block["updated_at"]).timestamp())
+    return writer_ended(block["pid"], block["host"], _instant(block["updated_at"]).timestamp())
+
+
+def writer_ended(pid: int, host: str, updated_at: float) -> bool | None:
+    """Whether process `pid` on `host`, which wrote a result at `updated_at` (epoch seconds), has
+    ended: None when `host` is another (nothing here can tell)."""
+    if host != socket.gethostname():
+        return None
+    return not running_since(pid, updated_at)
 
 
 def killed(split_dir: Path) -> list[LoadedResult]:

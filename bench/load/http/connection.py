@@ -5,11 +5,31 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, cast
+from typing import Protocol, TypeGuard
 
 import httptools
 
 _perf = time.perf_counter
+
+
+class Stream(Protocol):
+    """The transport of a stream connection, as asyncio's and uvloop's both are (uvloop's is no
+    `asyncio.Transport`): what a connection and the null server (bench.perf.null_server) call on it."""
+
+    def write(self, data: bytes) -> None: ...
+    def get_write_buffer_size(self) -> int: ...
+    def is_closing(self) -> bool: ...
+    def close(self) -> None: ...
+    def abort(self) -> None: ...
+
+
+_STREAM_METHODS = ("write", "get_write_buffer_size", "is_closing", "close", "abort")
+
+
+def is_stream(transport: asyncio.BaseTransport) -> TypeGuard[Stream]:
+    """Whether `transport` has Stream's methods (a TCP or TLS connection's does): checked by hand,
+    as `isinstance` against a runtime-checkable Protocol costs ten times as much per connection."""
+    return all(callable(getattr(transport, name, None)) for name in _STREAM_METHODS)
 
 
 class ConnectionLost(ConnectionError):
@@ -43,6 +63,8 @@ class Response:
     # not kept: a streamed response's head costs one set look-up per header line).
     KEPT_HEADERS: frozenset[bytes] = frozenset()
 
+    parser: httptools.HttpResponseParser  # its parser, set by Connection.expect before any byte is parsed
+
     __slots__ = ("now", "status", "reason", "headers", "received", "head_done", "complete", "stopped",
                  "keep_alive", "framed", "parser", "_interim")
 
@@ -57,7 +79,6 @@ class Response:
         self.stopped = False  # the subclass had what it needed: the exchange ends now
         self.keep_alive = False  # the server keeps the connection open for another request
         self.framed = False  # Content-Length or chunked: an EOF before the end is a cut, not the end
-        self.parser: httptools.HttpResponseParser | None = None  # set per request by Connection.send
         self._interim = False
 
     # ---------------------------------------------------------------- hooks for a subclass
@@ -96,7 +117,7 @@ class Response:
             self.headers[name] = value
 
     def on_headers_complete(self) -> None:
-        parser = cast(httptools.HttpResponseParser, self.parser)
+        parser = self.parser
         status = parser.get_status_code()
         if 100 <= status < 200:  # 100 Continue, 103 Early Hints: the final response follows
             self._interim = True
@@ -112,7 +133,7 @@ class Response:
         if self._interim:
             self._interim = False
             return
-        self.keep_alive = cast(httptools.HttpResponseParser, self.parser).should_keep_alive()
+        self.keep_alive = self.parser.should_keep_alive()
         self.complete = True
         self.on_end()
 
@@ -135,11 +156,10 @@ class Connection(asyncio.Protocol):
     """
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+        self.transport: Stream | None = None
         self.closed = False  # EOF, reset, or closed by us: never reused
         self.requests = 0  # requests sent on it
         self._response: Response | None = None
-        self._parser: Any = None  # the response's httptools.HttpResponseParser
         self._done: asyncio.Future[None] | None = None
 
     @property
@@ -164,9 +184,8 @@ class Connection(asyncio.Protocol):
         if self._response is not None:
             raise RuntimeError("one request at a time on a connection")
         done = asyncio.get_running_loop().create_future()
-        parser = httptools.HttpResponseParser(response)
-        response.parser = parser
-        self._parser, self._response, self._done = parser, response, done
+        response.parser = httptools.HttpResponseParser(response)
+        self._response, self._done = response, done
         self.requests += 1
         return done
 
@@ -185,7 +204,9 @@ class Connection(asyncio.Protocol):
     # ---------------------------------------------------------------- the protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)
+        if not is_stream(transport):
+            raise TypeError(f"not a stream connection's transport: {type(transport).__name__}")
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         response = self._response
@@ -195,7 +216,7 @@ class Connection(asyncio.Protocol):
         response.now = _perf()  # the arrival time: every stamp this read yields is this one
         response.received += len(data)
         try:
-            self._parser.feed_data(data)
+            response.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:  # a handler raised: that is the request's error
             self._end(exc.__context__ or exc)
             return
@@ -241,7 +262,7 @@ class Connection(asyncio.Protocol):
         """The response is over: detach it, close the connection unless it may carry another
         request, and resolve the request's future."""
         response, done = self._response, self._done
-        self._response = self._parser = self._done = None
+        self._response = self._done = None
         if error is not None or response is None or not (response.complete and response.keep_alive):
             if error is None and response is not None and response.complete:
                 self.close()

@@ -37,7 +37,6 @@ import select
 import socket
 import ssl
 import time
-from typing import cast
 from urllib.parse import urlsplit
 
 from bench.core.level_run import ConnectionCounts
@@ -128,13 +127,13 @@ class Connector:
             sent = _send_now(sock, request)
             if sent == len(request):
                 response.written(_perf())
-            await loop.create_connection(lambda: conn, sock=sock)
+            transport, _ = await loop.create_connection(lambda: conn, sock=sock)
         except BaseException:
             sock.close()
             raise
         self.counts.opened += 1
         if sent < len(request):  # the rest goes out as the socket takes it
-            cast(asyncio.Transport, conn.transport).write(request[sent:])
+            transport.write(request[sent:])
         return conn, done
 
 

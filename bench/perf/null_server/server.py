@@ -29,10 +29,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import cast
 
 import psutil
 
+from bench.load.http.connection import Stream, is_stream
 from bench.perf.null_server.pacer import Pacer
 from bench.perf.null_server.pacer import loop as pacer_loop
 
@@ -123,13 +123,15 @@ class _PacedSSE(asyncio.Protocol):
         self.pacer = pacer
         self.spread = spread  # the streams started spread (None: every one)
         self.buf = b""
-        self.transport: asyncio.Transport  # set by connection_made, before any data arrives
+        self.transport: Stream  # set by connection_made, before any data arrives
         self.task: asyncio.Future | None = None  # the response being streamed (a reference keeps it alive)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if self.pacer is not None:
             self.pacer.flush()
-        self.transport = cast(asyncio.Transport, transport)  # a TCP server's: a full Transport
+        if not is_stream(transport):
+            raise TypeError(f"not a stream connection's transport: {type(transport).__name__}")
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         received = time.monotonic()  # the pacer's clock

@@ -42,6 +42,7 @@ def peers() -> list[Peer]:
     return [importlib.import_module(name).PEER for name in PEER_MODULES]
 
 
-def tool(name: str) -> Peer | None:
-    """The peer `cellbench install NAME` installs: one with a recipe of its own, by name."""
-    return next((p for p in peers() if p.recipe is not None and p.name == name), None)
+def tool(name: str) -> tuple[Peer, Recipe] | None:
+    """The peer `cellbench install NAME` installs, by name, with its recipe; None for a name no peer
+    with a recipe of its own has."""
+    return next(((p, p.recipe) for p in peers() if p.recipe is not None and p.name == name), None)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from bench.core.result.model import Result
 from bench.host.memory.oom import describe_oom
 from bench.run.cell_result import gpu_reading, resource_samples
 
@@ -109,7 +108,7 @@ def oom_block(result_path: str | Path | None, split: str) -> dict[str, str]:
     at = f"c={died[-1]}" if died else "its start"
     day = _clock(result.get("started_at"), "%Y-%m-%d")
     window = f"{start}–{end} ({day}), killed at {at}" if start and end else "unknown"
-    samples = resource_samples(Path(str(result_path)).parent, cast(Result, result), after_ready=False)
+    samples = resource_samples(Path(str(result_path)).parent, result, after_ready=False)
     memory = _memory(samples)
     limits = [((s.get("exit") or {}).get("memory") or {}).get("limit_bytes")
               or ((s.get("oom") or (s.get("exit") or {}).get("oom") or {}).get("cgroup") or {}).get("limit_bytes")

@@ -27,7 +27,7 @@ from typing import Any, TypedDict
 from bench.core.result.model import RunConfig
 from bench.reports import between, drawing, markdown
 from bench.reports.comparison import setting_differences
-from bench.reports.standing import Standing, shown
+from bench.reports.standing import Standing, StandingBlock, shown
 
 MERGED_MD = "MERGED.md"
 INDEX_HTML = "index.html"
@@ -55,7 +55,7 @@ class MergedCell(TypedDict):
     imported: str | None  # `imported (SiliconBench)`: a result converted from another benchmark's file
     run_config: RunConfig | None  # the result's: its Differing settings against the table's other cells
     tps_estimates: dict[str, dict[str, Any]]  # output tok/s by level, as judged (bench.reports.between)
-    standing: dict[str, Any] | None  # the result's, Standing.to_json(); None for a cell without a result
+    standing: StandingBlock | None  # the result's, Standing.to_json(); None for a cell without a result
 
 
 class IgnoredEntry(TypedDict):

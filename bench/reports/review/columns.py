@@ -49,7 +49,7 @@ from bench.core.level_run import level_key, level_label, rate_text, rate_value
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.audits import CACHED, SHORT_OUTPUT, TOKEN_ACCOUNTING
 from bench.core.metrics.stats.intervals import bound_text
-from bench.core.result.model import Level, NoResult, Result
+from bench.core.result.model import Level, MachineBlock, NoResult, Result
 from bench.core.verdicts import Verdict
 from bench.reports import between, standing
 from bench.reports.comparison import settings_of
@@ -320,7 +320,7 @@ def _metadata(config: pytest.Config) -> dict[str, Any] | None:
     return config.stash.get(metadata_key, None)
 
 
-def add_session_facts(config: pytest.Config, *, run_id: str, machine: dict[str, Any], model: str) -> None:
+def add_session_facts(config: pytest.Config, *, run_id: str, machine: MachineBlock, model: str) -> None:
     """The run id, the machine and the model in pytest-metadata's dict (the environment table)."""
     metadata = _metadata(config)
     if metadata is None:

@@ -14,6 +14,7 @@ from bench.reports.standing.rule import (
     ChosenRun,
     Mark,
     Standing,
+    StandingBlock,
     ThisRunIds,
     facts,
     order,
@@ -26,5 +27,6 @@ from bench.reports.standing.rule import (
     writer_gone,
 )
 
-__all__ = ["IMPORTED", "INTERRUPTED", "NOT_THIS_RUN", "OK", "ChosenRun", "Mark", "Standing", "ThisRunIds", "facts",
-           "order", "run_ids", "run_text", "runs_text", "served_model", "standing_of", "this_run_of", "writer_gone"]
+__all__ = ["IMPORTED", "INTERRUPTED", "NOT_THIS_RUN", "OK", "ChosenRun", "Mark", "Standing", "StandingBlock",
+           "ThisRunIds", "facts", "order", "run_ids", "run_text", "runs_text", "served_model", "standing_of",
+           "this_run_of", "writer_gone"]

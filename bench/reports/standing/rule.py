@@ -21,10 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict
 
 from bench.core.result import imported, store
-from bench.core.result.model import Result
 from bench.core.verdicts import Verdict
 
 OK = "ok"
@@ -56,6 +55,28 @@ class Mark:
         return f"{self.kind} ({self.brief})" if self.brief else self.kind
 
 
+class MarkBlock(TypedDict):
+    """One `Mark`, as a StandingBlock lists it."""
+
+    kind: str
+    detail: str
+    brief: str
+
+
+class _StandingBlockRequired(TypedDict):
+    standing: str
+    ok: bool
+    short: str
+    text: str
+    marks: list[MarkBlock]
+
+
+class StandingBlock(_StandingBlockRequired, total=False):
+    """`Standing.to_json()`: a result's flag in comparison.json and merged.json."""
+
+    served_model: str
+
+
 @dataclass(frozen=True)
 class Standing:
     marks: tuple[Mark, ...] = ()
@@ -85,10 +106,10 @@ class Standing:
     def without(self, kind: str) -> Standing:
         return Standing(tuple(m for m in self.marks if m.kind != kind), self.served_model)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> StandingBlock:
         """comparison.json's and merged.json's flag of one result: `standing` ("ok" or the first
         mark), `ok`, `short` (the CSV's flag), `text` and each mark."""
-        found: dict[str, Any] = {"standing": self.word, "ok": self.ok, "short": self.short(), "text": self.text(),
+        found: StandingBlock = {"standing": self.word, "ok": self.ok, "short": self.short(), "text": self.text(),
                                  "marks": [{"kind": m.kind, "detail": m.detail, "brief": m.brief} for m in self.marks]}
         if self.served_model is not None:
             found["served_model"] = self.served_model
@@ -121,10 +142,10 @@ def writer_gone(unfinished: Mapping[str, Any]) -> str | None:
     """Why the writer of an unfinished result is gone ("its writer, pid 12 on vm, is gone"), or None
     while it still runs (bench.core.result.store.writer_gone decides). A writer on another host is taken
     for gone: it cannot be asked from here, and a results folder is one machine's."""
-    pid, host = unfinished.get("pid"), unfinished.get("host")
-    if not isinstance(pid, int) or not isinstance(host, str) or _instant(unfinished.get("updated_at")) is None:
+    pid, host, at = unfinished.get("pid"), unfinished.get("host"), _instant(unfinished.get("updated_at"))
+    if not isinstance(pid, int) or not isinstance(host, str) or at is None:
         return "it names no writer"
-    gone = store.writer_gone(cast(Result, {"unfinished": unfinished}))
+    gone = store.writer_ended(pid, host, at)
     if gone is None:
         return f"it was written on {host}, not here"
     return f"its writer, pid {pid} on {host}, is gone" if gone else None
@@ -189,9 +210,9 @@ def standing_of(result: Mapping[str, Any], this_run: ThisRunIds = None) -> Stand
             marks.append(Mark(verdict, f"{reason}; its figures are {served}'s, not {asked}'s", f"served {served}"))
         else:
             marks.append(Mark(verdict or "no verdict", reason))
-    source = imported.source(cast(Result, result))  # reads the `imported` block only
+    source = imported.origin(result)
     if source is not None:
-        marks.append(Mark(IMPORTED, f"{imported.label(cast(Result, result))} from {source['file']}", source["label"]))
+        marks.append(Mark(IMPORTED, f"{source.label} from {source.file}", source.tool))
     elif (ids := run_ids(this_run)) and result.get("run_id") not in ids:
         run = run_text(str(result.get("run_id")), result.get("finished_at"))
         marks.append(Mark(NOT_THIS_RUN, f"{run}; this run is {runs_text(ids)}", run))
@@ -203,15 +224,15 @@ def facts(result: Mapping[str, Any]) -> dict[str, Any]:
     found = {k: result[k] for k in ("run_id", "finished_at", "verdict", "unfinished") if k in result}
     if "model" in result:
         found["model"] = {k: result["model"][k] for k in ("requested", "served") if k in result["model"]}
-    if (source := imported.source(cast(Result, result))) is not None:
-        found["imported"] = {"label": source["label"], "file": source["file"]}
+    if (source := imported.origin(result)) is not None:
+        found["imported"] = {"label": source.tool, "file": source.file}
     return found
 
 
 def this_run_of(results: Iterable[Mapping[str, Any]]) -> str | None:
     """The run a folder's report is about when no one says: the run of its newest measured result
     (latest run id, then finish time: bench.core.result.store's order); None without one."""
-    measured = [r for r in results if imported.source(cast(Result, r)) is None]
+    measured = [r for r in results if imported.origin(r) is None]
     newest = max(measured, key=lambda r: (str(r["run_id"])[:16], _instant(r.get("finished_at")) or 0.0,
                                           str(r["run_id"])), default=None)
     return None if newest is None else str(newest["run_id"])

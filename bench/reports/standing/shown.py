@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from html import escape
-from typing import Any, cast
+from typing import Any
 
 from bench.core.result import imported
-from bench.core.result.model import Result
 from bench.reports.standing.rule import IMPORTED, NOT_THIS_RUN, Standing
 
 
@@ -33,7 +32,7 @@ def label(name: str, standing: Standing) -> str:
 def column(name: str, result: Mapping[str, Any], standing: Standing) -> str:
     """A framework's column or legend entry in a report: `<name>, imported (<tool>)` for an imported
     result, then its other marks: "vllm (degraded)", "vllm (wrong-model: served <model>)"."""
-    tool = imported.label(cast(Result, result))
+    tool = imported.label(result)
     return label(f"{name}, {tool}" if tool else name, standing.without(IMPORTED))
 
 

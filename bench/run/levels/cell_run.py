@@ -14,7 +14,7 @@ from bench.core.metrics.audits import NOT_SENT
 from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result.files import CellPaths
-from bench.core.result.model import Level, ReportedVersion, Server, ServerCommand, ServerExit, as_block
+from bench.core.result.model import Level, ReportedVersion, Server
 from bench.core.rounds import combined_levels
 from bench.host.ports import free_port
 from bench.load import LevelConfig, LevelRun, OpenLoop
@@ -145,7 +145,7 @@ class CellRun:
             ended_alone = exit_info.returncode is not None and not exit_info.stopped_by_us
             if ended_alone and self.server_exit is None:  # between or after levels
                 self.server_exit = f"{server.exit_reason()} after {self._last_text()}"
-            server_info["exit"] = as_block(ServerExit, exit_info.to_json())
+            server_info["exit"] = exit_info.to_json()
             if isinstance(server, ServerProcess):
                 server_info["overhead"] = server.overhead()
             self.watch.finish(server_info)
@@ -182,7 +182,7 @@ class CellRun:
                           cpus=self.cfg.cpus.server, secrets=(key.value,) if key else ())
         log_path = self.paths.server_log(label)
         server_info["port"] = port
-        server_info["command"] = as_block(ServerCommand, command.to_json())
+        server_info["command"] = command.to_json()
         server_info["log"] = str(log_path)
         return self.launch(command, replace(self.adapter, startup_timeout_s=self._ready_timeout()), self.cfg.host,
                            port, log_path, memory_limit_bytes=self.cfg.memory_limit_bytes,

@@ -24,7 +24,7 @@ from bench.core.energy import wall_span, with_energy
 from bench.core.level_run import LevelRun
 from bench.core.metrics.blocks import GaugeFigures, HistogramFigures, ServerMetricsBlock
 from bench.core.metrics.client import with_server_queue
-from bench.core.result.model import Level, Server, ServerResources, as_block
+from bench.core.result.model import Level, Server
 from bench.host.resources import ResourceSampler
 from bench.run.scrape.scraper import Scrape, Scraper
 from bench.setup.profiles import ApiKey
@@ -83,8 +83,7 @@ class ServerWatch:
 
     def finish(self, server_info: Server) -> None:
         if self.sampler is not None:  # the file name, not the path: results stay valid when moved or committed
-            server_info["resources"] = as_block(ServerResources, {**self.sampler.summary(),
-                                                                  "path": self.sampler.path.name})
+            server_info["resources"] = {**self.sampler.summary(), "path": self.sampler.path.name}
             with_energy(self._windows, self.sampler.power, self.sampler.summary()["gpu_source"],
                         self.sampler.interval_s)
         if self.scraper is not None:

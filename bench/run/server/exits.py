@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.base.exits import signal_name
+from bench.core.result.model import ServerExit
 
 
 class ServerStartError(RuntimeError):
@@ -31,10 +32,8 @@ class ExitInfo:
     memory: dict | None = None  # the memory cgroup it ran in (limit, peak, oom kills), when limited
     oom_check_error: str | None = None  # OOM detection itself failed: whether it was an OOM is unknown
 
-    def to_json(self) -> dict:
-        out: dict[str, object] = {
-            "returncode": self.returncode, "signal": self.signal, "stopped_by_us": self.stopped_by_us,
-        }
+    def to_json(self) -> ServerExit:
+        out: ServerExit = {"returncode": self.returncode, "signal": self.signal, "stopped_by_us": self.stopped_by_us}
         if self.oom is not None:
             out["oom"] = self.oom
         if self.oom_check_error is not None:
