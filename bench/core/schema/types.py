@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Literal, get_args, get_origin, get_type_hints, is_typeddict
 
 from bench.core.declare import Doc
@@ -19,35 +21,55 @@ from bench.core.declare import Doc
 _SCALARS: dict[Any, str] = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
 
 
-def schema_of(kind: Any) -> dict[str, Any]:
-    """The JSON Schema of `kind` (a TypedDict, a scalar, a union, list, dict or Literal of them)."""
-    description = None
+Refs = Mapping[Any, str]
+"""TypedDicts that are entries of the schema's `$defs`, by their name there: a field of that type is
+a `$ref` to it (one entry, however many blocks hold it; a block that holds itself, too)."""
+
+
+def schema_of(kind: Any, refs: Refs = MappingProxyType({})) -> dict[str, Any]:
+    """The JSON Schema of `kind` (a TypedDict, a scalar, a union, list, dict or Literal of them;
+    `Any` for a free-form value), with its `Doc`'s description and bounds; a TypedDict of `refs`
+    as a `$ref` to its entry."""
+    doc = None
     if get_origin(kind) is typing.Annotated:
         kind, *extras = get_args(kind)
-        description = next((e.text for e in extras if isinstance(e, Doc)), None)
-    schema = _bare(kind)
-    return {"description": description, **schema} if description is not None else schema
+        doc = next((e for e in extras if isinstance(e, Doc)), None)
+    schema = {"$ref": f"#/$defs/{refs[kind]}"} if kind in refs else _bare(kind, refs)
+    return schema if doc is None else {"description": doc.text, **schema, **dict(doc.bounds)}
 
 
-def _bare(kind: Any) -> dict[str, Any]:
+def definition(kind: Any, refs: Refs) -> dict[str, Any]:
+    """The `$defs` entry of the TypedDict `kind` itself (the TypedDicts of `refs` in it as `$ref`s)."""
+    return _bare(kind, refs)
+
+
+def _description(kind: Any) -> dict[str, str]:
+    """A TypedDict's docstring, unwrapped, as its schema's description; none without one."""
+    text = vars(kind).get("__doc__")
+    return {"description": " ".join(text.split())} if text else {}
+
+
+def _bare(kind: Any, refs: Refs) -> dict[str, Any]:
+    if kind is Any:
+        return {}
     if kind in _SCALARS:
         return {"type": _SCALARS[kind]}
     if is_typeddict(kind):
         hints = get_type_hints(kind, include_extras=True)
         required: frozenset[str] = vars(kind)["__required_keys__"]
-        return {"type": "object", "additionalProperties": False,
+        return {**_description(kind), "type": "object", "additionalProperties": False,
                 "required": [name for name in hints if name in required],
-                "properties": {name: schema_of(hint) for name, hint in hints.items()}}
+                "properties": {name: schema_of(hint, refs) for name, hint in hints.items()}}
     origin, args = get_origin(kind), get_args(kind)
     if origin in (types.UnionType, typing.Union):
-        members = [_bare(a) for a in args]
+        members = [schema_of(a, refs) for a in args]
         if all(set(m) == {"type"} for m in members):  # scalars only: one type list
             return {"type": [m["type"] for m in members]}
         return {"anyOf": members}
     if origin is list:
-        return {"type": "array", "items": schema_of(args[0])}
+        return {"type": "array", "items": schema_of(args[0], refs)}
     if origin is dict and args[0] is str:
-        return {"type": "object", "additionalProperties": schema_of(args[1])}
+        return {"type": "object", "additionalProperties": schema_of(args[1], refs)}
     if origin is Literal:
         return {"enum": list(args)}
     raise TypeError(f"no JSON Schema for {kind!r}: a result holds scalars, lists, str-keyed dicts and TypedDicts")
