@@ -28,24 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from bench.base.doc import Doc as Doc
 from bench.core.crosswalk.entry import TOOLS, PeerMetric
 from bench.core.level_run import LevelRun
-
-
-class Doc:
-    """A field's description, and the JSON Schema keywords that bound its value beyond its type:
-    `Annotated[int, Doc("Rounds measured.", minimum=1)]` in a block's TypedDict (a level figure's,
-    or any block of the result whose schema entry is generated: bench.core.schema.types)."""
-
-    __slots__ = ("bounds", "text")
-
-    def __init__(self, text: str, **bounds: object) -> None:
-        self.text = text
-        self.bounds = tuple(bounds.items())  # minimum, exclusiveMinimum, minLength, maxItems, ...
-
-    def __repr__(self) -> str:
-        return f"Doc({self.text!r}{''.join(f', {k}={v!r}' for k, v in self.bounds)})"
-
 
 Block = TypeVar("Block", bound=Mapping[str, Any])
 FieldRule = Callable[[list[Any]], Any]

@@ -35,7 +35,9 @@ def schema_of(kind: Any, refs: Refs = MappingProxyType({})) -> dict[str, Any]:
         kind, *extras = get_args(kind)
         doc = next((e for e in extras if isinstance(e, Doc)), None)
     schema = {"$ref": f"#/$defs/{refs[kind]}"} if kind in refs else _bare(kind, refs)
-    return schema if doc is None else {"description": doc.text, **schema, **dict(doc.bounds)}
+    if doc is None:
+        return schema
+    return {**({"description": doc.text} if doc.text else {}), **schema, **dict(doc.bounds)}
 
 
 def definition(kind: Any, refs: Refs) -> dict[str, Any]:
@@ -63,8 +65,12 @@ def _bare(kind: Any, refs: Refs) -> dict[str, Any]:
     origin, args = get_origin(kind), get_args(kind)
     if origin in (types.UnionType, typing.Union):
         members = [schema_of(a, refs) for a in args]
-        if all(set(m) == {"type"} for m in members):  # scalars only: one type list
-            return {"type": [m["type"] for m in members]}
+        rest = [key for m in members for key in m if key != "type"]
+        if all(isinstance(m.get("type"), str) for m in members) and len(rest) == len(set(rest)):
+            # one type list ("array" or "null"), each member's other keywords beside it: they bind only
+            # values of the type they are for (`items` an array, `minimum` a number)
+            return {"type": [m["type"] for m in members],
+                    **{k: v for m in members for k, v in m.items() if k != "type"}}
         return {"anyOf": members}
     if origin is list:
         return {"type": "array", "items": schema_of(args[0], refs)}
