@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
 
 class Doc:
     """A field's description, and the JSON Schema keywords that bound its value beyond its type:
@@ -17,3 +21,18 @@ only, for the values of a dict or list) (a level figure's,
 
     def __repr__(self) -> str:
         return f"Doc({self.text!r}{''.join(f', {k}={v!r}' for k, v in self.bounds)})"
+
+
+_CONSTRAINTS: dict[Any, Mapping[str, Any]] = {}
+
+
+def constrain(kind: Any, keywords: Mapping[str, Any]) -> None:
+    """Declare, beside the TypedDict `kind`, the JSON Schema keywords that tie its fields together
+    (`if`/`then`/`else`, `oneOf`, `dependentSchemas`): what a type cannot say. Its generated schema
+    entry has them (bench.core.schema.types)."""
+    _CONSTRAINTS[kind] = MappingProxyType(dict(keywords))
+
+
+def constraints(kind: Any) -> Mapping[str, Any]:
+    """The keywords `constrain` declared for `kind`; none for any other type."""
+    return _CONSTRAINTS.get(kind, MappingProxyType({}))

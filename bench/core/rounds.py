@@ -27,9 +27,8 @@ from bench.core.metrics.blocks import (
     Uncertainty,
 )
 from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE
+from bench.core.metrics.stats.blocks import Interval, PercentileInterval
 from bench.core.metrics.stats.intervals import (
-    Interval,
-    PercentileInterval,
     gap_rounds_interval,
     needs_n,
     rounds_interval,

@@ -18,7 +18,7 @@ from bench.base.doc import Doc
 from bench.core.level_run import Connections
 from bench.core.metrics.audits import Audits
 from bench.core.metrics.reasoning import Reasoned
-from bench.core.metrics.stats.intervals import Interval
+from bench.core.metrics.stats.blocks import Interval
 from bench.core.metrics.table import OptionalStats, RequiredStats
 from bench.core.records import ContentEncodings, ErrorSample
 from bench.host.power import Device
@@ -241,10 +241,12 @@ class Goodput(TypedDict):
 
 
 class ThroughputIntervals(TypedDict):
-    """A level's `throughput_ci95`: the 95% interval of each throughput (docs/metrics.md "Rounds")."""
+    """The 95% interval of a level's output and request throughput (docs/metrics.md, Rounds): from the rounds
+    (the median of their values) with --rounds K >= 2, else from time windows of the level (within this run
+    only); absent in results written before cellbench wrote it."""
 
-    output_throughput_tps: Interval
-    request_throughput_rps: Interval
+    output_throughput_tps: Annotated[Interval, Doc("The interval of output_throughput_tps.")]
+    request_throughput_rps: Annotated[Interval, Doc("The interval of request_throughput_rps.")]
 
 
 class _UncertaintyRequired(TypedDict):

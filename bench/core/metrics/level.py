@@ -29,7 +29,8 @@ from bench.core.metrics.blocks import (
 from bench.core.metrics.client import client_health
 from bench.core.metrics.reasoning import reasoning_summary
 from bench.core.metrics.requests import queue_delay
-from bench.core.metrics.stats.intervals import MIN_WINDOWS, Interval, window_rates, windows_interval
+from bench.core.metrics.stats.blocks import Interval
+from bench.core.metrics.stats.intervals import MIN_WINDOWS, window_rates, windows_interval
 from bench.core.metrics.stats.statistics import arrival_rate
 from bench.core.metrics.table import level_stats
 from bench.core.records import ErrorSample, RequestRecord, content_encodings

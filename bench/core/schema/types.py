@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal, get_args, get_origin, get_type_hints, is_typeddict
 
-from bench.core.declare import Doc
+from bench.base.doc import Doc, constraints
 
 _SCALARS: dict[Any, str] = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
 
@@ -45,6 +45,13 @@ def definition(kind: Any, refs: Refs) -> dict[str, Any]:
     return _bare(kind, refs)
 
 
+def _plain(value: Any) -> Any:
+    """`value` as JSON data: read-only mappings as dicts."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value] if isinstance(value, list | tuple) else value
+
+
 def _description(kind: Any) -> dict[str, str]:
     """A TypedDict's docstring, unwrapped, as its schema's description; none without one."""
     text = vars(kind).get("__doc__")
@@ -61,7 +68,8 @@ def _bare(kind: Any, refs: Refs) -> dict[str, Any]:
         required: frozenset[str] = vars(kind)["__required_keys__"]
         return {**_description(kind), "type": "object", "additionalProperties": False,
                 "required": [name for name in hints if name in required],
-                "properties": {name: schema_of(hint, refs) for name, hint in hints.items()}}
+                "properties": {name: schema_of(hint, refs) for name, hint in hints.items()},
+                **_plain(constraints(kind))}
     origin, args = get_origin(kind), get_args(kind)
     if origin in (types.UnionType, typing.Union):
         members = [schema_of(a, refs) for a in args]
