@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from bench.base.defaults import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_WARMUP
+from bench.base.doc import Doc
 from bench.core.records import RequestRecord
 from bench.host.affinity import CpuUse
 
@@ -148,12 +149,16 @@ class LevelConfig:
 
 
 class Connections(TypedDict):
-    """A level's `client.connections` block (`ConnectionCounts.to_json`)."""
+    """What the level's connections did, warm-up included (bench.load.http.connector); absent in results from
+    before it was counted."""
 
-    opened: int
-    reused: int
-    stale: int
-    retried: int
+    opened: Annotated[int, Doc("Connections opened.", minimum=0)]
+    reused: Annotated[int, Doc("Requests sent on a kept-alive connection (--keep-alive).", minimum=0)]
+    stale: Annotated[int, Doc("Idle kept-alive connections the server had closed, found before a request was sent on "
+                              "them and dropped.", minimum=0)]
+    retried: Annotated[int, Doc("Requests sent a second time, on a fresh connection: a reused connection ended before "
+                                "any byte of a response came back (the server had closed it). The request's record "
+                                "says so in `retried`.", minimum=0)]
 
 
 @dataclass

@@ -12,7 +12,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
+
+from bench.base.doc import Doc
 
 SERVER_WORDS_CHARS = 300  # a server's error message is quoted up to this many characters
 
@@ -30,16 +32,17 @@ class ErrorType(str, Enum):
 
 
 class _ErrorSampleRequired(TypedDict):
-    message: str
+    message: Annotated[str, Doc("The error, one line.", minLength=1)]
 
 
 class ErrorSample(_ErrorSampleRequired, total=False):
-    """One of a level's error samples (the schema's $defs/error_sample)."""
+    """One failed request, as evidence: its error message and what the server answered."""
 
-    http_status: int | None
-    body_head: str | None
-    prompt_name: str | None
-    retry_after: str  # the Retry-After header, when the server sent one
+    http_status: Annotated[int | None, Doc("The HTTP status, when the server answered one.")]
+    body_head: Annotated[str | None, Doc("The first bytes of the response body, when there was one.")]
+    prompt_name: Annotated[str | None, Doc("The prompt the request sent.")]
+    retry_after: Annotated[str, Doc("The response's Retry-After header as the server wrote it (a 429's, a 503's), when"
+                                    " it sent one.")]
 
 
 class ContentEncodings(TypedDict, total=False):

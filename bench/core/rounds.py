@@ -11,12 +11,12 @@ any round shows. docs/metrics.md "Rounds" says the same for readers.
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from bench.core import energy
+from bench.core import energy, figures
+from bench.core.declare import median, total
 from bench.core.level_run import level_key
 from bench.core.metrics.blocks import (
     GaugeFigures,
@@ -27,9 +27,8 @@ from bench.core.metrics.blocks import (
     Uncertainty,
 )
 from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE
+from bench.core.metrics.stats.blocks import Interval, PercentileInterval
 from bench.core.metrics.stats.intervals import (
-    Interval,
-    PercentileInterval,
     gap_rounds_interval,
     needs_n,
     rounds_interval,
@@ -42,17 +41,6 @@ Rule = Callable[[list[Any]], Any]
 
 CENTRES = ("mean", "stdev", "p50", "p90", "p95", "p99")  # a stats block's fields taken as the median of rounds
 THROUGHPUTS = ("output_throughput_tps", "request_throughput_rps", "input_throughput_tps", "total_token_throughput_tps")
-
-
-def median(values: list[Any]) -> float | None:
-    """The median of the rounds' values that are known; None when no round has one."""
-    known = [v for v in values if v is not None]
-    return float(statistics.median(known)) if known else None
-
-
-def total(values: list[Any]) -> Any:
-    """The sum, None when a round did not know it (an unknown count is not a zero)."""
-    return None if any(v is None for v in values) else sum(values)
 
 
 def first(values: list[Any]) -> Any:
@@ -262,7 +250,8 @@ RULES: dict[str, Rule] = {
     "server_metrics": server_metrics,
 }
 """How each field of the rounds becomes the combined level's: a field not listed (a round's own
-`round`, `throughput_ci95`, `uncertainty`) is not carried over; `combine_rounds` makes those."""
+`round`, `throughput_ci95`, `uncertainty`) is not carried over; `combine_rounds` makes those. A
+level figure's block is pooled as its declaration says (bench.core.figures)."""
 
 
 def combine_rounds(rounds: Sequence[Level], *, asked: int | None = None) -> Level:
@@ -273,7 +262,7 @@ def combine_rounds(rounds: Sequence[Level], *, asked: int | None = None) -> Leve
     if not rounds:
         raise ValueError("combine_rounds needs at least one round")
     combined: dict[str, Any] = {}
-    for key, rule in RULES.items():
+    for key, rule in {**RULES, **{f.key: f.pool for f in figures.FIGURES}}.items():
         values = [lv[key] for lv in rounds if key in lv]  # type: ignore[literal-required]
         if values:
             combined[key] = rule(values)

@@ -17,7 +17,9 @@ A level's counts and throughputs are `statistic` "value" (their units: LEVEL_FIG
 distribution of the metric table (bench.core.metrics.table) gives n, mean, min, max, stdev and its
 percentiles, in the table's unit; a level's energy per power source (`energy.gpu`: joules, avg_w,
 j_per_output_token) and the server's own metrics (`server.generated_tokens` increase,
-`server.waiting` mean and max, `server.ttft` count and mean) follow. `ci95_low`/`ci95_high` are
+`server.waiting` mean and max, `server.ttft` count and mean) follow, then each level figure's rows
+(bench.core.figures: `metric` the figure's key and field, statistic "value", in the unit the result
+holds it in). `ci95_low`/`ci95_high` are
 the 95% interval where the result holds one (a percentile's distribution-free interval, the
 throughputs' `throughput_ci95`), empty where it does not (too few requests for a p99's interval:
 the result says how many it needs).
@@ -38,6 +40,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.core import figures as declared
 from bench.core.level_run import key_label, level_key
 from bench.core.metrics.table import METRICS
 from bench.core.records import RequestRecord
@@ -100,6 +103,11 @@ def _level_rows(level: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
                 unit = "requests" if stat == "n" else metric.unit
                 yield metric.key, stat, _cell(block[stat]), unit, _cell(ci.get("low")), _cell(ci.get("high"))
     yield from _server_rows(level)
+    for figure in declared.FIGURES:  # each level figure's rows (bench.core.figures), as stored: no scale
+        block = level.get(figure.key)
+        if isinstance(block, dict):
+            for row in figure.rows:
+                yield figure.path(row), "value", _cell(block.get(row.field)), row.unit, "", ""
 
 
 # The server's own view (a level's server_metrics block): each gauge's unit; counters count tokens.

@@ -87,7 +87,7 @@ def regenerate_schema(monkeypatch, folder: Path) -> None:
     """The schema file as `python -m bench.core.schema.generate` writes it from the table as it is
     now, written under `folder` and read by bench.core.result.files in place of the committed one."""
     path = folder / "result.schema.json"
-    assert generate.main([], target=path) == 0
+    assert generate.main([], target=path, docs_path=None) == 0
     monkeypatch.setattr(result_module, "SCHEMA_PATH", path)
     result_module.result_schema.cache_clear()
     result_module._validator.cache_clear()

@@ -31,13 +31,13 @@ def test_check_exits_1_naming_the_command_when_the_file_is_stale(tmp_path, capsy
     stale = tmp_path / "result.schema.json"
     stale.write_text(generate.text().replace('"ttft_ms"', '"ttft_msec"'))
     before = stale.read_text()
-    assert generate.main(["--check"], target=stale) == 1
+    assert generate.main(["--check"], target=stale, docs_path=None) == 1
     assert generate.COMMAND in capsys.readouterr().err
     assert stale.read_text() == before  # --check writes nothing
-    assert generate.main([], target=stale) == 0
-    assert generate.main(["--check"], target=stale) == 0
+    assert generate.main([], target=stale, docs_path=None) == 0
+    assert generate.main(["--check"], target=stale, docs_path=None) == 0
     written = stale.read_bytes()
-    assert generate.main([], target=stale) == 0 and stale.read_bytes() == written  # twice: the same bytes
+    assert generate.main([], target=stale, docs_path=None) == 0 and stale.read_bytes() == written  # twice: same bytes
     assert written.endswith(b"}\n")
 
 

@@ -19,27 +19,41 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from bench.core.crosswalk import aiperf, guidellm, siliconbench, vllm
-from bench.core.crosswalk.entry import Likeness, PeerMetric
+from bench.core.crosswalk.entry import TOOLS, Likeness, PeerMetric
 
 __all__ = ["KEYS", "TOOLS", "Likeness", "PeerMetric", "crosswalk", "likeness", "peer_formula", "peer_metric",
            "peer_name", "tool_label"]
 
-TOOLS: tuple[str, ...] = ("vllm", "aiperf", "guidellm", "siliconbench")
 _LABELS = {"vllm": f"vLLM {vllm.VERSION}", "aiperf": f"AIPerf {aiperf.VERSION}",
            "guidellm": f"guidellm {guidellm.VERSION}", "siliconbench": "SiliconBench"}
 _SHORT = {"vllm": "vLLM", "aiperf": "AIPerf", "guidellm": "guidellm", "siliconbench": "SiliconBench"}
-_BY_TOOL = MappingProxyType({tool: MappingProxyType({e.key: e for e in module.ENTRIES}) for tool, module in
-                             zip(TOOLS, (vllm, aiperf, guidellm, siliconbench), strict=True)})
+_MODULES = MappingProxyType(dict(zip(TOOLS, (vllm, aiperf, guidellm, siliconbench), strict=True)))
 
-KEYS: tuple[str, ...] = tuple(e.key for e in vllm.ENTRIES)
-"""The cellbench figures the crosswalk covers, in its order: the metric table's keys
-(bench.core.metrics.table), then the level-wide throughputs, goodput and wall time."""
+
+def _entries(tool: str) -> tuple[PeerMetric, ...]:
+    """`tool`'s entries: its module's, then each declared level figure's (bench.core.figures, read
+    here, at the lookup, so that importing the crosswalk loads nothing but the standard library)."""
+    if tool not in _MODULES:
+        raise ValueError(f"unknown tool {tool!r}; one of {', '.join(TOOLS)}")
+    from bench.core import figures
+    return (*_MODULES[tool].ENTRIES, *(e for f in figures.FIGURES for e in f.peers.get(tool, ())))
 
 
 def _tool(tool: str) -> MappingProxyType[str, PeerMetric]:
-    if tool not in _BY_TOOL:
-        raise ValueError(f"unknown tool {tool!r}; one of {', '.join(TOOLS)}")
-    return _BY_TOOL[tool]
+    return MappingProxyType({e.key: e for e in _entries(tool)})
+
+
+def _keys() -> tuple[str, ...]:
+    return tuple(e.key for e in _entries("vllm"))
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """`KEYS`: the cellbench figures the crosswalk covers, in its order: the metric table's keys
+    (bench.core.metrics.table), then the level-wide throughputs, goodput and wall time, then each
+    declared level figure's rows (`prefix_cache.hit_share`)."""
+    if name == "KEYS":
+        return _keys()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def tool_label(tool: str, *, version: bool = True) -> str:
@@ -51,7 +65,7 @@ def tool_label(tool: str, *, version: bool = True) -> str:
 def crosswalk(tool: str) -> tuple[PeerMetric, ...]:
     """Every entry of `tool`, in KEYS' order."""
     entries = _tool(tool)
-    return tuple(entries[key] for key in KEYS)
+    return tuple(entries[key] for key in _keys())
 
 
 def peer_metric(tool: str, key: str) -> PeerMetric:
@@ -59,7 +73,7 @@ def peer_metric(tool: str, key: str) -> PeerMetric:
     under `tool`; a KeyError for a key the crosswalk does not cover."""
     entries = _tool(tool)
     if key not in entries:
-        raise KeyError(f"{key!r} is not in the crosswalk; its keys: {', '.join(KEYS)}")
+        raise KeyError(f"{key!r} is not in the crosswalk; its keys: {', '.join(_keys())}")
     return entries[key]
 
 

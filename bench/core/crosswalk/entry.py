@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+TOOLS: tuple[str, ...] = ("vllm", "aiperf", "guidellm", "siliconbench")
+"""The peer tools of the crosswalk, each a module of bench.core.crosswalk."""
+
 Likeness = Literal["same", "close", "different", "none"]
 """How the peer's figure compares with cellbench's: "same" (one definition; only the clock or the
 units may differ), "close" (the same quantity, measured from or to a slightly different moment, or

@@ -12,12 +12,13 @@ bench.core.level_run.ClientHealth, `OpenLoopBlock` for bench.core.level_run.Open
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Annotated, Literal, TypedDict
 
+from bench.base.doc import Doc
 from bench.core.level_run import Connections
 from bench.core.metrics.audits import Audits
 from bench.core.metrics.reasoning import Reasoned
-from bench.core.metrics.stats.intervals import Interval
+from bench.core.metrics.stats.blocks import Interval
 from bench.core.metrics.table import OptionalStats, RequiredStats
 from bench.core.records import ContentEncodings, ErrorSample
 from bench.host.power import Device
@@ -29,58 +30,92 @@ class ChunkDivergence(TypedDict):
 
 
 class DominantError(TypedDict):
-    type: str
-    http_status: int | None
-    count: int
+    """An error type, its HTTP status and how many requests failed with it."""
+
+    type: Annotated[str, Doc("The error type (bench.core.records.ErrorType value).")]
+    http_status: Annotated[int | None, Doc("The HTTP status; null for errors without one.")]
+    count: Annotated[int, Doc("Requests that failed with it.", minimum=1)]
 
 
 class _ClientHealthRequired(TypedDict):
-    cpu_share: float
-    loop_lag_p99_ms: float | None
-    schedule_lag_p99_ms: float | None
-    client_bound: bool
-    reasons: list[str]
+    cpu_share: Annotated[float, Doc("Client process CPU seconds per wall second (1.0 = one core).")]
+    loop_lag_p99_ms: Annotated[float | None, Doc("p99 oversleep of a 10 ms ticker on the client's event loop; null "
+                                                 "when not measured.")]
+    schedule_lag_p99_ms: Annotated[float | None, Doc("p99 of t_send - t_sched over the measured requests; null when "
+                                                     "none was sent.")]
+    client_bound: Annotated[bool, Doc("The client saturated by its own work (CPU share above 0.8 of a core): the level"
+                                      " measured the client.")]
+    reasons: Annotated[list[str], Doc("Each limit the client crossed, one line each.")]
 
 
 class ClientHealthBlock(_ClientHealthRequired, total=False):
-    """A level's `client` block (bench.core.metrics.client.client_health)."""
+    """The load generator's own health over the measured phase, and whether its timing limited the level's
+    numbers (bench.core.metrics.client_health)."""
 
-    limited_by: str | None
-    server_queue: str  # the server's queue, where it had one (with_server_queue)
-    connections: Connections
-    pinned: bool
-    cpus: list[int] | None
-    cpus_busy: float | None
-    host_cpus: int | None
-    host_cpu_busy: float | None
-    run_queue_wait_share: float | None
-    involuntary_switches: int | None
-    cpu_pressure_some: float | None
-    procs: int
-    procs_how: str | None
-    workers: list[ClientHealthBlock]
+    limited_by: Annotated[str | None, Doc("What limited the level's numbers. The client's own delay: client (its own "
+                                          "CPU work), host (late with CPU to spare while its CPUs were >= 90% busy or "
+                                          "it waited >= 10% of the phase for a CPU), unknown (late, no sign of "
+                                          "either). server: the client was not late and the server held requests it "
+                                          "had not started, its waiting gauge 0.5 or more on average over the level's "
+                                          "scrapes (server_queue says what was seen). null: the client was not late "
+                                          "and no server queue was seen (or the server's metrics were not scraped).",
+                                          enum=[None, 'client', 'host', 'unknown', 'server'])]
+    server_queue: Annotated[str, Doc("What the server's own metrics showed of its queue over the level, where it had "
+                                     "one: the waiting gauge's mean and maximum, and the queue histogram's mean wait "
+                                     "where the server has one.")]
+    connections: Annotated[Connections, Doc("What the level's connections did, warm-up included "
+                                            "(bench.load.http.connector); absent in results from before it was "
+                                            "counted.")]
+    pinned: Annotated[bool, Doc("The level ran with --client-cpus.")]
+    cpus: Annotated[list[int] | None, Doc("The CPUs the client's event loop could run on.")]
+    cpus_busy: Annotated[float | None, Doc("Busy share of those CPUs over the measured phase, every process counted "
+                                           "(1.0 = all busy).")]
+    host_cpus: Annotated[int | None, Doc("CPUs of the host.")]
+    host_cpu_busy: Annotated[float | None, Doc("Cores busy host-wide over the measured phase, every process counted "
+                                               "(2.0 = two cores).")]
+    run_queue_wait_share: Annotated[float | None, Doc("Share of the measured phase the client's loop thread was "
+                                                      "runnable but waiting for a CPU (/proc/thread-self/schedstat).")]
+    involuntary_switches: Annotated[int | None, Doc("Times the client's loop thread was preempted during the measured "
+                                                    "phase.")]
+    cpu_pressure_some: Annotated[float | None, Doc("Share of the measured phase in which some task on the host waited "
+                                                   "for a CPU (/proc/pressure/cpu).")]
+    procs: Annotated[int, Doc("Client processes the level ran on (--client-procs); with more than one, the fields "
+                              "above are the worst process's.", minimum=1)]
+    procs_how: Annotated[str | None, Doc("How that number was chosen: the count given, or auto's evidence (the earlier"
+                                         " level's client CPU, the CPUs free for the client).")]
+    workers: Annotated[list[ClientHealthBlock], Doc("Each client process's own health, when the level ran on several "
+                                                    "(bench.load.procs).")]
 
 
 class PromptReuse(TypedDict):
-    requests: int
-    unique_prompts: int
-    repeats: int
-    unique_prefixes: bool
-    server_warmed: bool
-    warmed_by: str | None
-    may_hit_cache: bool
+    """What a cache could have served in this level. may_hit_cache: repeats or a warmed server without unique
+    openings; the cell is then annotated prompt-reuse."""
+
+    requests: Annotated[int, Doc("Measured requests.", minimum=0)]
+    unique_prompts: Annotated[int, Doc("Distinct prompts among them.", minimum=0)]
+    repeats: Annotated[int, Doc("Measured requests that repeated a prompt of the level.", minimum=0)]
+    unique_prefixes: Annotated[bool, Doc("--unique-prompts: every request's first message opened with its own nonce.")]
+    server_warmed: Annotated[bool, Doc("Something used the server before this level.")]
+    warmed_by: Annotated[str | None, Doc("What: an earlier level on a shared server, or an --endpoint server's unknown"
+                                         " history; null for a fresh server.")]
+    may_hit_cache: Annotated[bool, Doc("A cache may have served part of the level.")]
 
 
 class _WarmupRequired(TypedDict):
-    requests: int
-    successful: int
-    failed: int
-    wall_time_s: float
-    errors: dict[str, int]
+    requests: Annotated[int, Doc("Warm-up requests sent.", minimum=0)]
+    successful: Annotated[int, Doc("Of them, successful.", minimum=0)]
+    failed: Annotated[int, Doc("Of them, failed.", minimum=0)]
+    wall_time_s: Annotated[float, Doc("First send to last end of the warm-up, seconds (0 when none was sent).",
+                                      minimum=0)]
+    errors: Annotated[dict[str, Annotated[int, Doc(minimum=0)]],
+                      Doc("Failed requests per error type (bench.core.records.ErrorType values).")]
 
 
 class Warmup(_WarmupRequired, total=False):
-    error_samples: dict[str, list[ErrorSample]]
+    """The warm-up requests before the measured ones, reported apart (never in the level's numbers)."""
+
+    error_samples: Annotated[dict[str, Annotated[list[ErrorSample], Doc(maxItems=5)]],
+                             Doc("Up to 5 example failures per error type.")]
 
 
 class RampBlock(TypedDict):
@@ -129,36 +164,40 @@ class DurationBlock(TypedDict):
 
 
 class _EnergySourceRequired(TypedDict):
-    device: Device  # the GPUs' power, or the CPU packages' energy counters
-    source: str  # how it was read: nvml, nvidia-smi, metalstat, rapl
-    interval_s: float  # the sampling interval
-    samples: int  # samples inside the level's window
+    device: Annotated[Device, Doc("gpu: the GPUs' power, summed; cpu: the CPU packages' energy counters (RAPL).")]
+    source: Annotated[str, Doc("How it was read: nvml, nvidia-smi, metalstat, rapl.")]
+    interval_s: Annotated[float, Doc("The sampling interval.", exclusiveMinimum=0)]
+    samples: Annotated[int, Doc("Samples inside the level's window (its ends are interpolated from the samples around "
+                                "them).", minimum=0)]
 
 
 class EnergySource(_EnergySourceRequired):
     """One power source over a level (bench.core.energy)."""
 
-    wall_s: float
-    joules: float
-    avg_w: float | None
-    output_tokens: int
-    j_per_output_token: float | None
+    wall_s: Annotated[float, Doc("The level's measured wall time the joules are over.", minimum=0)]
+    joules: Annotated[float, Doc("Energy over the level: GPU power integrated (trapezoids), or the RAPL counters' "
+                                 "difference.")]
+    avg_w: Annotated[float | None, Doc("joules / wall_s.")]
+    output_tokens: Annotated[int, Doc("The level's output tokens (output_tokens_total).", minimum=0)]
+    j_per_output_token: Annotated[float | None, Doc("joules / output_tokens.")]
 
 
 class _EnergyRequired(TypedDict):
-    sources: list[EnergySource]
+    sources: Annotated[list[EnergySource], Doc("One entry per power source the sampler read: the GPUs (nvml, "
+                                               "nvidia-smi, metalstat) and the CPU packages (rapl).")]
 
 
 class Energy(_EnergyRequired, total=False):
-    """A level's energy: an entry per power source, or none and a `note` saying why."""
+    """A level's energy (bench.core.energy): an entry per power source the resource sampler read over the
+    level's measured phase, or no entry and a note saying why."""
 
-    note: str
+    note: Annotated[str, Doc("Why there is no entry: no power source on this machine.")]
 
 
 class GaugeFigures(TypedDict):
     mean: float  # over the scrapes while the level ran, its two ends left out
     max: float
-    samples: int
+    samples: Annotated[int, Doc("The scrapes the mean and max are over.", minimum=1)]
 
 
 class HistogramFigures(TypedDict):
@@ -167,21 +206,27 @@ class HistogramFigures(TypedDict):
 
 
 class _ServerMetricsRequired(TypedDict):
-    path: str  # the server's Prometheus endpoint
-    interval_s: float  # between scrapes while the level ran
-    includes_warmup: bool  # the scrapes bracket the level's warm-up too
-    sidecar: str  # the server's .server-metrics.jsonl: every scrape's values
-    errors: list[str]  # failed scrapes of this server, once per kind
+    path: Annotated[str, Doc("The server's metrics endpoint.")]
+    interval_s: Annotated[float, Doc("Seconds between scrapes while the level ran.", exclusiveMinimum=0)]
+    includes_warmup: Annotated[bool, Doc("True: the scrapes bracket the level's warm-up requests too.")]
+    sidecar: Annotated[str, Doc("The server's .server-metrics.jsonl (beside the result): every scrape's values.")]
+    errors: Annotated[list[str], Doc("The server's failed scrapes, once per kind.")]
 
 
 class ServerMetricsBlock(_ServerMetricsRequired, total=False):
-    """A level as the server saw it (bench.run.scrape), under cellbench's names (bench.setup.server_metrics)."""
+    """A level as the server saw it: its Prometheus metrics scraped as the level started, while it ran and as it
+    ended (bench.run.scrape), under cellbench's names (bench.setup.server_metrics)."""
 
-    note: str  # why there are no figures: no scrape as the level started or ended
-    scrapes: int  # while the level ran, between its start and its end
-    counters: dict[str, float]  # each counter's increase over the level
-    gauges: dict[str, GaugeFigures]  # per gauge (bench.setup.server_metrics.GAUGES)
-    histograms: dict[str, HistogramFigures]  # per histogram (HISTOGRAMS)
+    note: Annotated[str, Doc("Why there are no figures: no scrape as the level started or as it ended.")]
+    scrapes: Annotated[int, Doc("Scrapes while the level ran, between the scrapes as it started and as it ended (those"
+                                " two left out).", minimum=0)]
+    counters: Annotated[dict[str, float], Doc("Each counter's increase over the level: generated_tokens, "
+                                              "prompt_tokens, prefix_cache_hits, prefix_cache_queries.")]
+    gauges: Annotated[dict[str, GaugeFigures], Doc("Each gauge's mean, max and samples over the scrapes while the "
+                                                   "level ran (none for a level shorter than the scrape interval): "
+                                                   "running, waiting, kv_cache_usage, prefix_cache_hit_rate.")]
+    histograms: Annotated[dict[str, HistogramFigures], Doc("Each histogram's count and mean over the level, in ms: "
+                                                           "ttft, itl, queue, e2e.")]
 
 
 class Goodput(TypedDict):
@@ -196,22 +241,28 @@ class Goodput(TypedDict):
 
 
 class ThroughputIntervals(TypedDict):
-    """A level's `throughput_ci95`: the 95% interval of each throughput (docs/metrics.md "Rounds")."""
+    """The 95% interval of a level's output and request throughput (docs/metrics.md, Rounds): from the rounds
+    (the median of their values) with --rounds K >= 2, else from time windows of the level (within this run
+    only); absent in results written before cellbench wrote it."""
 
-    output_throughput_tps: Interval
-    request_throughput_rps: Interval
+    output_throughput_tps: Annotated[Interval, Doc("The interval of output_throughput_tps.")]
+    request_throughput_rps: Annotated[Interval, Doc("The interval of request_throughput_rps.")]
 
 
 class _UncertaintyRequired(TypedDict):
-    basis: Literal["within-run", "rounds"]  # time windows of the one run, or the rounds' spread
-    rounds: int  # rounds measured
-    windows: int | None  # within-run: the time windows of the interval; None: none (rounds, or too few requests)
+    basis: Annotated[Literal["within-run", "rounds"], Doc("within-run: one round's time windows; rounds: the rounds' "
+                                                          "spread.")]
+    rounds: Annotated[int, Doc("Rounds measured (1 without --rounds).", minimum=1)]
+    windows: Annotated[int | None, Doc("within-run: the time windows of throughput_ci95; null with rounds, or when the"
+                                       " level had too few successful requests for an interval.", minimum=1)]
 
 
 class Uncertainty(_UncertaintyRequired, total=False):
-    """What a level's intervals include: only the noise within this run, or the run-to-run noise of rounds."""
+    """What a level's intervals include (docs/metrics.md, Rounds): `within-run` (one round: time windows of the
+    level, blind to what differs between runs) or `rounds` (the spread of K rounds, each a whole run: run-to-run
+    noise)."""
 
-    rounds_asked: int  # --rounds, when fewer rounds ran (the cell stopped early)
+    rounds_asked: Annotated[int, Doc("--rounds, only when fewer rounds ran (the cell stopped early).", minimum=2)]
 
 
 class LevelIdentity(TypedDict, total=False):

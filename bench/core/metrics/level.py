@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from bench.core import figures
 from bench.core.level_run import LevelRun, rate_json
 from bench.core.metrics.audits import DIVERGENCE_WARN_FRACTION, NOT_SENT, compared, diverges, level_audits
 from bench.core.metrics.blocks import (
@@ -28,7 +29,8 @@ from bench.core.metrics.blocks import (
 from bench.core.metrics.client import client_health
 from bench.core.metrics.reasoning import reasoning_summary
 from bench.core.metrics.requests import queue_delay
-from bench.core.metrics.stats.intervals import MIN_WINDOWS, Interval, window_rates, windows_interval
+from bench.core.metrics.stats.blocks import Interval
+from bench.core.metrics.stats.intervals import MIN_WINDOWS, window_rates, windows_interval
 from bench.core.metrics.stats.statistics import arrival_rate
 from bench.core.metrics.table import level_stats
 from bench.core.records import ErrorSample, RequestRecord, content_encodings
@@ -244,7 +246,8 @@ def summarize_level(
     out_total = output_tokens_total(ok)
     in_total = input_tokens_total(ok)
     per_chunk = tokens_per_chunk(ok)
-    stats = level_stats(ok, records, open_loop=run.config.open_loop is not None, reasoning=reasoning_summary(ok))
+    stats = level_stats(ok, records, open_loop=run.config.open_loop is not None, reasoning=reasoning_summary(ok),
+                        figures=figures.measured(run))
     throughput_ci95, uncertainty = within_run(ok, run.t_start, run.t_end, run.config.concurrency)
     level: Level = {
         **level_identity(run),
@@ -267,7 +270,7 @@ def summarize_level(
         "itl_per_chunk": per_chunk is not None and per_chunk > BUNDLING_TOKENS_PER_CHUNK,
         "chunk_divergence": chunk_divergence(ok),
         "audits": level_audits(ok, run.config.extra_body, not_sent=not_sent),
-        **stats,  # the metric table's, in its order (with a reasoning model's `reasoning`)
+        **stats,  # the metric table's, in its order (a reasoning model's `reasoning` in it), then the figures'
         "errors": error_counts(records),
         "error_samples": error_samples(records),
         "dominant_error": dominant_error(records),

@@ -18,7 +18,7 @@ covers the table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, cast
 
@@ -155,17 +155,20 @@ def present(metric: Metric, *, open_loop: bool, reasoned: bool) -> bool:
 
 
 def level_stats(ok: Sequence[RequestRecord], sent: Sequence[RequestRecord], *, open_loop: bool,
-                reasoning: Reasoning | None) -> LevelStats:
+                reasoning: Reasoning | None, figures: Mapping[str, Mapping[str, Any]] | None = None) -> LevelStats:
     """Each present metric's Stats, in METRICS' order, over the successful requests `ok` or the
     measured requests `sent` (its `over`); `reasoning` (bench.core.metrics.reasoning), when a
-    request reasoned, right after the last reasoning metric (TTFA: TTFT, TTFA, reasoning, ...)."""
-    blocks: dict[str, Stats | Reasoning] = {}
+    request reasoned, right after the last reasoning metric (TTFA: TTFT, TTFA, reasoning, ...);
+    then the level figures' blocks (`figures`, bench.core.figures.measured: keys the schema has
+    from the figures' declarations, which the Level type leaves to them)."""
+    blocks: dict[str, Stats | Reasoning | Mapping[str, Any]] = {}
     last_reasoning = max((i for i, m in enumerate(METRICS) if m.when == "reasoning"), default=None)
     for i, m in enumerate(METRICS):
         if present(m, open_loop=open_loop, reasoned=reasoning is not None):
             blocks[m.key] = m.summarize(ok if m.over == "successful" else sent)
         if i == last_reasoning and reasoning is not None:
             blocks["reasoning"] = reasoning
+    blocks.update(figures or {})
     # The keys are METRICS' keys (and `reasoning`), which tests/core/test_metric_table.py checks
     # against LevelStats: the one place a level's dict is typed by a check, not by mypy.
     return cast(LevelStats, blocks)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bench.base.dotted import json_path_or
-from bench.core import energy
+from bench.core import energy, figures
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.stats.intervals import bound_text
 from bench.core.metrics.table import Metric
@@ -88,6 +88,17 @@ def level_rows() -> tuple[Row, ...]:
     )
 
 
+def figure_rows(levels: Iterable[Level]) -> tuple[Row, ...]:
+    """The rows of each level figure (bench.core.figures) some level of `levels` has, in the
+    declarations' order: the field in the row's unit, — in a level without it (one measured
+    before the figure was declared)."""
+    def render(path: str, digits: int, scale: float) -> Callable[[Level], str]:
+        return lambda lv: num(_key(lv, path), digits, scale)
+    levels = list(levels)
+    return tuple((row.title(), render(f.path(row), row.digits, row.scale)) for f in figures.FIGURES
+                 if any(f.key in lv for lv in levels) for row in f.rows)
+
+
 def reasoning_rows() -> tuple[Row, ...]:
     """Where a level of the table reasoned: the reasoning metrics' rows and the reasoning block's,
     after the rows of the metrics the table lists before the reasoning ones (TTFT): a reasoning
@@ -143,6 +154,7 @@ def row_metrics() -> dict[str, str]:
         "Total throughput (tok/s)": "total_token_throughput_tps",
         "Request throughput (req/s)": "request_throughput_rps", "Wall time (s)": "wall_time_s",
         "Tokens per chunk": "tokens_per_chunk",
+        **{row.title(): f.path(row) for f in figures.FIGURES for row in f.rows},
     }
 
 

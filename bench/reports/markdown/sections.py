@@ -16,6 +16,7 @@ from bench.reports.comparison import Comparison, setting_differences, standings
 from bench.reports.markdown.rows import (
     GOODPUT_ROWS,
     SERVER_NOTE,
+    figure_rows,
     level_rows,
     open_loop_rows,
     reasoning_at,
@@ -65,7 +66,8 @@ def level_section(comparison: Comparison, level: LevelKey | int, relabel: Callab
     at = reasoning_at(every)
     rows_shown = [*every[:at], *(reasoning_rows() if reasoned else ()), *every[at:],
                   *(open_loop_rows() if key[0] != "concurrency" else ()),
-                  *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ()), *(server := server_rows(present))]
+                  *(GOODPUT_ROWS if any("goodput" in lv for lv in present) else ()), *(server := server_rows(present)),
+                  *figure_rows(present)]
     marks = standings(comparison)  # at the numbers where they stand beside another framework's
     beside = marks if len(present) > 1 else {fw: Standing() for fw in frameworks}
     rows = [[relabel(label), *(_value(results[fw], label, render, by_fw[fw][key], beside[fw]) if key in by_fw[fw]

@@ -53,7 +53,7 @@ from bench.core.result.model import Level, MachineBlock, NoResult, Result
 from bench.core.verdicts import Verdict
 from bench.reports import between, standing
 from bench.reports.comparison import settings_of
-from bench.reports.markdown.rows import server_rows
+from bench.reports.markdown.rows import figure_rows, server_rows
 from bench.reports.markdown.text import NULL
 from bench.reports.review.marks import previous_badge, previous_html, row_basis_badge, row_interval
 from bench.reports.standing import shown
@@ -239,6 +239,7 @@ def _level_table(levels: Iterable[Level]) -> str:
     shown = [m for m in metric_table.METRICS if m.review is not None
              and (m.when != "reasoning" or any(m.key in lv for lv in levels)) and (m.when != "open_loop" or open_loop)]
     server = server_rows(levels)  # the server's own view, as REPORT.md's rows have it
+    server += figure_rows(levels)  # the level figures' (bench.core.figures), as REPORT.md's rows have them
     head = ("request rate" if open_loop else "concurrency", "ok / failed", "output tok/s",
             *(f"{m.label} p50 ({m.unit})" for m in shown),
             *(label.lower().replace("server: ", "server ") for label, _ in server), "note")

@@ -48,41 +48,15 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TypedDict
 
 import numpy as np
+
+from bench.core.metrics.stats.blocks import Interval, Intervals, PercentileInterval
 
 CONFIDENCE = 0.95
 MISS = 1.0 - CONFIDENCE  # the two tails together
 TAIL = MISS / 2  # each tail, equal-tailed
 Z95 = 1.959964  # the normal's 97.5% quantile: a 95% interval read as +-Z95 standard errors
-
-
-class _IntervalEnds(TypedDict):
-    low: float | None
-    high: float | None
-
-
-class Interval(_IntervalEnds, total=False):
-    """One interval: both ends, or both None and the n it would need (`needs_n`)."""
-
-    needs_n: int
-
-
-class PercentileInterval(Interval, total=False):
-    """One percentile's interval; a per-gap metric's (ITL) also says how many independent values
-    its gaps count as (`effective_n`)."""
-
-    effective_n: int
-
-
-class Intervals(TypedDict):
-    """The 95% interval of each percentile of a Stats block."""
-
-    p50: PercentileInterval
-    p90: PercentileInterval
-    p95: PercentileInterval
-    p99: PercentileInterval
 
 
 def binomial_tails(n: int, p: float) -> tuple[np.ndarray, np.ndarray]:

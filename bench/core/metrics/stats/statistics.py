@@ -9,32 +9,38 @@ apart (one per request), or of values in groups that move together (a request's 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TypedDict
+from typing import Annotated, TypedDict
 
 import numpy as np
 
-from bench.core.metrics.stats.intervals import Intervals, clustered_intervals, intervals
+from bench.base.doc import Doc
+from bench.core.metrics.stats.blocks import Intervals
+from bench.core.metrics.stats.intervals import clustered_intervals, intervals
 
 PERCENTILES = (50, 90, 95, 99)
 
 
 class _StatsRequired(TypedDict):
 
-    n: int
-    mean: float | None
-    min: float | None
-    max: float | None
-    stdev: float | None
-    p50: float | None
-    p90: float | None
-    p95: float | None
-    p99: float | None
+    n: Annotated[int, Doc("How many requests had a value.", minimum=0)]
+    mean: Annotated[float | None, Doc("Mean.")]
+    min: Annotated[float | None, Doc("Smallest value.")]
+    max: Annotated[float | None, Doc("Largest value.")]
+    stdev: Annotated[float | None, Doc("Population standard deviation (ddof 0).")]
+    p50: Annotated[float | None, Doc("Median.")]
+    p90: Annotated[float | None, Doc("90th percentile.")]
+    p95: Annotated[float | None, Doc("95th percentile.")]
+    p99: Annotated[float | None, Doc("99th percentile.")]
 
 
 class Stats(_StatsRequired, total=False):
-    """Distribution of one per-request metric over the requests of a level (`stats_block`)."""
+    """Distribution of one per-request metric over the level's successful measured requests; every value null
+    when n is 0. stdev is the population standard deviation; percentiles are linear, and ci95 says how sure each
+    is."""
 
-    ci95: Intervals  # every block cellbench writes has it; results written before it lack it
+    ci95: Annotated[Intervals, Doc("Each percentile's distribution-free 95% confidence interval for the true "
+                                   "percentile (docs/metrics.md, How sure a percentile is); absent in results written "
+                                   "before cellbench wrote it.")]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
