@@ -24,8 +24,9 @@ from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.load import run_level
 from bench.load.arrivals import arrival_offsets
 from bench.perf.null_server.server import paced_server
-from bench.run.config import LoadPlan, load_plan
+from bench.run.config import LoadPlan
 from bench.run.levels.sweep import RateSweep, SweepPlan
+from bench.run.parsing import load_plan
 from bench.setup.prompts import Prompt
 from tests.load.test_loadgen import ScriptServer, prompts
 from tests.plugins.test_options import STAND_IN_CELL, usage_error

@@ -9,9 +9,10 @@ import pytest
 
 import adapters
 from bench.core.result.files import cell_paths
-from bench.run.config import CellConfig, load_plan
+from bench.run.config import CellConfig
 from bench.run.levels.cell_run import CellRun
 from bench.run.levels.plan import step_text
+from bench.run.parsing import load_plan
 from bench.run.writes.names import file_label
 from bench.setup import profiles
 

@@ -18,7 +18,8 @@ from bench.plugins.opts import eval_settings, settings
 from bench.plugins.opts.eval_settings import EvalSettings
 from bench.plugins.opts.settings import PytestOptions, Settings
 from bench.plugins.opts.spec import Option, declared, flags
-from bench.run.config import DEFAULT_CELL_BUDGET_S, LOAD_OPTIONS, LoadPlan, load_plan
+from bench.run.config import DEFAULT_CELL_BUDGET_S, LoadPlan
+from bench.run.parsing import LOAD_OPTIONS, load_plan
 from bench.setup import profiles, traces
 from bench.setup.prompt_files import PromptFileError, load_prompts
 
@@ -112,7 +113,7 @@ def _machine() -> None:
 
 
 def _load(raw: dict[str, Any]) -> LoadPlan | None:
-    """--request-rate, its companions and --slo (bench.run.config.load_plan)."""
+    """--request-rate, its companions and --slo (bench.run.parsing.load_plan)."""
     try:
         return load_plan(**{name: raw[name] for name in LOAD_OPTIONS})
     except ValueError as exc:
