@@ -3,24 +3,18 @@ interrupt, carried by CellInterrupted). The options' texts are parsed into them 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.base.defaults import (
-    DEFAULT_DEGRADED_FRACTION,
-    DEFAULT_LEVELS,
-    DEFAULT_REQUEST_TIMEOUT_S,
-    DEFAULT_REQUESTS,
-    DEFAULT_WARMUP,
-)
+from bench.base.defaults import DEFAULT_DEGRADED_THRESHOLD, DEFAULT_LEVELS, DEFAULT_REQUESTS, DEFAULT_WARMUP
+from bench.core.client_settings import ClientSettings
 from bench.core.level_run import CarriedInterrupt, Ramp, TraceSchedule
 from bench.core.open_loop import Slo
 from bench.core.result.model import NoResult, Result
 from bench.core.verdicts import CellVerdict
-from bench.host.affinity import Placement
 from bench.load import Progress
-from bench.load.procs import ProcsChoice
+from bench.load.watch.progress import DEFAULT_INTERVAL_S
 from bench.run.levels.sweep import SweepPlan
 from bench.run.scrape.scraper import INTERVAL_S as SCRAPE_INTERVAL_S
 from bench.run.server.process import ServerProcess
@@ -29,7 +23,7 @@ from bench.setup.traces import Trace
 
 Launcher = Callable[..., ServerProcess]
 """`launch(command, adapter, host, port, log_path, memory_limit_bytes=None, budget_s=None,
-stall_timeout_s=None, api_key=None)`: start a server and return it ready (its ready path asked with
+hang_s=None, api_key=None)`: start a server and return it ready (its ready path asked with
 the API key), or raise ServerStartError. The launcher owns the server's cleanup; the cell
 stops it early when it can."""
 
@@ -72,53 +66,97 @@ RAMP_START_SHARE = 0.1  # --ramp-up without --ramp-up-start starts each level at
 # The weekly run's caps (a chat cell 45 minutes, an agent cell 90): a cell that has not finished by
 # then is stuck or far too slow to be worth the rest of the night.
 DEFAULT_CELL_BUDGET_S = {"chat": 45 * 60.0, "agent": 90 * 60.0}
+# No output and no finished request for this long (30 minutes of chat, 45 of agent) stops a level.
+DEFAULT_HANG_S = {"chat": 30 * 60.0, "agent": 45 * 60.0}
 
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSettings:
+    """What a cell sends: its levels, their requests and warm-up, and how many rounds of them."""
+
+    concurrency: tuple[int, ...] = DEFAULT_LEVELS  # --concurrency: the closed-loop levels
+    requests: int = DEFAULT_REQUESTS  # --requests: measured requests per level
+    warmup: int = DEFAULT_WARMUP  # --warmup: warm-up requests per level, not measured
+    rounds: int = 1  # --rounds: every level measured this many times, round after round (bench.run.levels)
+    # --request-rate, its companions, --trace-file, --duration and --slo: open-loop levels (then
+    # `concurrency` only sizes the servers), or what judges and bounds the closed-loop ones; None: none given
+    plan: LoadPlan | None = None
+    cache_audit: bool = False  # --cache-audit: after the last level, repeated prompts against first ones
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerSettings:
+    """How a cell gets its servers: started (where, with what, within which limits), or --endpoint's."""
+
+    share_server: bool = False  # --share-server: one server for all the levels
+    port: int | None = None  # --port; None: the adapter's port; 0: any free port
+    host: str = "127.0.0.1"  # not an option: servers listen on the loopback interface only
+    install: bool = False  # --install: install a missing framework instead of skipping its cells
+    pinned: bool = False  # --pinned: the adapter's version, not the update `cellbench update` recorded
+    ready_timeout_s: float | None = None  # --ready-timeout: how long a server may take to become ready [the adapter's]
+    api_key: profiles.ApiKey | None = None  # --api-key: sent to every server; given to those whose command takes it
+    endpoint: str | None = None  # --endpoint: an already-running server (base URL): no lifecycle
+    memory_limit_bytes: int | None = None  # --memory-limit: each server runs in a memory cgroup of this size
+    # --server-metrics: seconds between scrapes of a started server's metrics where its adapter
+    # declares them (bench.run.scrape); None: off, neither scraped nor turned on
+    server_metrics_s: float | None = SCRAPE_INTERVAL_S
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetSettings:
+    """How long a cell may take (its budget, the hang watchdog, the wait for the host lock), and
+    --skip-existing, which spends no time on a cell measured recently. Per split, seconds."""
+
+    cell_budget_s: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_CELL_BUDGET_S))  # --cell-budget
+    cell_budget_named: frozenset[str] = frozenset()  # the splits --cell-budget named (bench.plugins.budget)
+    hang_s: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_HANG_S))  # --hang-minutes; 0: none
+    host_lock_timeout_s: float = 3600.0  # --host-lock-timeout: then the cell is failed, naming the holder
+    skip_existing_s: float | None = None  # --skip-existing: a non-failed result this recent (or of this run) stands
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportingSettings:
+    """How a cell's verdict is judged and its progress shown."""
+
+    degraded_threshold: float = DEFAULT_DEGRADED_THRESHOLD  # --degraded-threshold: failure share that degrades
+    strict_verdicts: bool = False  # --strict-verdicts: degraded and capped cells fail the run
+    progress_interval_s: float = DEFAULT_INTERVAL_S  # --progress-interval: between a level's progress lines
 
 
 @dataclass(frozen=True)
 class CellConfig:
+    """One cell's inputs: the session's settings records as they are, and what is the cell's own."""
+
     framework: str
     split: str
     profile: profiles.ModelProfile
     results_root: Path
     run_id: str
-    levels: tuple[int, ...] = DEFAULT_LEVELS
-    requests: int = DEFAULT_REQUESTS
-    warmup: int = DEFAULT_WARMUP
-    share_server: bool = False
-    port: int | None = None  # None: the adapter's port; 0: any free port
-    host: str = "127.0.0.1"
-    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
-    install: bool = False
-    pinned: bool = False  # the adapter's version, not the update `cellbench update` recorded
-    ignore_eos: bool = False
-    tools_param: bool = False
-    prompts_path: Path | None = None  # this split's file (--prompts PATH or split=PATH); None: the shipped split
-    degraded_fraction: float = DEFAULT_DEGRADED_FRACTION
-    endpoint: str | None = None  # an already-running server (base URL): no lifecycle
+    load: LoadSettings = field(default_factory=LoadSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
+    client: ClientSettings = field(default_factory=ClientSettings)
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    reporting: ReportingSettings = field(default_factory=ReportingSettings)
     # called with (concurrency, or an open-loop level's label, bench.load.Progress) about once a
     # second while a level runs
     progress: Callable[[int | str, Progress], None] | None = field(default=None, compare=False, repr=False)
-    budget_s: float | None = None  # wall-clock budget of the whole cell; at the deadline it ends capped
+    # the cell's wall-clock budget: its split's --cell-budget, capped by pytest-timeout's timeout
+    # less a margin (bench.plugins.budget); at the deadline it ends capped [None: none]
+    cell_budget_s: float | None = None
     # perf_counter() when the budget started: the test's setup, so that waiting for the host lock
     # and installing count as pytest-timeout counts them [None: when the levels start]
     budget_from: float | None = None
-    stall_timeout_s: float | None = None  # no chunk and no finished request for this long: capped
-    ready_timeout_s: float | None = None  # how long a server may take to become ready [the adapter's]
-    memory_limit_bytes: int | None = None  # each server runs in a memory cgroup of this size
-    skip_existing_s: float | None = None  # a non-failed result of this cell this recent (or this run) stands
-    cpus: Placement = Placement()  # --client-cpus / --server-cpus, resolved for this host
-    client_procs: ProcsChoice = ProcsChoice()  # --client-procs: a count, or auto with the CPUs free for it
-    unique_prompts: bool = False  # a nonce opens every request's first message: nothing to cache
-    cache_audit: bool = False  # --cache-audit: after the last level, repeated prompts against first ones
-    keep_alive: bool = False  # --keep-alive: connections reused across requests (default: one per request)
-    # --server-metrics: seconds between scrapes of a started server's metrics where its adapter
-    # declares them (bench.run.scrape); None: off, neither scraped nor turned on
-    scrape_interval_s: float | None = SCRAPE_INTERVAL_S
-    load: LoadPlan | None = None  # open-loop levels (then `levels` only sizes the servers), or --slo
-    api_key: profiles.ApiKey | None = None  # sent to every server; given to those whose command takes it
-    rounds: int = 1  # --rounds: every level measured this many times, round after round (bench.run.levels)
     model_source: str | None = None  # what chose the profile (--model, APPLEBENCH_MODEL, default); None: not said
+
+    @property
+    def hang_s(self) -> float | None:
+        """The hang watchdog of this cell's split (--hang-minutes), seconds; None: off."""
+        return self.budget.hang_s.get(self.split) or None
+
+    @property
+    def prompts(self) -> Path | None:
+        """This split's --prompts file (one for every split, or this split's of split=PATH); None: the shipped one."""
+        return self.client.prompts.get(self.split)
 
 
 @dataclass

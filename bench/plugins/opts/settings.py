@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.base.defaults import (
-    DEFAULT_DEGRADED_FRACTION,
+    DEFAULT_DEGRADED_THRESHOLD,
     DEFAULT_MODEL,
     DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_REQUESTS,
@@ -118,7 +118,7 @@ class Settings:
         shown="the shipped prompts/<split>.json", parse=parsers.prompt_files,
         brief="a prompt file instead of the shipped splits: one for all, or one per split")
     degraded_fraction: float = option("--degraded-threshold", "failure share that makes a cell degraded",
-                                      type=float, default=DEFAULT_DEGRADED_FRACTION,
+                                      type=float, default=DEFAULT_DEGRADED_THRESHOLD,
                                       takes="a failure share from 0 to 1", valid=lambda v: 0 <= v <= 1)
     strict_verdicts: bool = option("--strict-verdicts", "degraded and capped cells fail the run", action="store_true")
     host_lock_timeout_s: float = option(
