@@ -10,7 +10,8 @@ its field (`RESOLVED`: the open-loop ones `load.plan`, --client-cpus and --serve
 `client.cpus`); bench.plugins.opts.build resolves those, with the environment and the host, and
 parses every other option straight into its record. `eval` holds the eval rows' options
 (bench.plugins.opts.eval_settings). A consumer reads `settings(config).<record>.<field>`
-(bench.plugins.options).
+(bench.plugins.options); a `cellbench` command that takes one of these options declares it
+with `cell_option(flag).add_argument(parser)`, so its help and checks are these.
 """
 
 from __future__ import annotations
@@ -225,3 +226,7 @@ OPTIONS: tuple[Option, ...] = (
            into="budget.skip_existing_s"),
 )
 
+
+def cell_option(flag: str) -> Option:
+    """The declaration of a cell option, by its flag: for a `cellbench` command that takes it too."""
+    return next(option for option in OPTIONS if option.flag == flag)

@@ -4,15 +4,17 @@ A cell option is an `Option` of bench.plugins.opts.settings.OPTIONS, its `into` 
 Settings field it fills (`"load.requests"`); an eval row's is a field of `EvalSettings` whose
 metadata holds its `Option`s (`option()`: one, or two for a flag and its negation). Either way the
 one declaration registers the flag (`pytest_addoption`), checks its value (a usage error in the
-option's own words), parses it into its field (bench.plugins.opts.build) and writes its line of
-docs/options.md (bench.plugins.opts.reference). The help's `[default]` is made from the declared
+option's own words), parses it into its field (bench.plugins.opts.build), writes its line of
+docs/options.md (bench.plugins.opts.reference) and, where a `cellbench` command takes the same
+option, declares it there (`add_argument`). The help's `[default]` is made from the declared
 default, so the two cannot disagree.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import pytest
@@ -87,6 +89,33 @@ class Option:
     def add_to(self, group: Any) -> None:
         """Register the flag with a pytest option group."""
         group.addoption(self.flag, help=self.help_text(), **self._declared())
+
+    def add_argument(self, parser: argparse.ArgumentParser, **changes: Any) -> argparse.Action:
+        """The option as an argument of a `cellbench` command: its flag, help, type and check as pytest
+        has them. `changes` (`shown`, `default`, ...) where the command's default is another (its help
+        says which). Not for an option with a `parse`: those raise pytest's usage errors."""
+        option = replace(self, **changes) if changes else self
+        if option.parse is not None:
+            raise ValueError(f"{option.flag} is parsed into pytest's usage errors; declare the command's own")
+        declared = option._declared()
+        if option.valid is not None:
+            declared["type"] = option._checked_type()
+        return parser.add_argument(option.flag, help=option.help_text(), **declared)
+
+    def _checked_type(self) -> Callable[[str], Any]:
+        """argparse's `type`: the value converted, and refused in the option's words when not `valid`."""
+        convert: Callable[[str], Any] = self.type or str
+        valid = self.valid
+        assert valid is not None
+
+        def checked(text: str) -> Any:
+            value = convert(text)
+            if not valid(value):
+                raise argparse.ArgumentTypeError(f"takes {self.takes}, got {value:g}")
+            return value
+
+        checked.__name__ = getattr(convert, "__name__", "value")  # argparse's "invalid int value: 'x'"
+        return checked
 
     def check(self, value: Any) -> None:
         """A value its `valid` refuses is a usage error, in the words the option has always used."""
