@@ -52,9 +52,11 @@ def pytest_configure(config: pytest.Config) -> None:
     addopts = os.environ.get("PYTEST_ADDOPTS", "")
     if not _names_the_flag([*map(str, config.invocation_params.args), *shlex.split(addopts)]):
         config.option.host_lock_timeout = float(HOST_LOCK_WAIT_S)
-        config.stash[SETTINGS] = dataclasses.replace(settings(config), host_lock_timeout_s=float(HOST_LOCK_WAIT_S))
+        s = settings(config)
+        bounded = dataclasses.replace(s.budget, host_lock_timeout_s=float(HOST_LOCK_WAIT_S))
+        config.stash[SETTINGS] = dataclasses.replace(s, budget=bounded)
     if not _names_the_flag(shlex.split(addopts)):
-        bound = settings(config).host_lock_timeout_s
+        bound = settings(config).budget.host_lock_timeout_s
         os.environ["PYTEST_ADDOPTS"] = f"{addopts} {HOST_LOCK_FLAG} {bound:g}".strip()
 
 

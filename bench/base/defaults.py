@@ -14,7 +14,7 @@ DEFAULT_LEVELS = (1, 8, 16)  # closed-loop concurrency levels of a cell
 DEFAULT_REQUESTS = 100  # measured requests per level
 DEFAULT_WARMUP = 3  # warm-up requests per level, not measured
 DEFAULT_REQUEST_TIMEOUT_S = 300.0  # one request's whole life, seconds
-DEFAULT_DEGRADED_FRACTION = 0.2  # the share of failed requests that makes a cell degraded
+DEFAULT_DEGRADED_THRESHOLD = 0.2  # the share of failed requests that makes a cell degraded
 
 
 def levels_text(levels: tuple[int, ...] = DEFAULT_LEVELS) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from bench.base.flags import add_results_name
 from bench.base.paths import results_root
 from bench.imports.tree import import_siliconbench
+from bench.plugins.opts.settings import cell_option
 
 SLUG = re.compile(r"^[a-z0-9_-]+$")  # as the result schema's machine.slug
 
@@ -36,8 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     sb.add_argument("--machine", required=True, type=_slug,
                     help="the slug of the machine that ran them, as its cellbench results are filed")
     add_results_name(sb, help="the model's results name (default: SiliconBench's comparison.json or folder)")
-    sb.add_argument("--results-dir", type=Path, default=None,
-                    help="results root [the checkout's results/: the nearest folder upward with a pytest.ini]")
+    cell_option("--results-dir").add_argument(sb, shown="the checkout's results/: the nearest folder upward with "
+                                                        "a pytest.ini")
     sb.add_argument("--dry-run", action="store_true", help="say what would be written; write nothing")
     return parser
 

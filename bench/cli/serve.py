@@ -20,6 +20,7 @@ from bench.base.defaults import DEFAULT_LEVELS, SPLITS
 from bench.base.paths import PROJECT_ROOT
 from bench.cli.choice import choose
 from bench.host.ports import free_port
+from bench.plugins.opts.settings import cell_option
 from bench.run.cell import bind
 from bench.run.server.exits import ServerStartError
 from bench.run.server.launch import launching
@@ -89,16 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cellbench serve", description=__doc__.splitlines()[0])
     parser.add_argument("framework", choices=sorted(adapters.registry()))
     parser.add_argument("--split", choices=SPLITS, default=SPLITS[0], help=f"whose serve flags [{SPLITS[0]}]")
-    parser.add_argument("--model", default=None,
-                        help="model profile [$APPLEBENCH_MODEL, else tiny: as a pytest session chooses]")
-    parser.add_argument("--port", type=int, default=None, help="[the framework's own; 0: any free port]")
+    cell_option("--model").add_argument(parser)  # the options a cell takes too: its help and checks
+    cell_option("--port").add_argument(parser)
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help=f"slots the server is sized for, as a cell's largest level [{DEFAULT_CONCURRENCY}]")
     parser.add_argument("--install", action="store_true", help="install the framework first if it is not")
-    parser.add_argument("--pinned", action="store_true",
-                        help="the adapter's version, not the update `cellbench update` recorded (as pytest --pinned)")
+    cell_option("--pinned").add_argument(parser)
     parser.add_argument("--log", type=Path, default=None, help="server log [results/serve/<framework>-<split>.log]")
-    parser.add_argument("--api-key", default=None, metavar="KEY",
-                        help="the key the server wants, as pytest --api-key [$OPENAI_API_KEY, else the profile's "
-                             "api_key_env]")
+    cell_option("--api-key").add_argument(parser)
     return serve(parser.parse_args(argv))

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
-from bench.base.defaults import DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_WARMUP
+from bench.base.defaults import DEFAULT_WARMUP
 from bench.base.doc import Doc
+from bench.core.client_settings import ClientSettings
 from bench.core.records import RequestRecord
 from bench.host.affinity import CpuUse
 
@@ -114,26 +115,26 @@ class LevelConfig:
     concurrency: int  # closed-loop slots; unused by an open-loop level
     requests: int  # measured requests; request i uses prompts[i % len(prompts)]
     warmup: int = DEFAULT_WARMUP  # warm-up requests, sequential, from warmup_prompts, kept apart
-    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    client: ClientSettings = field(default_factory=ClientSettings)  # the session's: timeout, keep-alive, ...
     extra_body: Mapping[str, Any] = field(default_factory=dict)  # stream_options, temperature, ...
     deadline: float | None = None  # perf_counter() value: stop sending, cancel what is in flight
     progress: Callable[[Progress], None] | None = None  # called at most ~once per second
     # The hang watchdog: no output event and no finished request for this long stops the level
-    # like a deadline, with the reason "no progress for ..." (a stopped server, a wedged engine).
-    stall_timeout_s: float | None = None
+    # like a deadline, with the reason "no progress for ..." (a stopped server, a wedged engine):
+    # --hang-minutes for the cell's split, in seconds.
+    hang_s: float | None = None
     # Why the server cannot answer any more (its process exited), or None while it can; asked
     # about four times a second. A reason stops the level like a deadline.
     server_gone: Callable[[], str | None] | None = None
-    client_cpus: tuple[int, ...] | None = None  # the whole process runs the level on these CPUs (Linux)
+    # the whole process runs the level on these CPUs (Linux): the cell's `client.cpus.client`, or one
+    # client process's share of them (bench.load.procs)
+    client_cpus: tuple[int, ...] | None = None
     # --unique-prompts: a tag unique to this level; request i's first message then opens with
     # "[cellbench r<i> <nonce>] " (warm-up j's: "w<j>"), so no two requests share a prefix to cache.
     nonce: str | None = None
     # Who may have warmed the server's caches before this level ("an earlier level", "unknown:
     # an --endpoint server"); None: a fresh server. Recorded as the level's prompt reuse.
     server_warmed: str | None = None
-    # --keep-alive: reuse a connection whose response was complete for the next request; False
-    # (the default): one connection per request, closed at its end (bench.load.http.connector).
-    keep_alive: bool = False
     open_loop: OpenLoop | None = None  # an open-loop level: arrivals on this schedule, not `concurrency` slots
     # Sent with every chat request (the API key's `Authorization`); never in a repr, so never in a
     # traceback or a recorded config.

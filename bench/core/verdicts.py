@@ -17,7 +17,7 @@ from enum import Enum
 from http import HTTPStatus
 from typing import Any
 
-from bench.base.defaults import DEFAULT_DEGRADED_FRACTION
+from bench.base.defaults import DEFAULT_DEGRADED_THRESHOLD
 from bench.core.annotations import annotations_for, client_limited
 from bench.core.level_run import level_label
 from bench.core.result.model import DominantError, Level, VerdictBlock
@@ -205,7 +205,7 @@ def _explain(levels: Sequence[Level], err: DominantError | None) -> str:
     return _describe(err)
 
 
-def classify(ev: Evidence, *, degraded_fraction: float = DEFAULT_DEGRADED_FRACTION) -> CellVerdict:
+def classify(ev: Evidence, *, degraded_threshold: float = DEFAULT_DEGRADED_THRESHOLD) -> CellVerdict:
     notes = annotations_for(ev.levels)
     if ev.skipped:
         return CellVerdict(Verdict.SKIPPED, ev.skipped)
@@ -235,8 +235,8 @@ def classify(ev: Evidence, *, degraded_fraction: float = DEFAULT_DEGRADED_FRACTI
         why = _explain(ev.levels, dominant)
         return CellVerdict(Verdict.ALL_FAILED, f"{failed}/{done} requests failed, {why}", notes)
     if done:
-        notes += ("uncertain",) if straddles(failed, done, degraded_fraction) else ()
-    if done and failed / done >= degraded_fraction:
+        notes += ("uncertain",) if straddles(failed, done, degraded_threshold) else ()
+    if done and failed / done >= degraded_threshold:
         return CellVerdict(Verdict.DEGRADED, f"{failed}/{done} requests failed ({_rate_ci(failed, done)}), "
                                              f"{_explain(ev.levels, dominant)}", notes)
     if limited := client_limited(ev.levels):  # saturated or starved: the numbers include the client's delay

@@ -4,7 +4,7 @@ send the next measured request as soon as their previous one is over.
 Every request is its own task with a per-request timer. The level stops early, cancelling what
 is in flight, at its deadline, when the hang watchdog sees no progress, or when the server is
 gone; `stop_reason` says which and how far it got. One `ChatClient` per level: a connection per
-request, or kept-alive connections reused (`LevelConfig.keep_alive`).
+request, or kept-alive connections reused (`LevelConfig.client.keep_alive`).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class ClosedLoopLevel:
         phase = PhaseSamples()
         # The slots are the only bound on concurrency; the client's only timer is the level's
         # per-request one (`_request`).
-        self.client = ChatClient(cfg.base_url, cfg.request_timeout_s, keep_alive=cfg.keep_alive,
+        self.client = ChatClient(cfg.base_url, cfg.client.request_timeout_s, keep_alive=cfg.client.keep_alive,
                                  on_output=self._on_output, on_lost=self.probe_server, headers=cfg.headers)
         try:
             await self._watched(self._phases(phase))
@@ -161,7 +161,7 @@ class ClosedLoopLevel:
                                       t_admitted=t_admitted, max_tokens=asked_max_tokens(self.cfg, prompt)))
         task = asyncio.ensure_future(self.client.exchange(flight, body))
         loop = asyncio.get_running_loop()
-        timer = loop.call_later(self.cfg.request_timeout_s, self._cancel, task, TIMEOUT)
+        timer = loop.call_later(self.cfg.client.request_timeout_s, self._cancel, task, TIMEOUT)
         self.in_flight[task] = flight
         try:
             await task

@@ -125,6 +125,7 @@ def requests_of(work: Workload) -> Iterator[str]:
 
 def cellbench_child(work: Workload) -> dict[str, Any]:
     """Run `work` with `run_level` in this process; the figures of a ClientRun but CPU and wall."""
+    from bench.core.client_settings import ClientSettings
     from bench.core.metrics import itl, summarize_level, ttft
     from bench.load import LevelConfig, run_level
     from bench.setup.prompts import Prompt
@@ -133,7 +134,8 @@ def cellbench_child(work: Workload) -> dict[str, Any]:
                for i, text in enumerate(work.prompts)]
     cfg = LevelConfig(base_url=work.base_url, model=work.model, concurrency=work.concurrency,
                       requests=work.requests, warmup=1,
-                      extra_body={**work.extra, "stream_options": {"include_usage": True}}, keep_alive=work.keep_alive)
+                      extra_body={**work.extra, "stream_options": {"include_usage": True}},
+                      client=ClientSettings(keep_alive=work.keep_alive))
     with collector_pauses() as pauses:
         run = run_level(cfg, prompts, prompts[:1])
     s = summarize_level(run)

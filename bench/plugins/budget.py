@@ -65,7 +65,7 @@ class _XdistBudgetCheck:
         node ids only, so a `timeout` marker's value is not checked here."""
         timeout, source = _session_timeout(node.config)
         short = timeout is not None and timeout <= TIMEOUT_MARGIN_S
-        given = settings(node.config).cell_budget_given
+        given = settings(node.config).budget.cell_budget_named
         if short and any(f"-{split}]" in nodeid and split not in given
                          for nodeid in ids if "test_cell[" in nodeid for split in SPLITS):
             raise pytest.UsageError(_no_budget_left(source))
@@ -74,13 +74,13 @@ class _XdistBudgetCheck:
 def _split_budget(item: pytest.Item) -> float | None:
     """The budget of the item's split (--cell-budget's, else the default); None when not a cell."""
     cell = cell_id_of(item)
-    return settings(item.config).cell_budget_s.get(cell[1]) if cell else None
+    return settings(item.config).budget.cell_budget_s.get(cell[1]) if cell else None
 
 
 def _given(item: pytest.Item) -> bool:
     """Whether --cell-budget named the item's split."""
     cell = cell_id_of(item)
-    return cell is not None and cell[1] in settings(item.config).cell_budget_given
+    return cell is not None and cell[1] in settings(item.config).budget.cell_budget_named
 
 
 def _session_timeout(config: pytest.Config) -> tuple[float | None, str]:

@@ -42,7 +42,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "cell_id" not in metafunc.fixturenames:
         return
-    endpoint = settings(metafunc.config).endpoint
+    endpoint = settings(metafunc.config).server.endpoint
     names = sorted(name for name, a in adapters.registry().items()
                    if a.benchmark_cells and (a.takes_endpoint or not endpoint))
     params = [
@@ -67,7 +67,7 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
 def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: Sequence[pytest.Item]) -> str | None:
     """"--endpoint runs the `openai` cell only: `-k llamacpp` selected none; use -k openai" when the
     selection left no cell because the frameworks it names have no cells with --endpoint."""
-    if not settings(config).endpoint or not config.stash.get(CELLS_DESELECTED, False):
+    if not settings(config).server.endpoint or not config.stash.get(CELLS_DESELECTED, False):
         return None
     if any(cell_id_of(item) for item in items):
         return None

@@ -3,11 +3,13 @@
 The benchmark cells (bench/plugins/cells.py, fixtures/cells.py) and the eval rows
 (bench/plugins/eval.py) share options (`--model`, `--results-dir`, `--port`, `--install`,
 `--host-lock-timeout`, the run id), so both read them from this module. Each option is declared
-once, as the `Settings` (or `EvalSettings`) field that holds its value (bench/plugins/opts):
-`pytest_addoption` registers every declaration, and `pytest_configure` turns the command line
-into one frozen `Settings` on `config.stash[SETTINGS]` (bench.plugins.opts.build); a consumer
-reads `settings(config).<field>`. `results_root` is the one place `--results-dir` is resolved.
-Bad values are usage errors before any server starts, not one failed test per cell later.
+once (bench/plugins/opts): a cell option in `settings.OPTIONS`, naming the field of a `Settings`
+record that holds its value; an eval row's as its `EvalSettings` field. `pytest_addoption`
+registers every declaration, and `pytest_configure` turns the command line into one frozen
+`Settings` on `config.stash[SETTINGS]` (bench.plugins.opts.build); a consumer reads
+`settings(config).<record>.<field>` (`.server.port`), or `.eval.<field>`. `results_root` is the
+one place `--results-dir` is resolved. Bad values are usage errors before any server starts, not
+one failed test per cell later.
 docs/options.md lists the options (`python -m bench.plugins.opts.reference > docs/options.md`).
 
 The rootdir is decided again once the options are known (bench.plugins.opts.rootdir).
@@ -24,7 +26,6 @@ from bench.plugins.hooks import register_stashed, unregister_stashed
 from bench.plugins.opts.build import GROUPS, RUN_ID_KEY, build
 from bench.plugins.opts.rootdir import redecide_rootdir
 from bench.plugins.opts.settings import Settings
-from bench.plugins.opts.spec import flags
 
 __all__ = ["SETTINGS", "RUN_ID_KEY", "Settings", "redecide_rootdir", "results_root", "settings"]
 
@@ -43,9 +44,9 @@ def results_root(config: pytest.Config) -> Path:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    for group, cls in GROUPS:
+    for group, options in GROUPS:
         added_to = parser.getgroup(*group)
-        for option in flags(cls):
+        for option in options:
             option.add_to(added_to)
 
 

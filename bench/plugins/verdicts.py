@@ -37,7 +37,7 @@ def enforce(item: pytest.Item, outcome: CellOutcome) -> None:
     verdict, reason = outcome.verdict.verdict, outcome.verdict.reason
     if verdict is Verdict.SKIPPED:
         pytest.skip(reason)
-    strict = settings(item.config).strict_verdicts
+    strict = settings(item.config).reporting.strict_verdicts
     failing = verdict.is_failure or (strict and verdict not in (Verdict.OK, Verdict.FIXED))
     if failing:
         where = f"\nresult: {outcome.result_path}" if outcome.result_path else ""

@@ -73,8 +73,8 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
             why += f", and whether it has a CUDA GPU is unknown: {machine.gpu_probe_error}"
         return _skipped(why)
     try:
-        adapter, install, model = bind(adapter, platform_tag, cfg.profile, cfg.endpoint, cfg.install,
-                                       pinned=cfg.pinned)
+        adapter, install, model = bind(adapter, platform_tag, cfg.profile, cfg.server.endpoint, cfg.server.install,
+                                       pinned=cfg.server.pinned)
     except NotInstalled as exc:
         return _skipped(f"{exc} (or pass --install)" if exc.installable else str(exc))
     except InstallError as exc:
@@ -139,9 +139,9 @@ def _verdict(cfg: CellConfig, run: CellRun) -> CellVerdict:
         server_exit=run.server_exit,
         oom=run.oom,
         capped=run.capped,
-        api_key_from=cfg.api_key.source if cfg.api_key else None,
+        api_key_from=cfg.server.api_key.source if cfg.server.api_key else None,
     )
-    verdict = classify(evidence, degraded_fraction=cfg.degraded_fraction)
+    verdict = classify(evidence, degraded_threshold=cfg.reporting.degraded_threshold)
     if run.retried:
         verdict = replace(verdict, annotations=(*verdict.annotations, "retried"))
     return verdict
@@ -157,10 +157,11 @@ def _skipped(reason: str) -> CellOutcome:
 
 
 def _prompts(cfg: CellConfig) -> PromptSet:
-    if cfg.load is not None and (trace := cfg.load.trace) is not None:  # made to the trace's lengths, split's warm-up
-        synth = traces.Synthesiser(traces.tokenizer_path(cfg.profile.builtin, cfg.profile.name), seed=cfg.load.seed)
+    plan = cfg.load.plan
+    if plan is not None and (trace := plan.trace) is not None:  # made to the trace's lengths, split's warm-up
+        synth = traces.Synthesiser(traces.tokenizer_path(cfg.profile.builtin, cfg.profile.name), seed=plan.seed)
         return PromptSet(traces.trace_prompts(trace, synth), load_split(cfg.split).warmup, trace.path,
                          f"{trace.format} trace")
-    if cfg.prompts_path is not None:
-        return load_prompts(cfg.prompts_path, split_hint=cfg.split, tools_param=cfg.tools_param)
-    return load_split(cfg.split, tools_param=cfg.tools_param)
+    if cfg.prompts is not None:
+        return load_prompts(cfg.prompts, split_hint=cfg.split, tools_param=cfg.client.tools_param)
+    return load_split(cfg.split, tools_param=cfg.client.tools_param)

@@ -100,20 +100,20 @@ def _framework(name: str, platform_tag: str, install: Installation, reported: Re
 def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConfig:
     block: RunConfig = {
         "levels": ["sweep"] if run.plan.search is not None else [point_json(p) for p in run.plan.points()],
-        "requests_per_level": run.plan.requests(run.plan.points()[0]) if run.plan.search is None else cfg.requests,
-        "warmup": cfg.warmup,
+        "requests_per_level": run.plan.requests(run.plan.points()[0]) if run.plan.search is None else cfg.load.requests,
+        "warmup": cfg.load.warmup,
         "levels_share_server": run.shared,
-        "request_timeout_s": cfg.request_timeout_s,
+        "request_timeout_s": cfg.client.request_timeout_s,
         "request_extras": run.extra_body,
-        "cpu_affinity": cfg.cpus.to_json(),
-        "unique_prompts": cfg.unique_prompts,
-        "keep_alive": cfg.keep_alive,
-        "server_metrics": cfg.scrape_interval_s is not None,
+        "cpu_affinity": cfg.client.cpus.to_json(),
+        "unique_prompts": cfg.client.unique_prompts,
+        "keep_alive": cfg.client.keep_alive,
+        "server_metrics": cfg.server.server_metrics_s is not None,
         "prompts": {"source": str(prompt_set.source), "format": prompt_set.format,
-                    "count": len(prompt_set.prompts), "tools_param": cfg.tools_param},
+                    "count": len(prompt_set.prompts), "tools_param": cfg.client.tools_param},
     }
-    if cfg.load is not None:
-        block["load"] = _load(cfg.load)
+    if cfg.load.plan is not None:
+        block["load"] = _load(cfg.load.plan)
     if run.plan.rounds > 1:  # absent with one round, as in every result written before rounds
         block["rounds"] = run.plan.rounds
     return block
@@ -202,7 +202,7 @@ class CellHistory:
         finish time, never by mtime; another machine's file never counts and is never touched, and
         neither does an imported result (another benchmark measured it: keeping it would report a
         cell cellbench never ran)."""
-        if cfg.skip_existing_s is None:
+        if cfg.budget.skip_existing_s is None:
             return None
         mine = [r for r in self.results
                 if r.framework == cfg.framework and r.split == cfg.split and "imported" not in r.data]
@@ -211,7 +211,7 @@ class CellHistory:
         if newest is None or Verdict(newest.data["verdict"]["verdict"]).is_failure or "unfinished" in newest.data:
             return None  # a failure, or a killed run's levels so far, is measured again
         age = (clock.now() - datetime.fromisoformat(newest.finished_at)).total_seconds()
-        return newest if newest.run_id == cfg.run_id or age <= cfg.skip_existing_s else None
+        return newest if newest.run_id == cfg.run_id or age <= cfg.budget.skip_existing_s else None
 
 
 def resumed_verdict(kept: LoadedResult) -> CellVerdict:

@@ -23,11 +23,13 @@ import psutil
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
+from bench.core.client_settings import ClientSettings
 from bench.core.energy import NO_SOURCE
 from bench.core.result.files import new_run_id, validate
 from bench.host.power import Rapl
 from bench.reports.markdown import suite_overhead
 from bench.run.cell import CellConfig, run_cell
+from bench.run.config import LoadSettings, ServerSettings
 from bench.setup import profiles
 from tests.support import known_watts
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S, assert_ok_unless_client_limited
@@ -260,8 +262,8 @@ def test_server_killed_mid_level_gives_typed_failures_and_a_result(tmp_path, ser
     # of this level may take tens of seconds, and a timeout is not the failure under test.
     cfg = CellConfig(
         framework="llamacpp", split="chat", profile=profiles.load_profile("tiny"), results_root=tmp_path,
-        run_id=new_run_id(), levels=(4,), requests=2000, warmup=0, port=0, request_timeout_s=600,
-        progress=kill_after_two_requests,
+        run_id=new_run_id(), load=LoadSettings(concurrency=(4,), requests=2000, warmup=0),
+        server=ServerSettings(port=0), client=ClientSettings(request_timeout_s=600), progress=kill_after_two_requests,
     )
     outcome = run_cell(cfg, launch)
     assert killed.is_set()

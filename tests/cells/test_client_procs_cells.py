@@ -14,9 +14,10 @@ import threading
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
+from bench.core.client_settings import ClientSettings, ProcsChoice
 from bench.core.result.files import new_run_id, validate
-from bench.load.procs import ProcsChoice
 from bench.run.cell import CellConfig, run_cell
+from bench.run.config import LoadSettings, ServerSettings
 from bench.setup import profiles
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S, assert_ok_unless_client_limited
 
@@ -59,8 +60,9 @@ def test_a_server_killed_mid_level_stops_both_client_processes(tmp_path, server_
 
     cfg = CellConfig(
         framework="llamacpp", split="chat", profile=profiles.load_profile("tiny"), results_root=tmp_path,
-        run_id=new_run_id(), levels=(4,), requests=2000, warmup=0, port=0, request_timeout_s=600,
-        progress=kill_after_two_requests, client_procs=ProcsChoice(count=2),
+        run_id=new_run_id(), load=LoadSettings(concurrency=(4,), requests=2000, warmup=0),
+        server=ServerSettings(port=0), client=ClientSettings(request_timeout_s=600, client_procs=ProcsChoice(count=2)),
+        progress=kill_after_two_requests,
     )
     outcome = run_cell(cfg, launch)
     assert killed.is_set()

@@ -21,21 +21,28 @@ from pathlib import Path
 import pytest
 
 from bench.base.paths import PROJECT_ROOT
+from bench.core.client_settings import ClientSettings
 from bench.core.result.files import new_run_id, validate
 from bench.core.verdicts import Verdict
 from bench.run import cell
 from bench.run.cell import CellConfig, run_cell
+from bench.run.config import BudgetSettings, LoadSettings, ServerSettings
 from bench.setup import profiles
 from tests.cells.test_cells_llamacpp import llama_servers, no_leaked_servers  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.integration
 
 
-def _cfg(tmp_path: Path, **overrides) -> CellConfig:
-    base = {"framework": "llamacpp", "split": "chat", "profile": profiles.load_profile("tiny"),
-            "results_root": tmp_path, "run_id": new_run_id(), "levels": (1,), "requests": 4, "warmup": 0, "port": 0,
-            "request_timeout_s": 60}
-    return CellConfig(**{**base, **overrides})
+def _cfg(tmp_path: Path, *, concurrency: tuple[int, ...] = (1,), requests: int = 4, port: int = 0,
+         share_server: bool = False, request_timeout_s: float = 60, hang_s: float | None = None,
+         skip_existing_s: float | None = None, run_id: str | None = None, **cell) -> CellConfig:
+    """A llamacpp chat cell of the tiny model; `hang_s`: the chat split's watchdog (None: none)."""
+    return CellConfig("llamacpp", "chat", profiles.load_profile("tiny"), tmp_path, run_id or new_run_id(),
+                      load=LoadSettings(concurrency=concurrency, requests=requests, warmup=0),
+                      server=ServerSettings(port=port, share_server=share_server),
+                      client=ClientSettings(request_timeout_s=request_timeout_s),
+                      budget=BudgetSettings(hang_s={"chat": hang_s} if hang_s else {}, skip_existing_s=skip_existing_s),
+                      **cell)
 
 
 @pytest.mark.timeout(1800)  # c=2's 24 requests take minutes on a host loaded to its last core
@@ -54,7 +61,7 @@ def test_a_budget_too_small_for_the_levels_ends_capped_and_keeps_the_finished_le
             return super()._run_level(server, step, sidecar)
 
     monkeypatch.setattr(cell, "CellRun", StoppedBeforeC1)
-    cfg = _cfg(tmp_path, levels=(2, 1), requests=24, budget_s=3600.0, request_timeout_s=600)
+    cfg = _cfg(tmp_path, concurrency=(2, 1), requests=24, cell_budget_s=3600.0, request_timeout_s=600)
     outcome = run_cell(cfg, server_launcher)
     assert outcome.verdict.verdict is Verdict.CAPPED, outcome.verdict.reason
     assert outcome.verdict.reason == ("cell budget of 3600 s reached at c=1: deadline reached: 1/24 measured "
@@ -80,7 +87,7 @@ def test_a_stopped_server_ends_capped_no_progress_and_the_next_cell_runs(tmp_pat
             os.killpg(started[0].proc.pid, signal.SIGSTOP)
             started.append("stopped")
 
-    cfg = _cfg(tmp_path, requests=2000, stall_timeout_s=3.0, progress=stop_server_after_two_requests)
+    cfg = _cfg(tmp_path, requests=2000, hang_s=3.0, progress=stop_server_after_two_requests)
     hung = run_cell(cfg, launch)
     assert hung.verdict.verdict is Verdict.CAPPED
     assert hung.verdict.reason.startswith("no progress for 3 s") and hung.verdict.reason.endswith("at c=1")
@@ -108,7 +115,7 @@ def test_a_llama_server_killed_mid_level_is_failed_and_no_later_level_runs(tmp_p
         if progress.done >= 3 and started[-1].alive():
             os.kill(started[-1].proc.pid, signal.SIGKILL)
 
-    cfg = _cfg(tmp_path, levels=(2, 1), requests=400, share_server=share_server, progress=kill_after_three)
+    cfg = _cfg(tmp_path, concurrency=(2, 1), requests=400, share_server=share_server, progress=kill_after_three)
     outcome = run_cell(cfg, launch)
     assert outcome.verdict.verdict is Verdict.FAILED, outcome.verdict.reason
     assert re.fullmatch(r"server exited with signal SIGKILL during c=2 after \d+ of 400 requests",

@@ -82,7 +82,7 @@ def test_all_failed_records_dominant_error():
 def test_degraded_threshold_is_inclusive_and_configurable():
     ev = Evidence(levels=(level(ok=80, failed=20),), identity=GOOD_ID)
     assert classify(ev).verdict is Verdict.DEGRADED
-    assert classify(ev, degraded_fraction=0.25).verdict is Verdict.OK
+    assert classify(ev, degraded_threshold=0.25).verdict is Verdict.OK
     assert classify(Evidence(levels=(level(ok=81, failed=19),), identity=GOOD_ID)).verdict is Verdict.OK
 
 

@@ -34,7 +34,7 @@ from bench.reports.journal import IMPORTED_COMPARISON, CellEntry, Journal
 from bench.reports.merged.gather import result_cell
 from bench.reports.merged.render import cell_text
 from bench.run.cell_result import CellHistory
-from bench.run.config import CellConfig
+from bench.run.config import BudgetSettings, CellConfig
 from bench.setup import profiles
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S
 from tests.support.results import MACHINE as SYNTHETIC_MACHINE
@@ -378,7 +378,7 @@ def test_a_merged_report_labels_an_imported_cell(tmp_path):
 def test_skip_existing_never_keeps_an_imported_result_as_if_cellbench_had_measured_it(tmp_path):
     imported_cell(tmp_path)
     cfg = CellConfig("llamacpp", "chat", profiles.load_profile("tiny"), tmp_path / "results", "20261201T000000Z-bbbb",
-                     skip_existing_s=1e12)
+                     budget=BudgetSettings(skip_existing_s=1e12))
     paths = cell_paths(cfg.results_root, "tiny", SLUG, "chat", "llamacpp", cfg.run_id)
     assert CellHistory.read(paths.split_dir).existing(cfg, SLUG) is None
     kept = write_cell(tmp_path / "results", Spec(run_id="20261130T100000Z-aaaa"))

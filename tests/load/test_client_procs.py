@@ -307,7 +307,7 @@ def test_the_hang_watchdog_stops_every_worker():
             if p.output_events > 0 and server.status() != psutil.STATUS_STOPPED:
                 server.suspend()
 
-        cfg = level(base_url, concurrency=4, requests=400, stall_timeout_s=1.0, progress=freeze)
+        cfg = level(base_url, concurrency=4, requests=400, hang_s=1.0, progress=freeze)
         t0 = time.perf_counter()
         try:
             run = run_level_procs(cfg, prompts(4, 800), [], plan(2))

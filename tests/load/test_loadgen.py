@@ -24,6 +24,7 @@ from dataclasses import replace
 import pytest
 from aiohttp import web
 
+from bench.core.client_settings import ClientSettings
 from bench.core.records import ErrorType
 from bench.host import affinity
 from bench.load import LevelConfig, Progress, run_level
@@ -239,7 +240,7 @@ def test_connection_refused_is_connect():
 
 def test_per_request_timeout_names_the_limit(server):
     t0 = time.perf_counter()
-    run = run_level(level(server.base_url, request_timeout_s=0.3), prompts("stall"), [])
+    run = run_level(level(server.base_url, client=ClientSettings(request_timeout_s=0.3)), prompts("stall"), [])
     assert time.perf_counter() - t0 < 15  # ended by the timeout, not by the server's 30 s stall
     err = run.records[0].error
     assert err.type is ErrorType.TIMEOUT and "request_timeout_s=0.3" in err.message
@@ -349,7 +350,7 @@ def test_the_hang_watchdog_covers_warm_up_and_keeps_its_records(server):
     """A server that sends headers and then nothing during warm-up: the level stops after the
     stall timeout, not after the request timeout, and the warm-up request stays on record."""
     t0 = time.perf_counter()
-    cfg = level(server.base_url, requests=4, warmup=2, stall_timeout_s=0.5, request_timeout_s=20)
+    cfg = level(server.base_url, requests=4, warmup=2, hang_s=0.5, client=ClientSettings(request_timeout_s=20))
     run = run_level(cfg, prompts("stream 1 0"), prompts("stall"))
     assert time.perf_counter() - t0 < 15  # the watchdog's 0.5 s, not the request timeout's 20 s
     assert run.partial and run.stop_reason.startswith("no progress for") and "during warm-up" in run.stop_reason
@@ -370,8 +371,8 @@ def test_a_server_gone_ends_the_level_at_once_and_types_what_was_in_flight(serve
         if not gone_at and p.output_events > p.elapsed_s / 0.05 + 1:
             gone_at.append(time.perf_counter())
 
-    cfg = level(server.base_url, concurrency=2, requests=50, request_timeout_s=60, progress=watch,
-                server_gone=lambda: "server exited with code 3" if gone_at else None)
+    cfg = level(server.base_url, concurrency=2, requests=50, client=ClientSettings(request_timeout_s=60),
+                progress=watch, server_gone=lambda: "server exited with code 3" if gone_at else None)
     run = run_level(cfg, prompts("stream 600 0.05"), [])
     assert gone_at and time.perf_counter() - gone_at[0] < 10  # within probes, not after 30 s streams
     assert run.partial and run.stop_reason.startswith("server exited with code 3; 0/50 measured requests done")

@@ -18,14 +18,16 @@ import time
 import pytest
 
 from bench.core import metrics
+from bench.core.client_settings import ClientSettings
 from bench.core.level_run import ClientHealth, LevelConfig, LevelInterrupted, LevelRun, OpenLoop, Progress
 from bench.core.open_loop import Slo, goodput, parse_slos, within
 from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.load import run_level
 from bench.load.arrivals import arrival_offsets
 from bench.perf.null_server.server import paced_server
-from bench.run.config import LoadPlan, load_plan
+from bench.run.config import LoadPlan
 from bench.run.levels.sweep import RateSweep, SweepPlan
+from bench.run.parsing import load_plan
 from bench.setup.prompts import Prompt
 from tests.load.test_loadgen import ScriptServer, prompts
 from tests.plugins.test_options import STAND_IN_CELL, usage_error
@@ -175,10 +177,11 @@ def test_rate_inf_sends_everything_at_once_up_to_the_cap():
 
 def test_a_gap_between_arrivals_is_idle_not_a_stall_but_a_hung_request_is():
     with ScriptServer() as srv:  # arrivals ~0.5 s apart, watchdog at 0.3 s: waiting for an arrival is not a stall
-        run = run_level(open_level(srv.base_url, 2.0, 3, burstiness=200.0, stall_timeout_s=0.3),
+        run = run_level(open_level(srv.base_url, 2.0, 3, burstiness=200.0, hang_s=0.3),
                         prompts("stream 1 0"), [])
         assert run.stop_reason is None and all(r.ok for r in run.records)
-        run = run_level(open_level(srv.base_url, 2.0, 3, burstiness=200.0, stall_timeout_s=0.3, request_timeout_s=20),
+        run = run_level(open_level(srv.base_url, 2.0, 3, burstiness=200.0, hang_s=0.3,
+                                   client=ClientSettings(request_timeout_s=20)),
                         prompts("stall"), [])
     assert run.partial and run.stop_reason.startswith("no progress for")
     assert all(r.error is not None and r.error.type is ErrorType.CANCELLED for r in run.records)
@@ -206,7 +209,8 @@ def test_a_server_gone_stops_the_arrivals_at_once():
             gone_at.append(time.perf_counter())
 
     with ScriptServer() as srv:
-        cfg = open_level(srv.base_url, 5.0, 40, burstiness=50.0, progress=watch, request_timeout_s=60,
+        cfg = open_level(srv.base_url, 5.0, 40, burstiness=50.0, progress=watch,
+                         client=ClientSettings(request_timeout_s=60),
                          server_gone=lambda: "server exited with code 3" if gone_at else None)
         run = run_level(cfg, prompts("stream 30 0.05"), [])  # 1.5 s each: ~7 in flight when it goes
     assert gone_at and time.perf_counter() - gone_at[0] < 10
@@ -357,7 +361,7 @@ def test_load_options_become_a_plan_and_nothing_without_them():
 def stand_in(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makepyfile(test_cells=STAND_IN_CELL + """
 def test_load(cell_config):
-    Path("load.json").write_text(json.dumps(repr(cell_config.load)))
+    Path("load.json").write_text(json.dumps(repr(cell_config.load.plan)))
 """)
     return pytester
 

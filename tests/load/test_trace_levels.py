@@ -27,7 +27,7 @@ from bench.core.level_run import (
 from bench.core.rounds import combine_rounds
 from bench.load import run_level
 from bench.load.arrivals import arrival_offsets, ramp_offsets, schedule
-from bench.run.config import load_plan
+from bench.run.parsing import load_plan
 from tests.load.test_loadgen import ScriptServer, level, prompts
 from tests.load.test_open_loop import SEND_BOUND_S, open_level, stand_in  # noqa: F401  # stand_in: a fixture
 from tests.plugins.test_options import usage_error

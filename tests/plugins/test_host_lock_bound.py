@@ -24,7 +24,7 @@ from tests.run.test_endpoint import write_profile
 
 @pytest.mark.integration
 def test_a_session_a_test_starts_gives_up_on_a_held_host_lock_naming_the_holder(tmp_path, pytestconfig):
-    bound = settings(pytestconfig).host_lock_timeout_s  # HOST_LOCK_WAIT_S unless this run named its own
+    bound = settings(pytestconfig).budget.host_lock_timeout_s  # HOST_LOCK_WAIT_S unless this run named its own
     cache = private_cache(tmp_path)  # its own host lock: the real one may be another session's
     lock = cache / "host.lock"
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "chat",

@@ -13,14 +13,14 @@ import pytest
 from bench.base.defaults import DEFAULT_LEVELS, DEFAULT_MODEL, DEFAULT_REQUESTS, SPLITS, levels_text
 from bench.base.paths import PROJECT_ROOT
 from bench.cli import serve
+from bench.cli.main import main as cli_main
 from bench.plugins.opts import reference
 from bench.plugins.opts.build import GROUPS, every_option
 from bench.plugins.opts.eval_settings import EvalSettings
-from bench.plugins.opts.settings import Settings
+from bench.plugins.opts.settings import cell_option
 from bench.plugins.opts.spec import declared
 
 DOC = PROJECT_ROOT / "docs" / "options.md"
-RESOLVED = {"profile", "model_source", "load", "cell_budget_s", "cpus", "client_procs", "api_key", "eval", "pytest"}
 
 
 def test_docs_options_md_is_what_the_generator_writes():
@@ -90,8 +90,6 @@ def test_every_option_is_declared_once_and_has_a_default_in_its_help():
     assert len(names) == len(set(names)) == 59
     for option in every_option():
         assert option.help_text().endswith(f"[{option.default_text()}]"), option.flag
-    assert [f for f in Settings.__dataclass_fields__ if f not in dict(declared(Settings))] == sorted(
-        RESOLVED, key=list(Settings.__dataclass_fields__).index), "a Settings field that no option declares"
     assert all(f in dict(declared(EvalSettings)) for f in EvalSettings.__dataclass_fields__)
 
 
@@ -117,6 +115,38 @@ def test_serve_defaults_are_the_cells_defaults(monkeypatch: pytest.MonkeyPatch):
     (args,) = parsed
     # --model not given: None, as the cells' option, so APPLEBENCH_MODEL, else the default, chooses (bench.cli.choice)
     assert (args.concurrency, args.split, args.model) == (max(DEFAULT_LEVELS), SPLITS[0], None)
+
+
+# The `cellbench` commands that take a cell option too, each with the options it shares.
+SHARED = {("serve",): ("--model", "--port", "--pinned", "--api-key"),
+          ("noise",): ("--model", "--results-dir"),
+          ("weekly",): ("--model", "--results-dir"),
+          ("weekly", "skip"): ("--model", "--results-dir"),
+          ("compare",): ("--results-dir",),
+          ("import", "siliconbench"): ("--results-dir",)}
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("command", SHARED, ids=" ".join)
+def test_a_command_takes_a_cell_option_with_the_cells_help(command: tuple[str, ...],
+                                                           capsys: pytest.CaptureFixture[str]):
+    """Its help is the cell option's (the default in brackets may say where the command looks)."""
+    with pytest.raises(SystemExit):
+        cli_main([*command, "--help"])
+    shown = _words(capsys.readouterr().out)
+    for flag in SHARED[command]:
+        assert _words(cell_option(flag).help) in shown, flag
+
+
+def test_a_command_refuses_a_cell_options_value_in_its_words(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["serve", "llamacpp", "--port", "70000"])
+    assert exit_.value.code == 2
+    assert ("argument --port: takes a port number from 0 (any free port) to 65535, got 70000"
+            in capsys.readouterr().err), "pytest's words for the same value: --port takes ..., got 70000"
 
 
 def test_only_the_settings_builder_reads_the_command_line():

@@ -106,7 +106,7 @@ import json
 from pathlib import Path
 
 def test_cell(cell_config):
-    Path("budget.json").write_text(json.dumps(cell_config.budget_s))
+    Path("budget.json").write_text(json.dumps(cell_config.cell_budget_s))
 """
 
 

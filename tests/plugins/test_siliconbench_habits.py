@@ -25,7 +25,7 @@ from pathlib import Path
 def test_cell(cell_config):
     Path(f"{cell_config.split}.json").write_text(json.dumps({
         "profile": cell_config.profile.name, "model_source": cell_config.model_source,
-        "prompts": str(cell_config.prompts_path) if cell_config.prompts_path else None}))
+        "prompts": str(cell_config.prompts) if cell_config.prompts else None}))
 """
 
 

@@ -27,9 +27,11 @@ import psutil
 import pytest
 
 from bench.base.paths import PROJECT_ROOT, cache_root
+from bench.core.client_settings import ClientSettings
 from bench.core.result.files import new_run_id, validate
 from bench.core.verdicts import Evidence, Verdict, classify
 from bench.run.cell import CellConfig, run_cell
+from bench.run.config import LoadSettings, ServerSettings
 from bench.setup import profiles
 from tests.run.test_faults import Case, Fault, check_journal, check_nothing_left, endpoint_server, session_argv
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S, TEST_TIMEOUT_S, assert_ok_unless_client_limited
@@ -241,10 +243,11 @@ def test_the_key_goes_with_the_requests_of_every_client_process(tmp_path, monkey
 # ------------------------------------------------------------------ the real llama-server with a key
 
 
-def _cfg(tmp_path: Path, **kw) -> CellConfig:
+def _cfg(tmp_path: Path) -> CellConfig:
     return CellConfig(framework="llamacpp", split="chat", profile=profiles.load_profile("tiny"),
-                      results_root=tmp_path / "results", run_id=new_run_id(), levels=(1,), requests=4, warmup=0,
-                      port=0, request_timeout_s=600, **kw)
+                      results_root=tmp_path / "results", run_id=new_run_id(),
+                      load=LoadSettings(concurrency=(1,), requests=4, warmup=0), server=ServerSettings(port=0),
+                      client=ClientSettings(request_timeout_s=600))
 
 
 @pytest.mark.integration

@@ -27,8 +27,9 @@ SEEN = cache_audit([0.1] * 8, [0.05] * 8)
 
 
 def _cell(points: list[Any], *, shared: bool = False, capped: str | None = None) -> Any:
-    return SimpleNamespace(cfg=SimpleNamespace(cache_audit=True), summaries=[{"audits": {}} for _ in points],
-                           shared=shared, capped=capped, server_exit=None, oom=None,
+    return SimpleNamespace(cfg=SimpleNamespace(load=SimpleNamespace(cache_audit=True)),
+                           summaries=[{"audits": {}} for _ in points], shared=shared, capped=capped,
+                           server_exit=None, oom=None,
                            plan=SimpleNamespace(steps=lambda: [(p, 1) for p in points]), extra_body={},
                            deadline=None)
 
@@ -51,7 +52,7 @@ def test_only_the_cells_last_level_is_audited_and_a_cell_cut_short_says_why(monk
     assert _after(swept, "8 req/s", sweep=True) == [None, "not run"]  # on the last level only
     assert _after(_cell(["4 req/s", "8 req/s"], shared=True), "8 req/s", sweep=True) == [None, "cached"]
     off = _cell([1])
-    off.cfg.cache_audit = False
+    off.cfg.load.cache_audit = False
     assert _after(off, 1) == [None]
 
 

@@ -18,6 +18,7 @@ from bench.core.result import store
 from bench.core.result.files import new_run_id, validate
 from bench.core.verdicts import Verdict
 from bench.run.cell import CellConfig, CellOutcome, run_cell
+from bench.run.config import BudgetSettings, LoadSettings, ServerSettings
 from bench.run.fixes import FIX_REFERENCE_ENV
 from bench.run.server.launch import launching
 from bench.setup import profiles
@@ -50,12 +51,13 @@ def reads(monkeypatch) -> list[Path]:
     return seen
 
 
-def cell(tmp_path: Path, run_id: str, **kw) -> CellOutcome:
+def cell(tmp_path: Path, run_id: str, skip_existing_s: float | None = None) -> CellOutcome:
     path = tmp_path / "tiny-fault.yaml"
     path.write_text(PROFILE.format(python=sys.executable))
     cfg = CellConfig(framework="openai", split="chat", profile=profiles.load_profile(str(path)),
-                     results_root=tmp_path / "results", run_id=run_id, levels=(1,), requests=2, warmup=0,
-                     port=0, **kw)
+                     results_root=tmp_path / "results", run_id=run_id,
+                     load=LoadSettings(concurrency=(1,), requests=2, warmup=0), server=ServerSettings(port=0),
+                     budget=BudgetSettings(skip_existing_s=skip_existing_s))
     with launching() as launch:
         return run_cell(cfg, launch)
 

@@ -23,6 +23,7 @@ from bench.core.result.files import new_run_id, validate
 from bench.core.verdicts import Verdict
 from bench.host.ports import free_port
 from bench.run.cell import CellConfig, run_cell
+from bench.run.config import LoadSettings, ServerSettings
 from bench.setup import model_files, profiles
 
 pytestmark = pytest.mark.integration
@@ -152,8 +153,8 @@ def test_without_a_command_or_endpoint_the_cell_says_how_to_give_one(tmp_path):
 def test_an_endpoint_that_does_not_answer_fails_the_cell_with_a_result(tmp_path):
     url = f"http://{HOST}:{free_port(HOST)}"
     cfg = CellConfig(framework="openai", split="chat", profile=profiles.load_profile("tiny"),
-                     results_root=tmp_path, run_id=new_run_id(), endpoint=url, requests=2, levels=(1,),
-                     ready_timeout_s=1.0)
+                     results_root=tmp_path, run_id=new_run_id(), load=LoadSettings(concurrency=(1,), requests=2),
+                     server=ServerSettings(endpoint=url, ready_timeout_s=1.0))
     outcome = run_cell(cfg, _fail_launch)
     assert outcome.verdict.verdict is Verdict.FAILED
     assert outcome.verdict.reason.startswith(

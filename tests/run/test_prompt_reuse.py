@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from bench.core.client_settings import ClientSettings
 from bench.core.result.files import new_run_id, validate
 from bench.run.cell import CellConfig, run_cell
+from bench.run.config import LoadSettings, ServerSettings
 from bench.run.server.launch import launching
 from bench.setup import profiles
 
@@ -32,12 +34,14 @@ openai:
 """
 
 
-def cell(tmp_path: Path, **kw) -> dict[str, Any]:
+def cell(tmp_path: Path, requests: int, share_server: bool = False, unique_prompts: bool = False) -> dict[str, Any]:
     path = tmp_path / "tiny-fault.yaml"
     path.write_text(PROFILE.format(python=sys.executable))
     cfg = CellConfig(framework="openai", split="chat", profile=profiles.load_profile(str(path)),
-                     results_root=tmp_path / "results", run_id=new_run_id(), levels=(1, 2), warmup=1,
-                     port=0, **kw)
+                     results_root=tmp_path / "results", run_id=new_run_id(),
+                     load=LoadSettings(concurrency=(1, 2), requests=requests, warmup=1),
+                     server=ServerSettings(port=0, share_server=share_server),
+                     client=ClientSettings(unique_prompts=unique_prompts))
     with launching() as launch:
         outcome = run_cell(cfg, launch)
     validate(outcome.result)

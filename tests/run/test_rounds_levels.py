@@ -9,23 +9,25 @@ import pytest
 
 import adapters
 from bench.core.result.files import cell_paths
-from bench.run.config import CellConfig, load_plan
+from bench.run.config import CellConfig, LoadSettings
 from bench.run.levels.cell_run import CellRun
 from bench.run.levels.plan import step_text
+from bench.run.parsing import load_plan
 from bench.run.writes.names import file_label
 from bench.setup import profiles
 
 
-def _run(tmp_path: Path, **cfg) -> CellRun:
-    config = CellConfig("llamacpp", "chat", profiles.load_profile("tiny"), tmp_path, "20261201T000000Z-abcd", **cfg)
+def _run(tmp_path: Path, load: LoadSettings) -> CellRun:
+    config = CellConfig("llamacpp", "chat", profiles.load_profile("tiny"), tmp_path, "20261201T000000Z-abcd", load=load)
     paths = cell_paths(tmp_path, "tiny", "host", "chat", "llamacpp", config.run_id)
     return CellRun(config, adapters.get("llamacpp"), None, None, None, paths, None, "linux-x86_64")  # type: ignore[arg-type]
 
 
 def test_rounds_run_round_major(tmp_path: Path):
-    run = _run(tmp_path, levels=(1, 8, 16), rounds=2)
+    run = _run(tmp_path, LoadSettings(concurrency=(1, 8, 16), rounds=2))
     assert run.plan.steps() == [(1, 1), (8, 1), (16, 1), (1, 2), (8, 2), (16, 2)]
-    assert _run(tmp_path, levels=(1, 8)).plan.steps() == [(1, 1), (8, 1)], "one round without --rounds"
+    one_round = _run(tmp_path, LoadSettings(concurrency=(1, 8)))
+    assert one_round.plan.steps() == [(1, 1), (8, 1)], "one round without --rounds"
 
 
 def test_each_round_has_its_own_files_and_words():

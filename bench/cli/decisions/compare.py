@@ -32,6 +32,7 @@ from bench.core.level_run import level_label
 from bench.core.metrics.stats.change import Change, compare_levels
 from bench.core.result.files import NotAResult, read_result
 from bench.core.result.store import COMPARISON_FILE, LoadedResult, load_results
+from bench.plugins.opts.settings import cell_option
 from bench.reports.comparison import setting_differences
 from bench.reports.standing import standing_of
 
@@ -302,8 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                                             "side is not ok (docs/comparisons.md).")
     parser.add_argument("old", help="a result file, a run id or a results folder")
     parser.add_argument("new", help="a result file, a run id or a results folder")
-    parser.add_argument("--results-dir", type=Path, default=None,
-                        help="where run ids are looked up [the checkout's results/]")
+    cell_option("--results-dir").add_argument(parser, shown="the checkout's results/: where run ids are looked up")
     parser.add_argument("--json", action="store_true", help="every judged figure as JSON")
     parser.add_argument("--all", action="store_true", dest="every",
                         help="list every figure that cannot be told, not one line per cell and reason")

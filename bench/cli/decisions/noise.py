@@ -30,6 +30,7 @@ from bench.cli.choice import choose
 from bench.core import noise
 from bench.core.metrics.stats.change import FIGURES
 from bench.core.result.files import NotAResult, new_run_id, read_result
+from bench.plugins.opts.settings import cell_option
 from bench.setup.profiles import ProfileError
 
 DEFAULT_RUNS = 5
@@ -154,9 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("framework", help="the framework whose cell is measured")
     parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, help=f"identical runs (rounds) [{DEFAULT_RUNS}]")
     parser.add_argument("--split", default="chat", choices=SPLITS, help="[chat]")
-    parser.add_argument("--model", default=None,
-                        help="model profile [$APPLEBENCH_MODEL, else tiny: as a pytest session chooses]")
-    parser.add_argument("--results-dir", type=Path, default=None, help="results root [the checkout's results/]")
+    cell_option("--model").add_argument(parser)  # as a cell takes them
+    cell_option("--results-dir").add_argument(parser, shown="the checkout's results/")
     parser.epilog = "Arguments after -- go to the pytest session: cellbench noise llamacpp -- --requests 32"
     given = list(sys.argv[1:] if argv is None else argv)
     cut = given.index("--") if "--" in given else len(given)

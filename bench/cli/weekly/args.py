@@ -10,6 +10,7 @@ import adapters
 from bench.base.defaults import SPLITS
 from bench.base.paths import PROJECT_ROOT
 from bench.cli.choice import choose
+from bench.plugins.opts.settings import cell_option
 from bench.run.fixes import reference_problem
 from bench.setup.profiles import ProfileError
 
@@ -18,11 +19,10 @@ DESCRIPTION = "the week's run, unattended, leaving the truth on a weekly/<date> 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cellbench weekly", description=DESCRIPTION)
-    p.add_argument("--model", default=None,
-                   help="model profile [$APPLEBENCH_MODEL, else tiny: as a pytest session chooses]")
+    cell_option("--model").add_argument(p)  # as its sessions' cells take it
     p.add_argument("--splits", default=",".join(SPLITS), help=f"splits, in order [{','.join(SPLITS)}]")
     p.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="the git checkout that holds the results")
-    p.add_argument("--results-dir", type=Path, default=None, help="results root [<repo>/results]")
+    cell_option("--results-dir").add_argument(p, shown="<repo>/results")
     p.add_argument("--no-update", action="store_true", help="do not install or update frameworks first")
     p.add_argument("--pinned", action="store_true",
                    help="install and run each adapter's own version, not the newest release")

@@ -36,6 +36,7 @@ from bench.base.paths import PROJECT_ROOT
 from bench.cli.choice import choose
 from bench.core.result.store import RESULT_NAME
 from bench.core.verdicts import GREEN_VERDICTS, Verdict
+from bench.plugins.opts.settings import cell_option
 from bench.reports.journal import DIAGNOSED_SKIP, CellEntry, Journal
 from bench.reports.journal.prior import recent
 from bench.reports.journal.skips import clear_skip, diagnosed_skips, holds_line, lapse, record_skip
@@ -227,10 +228,9 @@ def skip_main(argv: list[str]) -> int:
     parser.add_argument("--reason", help="the diagnosis: why the cell is not fixed")
     parser.add_argument("--clear", action="store_true", help="end the cell's skip (a prior journal's too)")
     parser.add_argument("--list", action="store_true", help="print the skips in force for today's run")
-    parser.add_argument("--model", default=None,
-                        help="model profile [$APPLEBENCH_MODEL, else tiny: as a pytest session chooses]")
+    cell_option("--model").add_argument(parser)
     parser.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="the git checkout that holds the results")
-    parser.add_argument("--results-dir", type=Path, default=None, help="results root [<repo>/results]")
+    cell_option("--results-dir").add_argument(parser, shown="<repo>/results")
     args = parser.parse_args(argv)
     try:
         choice = choose(args.model)

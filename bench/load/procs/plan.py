@@ -23,26 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.core.client_settings import ProcsChoice
 from bench.host import affinity
 from bench.host.machine import detect
 
 CLIENT_BOUND_SHARE = 0.8  # bench.core.metrics.client_health's cpu_limit: above it a level is client-bound
 TARGET_SHARE = 0.5  # auto gives each process about this much of a core: its loop still answers on time
 AUTO = "auto"
-
-
-@dataclass(frozen=True)
-class ProcsChoice:
-    """--client-procs as this host resolves it."""
-
-    count: int | None = 1  # a fixed number of processes; None: auto
-    free_cpus: int = 1  # auto's ceiling: CPUs free for the client
-    cpus: tuple[int, ...] | None = None  # the client's CPUs when pinned: one worker per CPU
-    why: str = ""  # where free_cpus comes from, for the result
-
-    @property
-    def auto(self) -> bool:
-        return self.count is None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The level's 10 ms ticker: the hang watchdog, the server probe, loop-lag sampling and progress.
 
 From the first warm-up request on, every tick checks for a stall (no output event and no
-finished request for `stall_timeout_s` while a request is in flight: an open-loop level waiting
+finished request for `hang_s` while a request is in flight: an open-loop level waiting
 for its next arrival is idle, not stalled) and, four times a second, whether the server is gone.
 In the measured phase each tick also records how late it woke up (the event loop's lag) and,
 about once a second, reports `Progress`.
@@ -66,7 +66,7 @@ class Watch:
             now = _perf()
             if (level.output_events, level.finished) != seen or not level.in_flight:
                 seen, seen_at = (level.output_events, level.finished), now
-            elif cfg.stall_timeout_s is not None and now - seen_at >= cfg.stall_timeout_s:
+            elif cfg.hang_s is not None and now - seen_at >= cfg.hang_s:
                 level.on_stall(now - seen_at)
             if cfg.server_gone is not None and now >= next_probe:
                 next_probe = now + PROBE_S

@@ -1,5 +1,8 @@
 """The one place cellbench reads its command line: every option checked, parsed and resolved into
-one `Settings` before any server starts (a bad value is a usage error, not a failed cell later)."""
+one `Settings` before any server starts (a bad value is a usage error, not a failed cell later).
+
+Each cell option's value goes straight into its record's field (its `into`); the fields of
+`settings.RESOLVED` are made here from several options, the environment or the host."""
 
 from __future__ import annotations
 
@@ -10,25 +13,34 @@ from typing import Any
 import pytest
 
 from bench.base.defaults import SPLITS
+from bench.core.client_settings import ClientSettings, ProcsChoice
 from bench.core.result.files import new_run_id
 from bench.host import affinity
 from bench.host.machine import MachineSlugError, detect
 from bench.load import procs
 from bench.plugins.opts import eval_settings, settings
 from bench.plugins.opts.eval_settings import EvalSettings
-from bench.plugins.opts.settings import PytestOptions, Settings
+from bench.plugins.opts.settings import RESOLVED, PytestOptions, Settings
 from bench.plugins.opts.spec import Option, declared, flags
-from bench.run.config import DEFAULT_CELL_BUDGET_S, LOAD_OPTIONS, LoadPlan, load_plan
+from bench.run.config import (
+    DEFAULT_CELL_BUDGET_S,
+    BudgetSettings,
+    LoadPlan,
+    LoadSettings,
+    ReportingSettings,
+    ServerSettings,
+)
+from bench.run.parsing import LOAD_OPTIONS, load_plan
 from bench.setup import profiles, traces
 from bench.setup.prompt_files import PromptFileError, load_prompts
 
 RUN_ID_KEY = "cellbench_run_id"  # in xdist's workerinput: the controller's run id
-# pytest's option groups, in `pytest --help`'s order: (name, description), the class declaring its options
-GROUPS = ((settings.GROUP, Settings), (eval_settings.GROUP, EvalSettings))
+# pytest's option groups, in `pytest --help`'s order: (name, description), their options
+GROUPS = ((settings.GROUP, settings.OPTIONS), (eval_settings.GROUP, tuple(flags(EvalSettings))))
 
 
 def every_option() -> list[Option]:
-    return [option for _, cls in GROUPS for option in flags(cls)]
+    return [option for _, options in GROUPS for option in options]
 
 
 def build(config: pytest.Config) -> Settings:
@@ -37,23 +49,28 @@ def build(config: pytest.Config) -> Settings:
     raw = {opt.name: config.getoption(opt.name) for opt in every_option()}
     for opt in every_option():
         opt.check(raw[opt.name])
-    cells, rows = _parsed(Settings, raw), _parsed(EvalSettings, raw)
+    parsed = {opt.name: opt.parse(raw[opt.name]) if opt.parse is not None else raw[opt.name]
+              for opt in settings.OPTIONS}
+    fields = _fields(parsed)
+    own, server = fields.pop(""), fields["server"]
     workerinput = getattr(config, "workerinput", None)
-    cells["run_id"] = (workerinput or {}).get(RUN_ID_KEY) or cells["run_id"] or new_run_id()
-    cells["model"], model_source = profiles.chosen_model(cells["model"], os.environ)
-    profile = _profile(cells["model"], model_source)
+    own["run_id"] = (workerinput or {}).get(RUN_ID_KEY) or own["run_id"] or new_run_id()
+    own["model"], model_source = profiles.chosen_model(own["model"], os.environ)
+    profile = _profile(own["model"], model_source)
     _machine()
-    cpus = _cpus(cells["client_cpus"], cells["server_cpus"], cells["endpoint"])
+    cpus = _cpus(parsed["client_cpus"], parsed["server_cpus"], server["endpoint"])
+    budgets = parsed["cell_budget"]  # the splits --cell-budget named
     built = Settings(
-        **cells,
+        **own,
         profile=profile,
         model_source=model_source,
-        load=_load(raw),
-        cell_budget_s={**DEFAULT_CELL_BUDGET_S, **cells["cell_budget_given"]},
-        cpus=cpus,
-        client_procs=_client_procs(cells["client_procs_given"], cpus),
-        api_key=_api_key(cells["api_key_given"], profile, cells["endpoint"]),
-        eval=EvalSettings(**rows),
+        load=LoadSettings(**fields["load"], plan=_load(raw)),
+        server=ServerSettings(**server, api_key=_api_key(parsed["api_key"], profile, server["endpoint"])),
+        client=ClientSettings(**fields["client"], cpus=cpus, client_procs=_client_procs(parsed["client_procs"], cpus)),
+        budget=BudgetSettings(**fields["budget"], cell_budget_s={**DEFAULT_CELL_BUDGET_S, **budgets},
+                              cell_budget_named=frozenset(budgets)),
+        reporting=ReportingSettings(**fields["reporting"]),
+        eval=EvalSettings(**_parsed(EvalSettings, raw)),
         pytest=PytestOptions(
             keyword=config.getoption("keyword"), markexpr=config.getoption("markexpr"),
             collect_only=config.getoption("collectonly"),
@@ -61,8 +78,8 @@ def build(config: pytest.Config) -> Settings:
             timeout=config.getoption("timeout", None) if config.pluginmanager.hasplugin("timeout") else None),
     )
     _check_prompts(built)
-    if built.load is not None and built.load.trace is not None:
-        if built.unique_prompts:
+    if built.load.plan is not None and built.load.plan.trace is not None:
+        if built.client.unique_prompts:
             raise pytest.UsageError("--unique-prompts opens every message with a nonce, which would change "
                                     "--trace-file's input lengths and the prefixes its hash_ids share: give one")
         try:
@@ -82,6 +99,16 @@ def _pdb_trace_mixup(config: pytest.Config) -> None:
         if traces.looks_like_trace(path if path.is_absolute() else Path(config.invocation_params.dir) / path):
             raise pytest.UsageError(f"{arg} is a request trace, and pytest's own --trace starts pdb; give a request "
                                     f"trace as --trace-file PATH")
+
+
+def _fields(parsed: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """record -> {field: value} of every cell option but the RESOLVED ones ("": Settings' own fields)."""
+    out: dict[str, dict[str, Any]] = {"": {}, "load": {}, "server": {}, "client": {}, "budget": {}, "reporting": {}}
+    for opt in settings.OPTIONS:
+        if opt.into not in RESOLVED:
+            record, _, name = opt.into.rpartition(".")
+            out[record][name] = parsed[opt.name]
+    return out
 
 
 def _parsed(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +139,7 @@ def _machine() -> None:
 
 
 def _load(raw: dict[str, Any]) -> LoadPlan | None:
-    """--request-rate, its companions and --slo (bench.run.config.load_plan)."""
+    """--request-rate, its companions and --slo (bench.run.parsing.load_plan)."""
     try:
         return load_plan(**{name: raw[name] for name in LOAD_OPTIONS})
     except ValueError as exc:
@@ -128,7 +155,7 @@ def _cpus(client: str, server: str, endpoint: str | None) -> affinity.Placement:
         raise pytest.UsageError(str(exc)) from None
 
 
-def _client_procs(text: str, cpus: affinity.Placement) -> procs.ProcsChoice:
+def _client_procs(text: str, cpus: affinity.Placement) -> ProcsChoice:
     try:
         return procs.resolve(text, cpus)
     except ValueError as exc:
@@ -148,9 +175,9 @@ def _api_key(given: str | None, profile: profiles.ModelProfile, endpoint: str | 
 
 def _check_prompts(s: Settings) -> None:
     """--prompts, each split's file read once as that split's cells read it (bench.run.cell._prompts)."""
-    one_for_all = len(set(s.prompt_files.values())) == 1 and set(s.prompt_files) == set(SPLITS)
-    for split, path in s.prompt_files.items():
+    one_for_all = len(set(s.client.prompts.values())) == 1 and set(s.client.prompts) == set(SPLITS)
+    for split, path in s.client.prompts.items():
         try:
-            load_prompts(path, split_hint=split, tools_param=s.tools_param)
+            load_prompts(path, split_hint=split, tools_param=s.client.tools_param)
         except PromptFileError as exc:
             raise pytest.UsageError(f"--prompts{'' if one_for_all else ' ' + split}: {exc}") from None

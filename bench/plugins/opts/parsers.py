@@ -1,7 +1,7 @@
 """The parsers of single options: a value as typed -> the value its Settings field holds.
 
 Each turns a bad value into a pytest.UsageError, one line before any server starts; the words are
-the option's own (most come from the bench.run.config, bench.host and bench.eval parsers).
+the option's own (most come from the bench.run.parsing, bench.host and bench.eval parsers).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from bench.base.defaults import SPLITS, levels_text
 from bench.eval import gpus
 from bench.host.memory import memlimit
-from bench.run.config import cell_budgets, comma_list, concurrency_levels, hang_seconds
+from bench.run.parsing import cell_budgets, comma_list, concurrency_levels, hang_seconds
 from bench.run.scrape.scraper import INTERVAL_S
 
 

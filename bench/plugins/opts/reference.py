@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from bench.plugins.opts.build import GROUPS
-from bench.plugins.opts.spec import Option, flags
+from bench.plugins.opts.spec import Option
 
 COMMAND = "python -m bench.plugins.opts.reference > docs/options.md"
 HEADER = f"""# pytest options
@@ -46,10 +46,10 @@ def row(option: Option) -> str:
 
 def reference() -> str:
     parts = [HEADER.rstrip()]
-    for (_, description), cls in GROUPS:
+    for (_, description), options in GROUPS:
         title = description.removeprefix("cellbench ")
         parts += [f"\n## {title[0].upper()}{title[1:]}\n", "| Option | Value | Default | What it does |",
-                  "|---|---|---|---|", *map(row, flags(cls))]
+                  "|---|---|---|---|", *map(row, options)]
     return "\n".join(parts) + "\n"
 
 

@@ -1,17 +1,20 @@
 """One option's declaration: its flag, parser, default, check, help and the field it fills.
 
-An option is declared as a field of `Settings` (or `EvalSettings`): `requests: int =
-option("--requests", ...)`. The field's metadata holds the `Option`s (one, or two for a flag and
-its negation), so the one declaration registers the flag (`pytest_addoption`), checks its value
-(a usage error in the option's own words), parses it into that field (bench.plugins.opts.build)
-and writes its line of docs/options.md (bench.plugins.opts.reference). The help's `[default]`
-is made from the declared default, so the two cannot disagree.
+A cell option is an `Option` of bench.plugins.opts.settings.OPTIONS, its `into` naming the
+Settings field it fills (`"load.requests"`); an eval row's is a field of `EvalSettings` whose
+metadata holds its `Option`s (`option()`: one, or two for a flag and its negation). Either way the
+one declaration registers the flag (`pytest_addoption`), checks its value (a usage error in the
+option's own words), parses it into its field (bench.plugins.opts.build), writes its line of
+docs/options.md (bench.plugins.opts.reference) and, where a `cellbench` command takes the same
+option, declares it there (`add_argument`). The help's `[default]` is made from the declared
+default, so the two cannot disagree.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import pytest
@@ -37,6 +40,7 @@ class Option:
     choices: tuple[str, ...] | None = None
     nargs: str | None = None
     const: Any = None
+    into: str = ""  # a cell option's Settings field: `load.requests` (bench.plugins.opts.settings)
 
     @property
     def name(self) -> str:
@@ -73,14 +77,45 @@ class Option:
         names: dict[object, str] = {int: "int", float: "number", None: "text"}
         return names.get(self.type) or getattr(self.type, "__name__", "text").lower()
 
-    def add_to(self, group: Any) -> None:
-        """Register the flag with a pytest option group."""
+    def _declared(self) -> dict[str, Any]:
+        """What argparse is given besides the flag and its help."""
         given = {"type": self.type, "metavar": self.metavar, "choices": self.choices, "nargs": self.nargs,
                  "const": self.const, "action": self.action, "dest": self.dest}
         declared = {key: value for key, value in given.items() if value is not None}
         if self.action not in ("store_true", "store_false"):  # a switch keeps argparse's default (pytest
             declared["default"] = self.default  # keeps a dest's first: --keep-alive's False)
-        group.addoption(self.flag, help=self.help_text(), **declared)
+        return declared
+
+    def add_to(self, group: Any) -> None:
+        """Register the flag with a pytest option group."""
+        group.addoption(self.flag, help=self.help_text(), **self._declared())
+
+    def add_argument(self, parser: argparse.ArgumentParser, **changes: Any) -> argparse.Action:
+        """The option as an argument of a `cellbench` command: its flag, help, type and check as pytest
+        has them. `changes` (`shown`, `default`, ...) where the command's default is another (its help
+        says which). Not for an option with a `parse`: those raise pytest's usage errors."""
+        option = replace(self, **changes) if changes else self
+        if option.parse is not None:
+            raise ValueError(f"{option.flag} is parsed into pytest's usage errors; declare the command's own")
+        declared = option._declared()
+        if option.valid is not None:
+            declared["type"] = option._checked_type()
+        return parser.add_argument(option.flag, help=option.help_text(), **declared)
+
+    def _checked_type(self) -> Callable[[str], Any]:
+        """argparse's `type`: the value converted, and refused in the option's words when not `valid`."""
+        convert: Callable[[str], Any] = self.type or str
+        valid = self.valid
+        assert valid is not None
+
+        def checked(text: str) -> Any:
+            value = convert(text)
+            if not valid(value):
+                raise argparse.ArgumentTypeError(f"takes {self.takes}, got {value:g}")
+            return value
+
+        checked.__name__ = getattr(convert, "__name__", "value")  # argparse's "invalid int value: 'x'"
+        return checked
 
     def check(self, value: Any) -> None:
         """A value its `valid` refuses is a usage error, in the words the option has always used."""

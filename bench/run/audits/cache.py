@@ -57,7 +57,7 @@ def after_group(cell: AuditedCell, server: AuditedServer, model_id: str, prompts
     """With --cache-audit, the audit into the cell's last level's `audits`, once the group of levels
     on `server` is done: run when that group held the cell's last level, `not run` (and why) when
     the cell stopped early or cannot know its last level yet; nothing before then."""
-    if not cell.cfg.cache_audit or not cell.summaries or "audits" not in cell.summaries[-1]:
+    if not cell.cfg.load.cache_audit or not cell.summaries or "audits" not in cell.summaries[-1]:
         return
     stopped = cell.capped or cell.server_exit or (cell.oom and "the server was killed for memory")
     if stopped:
@@ -79,11 +79,11 @@ def audit(cfg: CellConfig, server: AuditedServer, model_id: str, prompts: Sequen
     if not prompts:
         return cache_not_run("the cell has no prompts to repeat", n)
     level = LevelConfig(base_url=server.base_url, model=model_id, concurrency=1, requests=n, warmup=0,
-                        request_timeout_s=cfg.request_timeout_s, extra_body=extra_body, deadline=deadline,
-                        stall_timeout_s=cfg.stall_timeout_s, server_gone=server.exit_reason,
-                        client_cpus=cfg.cpus.client, nonce=f"{cfg.run_id} cache-audit {secrets.token_hex(4)}",
-                        server_warmed="the cell's last level", keep_alive=cfg.keep_alive,
-                        headers=cfg.api_key.headers if cfg.api_key else {})
+                        client=cfg.client, extra_body=extra_body, deadline=deadline,
+                        hang_s=cfg.hang_s, server_gone=server.exit_reason,
+                        client_cpus=cfg.client.cpus.client, nonce=f"{cfg.run_id} cache-audit {secrets.token_hex(4)}",
+                        server_warmed="the cell's last level",
+                        headers=cfg.server.api_key.headers if cfg.server.api_key else {})
     first = _ttfts(level, prompts, n)
     if isinstance(first, str):
         return cache_not_run(f"the first pass stopped: {first}", n)

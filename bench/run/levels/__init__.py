@@ -1,7 +1,7 @@
 """A cell's levels: the servers it starts, each level it measures, and when it must stop.
 
 A level is closed-loop (a concurrency) or open-loop (an `OpenLoop` schedule at a request rate,
-`CellConfig.load`); `--request-rate sweep` chooses its rates one level at a time (`sweep`).
+`CellConfig.load.plan`); `--request-rate sweep` chooses its rates one level at a time (`sweep`).
 Levels run on a fresh server each, or all on one (--share-server, --endpoint). With --rounds K
 they run round-major (c=1, c=8, c=16, then all again), so a slow drift of the host spreads over
 every level instead of landing on one, each (level, round) on its own server unless shared; the

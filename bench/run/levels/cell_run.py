@@ -55,9 +55,9 @@ class CellRun:
         self.reported_version: ReportedVersion | None = None
         self.on_level: Callable[[], None] | None = None  # after each level's records are on disk (bench.run.cell)
         budget_from = cfg.budget_from if cfg.budget_from is not None else time.perf_counter()
-        self.deadline = None if cfg.budget_s is None else budget_from + cfg.budget_s
+        self.deadline = None if cfg.cell_budget_s is None else budget_from + cfg.cell_budget_s
         self.extra_body = self._extra_body()
-        self.shared = cfg.share_server or cfg.endpoint is not None  # an endpoint is one server throughout
+        self.shared = cfg.server.share_server or cfg.server.endpoint is not None  # an endpoint: one server throughout
         self.plan = LevelPlan(cfg)
 
     def _extra_body(self) -> dict[str, Any]:
@@ -66,14 +66,14 @@ class CellRun:
         accepts = self.adapter.capabilities.ignore_eos
         # --ignore-eos is the user's word about a server of unknown make (the generic adapter, started
         # or --endpoint), so it goes there too; a profile's `ignore_eos` only where it is known to work.
-        if (self.cfg.ignore_eos and (accepts or self.adapter.takes_endpoint)) or (self.cfg.profile.ignore_eos
-                                                                                 and accepts):
+        if (self.cfg.client.ignore_eos and (accepts or self.adapter.takes_endpoint)) or (self.cfg.profile.ignore_eos
+                                                                                        and accepts):
             body["ignore_eos"] = True
         return body
 
     def _not_sent(self) -> str:
         """Why the requests go without ignore_eos, as the output length audit says it."""
-        if not (self.cfg.ignore_eos or self.cfg.profile.ignore_eos):
+        if not (self.cfg.client.ignore_eos or self.cfg.profile.ignore_eos):
             return NOT_SENT
         return (f"ignore_eos not sent: the {self.adapter.name} adapter does not declare that its server honours it, "
                 "so each request ends where the model stops and output lengths differ by design")
@@ -124,15 +124,16 @@ class CellRun:
         server_info["ready_after_s"] = server.ready_after_s
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
         self.watch = ServerWatch.start(pid, self.paths.split_dir / f"{self.paths.stem}.{label}", server,
-                                       self.adapter.server_metrics, self.cfg.scrape_interval_s, self.cfg.api_key)
+                                       self.adapter.server_metrics, self.cfg.server.server_metrics_s,
+                                       self.cfg.server.api_key)
         try:
             with self.watch:
-                listed = list_models(server.base_url, self.cfg.api_key)
+                listed = list_models(server.base_url, self.cfg.server.api_key)
                 if listed is not None:
                     self.listed = listed
                 if self.install.version == UNKNOWN_VERSION:
-                    server_info["reported_version"] = self.reported_version = reported_version(server.base_url,
-                                                                                               self.cfg.api_key)
+                    server_info["reported_version"] = self.reported_version = reported_version(
+                        server.base_url, self.cfg.server.api_key)
                 for step in points:
                     if not known:  # a sweep's level, chosen as the previous one ended
                         server_info["levels"].append(point_json(step[0]))
@@ -163,49 +164,51 @@ class CellRun:
         try:
             return self._start(label, server_info)
         except ServerStartError as exc:
-            if not exc.transient or exc.oom or self.cfg.endpoint is not None:
+            if not exc.transient or exc.oom or self.cfg.server.endpoint is not None:
                 raise
             self.retried = server_info["retried_after"] = str(exc)
             time.sleep(2.0)
             return self._start(label, server_info)
 
     def _start(self, label: str, server_info: Server) -> ServerProcess | Endpoint:
-        if self.cfg.endpoint is not None:
-            server_info["external"] = self.cfg.endpoint
-            return Endpoint(self.cfg.endpoint, self.adapter.ready_path, self._ready_timeout(), self._budget_left(),
-                            api_key=self.cfg.api_key)
+        srv = self.cfg.server
+        if srv.endpoint is not None:
+            server_info["external"] = srv.endpoint
+            return Endpoint(srv.endpoint, self.adapter.ready_path, self._ready_timeout(), self._budget_left(),
+                            api_key=srv.api_key)
         port = self._port()
-        key = self.cfg.api_key
-        ctx = ServeContext(self.install, self.model, self.cfg.host, port, self.cfg.split, self._sized_for(),
+        key = srv.api_key
+        ctx = ServeContext(self.install, self.model, srv.host, port, self.cfg.split, self._sized_for(),
                            self.platform_tag, api_key=key.value if key else None)
-        command = replace(self.adapter.command(ctx, metrics=self.cfg.scrape_interval_s is not None),
-                          cpus=self.cfg.cpus.server, secrets=(key.value,) if key else ())
+        command = replace(self.adapter.command(ctx, metrics=srv.server_metrics_s is not None),
+                          cpus=self.cfg.client.cpus.server, secrets=(key.value,) if key else ())
         log_path = self.paths.server_log(label)
         server_info["port"] = port
         server_info["command"] = command.to_json()
         server_info["log"] = str(log_path)
-        return self.launch(command, replace(self.adapter, startup_timeout_s=self._ready_timeout()), self.cfg.host,
-                           port, log_path, memory_limit_bytes=self.cfg.memory_limit_bytes,
-                           budget_s=self._budget_left(), stall_timeout_s=self.cfg.stall_timeout_s, api_key=key)
+        return self.launch(command, replace(self.adapter, startup_timeout_s=self._ready_timeout()), srv.host,
+                           port, log_path, memory_limit_bytes=srv.memory_limit_bytes,
+                           budget_s=self._budget_left(), hang_s=self.cfg.hang_s, api_key=key)
 
     def _sized_for(self) -> int:
         """The requests in flight a server is started for: the highest concurrency level, or the
         open-loop levels' --max-concurrency (without one: as for the concurrency levels)."""
-        plan = self.cfg.load
+        plan = self.cfg.load.plan
         if plan is not None and plan.open_loop and plan.max_concurrency is not None:
             return plan.max_concurrency
-        return max(self.cfg.levels)
+        return max(self.cfg.load.concurrency)
 
     def _budget_left(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
 
     def _ready_timeout(self) -> float:
-        return self.cfg.ready_timeout_s if self.cfg.ready_timeout_s is not None else self.adapter.startup_timeout_s
+        ready = self.cfg.server.ready_timeout_s
+        return ready if ready is not None else self.adapter.startup_timeout_s
 
     def _port(self) -> int:
-        if self.cfg.port == 0:
-            return free_port(self.cfg.host)
-        return self.cfg.port or self.adapter.default_port
+        if self.cfg.server.port == 0:
+            return free_port(self.cfg.server.host)
+        return self.cfg.server.port or self.adapter.default_port
 
     def _run_level(self, server: ServerProcess | Endpoint, step: Step, sidecar: RequestLog) -> bool:
         """Measure one level's round; False when the cell must end: cut short (budget, hang:
@@ -216,7 +219,7 @@ class CellRun:
             self.server_exit = f"{gone} before {at}"
             return False
         if self.deadline is not None and time.perf_counter() >= self.deadline:
-            self.capped = f"cell budget of {self.cfg.budget_s:g} s spent before {at}"
+            self.capped = f"cell budget of {self.cfg.cell_budget_s:g} s spent before {at}"
             return False
         self.last_level = step
         open_loop = point if isinstance(point, OpenLoop) else None
@@ -227,22 +230,21 @@ class CellRun:
             concurrency=concurrency,
             open_loop=open_loop,
             requests=self.plan.requests(point),
-            warmup=self.cfg.warmup,
-            request_timeout_s=self.cfg.request_timeout_s,
+            warmup=self.cfg.load.warmup,
+            client=self.cfg.client,
             extra_body=self.extra_body,
             progress=partial(self.cfg.progress, concurrency or at) if self.cfg.progress else None,
             deadline=self.deadline,
-            stall_timeout_s=self.cfg.stall_timeout_s,
+            hang_s=self.cfg.hang_s,
             server_gone=server.exit_reason,
-            client_cpus=self.cfg.cpus.client,
+            client_cpus=self.cfg.client.cpus.client,
             nonce=f"{self.cfg.run_id} {file_label([step], self.plan.rounds)} {secrets.token_hex(2)}"
-            if self.cfg.unique_prompts else None,
-            server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.endpoint),
-            keep_alive=self.cfg.keep_alive,
-            headers=self.cfg.api_key.headers if self.cfg.api_key else {},
-            duration_s=self.cfg.load.duration_s if self.cfg.load else None,
+            if self.cfg.client.unique_prompts else None,
+            server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.server.endpoint),
+            headers=self.cfg.server.api_key.headers if self.cfg.server.api_key else {},
+            duration_s=self.cfg.load.plan.duration_s if self.cfg.load.plan else None,
         )
-        procs = plan_level(self.cfg.client_procs, concurrency, level_cfg.requests,
+        procs = plan_level(self.cfg.client.client_procs, concurrency, level_cfg.requests,
                            self.summaries[-1] if self.summaries else None)  # auto plans from the level before
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
         try:
@@ -264,7 +266,7 @@ class CellRun:
         if run.stop_reason is None:
             return True
         if self.deadline is not None and time.perf_counter() >= self.deadline:
-            self.capped = f"cell budget of {self.cfg.budget_s:g} s reached at {at}: {run.stop_reason}"
+            self.capped = f"cell budget of {self.cfg.cell_budget_s:g} s reached at {at}: {run.stop_reason}"
         else:
             self.capped = f"{run.stop_reason} at {at}"
         return False
@@ -287,8 +289,8 @@ class CellRun:
         keeps its warm-up evidence) and its requests into the sidecar, each line keyed by its level
         (and with rounds by its `round`, as the summary is)."""
         summary = summarize_level(run, not_sent=self._not_sent())
-        if self.cfg.load is not None and self.cfg.load.slos:
-            summary["goodput"] = goodput(run, self.cfg.load.slos)
+        if self.cfg.load.plan is not None and self.cfg.load.plan.slos:
+            summary["goodput"] = goodput(run, self.cfg.load.plan.slos)
         if self.plan.rounds > 1:
             summary["round"] = k
         if run.records or run.warmup_records:

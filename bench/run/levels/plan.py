@@ -37,27 +37,28 @@ class LevelPlan:
 
     def __init__(self, cfg: CellConfig) -> None:
         self.cfg = cfg
-        plan = cfg.load
+        plan = cfg.load.plan
         self.search = RateSweep(plan.sweep, plan.slos) if plan is not None and plan.sweep is not None else None
-        self.rounds = 1 if self.search is not None else cfg.rounds  # a sweep's levels are never repeated
+        self.rounds = 1 if self.search is not None else cfg.load.rounds  # a sweep's levels are never repeated
 
     def points(self) -> list[Point]:
         """The levels asked for, in order (a sweep's are chosen as it goes: `swept`)."""
-        plan = self.cfg.load
+        plan = self.cfg.load.plan
         if plan is None or not plan.open_loop:
-            return list(self.cfg.levels)
+            return list(self.cfg.load.concurrency)
         if (trace := plan.trace_schedule()) is not None:  # one level: the trace, at the rate its offsets offer
             return [OpenLoop(trace.offered_rate, max_concurrency=plan.max_concurrency, seed=plan.seed, trace=trace)]
         return [self.open_loop(rate) for rate in plan.rates]
 
     def open_loop(self, rate: float) -> OpenLoop:
-        plan = self.cfg.load
+        plan = self.cfg.load.plan
         assert plan is not None, "open-loop levels come from a load plan"
         return OpenLoop(rate, plan.burstiness, plan.max_concurrency, plan.seed, ramp=plan.ramp(rate))
 
     def requests(self, point: Point) -> int:
         """A level's measured requests: --requests, or a trace's entries."""
-        return point.measured(self.cfg.requests) if isinstance(point, OpenLoop) else self.cfg.requests
+        requests = self.cfg.load.requests
+        return point.measured(requests) if isinstance(point, OpenLoop) else requests
 
     def swept(self) -> Iterator[Step]:
         assert self.search is not None

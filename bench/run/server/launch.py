@@ -26,14 +26,14 @@ def launching() -> Iterator[Launcher]:
 
     def launch(command: ServeCommand, adapter: Adapter, host: str, port: int, log_path: Path,
                memory_limit_bytes: int | None = None, budget_s: float | None = None,
-               stall_timeout_s: float | None = None, api_key: ApiKey | None = None) -> ServerProcess:
+               hang_s: float | None = None, api_key: ApiKey | None = None) -> ServerProcess:
         server = ServerProcess(command, host=host, port=port, ready_path=adapter.ready_path,
                                startup_timeout_s=adapter.startup_timeout_s, log_path=log_path,
                                memory_limit_bytes=memory_limit_bytes, api_key=api_key)
         started.append(server)
         server.start()
         try:
-            server.wait_ready(budget_s=budget_s, stall_timeout_s=stall_timeout_s)
+            server.wait_ready(budget_s=budget_s, stall_timeout_s=hang_s)
         except BaseException:
             server.stop()
             raise
