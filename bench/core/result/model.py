@@ -26,8 +26,9 @@ bench.core.open_loop.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, final
+from typing import Annotated, Any, TypedDict, final
 
+from bench.base.doc import Doc
 from bench.base.git import Revision as Revision
 from bench.core.level_run import Connections as Connections
 from bench.core.metrics.audits import Audits as Audits
@@ -103,17 +104,22 @@ class Server(_ServerRequired, total=False):
 
 
 class _VerdictBlockRequired(TypedDict):
-    verdict: str
-    reason: str
-    annotations: list[str]
+    verdict: Annotated[str, Doc("The verdict.", enum=["ok", "degraded", "all-failed", "wrong-model", "capped", "oom",
+                                                      "failed", "skipped", "fixed"])]  # bench.core.verdicts.Verdict
+    reason: Annotated[str, Doc("One line a user can act on.", minLength=1)]
+    annotations: Annotated[list[str], Doc("Notes on how to read the numbers; they never change the verdict "
+                                          "(chunk-bundling, prompt-reuse, uncertain, retried, suspicious, resumed).")]
 
 
 class VerdictBlock(_VerdictBlockRequired, total=False):
-    """bench.core.verdicts.CellVerdict as written, with the suspicious-change note when flagged."""
+    """The cell's verdict (bench.core.verdicts; rules in docs/verdicts.md)."""
 
-    retryable: bool
-    suspicious: str
-    fix: FixBlock
+    retryable: Annotated[bool, Doc("False for an OOM: the machine lacks the memory, a retry would not help. Absent "
+                                   "otherwise.")]
+    suspicious: Annotated[str, Doc("Why the output throughput changed 10-fold or more against the previous result of "
+                                   "the same cell; present with the suspicious annotation.")]
+    fix: Annotated[FixBlock, Doc("Present with the verdict fixed: the previous result of this cell failed earlier in "
+                                 "the run, and the adapter module changed since (bench.run.fixes).")]
 
 
 class _FrameworkRequired(TypedDict):
@@ -192,20 +198,22 @@ class Harness(Revision, total=False):
 
 class _FixBlockRequired(TypedDict):
 
-    from_verdict: str
-    from_reason: str
-    from_result: str
-    from_run_id: str
-    from_finished_at: str
-    adapter: str
-    sha256_before: str
-    sha256_after: str
+    from_verdict: Annotated[str, Doc("The earlier result's verdict.")]
+    from_reason: Annotated[str, Doc("The earlier result's reason.")]
+    from_result: Annotated[str, Doc("The earlier result's file name, in this folder.")]
+    from_run_id: Annotated[str, Doc("The earlier result's run id.")]
+    from_finished_at: Annotated[str, Doc("When the earlier result finished (ISO 8601).")]
+    adapter: Annotated[str, Doc("The edited adapter module, relative to the checkout.")]
+    sha256_before: Annotated[str, Doc("The adapter module's sha256 when the earlier result ran.")]
+    sha256_after: Annotated[str, Doc("The adapter module's sha256 when this result ran.")]
 
 
 class FixBlock(_FixBlockRequired, total=False):
-    """bench.run.fixes.Fix as written: the failure an adapter or profile edit answered."""
+    """Present with the verdict fixed: the previous result of this cell failed earlier in the run, and the
+    adapter module changed since (bench.run.fixes)."""
 
-    reference: str  # the upstream commit, changelog entry or issue URL the fix follows (required since 2026-12)
+    reference: Annotated[str, Doc("The upstream commit, changelog entry or issue URL the fix follows; every fix made "
+                                  "since 2026-12 records one.")]
 
 
 class _ResultRequired(TypedDict):
@@ -224,8 +232,13 @@ class _ResultRequired(TypedDict):
 
 
 class MetricMethod(TypedDict):
-    comparable: bool
-    note: str
+    """How an imported metric was derived, and whether it means what cellbench's metric of that name means
+    (docs/metrics.md)."""
+
+    comparable: Annotated[bool, Doc("Derived as cellbench derives it: reports and the suspicious check may compare it "
+                                    "with a measured result.")]
+    note: Annotated[str, Doc("How the other tool derived it; for one that is not comparable, why (one line).",
+                             minLength=1)]
 
 
 class Imported(TypedDict):

@@ -39,6 +39,7 @@ from bench.core.metrics.stats.blocks import Interval, Intervals, PercentileInter
 from bench.core.metrics.stats.statistics import Stats
 from bench.core.metrics.table import schema_entries
 from bench.core.records import ErrorSample
+from bench.core.result.model import MetricMethod, VerdictBlock
 from bench.core.schema import SCHEMA_PATH, SOURCE_PATH, docs
 from bench.core.schema.types import definition, schema_of
 
@@ -52,7 +53,7 @@ DEFS: dict[str, Any] = {
     "throughput_intervals": ThroughputIntervals,
     "error_sample": ErrorSample, "dominant_error": DominantError, "client": ClientHealthBlock,
     "prompt_reuse": PromptReuse, "warmup": Warmup, "uncertainty": Uncertainty, "energy": Energy,
-    "server_metrics": ServerMetricsBlock,
+    "server_metrics": ServerMetricsBlock, "verdict": VerdictBlock, "metric_method": MetricMethod,
 }
 """The schema's `$defs` entries generated from a block's TypedDict (bench.core.schema.types): its
 fields' types, descriptions and bounds, as the block declares them; result.source.json has none
