@@ -19,7 +19,7 @@ from bench.core.level_run import CarriedInterrupt, Ramp, TraceSchedule
 from bench.core.open_loop import Slo, parse_slos
 from bench.core.result.model import NoResult, Result
 from bench.core.verdicts import CellVerdict
-from bench.host.affinity import Placement
+from bench.host.cpus.placement import Placement
 from bench.load import Progress
 from bench.load.procs import ProcsChoice
 from bench.run.levels.sweep import SweepPlan

@@ -19,7 +19,7 @@ from bench.base.defaults import (
     DEFAULT_WARMUP,
     levels_text,
 )
-from bench.host import affinity
+from bench.host.cpus import placement
 from bench.load import procs
 from bench.load.watch.progress import DEFAULT_INTERVAL_S
 from bench.plugins.opts import parsers
@@ -190,7 +190,7 @@ class Settings:
     model_source: str  # which of those chose it (bench.setup.profiles.chosen_model)
     load: LoadPlan | None  # --request-rate and --slo; None: closed-loop levels, as always
     cell_budget_s: dict[str, float]  # split -> a cell's wall-clock budget: --cell-budget's, else the default
-    cpus: affinity.Placement  # --client-cpus and --server-cpus, for this host
+    cpus: placement.Placement  # --client-cpus and --server-cpus, for this host
     client_procs: procs.ProcsChoice  # --client-procs, with the CPUs free for the client
     api_key: profiles.ApiKey | None  # --api-key, else OPENAI_API_KEY, else the profile's api_key_env
     eval: EvalSettings  # the eval rows' options
