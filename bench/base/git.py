@@ -8,7 +8,9 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypedDict
+from typing import Annotated, TypedDict
+
+from bench.base.doc import Doc
 
 
 class GitError(RuntimeError):
@@ -47,8 +49,9 @@ def head_commit(repo: Path) -> str | None:
 class Revision(TypedDict):
     """A checkout's revision, as a result's `harness` block records it (bench.core.result.model.Harness)."""
 
-    commit: str | None
-    dirty: bool | None
+    commit: Annotated[str | None, Doc("`git rev-parse HEAD` of the checkout, or null outside a git checkout.")]
+    dirty: Annotated[bool | None, Doc("Whether tracked files differed from that commit when the cell finished (`git "
+                                      "status --porcelain --untracked-files=no`); null outside a git checkout.")]
 
 
 def revision(repo: Path) -> Revision:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.base.defaults import DEFAULT_REQUEST_TIMEOUT_S
-from bench.host.affinity import Placement
+from bench.host.cpus.placement import Placement
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class ClientSettings:
     # (the default): one connection per request, closed at its end (bench.load.http.connector).
     keep_alive: bool = False
     # --client-cpus and --server-cpus, resolved together for this host: the server's CPUs are the
-    # ones the client's leave (bench.host.affinity.resolve)
+    # ones the client's leave (bench.host.cpus.placement.resolve)
     cpus: Placement = Placement()
     client_procs: ProcsChoice = ProcsChoice()  # --client-procs: a count, or auto with the CPUs free for it
     unique_prompts: bool = False  # --unique-prompts: a nonce opens every request's first message

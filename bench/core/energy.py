@@ -18,7 +18,8 @@ import time
 from collections.abc import Sequence
 
 from bench.core.level_run import LevelRun
-from bench.core.metrics.blocks import Energy, EnergySource, Level
+from bench.core.metrics.blocks import Level
+from bench.core.metrics.server_view import Energy, EnergySource
 from bench.host.power import Device, PowerSample
 
 NO_SOURCE = ("no power source: no GPU power reading (NVML, nvidia-smi, metalstat) and no readable RAPL "

@@ -16,13 +16,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from bench.base.defaults import DEFAULT_WARMUP
 from bench.base.doc import Doc
 from bench.core.client_settings import ClientSettings
 from bench.core.records import RequestRecord
-from bench.host.affinity import CpuUse
+from bench.host.cpus.usage import CpuUse
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ def rate_value(rate: float | str) -> float:
     return math.inf if rate == "inf" else float(rate)
 
 
-def rate_json(rate: float) -> float | str:
+def rate_json(rate: float) -> float | Literal["inf"]:
     """A request rate as JSON holds it: a number, or "inf" (JSON has no infinity)."""
     return "inf" if math.isinf(rate) else rate
 

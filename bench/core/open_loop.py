@@ -16,11 +16,12 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
+from bench.base.doc import Doc
 from bench.core import metrics
 from bench.core.level_run import LevelRun
-from bench.core.metrics.blocks import Goodput
+from bench.core.metrics.blocks import SLO_NAMES, Goodput, Rate, SloLimits
 from bench.core.records import RequestRecord
 
 SLO_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -29,53 +30,66 @@ KEPT_PACE = 0.9  # an open-loop level whose achieved send rate is below this sha
 
 
 class _LoadRequired(TypedDict):
-    mode: str
+    mode: Annotated[str, Doc("closed (concurrency slots), open (arrivals at a rate) or trace (arrivals at a trace "
+                             "file's offsets).", enum=['closed', 'open', 'trace'])]
 
 
 class Load(_LoadRequired, total=False):
-    """run_config.load: how the levels' requests were sent; absent: closed loop, as always."""
+    """How the levels' requests were sent: present for open-loop levels (--request-rate, --trace-file) or with
+    --slo or --duration; absent: closed loop, as in every result before open-loop levels existed."""
 
-    request_rates: list[float | str]
-    burstiness: float
-    max_concurrency: int | None
-    seed: int
-    slo: dict[str, float] | None
-    sweep: dict[str, Any] | None  # {start_rps, tolerance, max_levels}; the schema leaves it open too
-    trace: LoadTrace  # mode "trace": the file replayed
-    ramp_up: LoadRamp  # --ramp-up
-    duration_s: float  # --duration: each level's measured phase bound in time
+    request_rates: Annotated[list[Annotated[Rate, Doc("Requests per second, more than 0, or \"inf\": every request "
+                                                      "at once.")]],
+                             Doc("--request-rate: the rates asked for (each a level), in order; absent for a sweep.")]
+    burstiness: Annotated[float, Doc("--burstiness: the gamma shape of the inter-arrival times (1: Poisson).",
+                                     exclusiveMinimum=0)]
+    max_concurrency: Annotated[int | None, Doc("--max-concurrency: the most requests in flight; null: no cap.",
+                                               minimum=1)]
+    seed: Annotated[int, Doc("--arrival-seed: the schedules' seed.")]
+    slo: Annotated[SloLimits | None, Doc("--slo: each SLO's limit in ms; null: none.", propertyNames=SLO_NAMES)]
+    sweep: Annotated[dict[str, Any] | None, Doc("--request-rate sweep: {start_rps, tolerance, max_levels}; null: fixed"
+                                                " rates.")]
+    trace: Annotated[LoadTrace, Doc("--trace-file: the file replayed.")]
+    ramp_up: Annotated[LoadRamp, Doc("--ramp-up: its shape, and --ramp-up-start (null: a tenth of each level's rate).")]
+    duration_s: Annotated[float, Doc("--duration: each level's measured phase bound in time, seconds.",
+                                     exclusiveMinimum=0)]
 
 
 class LoadTrace(TypedDict):
-    """run_config.load.trace: the file --trace-file replayed (its entries and skipped rows)."""
+    """--trace-file: the file replayed."""
 
-    file: str
-    sha256: str
-    format: str
-    entries: int
-    skipped: int
+    file: Annotated[str, Doc("The trace file's name.", minLength=1)]
+    sha256: Annotated[str, Doc("sha256 of the file's bytes.", pattern='^[0-9a-f]{64}$')]
+    format: Annotated[str, Doc("mooncake (JSONL) or burstgpt (CSV).", enum=['mooncake', 'burstgpt'])]
+    entries: Annotated[int, Doc("The trace's requests (skipped rows not counted).", minimum=1)]
+    skipped: Annotated[int, Doc("Rows no replay can send: BurstGPT's with 0 response tokens.", minimum=0)]
 
 
 class LoadRamp(TypedDict):
-    """run_config.load.ramp_up: its shape, and --ramp-up-start (null: a tenth of each level's rate)."""
+    """--ramp-up: its shape, and --ramp-up-start (null: a tenth of each level's rate)."""
 
-    shape: str
-    start_rps: float | None
+    shape: Annotated[str, Doc("linear or exponential in the request's index (docs/metrics.md, Ramps).",
+                              enum=['linear', 'exponential'])]
+    start_rps: Annotated[float | None, Doc("--ramp-up-start; null: a tenth of each level's rate.", exclusiveMinimum=0)]
 
 
 class Sweep(TypedDict):
-    """The result of `--request-rate sweep`: the highest rate that met the SLOs (bench.run.levels.sweep)."""
+    """--request-rate sweep: the highest request rate whose level met every SLO, found by doubling (or halving)
+    from start_rps and then bisecting to the tolerance, at most max_levels levels (bench.run.levels.sweep)."""
 
-    slo: dict[str, float]
-    start_rps: float
-    tolerance: float
-    max_levels: int
-    rates: list[float]
-    passed: list[bool]
-    best_rps: float | None
-    failing_rps: float | None
-    goodput_rps: float | None
-    stopped: str
+    slo: Annotated[SloLimits, Doc("--slo: each SLO's limit in ms, by name (`ttft_p99`: 99% of the requests must have "
+                                  "TTFT within it).", propertyNames=SLO_NAMES)]
+    start_rps: Annotated[float, Doc("The first rate tried.", exclusiveMinimum=0)]
+    tolerance: Annotated[float, Doc("The search stops once the lowest failing rate is within this share above the "
+                                    "highest passing one.", exclusiveMinimum=0)]
+    max_levels: Annotated[int, Doc("The most levels the search may run.", minimum=1)]
+    rates: Annotated[list[Annotated[float, Doc(exclusiveMinimum=0)]],
+                     Doc("The rates run, in order (each a level of `levels`).")]
+    passed: Annotated[list[bool], Doc("Whether each of them met the SLOs (its level's goodput.slo_met).")]
+    best_rps: Annotated[float | None, Doc("The highest rate that met the SLOs; null when none did.")]
+    failing_rps: Annotated[float | None, Doc("The lowest rate above best_rps that did not; null when none failed.")]
+    goodput_rps: Annotated[float | None, Doc("The goodput of the best_rps level; null without one.")]
+    stopped: Annotated[str, Doc("Why the search stopped: within the tolerance, the level cap, the cell stopping.")]
 
 
 @dataclass(frozen=True)

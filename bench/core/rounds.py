@@ -18,15 +18,9 @@ from typing import Any, cast
 from bench.core import energy, figures
 from bench.core.declare import median, total
 from bench.core.level_run import level_key
-from bench.core.metrics.blocks import (
-    GaugeFigures,
-    HistogramFigures,
-    Level,
-    ServerMetricsBlock,
-    ThroughputIntervals,
-    Uncertainty,
-)
+from bench.core.metrics.blocks import Level, ThroughputIntervals, Uncertainty
 from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE
+from bench.core.metrics.server_view import GaugeFigures, HistogramFigures, ServerMetricsBlock
 from bench.core.metrics.stats.blocks import Interval, PercentileInterval
 from bench.core.metrics.stats.intervals import (
     gap_rounds_interval,

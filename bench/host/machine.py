@@ -41,28 +41,35 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TypedDict
+from typing import Annotated, TypedDict
 
 import psutil
 
+from bench.base.doc import Doc
+
 
 class _MachineBlockRequired(TypedDict):
-    slug: str
+    slug: Annotated[str, Doc("Its identifier in paths: CPU or chip and GPUs.", pattern='^[a-z0-9_-]+$')]
 
 
 class MachineBlock(_MachineBlockRequired, total=False):
-    """The result's `machine` block (`HostMachine.to_json`; bench.core.result.model names it too)."""
+    """The machine the cell ran on (bench.host.machine)."""
 
     # measured results only, but gpu_probe_error
-    host: str
-    os: str
-    cpu: str
-    chip: str | None
-    gpus: list[str]
-    cores: int
-    memory_gib: float
-    gpu_probe_error: str | None
-    slug_source: str  # detected, CELLBENCH_MACHINE or APPLEBENCH_RESULTS_SUBDIR
+    host: Annotated[str, Doc("Host name.")]
+    os: Annotated[str, Doc("Operating system and kernel.")]
+    cpu: Annotated[str, Doc("CPU model.")]
+    chip: Annotated[str | None, Doc("Apple chip name; null elsewhere.")]
+    gpus: Annotated[list[str], Doc("GPU names nvidia-smi listed.")]
+    cores: Annotated[int, Doc("Logical CPUs.")]
+    memory_gib: Annotated[float, Doc("Physical memory, GiB.")]
+    gpu_probe_error: Annotated[str | None, Doc("Why nvidia-smi gave no answer (an error exit, a timeout); the slug "
+                                               "then ends in -unknown-gpu. Null or absent when it answered or is not "
+                                               "installed.")]
+    slug_source: Annotated[str, Doc("What chose the slug: detected from the hardware, or the variable that set it "
+                                    "(CELLBENCH_MACHINE, then APPLEBENCH_RESULTS_SUBDIR). Absent in results from "
+                                    "before it was recorded, and in imported ones.",
+                                    enum=['detected', 'CELLBENCH_MACHINE', 'APPLEBENCH_RESULTS_SUBDIR'])]
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypedDict
+from typing import IO, TYPE_CHECKING, Annotated, Any, TypedDict
 
 import psutil
 
+from bench.base.doc import Doc
 from bench.host.gpu import Gpu
 from bench.host.power import PowerSample, Rapl, readings
 
@@ -54,15 +55,15 @@ def parse_pressure(text: str) -> dict:
 
 
 class ServerResources(TypedDict):
-    """`ResourceSampler.summary()`: a result's server `resources` block once `path` is the file's name
-    (bench.core.result.model names it too)."""
+    """Its process tree's resource use, sampled while it ran (bench.host.resources)."""
 
-    path: str
-    interval_s: float
-    samples: int
-    peak: dict[str, Any]  # free-form: the peak of each sampled quantity, as the sampler has it
-    gpu_source: str | None
-    errors: list[str]
+    path: Annotated[str, Doc("The samples file (JSON lines) beside the result, by name.")]
+    interval_s: Annotated[float, Doc("Seconds between samples.")]
+    samples: Annotated[int, Doc("Samples taken.", minimum=0)]
+    peak: Annotated[dict[str, Any], Doc("Peaks over the samples: tree RSS, system memory used, GPU memory used (bytes;"
+                                        " null when unknown).")]
+    gpu_source: Annotated[str | None, Doc("Where GPU memory was read from; null without a GPU reading.")]
+    errors: Annotated[list[str], Doc("Sampling errors, one line each (sampling never stops the cell).")]
 
 
 class ResourceSampler:

@@ -15,7 +15,7 @@ from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from bench.core.level_run import LevelConfig, LevelInterrupted, LevelRun
-from bench.host import affinity
+from bench.host.cpus import placement
 from bench.load.arrivals import OpenLoopLevel
 from bench.load.closed_loop import ClosedLoopLevel
 from bench.load.interrupts import Interrupts
@@ -47,7 +47,7 @@ def run_level(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Seque
     level = ClosedLoopLevel(cfg, prompts, warmup_prompts) if ol is None else OpenLoopLevel(cfg, prompts, warmup_prompts)
     interrupts = Interrupts()
     try:
-        with affinity.pinned(cfg.client_cpus), interrupts.unraisable(), _quiet_gc():
+        with placement.pinned(cfg.client_cpus), interrupts.unraisable(), _quiet_gc():
             run = _run_on_own_loop(interrupts.guard(level.run()))
         interrupts.raise_caught()  # it landed where nothing could raise it (the loop's shutdown, a finalizer)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP made one (bench.plugins.signals)

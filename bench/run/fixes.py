@@ -34,7 +34,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.core.result.model import AdapterSource, FixBlock, Result
+from bench.core.result.model import FixBlock, ProfileSource, Result
 from bench.core.result.store import LoadedResult
 from bench.core.verdicts import CellVerdict, Verdict
 
@@ -57,7 +57,7 @@ def reference_problem(text: str) -> str | None:
             "(e.g. 'CHANGELOG.md 0.8.2: renamed --no-webui') or an issue URL")
 
 
-def profile_source(path: Path, root: Path) -> AdapterSource:
+def profile_source(path: Path, root: Path) -> ProfileSource:
     """`{"file": "models/<profile>.yaml", "sha256": ...}` of the profile file a cell ran."""
     try:
         rel = path.resolve().relative_to(root.resolve()).as_posix()

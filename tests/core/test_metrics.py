@@ -11,7 +11,7 @@ import pytest
 from bench.core import metrics
 from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.records import ErrorType, RequestError, RequestRecord
-from bench.host.affinity import CpuUse
+from bench.host.cpus.usage import CpuUse
 
 CFG = LevelConfig(base_url="http://127.0.0.1:1", model="m", concurrency=2, requests=4)
 HEALTHY = ClientHealth(cpu_share=0.1, loop_lag_p99_ms=1.0, schedule_lag_p99_ms=2.0)

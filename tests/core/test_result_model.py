@@ -18,7 +18,7 @@ from bench.core.result import model
 from bench.core.result.files import SCHEMA_VERSION, NotAResult, read_result, result_schema, validate, write_result
 from bench.core.result.store import load_results
 from bench.core.verdicts import CellVerdict, Verdict
-from bench.host.affinity import Placement
+from bench.host.cpus.placement import Placement
 from bench.host.machine import detect
 from bench.host.resources import ResourceSampler
 from bench.reports.comparison import build_comparison
@@ -37,9 +37,9 @@ def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _object_schemas(schema: dict[str, Any]) -> list[dict[str, Any]]:
-    """The object schemas a value may follow: the schema itself, or the branches of its oneOf."""
+    """The object schemas a value may follow: the schema itself, or the branches of its oneOf/anyOf."""
     schema = _resolve(schema)
-    branches = [_resolve(b) for b in schema.get("oneOf", [])]
+    branches = [_resolve(b) for b in [*schema.get("oneOf", []), *schema.get("anyOf", [])]]
     return [s for s in [schema, *branches] if "properties" in s or "additionalProperties" in s]
 
 
@@ -107,7 +107,7 @@ def _properties(schema: dict[str, Any], where: str = "") -> list[tuple[str, dict
     for key, sub in schema.get("properties", {}).items():
         out.append((f"{where}.{key}" if where else key, sub))
         out += _properties(sub, f"{where}.{key}" if where else key)
-    for sub in schema.get("oneOf", []):
+    for sub in [*schema.get("oneOf", []), *schema.get("anyOf", [])]:
         out += _properties(sub, where)
     if isinstance(schema.get("items"), dict):
         out += _properties(schema["items"], where + "[]")
@@ -197,7 +197,7 @@ def _is_typed_dict(tp: Any) -> bool:
 
 
 def _object_at(node: dict[str, Any], where: str) -> tuple[str, dict[str, Any]] | None:
-    """(pointer, object schema) a property at `where` holds: through $ref, a nullable oneOf, an
+    """(pointer, object schema) a property at `where` holds: through $ref, a nullable oneOf/anyOf, an
     array's items, a map's values."""
     if "$ref" in node:
         return _object_at(_resolve(node), node["$ref"])
@@ -206,8 +206,8 @@ def _object_at(node: dict[str, Any], where: str) -> tuple[str, dict[str, Any]] |
     for part in ("items", "additionalProperties"):
         if isinstance(node.get(part), dict):
             return _object_at(node[part], f"{where}/{part}")
-    for i, branch in enumerate(node.get("oneOf", [])):
-        found = _object_at(branch, f"{where}/oneOf/{i}")
+    for i, branch in enumerate([*node.get("oneOf", []), *node.get("anyOf", [])]):
+        found = _object_at(branch, f"{where}/of/{i}")
         if found is not None:
             return found
     return None

@@ -1,6 +1,7 @@
 """bench/core/schema/result.schema.json is the whole result schema: it is what its generator
-writes from its sources (result.source.json and the metric table), and a user's own JSON Schema
-tooling, given that file alone, accepts a result cellbench wrote and refuses one that breaks it."""
+writes from its declarations (the result's TypedDicts, the metric table, the level figures), and a
+user's own JSON Schema tooling, given that file alone, accepts a result cellbench wrote and refuses
+one that breaks it."""
 
 from __future__ import annotations
 

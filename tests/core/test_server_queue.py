@@ -7,8 +7,9 @@ from typing import Any, cast
 import pytest
 
 from bench.core.annotations import client_limited
-from bench.core.metrics.blocks import ClientHealthBlock, ServerMetricsBlock
+from bench.core.metrics.blocks import ClientHealthBlock
 from bench.core.metrics.client import SERVER_QUEUE_MEAN, with_server_queue
+from bench.core.metrics.server_view import ServerMetricsBlock
 
 CLIENT = cast(ClientHealthBlock, {"cpu_share": 0.2, "loop_lag_p99_ms": 1.0, "schedule_lag_p99_ms": 2.0,
                                   "client_bound": False, "limited_by": None, "reasons": []})

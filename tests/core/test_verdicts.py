@@ -9,7 +9,7 @@ from bench.core.level_run import ClientHealth, LevelConfig, LevelRun
 from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.core.result.model import Level
 from bench.core.verdicts import Evidence, Identity, Verdict, classify, wilson_interval
-from bench.host.affinity import CpuUse
+from bench.host.cpus.usage import CpuUse
 
 
 def level(concurrency=1, ok=100, failed=0, dominant=None, client_bound=False, tps=100.0, per_chunk=False):

@@ -31,7 +31,7 @@ from bench.core.level_run import ClientHealth, LevelConfig, LevelInterrupted, Op
 from bench.core.records import ErrorType
 from bench.core.result.files import result_schema
 from bench.core.verdicts import Evidence, classify
-from bench.host import affinity
+from bench.host.cpus import placement
 from bench.load.procs import ProcPlan, WorkerError, plan_level, resolve, run_level_procs
 from bench.load.procs.merge import merged_health, stop_reason
 from bench.load.procs.plan import CLIENT_BOUND_SHARE
@@ -95,7 +95,7 @@ def test_a_split_covers_every_slot_and_request_once(concurrency, requests, procs
 
 
 def test_auto_never_takes_the_servers_core_on_two_unpinned_cpus():
-    choice = resolve("auto", affinity.Placement(how="auto: off with 2 CPUs"), gpu=False, usable=(0, 1))
+    choice = resolve("auto", placement.Placement(how="auto: off with 2 CPUs"), gpu=False, usable=(0, 1))
     assert choice.auto and choice.free_cpus == 1 and "computes on all 2 CPUs" in choice.why
     saturated = {"concurrency": 8, "client": {"cpu_share": 0.95, "loop_lag_p99_ms": 30.0}}
     chosen = plan_level(choice, 16, 100, saturated)
@@ -105,7 +105,7 @@ def test_auto_never_takes_the_servers_core_on_two_unpinned_cpus():
 
 
 def test_auto_adds_processes_only_where_a_level_would_be_client_bound():
-    choice = resolve("auto", affinity.Placement(client=(2, 3, 4, 5), server=(0, 1), how="explicit"), gpu=False,
+    choice = resolve("auto", placement.Placement(client=(2, 3, 4, 5), server=(0, 1), how="explicit"), gpu=False,
                      usable=tuple(range(6)))
     assert (choice.free_cpus, choice.cpus) == (4, (2, 3, 4, 5))
     first = plan_level(choice, 8, 100, None)
@@ -127,19 +127,19 @@ def test_auto_adds_processes_only_where_a_level_would_be_client_bound():
 
 
 def test_a_given_count_is_used_up_to_the_levels_slots():
-    choice = resolve("3", affinity.Placement(), gpu=False, usable=(0, 1))
+    choice = resolve("3", placement.Placement(), gpu=False, usable=(0, 1))
     assert plan_level(choice, 8, 100, None) == ProcPlan(3, (None,) * 3, "--client-procs 3")
     assert plan_level(choice, 2, 100, None).procs == 2
-    on_one = resolve("2", affinity.Placement(client=(1,), server=(0,), how="explicit"), gpu=False, usable=(0, 1))
+    on_one = resolve("2", placement.Placement(client=(1,), server=(0,), how="explicit"), gpu=False, usable=(0, 1))
     assert plan_level(on_one, 8, 100, None).how == "--client-procs 2; they share the client's 1 CPU"
     with pytest.raises(ValueError, match="1 or more, or auto"):
-        resolve("0", affinity.Placement(), gpu=False)
+        resolve("0", placement.Placement(), gpu=False)
 
 
 def test_a_gpu_host_leaves_cpus_to_the_server_and_a_pinned_server_its_own():
-    gpu = resolve("auto", affinity.Placement(how="auto: off on a GPU host"), gpu=True, usable=tuple(range(16)))
+    gpu = resolve("auto", placement.Placement(how="auto: off on a GPU host"), gpu=True, usable=tuple(range(16)))
     assert gpu.free_cpus == 12 and gpu.cpus is None and "4 kept for the server" in gpu.why
-    server = resolve("auto", affinity.Placement(server=(0, 1), how="explicit"), gpu=False, usable=(0, 1, 2, 3))
+    server = resolve("auto", placement.Placement(server=(0, 1), how="explicit"), gpu=False, usable=(0, 1, 2, 3))
     assert server.cpus == (2, 3) and "--server-cpus 0-1" in server.why
 
 

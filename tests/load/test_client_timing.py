@@ -38,7 +38,7 @@ import pytest
 
 from bench.core.metrics import percentile, summarize_level
 from bench.core.records import RequestRecord
-from bench.host import affinity
+from bench.host.cpus import placement
 from bench.load import LevelConfig, run_level
 from bench.perf.client_figures import steady_write_rate
 from bench.perf.null_server.server import MODEL, paced_server
@@ -95,7 +95,7 @@ def errors(records: list[RequestRecord], log: dict[str, list[float]]) -> Errors:
 
 
 def test_itl_and_ttft_error_p99_at_10000_chunks_per_s_are_under_half_a_millisecond(record_property):
-    cpus = affinity.usable_cpus() if affinity.supported() else []
+    cpus = placement.usable_cpus() if placement.supported() else []
     if len(cpus) < 2:
         pytest.skip("needs 2 CPUs: the server's and the client's")
     server_cpu, client_cpus = cpus[-1], tuple(cpus[:-1])

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from bench.core.client_settings import ClientSettings
 from bench.core.records import ErrorType
-from bench.host import affinity
+from bench.host.cpus import placement
 from bench.load import LevelConfig, Progress, run_level
 from bench.load.bodies import encode_bodies, with_nonce
 from bench.setup.prompts import Prompt
@@ -431,11 +431,11 @@ def test_the_nonce_opens_the_first_message_whatever_its_content(content, expecte
     assert messages[0]["content"] == content  # the prompt itself is untouched
 
 
-@pytest.mark.skipif(not affinity.supported(), reason="CPU affinity is a Linux API")
+@pytest.mark.skipif(not placement.supported(), reason="CPU affinity is a Linux API")
 def test_client_cpus_pin_the_level_and_are_given_back(server):
     """The whole level (its loop thread) runs on client_cpus, the level records where, and the
     process has its own mask back afterwards."""
-    usable = affinity.usable_cpus()
+    usable = placement.usable_cpus()
     if len(usable) < 2:
         pytest.skip("pinning needs two usable CPUs to be visible")
     before = os.sched_getaffinity(0)

@@ -20,7 +20,7 @@ import pytest
 
 from bench.core.level_run import LevelConfig, LevelRun
 from bench.core.metrics import summarize_level
-from bench.host import affinity
+from bench.host.cpus import placement
 from bench.load import run_level
 from bench.load.procs import ProcPlan, run_level_procs
 from tests.support.bulk_sse import MODEL, bulk_server
@@ -40,8 +40,8 @@ def delivered(run: LevelRun) -> tuple[float, float]:
 
 
 def test_two_client_processes_deliver_at_least_1_8_times_one(record_property):
-    cpus = affinity.usable_cpus()
-    if not affinity.supported() or len(cpus) < 3:
+    cpus = placement.usable_cpus()
+    if not placement.supported() or len(cpus) < 3:
         pytest.skip(f"needs 3 CPUs (a server's and 2 free for the client); this host has {len(cpus)}")
     server, one, two = cpus[-1], cpus[0], cpus[1]
     with bulk_server(server) as base_url:

@@ -25,7 +25,7 @@ from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.core.result.files import SCHEMA_VERSION, cell_paths, validate, write_result
 from bench.core.result.model import Level, MachineBlock, Result, Server
 from bench.core.verdicts import Evidence, Identity, classify
-from bench.host.affinity import CpuUse
+from bench.host.cpus.usage import CpuUse
 
 MACHINE: MachineBlock = {
     "slug": "intelxeonprocessor", "host": "vm", "os": "Linux 6.18.44", "cpu": "Intel(R) Xeon(R) Processor",

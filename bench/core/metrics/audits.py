@@ -14,10 +14,11 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import numpy as np
 
+from bench.base.doc import Doc
 from bench.core.level_run import level_label, levels_text
 from bench.core.metrics.stats.intervals import t_quantile
 from bench.core.records import RequestRecord
@@ -35,64 +36,116 @@ NOT_SENT = ("ignore_eos not sent: neither --ignore-eos nor the profile's ignore_
 
 
 class TokenAccounting(TypedDict):
-    """usage.completion_tokens against chunks over a level's successful requests (`token_accounting`)."""
+    """The token accounting audit (bench.core.metrics.audits.token_accounting): usage.completion_tokens against
+    output chunks over the successful requests that reported usage and had a chunk; it diverges when more than
+    5% of them lie outside 0.95-1.05 tokens per chunk (annotation token-accounting)."""
 
-    outcome: Literal["pass", "diverges", "no usage"]
-    requests: int
-    diverging: int
-    fraction: float | None
-    usage_tokens: int | None
-    chunks: int
-    note: str | None
+    outcome: Annotated[Literal["pass", "diverges", "no usage"], Doc("pass, diverges, or no usage (no successful "
+                                                                    "request reported usage.completion_tokens).")]
+    requests: Annotated[int, Doc("Successful requests compared: with usage.completion_tokens and at least one output "
+                                 "chunk.", minimum=0)]
+    diverging: Annotated[int, Doc("Compared requests whose completion_tokens / chunks lies outside 0.95-1.05.",
+                                  minimum=0)]
+    fraction: Annotated[float | None, Doc("diverging / requests; null with no usage.", minimum=0)]
+    usage_tokens: Annotated[int | None, Doc("Sum of usage.completion_tokens over the compared requests; null with no "
+                                            "usage.", minimum=0)]
+    chunks: Annotated[int, Doc("Sum of output chunks over the compared requests.", minimum=0)]
+    note: Annotated[str | None, Doc("What the outcome means for the numbers, when it diverges or there is no usage; "
+                                    "null on a pass.")]
 
 
 class OutputLength(TypedDict):
-    """With ignore_eos sent, whether every successful request ran to its max_tokens (`output_length`)."""
+    """The output length audit (bench.core.metrics.audits.output_length): with ignore_eos sent, whether every
+    successful request produced the max_tokens its body asked for (output tokens by usage where reported, else
+    chunks); stopped short with any that did not (annotation short-output)."""
 
-    outcome: Literal["honoured", "stopped short", "not applicable"]
-    ignore_eos: bool
-    requests: int
-    short: int
-    max_tokens_min: int | None
-    max_tokens_max: int | None
-    short_min_tokens: int | None
-    short_median_tokens: float | None
-    short_finish_reasons: dict[str, int]
-    tokens_source: str | None
-    note: str | None
+    outcome: Annotated[Literal["honoured", "stopped short", "not applicable"], Doc("honoured, stopped short, or not "
+                                                                                   "applicable (ignore_eos not sent, "
+                                                                                   "no max_tokens recorded, or no "
+                                                                                   "successful request: the note says "
+                                                                                   "which).")]
+    ignore_eos: Annotated[bool, Doc("The level's requests carried ignore_eos: true.")]
+    requests: Annotated[int, Doc("Successful requests checked (those that recorded their max_tokens); 0 when not "
+                                 "applicable.", minimum=0)]
+    short: Annotated[int, Doc("Checked requests with fewer output tokens than their max_tokens.", minimum=0)]
+    max_tokens_min: Annotated[int | None, Doc("The smallest max_tokens a checked request asked for; null when not "
+                                              "applicable.", minimum=0)]
+    max_tokens_max: Annotated[int | None, Doc("The largest max_tokens a checked request asked for; null when not "
+                                              "applicable.", minimum=0)]
+    short_min_tokens: Annotated[int | None, Doc("The fewest output tokens of a short request; null with none.",
+                                                minimum=0)]
+    short_median_tokens: Annotated[float | None, Doc("The median output tokens of the short requests; null with none.",
+                                                     minimum=0)]
+    short_finish_reasons: Annotated[dict[str, Annotated[int, Doc(minimum=1)]],
+                                    Doc("Short requests per finish_reason (\"None\" where none came).")]
+    tokens_source: Annotated[str | None, Doc("How the checked requests' output tokens were counted: usage, chunks or "
+                                             "mixed; null when not applicable.",
+                                             enum=['usage', 'chunks', 'mixed', None])]
+    note: Annotated[str | None, Doc("Why the audit does not apply, or how the requests stopped short; null when "
+                                    "honoured.")]
 
 
 class RatioInterval(TypedDict):
     """The 95% interval of the cache audit's ratio."""
 
-    low: float
-    high: float
+    low: Annotated[float, Doc("The lower end.", minimum=0)]
+    high: Annotated[float, Doc("The upper end; at or below 0.9: cached.", minimum=0)]
 
 
 class CacheAudit(TypedDict):
-    """Repeated prompts' TTFT against their first (`cache`, in the cell's last level: `cache_audit`)."""
+    """The caching audit (--cache-audit; bench.run.audits.cache, decided by
+    bench.core.metrics.audits.cache_audit), in the cell's last level only: 8 prompts opened by a fresh nonce
+    sent at concurrency 1 on that level's server, then the same 8 bodies again; cached when the upper end of the
+    95% interval of the geometric mean of the prompts' repeat/first TTFT ratios is at or below 0.9 (annotation
+    cached). Absent without --cache-audit."""
 
-    outcome: Literal["cached", "no cache seen", "not run"]
-    prompts: int
-    pairs: int
-    first_ttft_ms: list[float | None]
-    repeat_ttft_ms: list[float | None]
-    first_median_ms: float | None
-    repeat_median_ms: float | None
-    ratio: float | None
-    ratio_ci95: RatioInterval | None
-    note: str
+    outcome: Annotated[Literal["cached", "no cache seen", "not run"], Doc("cached, no cache seen, or not run (the cell"
+                                                                          " stopped early, a pass stopped, fewer than "
+                                                                          "4 pairs: the note says which).")]
+    prompts: Annotated[int, Doc("Prompts sent in each pass (8); 0 when the audit was not started.", minimum=0)]
+    pairs: Annotated[int, Doc("Prompts with a TTFT in both passes: the pairs the ratio is made of.", minimum=0)]
+    first_ttft_ms: Annotated[list[Annotated[float | None, Doc(minimum=0)]], Doc(
+        "Each prompt's TTFT (ms) the first time, in the order sent; null where that request failed or had no "
+        "token; empty when not started.")]
+    repeat_ttft_ms: Annotated[list[Annotated[float | None, Doc(minimum=0)]], Doc(
+        "Each prompt's TTFT (ms) when sent again with the same body, in the same order as first_ttft_ms.")]
+    first_median_ms: Annotated[float | None, Doc("The median first TTFT of the pairs (ms); null when not run.",
+                                                 minimum=0)]
+    repeat_median_ms: Annotated[float | None, Doc("The median repeat TTFT of the pairs (ms); null when not run.",
+                                                  minimum=0)]
+    ratio: Annotated[float | None, Doc("The geometric mean of the pairs' repeat/first TTFT ratios, exp(mean of their "
+                                       "logs); below 1: repeats are faster. Null when not run.", minimum=0)]
+    ratio_ci95: Annotated[RatioInterval | None, Doc("The ratio's 95% interval: exp(mean -/+ t(0.975, pairs - 1) * sd /"
+                                                    " sqrt(pairs)) of the log ratios (a paired Student t interval on "
+                                                    "the log scale); null when not run.")]
+    note: Annotated[str, Doc("What the audit saw, in words, or why it was not run.")]
 
 
 class _AuditsRequired(TypedDict):
-    token_accounting: TokenAccounting
-    output_length: OutputLength
+    token_accounting: Annotated[TokenAccounting, Doc("The token accounting audit "
+                                                     "(bench.core.metrics.audits.token_accounting): "
+                                                     "usage.completion_tokens against output chunks over the "
+                                                     "successful requests that reported usage and had a chunk; it "
+                                                     "diverges when more than 5% of them lie outside 0.95-1.05 tokens "
+                                                     "per chunk (annotation token-accounting).")]
+    output_length: Annotated[OutputLength, Doc("The output length audit (bench.core.metrics.audits.output_length): "
+                                               "with ignore_eos sent, whether every successful request produced the "
+                                               "max_tokens its body asked for (output tokens by usage where reported, "
+                                               "else chunks); stopped short with any that did not (annotation "
+                                               "short-output).")]
 
 
 class Audits(_AuditsRequired, total=False):
-    """A level's `audits` block (`level_audits`; `cache` added by bench.run.audits.cache to the last level)."""
+    """The level's audits (bench.core.metrics.audits; docs/metrics.md, Audits): checks that its numbers mean
+    what they say. An audit that fires annotates the cell and never changes its verdict. Absent from results
+    written before the audits."""
 
-    cache: CacheAudit
+    cache: Annotated[CacheAudit, Doc("The caching audit (--cache-audit; bench.run.audits.cache, decided by "
+                                     "bench.core.metrics.audits.cache_audit), in the cell's last level only: 8 prompts"
+                                     " opened by a fresh nonce sent at concurrency 1 on that level's server, then the "
+                                     "same 8 bodies again; cached when the upper end of the 95% interval of the "
+                                     "geometric mean of the prompts' repeat/first TTFT ratios is at or below 0.9 "
+                                     "(annotation cached). Absent without --cache-audit.")]
 
 
 def compared(ok: Sequence[RequestRecord]) -> list[RequestRecord]:

@@ -14,19 +14,28 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, TypedDict
 
-from bench.base.doc import Doc
+from bench.base.doc import Doc, constrain
 from bench.core.level_run import Connections
 from bench.core.metrics.audits import Audits
 from bench.core.metrics.reasoning import Reasoned
+from bench.core.metrics.server_view import Energy, ServerMetricsBlock
 from bench.core.metrics.stats.blocks import Interval
 from bench.core.metrics.table import OptionalStats, RequiredStats
 from bench.core.records import ContentEncodings, ErrorSample
-from bench.host.power import Device
+
+SloLimits = dict[str, Annotated[float, Doc(exclusiveMinimum=0)]]
+"""--slo's limits in ms, by SLO name (`ttft_p99`)."""
+SLO_NAMES = {"pattern": "^(ttft|tpot|itl|e2el)_p(50|90|95|99)$"}  # the names a SloLimits may hold
+Rate = Annotated[float, Doc(exclusiveMinimum=0)] | Literal["inf"]
+"""An open-loop level's rate as a result holds it: requests/s, or "inf" (all at once)."""
 
 
 class ChunkDivergence(TypedDict):
-    fraction: float | None
-    warning: bool
+    """How far chunk counts and usage token counts disagree."""
+
+    fraction: Annotated[float | None, Doc("Share of successful requests whose chunk count differs from their token "
+                                          "count; null without usage.")]
+    warning: Annotated[bool, Doc("The fraction is above the warning threshold.")]
 
 
 class DominantError(TypedDict):
@@ -119,125 +128,81 @@ class Warmup(_WarmupRequired, total=False):
 
 
 class RampBlock(TypedDict):
-    """--ramp-up: the rate rose from start_rps to the level's over its requests."""
+    """--ramp-up: the arrival rate rose from start_rps to the level's request_rate over its requests
+    (docs/metrics.md, Ramps)."""
 
-    shape: str  # linear or exponential
-    start_rps: float
+    shape: Annotated[str, Doc("linear or exponential in the request's index (docs/metrics.md, Ramps).",
+                              enum=['linear', 'exponential'])]
+    start_rps: Annotated[float, Doc("The rate the ramp starts from, requests/s.", exclusiveMinimum=0)]
 
 
 class TraceBlock(TypedDict):
-    """--trace-file: the trace a level replayed, and how much of it it sent."""
+    """--trace-file: the trace this level replayed; its request_rate is the rate the file's offsets offer."""
 
-    file: str
-    sha256: str
-    format: str  # mooncake or burstgpt
-    entries: int  # the trace's requests (its skipped rows not counted)
-    sent: int  # of them, sent: fewer when --duration ended the level first
-    skipped: int  # rows no replay can send (BurstGPT's 0 response tokens)
+    file: Annotated[str, Doc("The file's name.", minLength=1)]
+    sha256: Annotated[str, Doc("sha256 of the file's bytes.", pattern='^[0-9a-f]{64}$')]
+    format: Annotated[str, Doc("mooncake (JSONL) or burstgpt (CSV).", enum=['mooncake', 'burstgpt'])]
+    entries: Annotated[int, Doc("The trace's requests (skipped rows not counted).", minimum=1)]
+    sent: Annotated[int, Doc("Of them, sent as measured requests: fewer when --duration ended the level first.",
+                             minimum=0)]
+    skipped: Annotated[int, Doc("Rows no replay can send: BurstGPT's with 0 response tokens.", minimum=0)]
 
 
 class _OpenLoopRequired(TypedDict):
-    arrivals: str
-    burstiness: float
-    max_concurrency: int | None
-    seed: int
-    offered_rate_rps: float | None
-    achieved_rate_rps: float | None
-    queued: int
-    peak_in_flight: int
+    arrivals: Annotated[str, Doc("poisson (burstiness 1), gamma (another burstiness), all at once (rate inf) or trace "
+                                 "(--trace-file: the file's own arrival offsets).",
+                                 enum=['poisson', 'gamma', 'all at once', 'trace'])]
+    burstiness: Annotated[float, Doc("Shape of the gamma inter-arrival times, mean 1/rate: 1 is Poisson, larger is "
+                                     "more regular (coefficient of variation 1/sqrt(burstiness)).", exclusiveMinimum=0)]
+    max_concurrency: Annotated[int | None, Doc("--max-concurrency: the most requests in flight; an arrival that found "
+                                               "it full waited (queue_delay_ms). null: no cap.", minimum=1)]
+    seed: Annotated[int, Doc("The schedule's seed: a rate, burstiness and seed give the same send offsets in every "
+                             "run.")]
+    offered_rate_rps: Annotated[float | None, Doc("(n - 1) / span of the schedule's n arrival offsets: the rate the "
+                                                  "schedule offered; null for rate inf or a single request.",
+                                                  minimum=0)]
+    achieved_rate_rps: Annotated[float | None, Doc("(n - 1) / span of the measured requests' send times: below the "
+                                                   "offered rate when the cap held arrivals back or the client fell "
+                                                   "behind.", minimum=0)]
+    queued: Annotated[int, Doc("Measured requests that found the cap full and waited.", minimum=0)]
+    peak_in_flight: Annotated[int, Doc("The most measured requests in flight at once (never above max_concurrency).",
+                                       minimum=0)]
 
 
 class OpenLoopBlock(_OpenLoopRequired, total=False):
-    """How an open-loop level's requests arrived (bench.core.metrics.level.open_loop_block)."""
+    """How an open-loop level's requests arrived (bench.core.metrics.open_loop_block)."""
 
-    ramp: RampBlock  # --ramp-up only
-    trace: TraceBlock  # --trace-file only
+    ramp: Annotated[RampBlock, Doc("--ramp-up: the arrival rate rose from start_rps to the level's request_rate over "
+                                   "its requests (docs/metrics.md, Ramps).")]
+    trace: Annotated[TraceBlock, Doc("--trace-file: the trace this level replayed; its request_rate is the rate the "
+                                     "file's offsets offer.")]
 
 
 class DurationBlock(TypedDict):
-    """--duration: the measured phase's time bound, and what ended it (neither is a cut level)."""
+    """--duration: the measured phase's time bound, and what ended the level first; either way the level is
+    complete (not partial)."""
 
-    limit_s: float
-    ended_by: str  # "duration" (time was up first) or "requests" (every request asked for was sent first)
-    sent: int  # measured requests sent
-    asked: int  # measured requests asked for (--requests, or a trace's entries)
-
-
-class _EnergySourceRequired(TypedDict):
-    device: Annotated[Device, Doc("gpu: the GPUs' power, summed; cpu: the CPU packages' energy counters (RAPL).")]
-    source: Annotated[str, Doc("How it was read: nvml, nvidia-smi, metalstat, rapl.")]
-    interval_s: Annotated[float, Doc("The sampling interval.", exclusiveMinimum=0)]
-    samples: Annotated[int, Doc("Samples inside the level's window (its ends are interpolated from the samples around "
-                                "them).", minimum=0)]
-
-
-class EnergySource(_EnergySourceRequired):
-    """One power source over a level (bench.core.energy)."""
-
-    wall_s: Annotated[float, Doc("The level's measured wall time the joules are over.", minimum=0)]
-    joules: Annotated[float, Doc("Energy over the level: GPU power integrated (trapezoids), or the RAPL counters' "
-                                 "difference.")]
-    avg_w: Annotated[float | None, Doc("joules / wall_s.")]
-    output_tokens: Annotated[int, Doc("The level's output tokens (output_tokens_total).", minimum=0)]
-    j_per_output_token: Annotated[float | None, Doc("joules / output_tokens.")]
-
-
-class _EnergyRequired(TypedDict):
-    sources: Annotated[list[EnergySource], Doc("One entry per power source the sampler read: the GPUs (nvml, "
-                                               "nvidia-smi, metalstat) and the CPU packages (rapl).")]
-
-
-class Energy(_EnergyRequired, total=False):
-    """A level's energy (bench.core.energy): an entry per power source the resource sampler read over the
-    level's measured phase, or no entry and a note saying why."""
-
-    note: Annotated[str, Doc("Why there is no entry: no power source on this machine.")]
-
-
-class GaugeFigures(TypedDict):
-    mean: float  # over the scrapes while the level ran, its two ends left out
-    max: float
-    samples: Annotated[int, Doc("The scrapes the mean and max are over.", minimum=1)]
-
-
-class HistogramFigures(TypedDict):
-    count: float  # the increase of its _count over the level
-    mean_ms: float | None  # increase of _sum / increase of _count, in ms; None: no observation
-
-
-class _ServerMetricsRequired(TypedDict):
-    path: Annotated[str, Doc("The server's metrics endpoint.")]
-    interval_s: Annotated[float, Doc("Seconds between scrapes while the level ran.", exclusiveMinimum=0)]
-    includes_warmup: Annotated[bool, Doc("True: the scrapes bracket the level's warm-up requests too.")]
-    sidecar: Annotated[str, Doc("The server's .server-metrics.jsonl (beside the result): every scrape's values.")]
-    errors: Annotated[list[str], Doc("The server's failed scrapes, once per kind.")]
-
-
-class ServerMetricsBlock(_ServerMetricsRequired, total=False):
-    """A level as the server saw it: its Prometheus metrics scraped as the level started, while it ran and as it
-    ended (bench.run.scrape), under cellbench's names (bench.setup.server_metrics)."""
-
-    note: Annotated[str, Doc("Why there are no figures: no scrape as the level started or as it ended.")]
-    scrapes: Annotated[int, Doc("Scrapes while the level ran, between the scrapes as it started and as it ended (those"
-                                " two left out).", minimum=0)]
-    counters: Annotated[dict[str, float], Doc("Each counter's increase over the level: generated_tokens, "
-                                              "prompt_tokens, prefix_cache_hits, prefix_cache_queries.")]
-    gauges: Annotated[dict[str, GaugeFigures], Doc("Each gauge's mean, max and samples over the scrapes while the "
-                                                   "level ran (none for a level shorter than the scrape interval): "
-                                                   "running, waiting, kv_cache_usage, prefix_cache_hit_rate.")]
-    histograms: Annotated[dict[str, HistogramFigures], Doc("Each histogram's count and mean over the level, in ms: "
-                                                           "ttft, itl, queue, e2e.")]
+    limit_s: Annotated[float, Doc("--duration in seconds.", exclusiveMinimum=0)]
+    ended_by: Annotated[str, Doc("duration: the time was up before every request asked for was sent; requests: they "
+                                 "were all sent first.", enum=['duration', 'requests'])]
+    sent: Annotated[int, Doc("Measured requests sent.", minimum=0)]
+    asked: Annotated[int, Doc("Measured requests asked for: --requests, or a trace's entries.", minimum=0)]
 
 
 class Goodput(TypedDict):
-    """A level against the run's SLOs (bench.core.open_loop.goodput)."""
+    """--slo: the level against the SLOs (bench.core.open_loop.goodput)."""
 
-    slo: dict[str, float]
-    good_requests: int
-    goodput_rps: float | None
-    attainment: dict[str, float | None]
-    slo_met: bool
-    missed: list[str]
+    slo: Annotated[SloLimits, Doc("--slo: each SLO's limit in ms, by name (`ttft_p99`: 99% of the requests must have "
+                                  "TTFT within it).", propertyNames=SLO_NAMES)]
+    good_requests: Annotated[int, Doc("Measured requests that succeeded and met every SLO's limit.", minimum=0)]
+    goodput_rps: Annotated[float | None, Doc("good_requests / wall_time_s; null for a level with no wall time.",
+                                             minimum=0)]
+    attainment: Annotated[dict[str, Annotated[float | None, Doc(minimum=0, maximum=1)]], Doc(
+        "Per SLO: the share of the measured requests within its limit (a failed request is not); null without "
+        "requests.")]
+    slo_met: Annotated[bool, Doc("Every attainment reached its percentile, the level ran to its end and (open loop) "
+                                 "sent at least 90% of its offered rate.")]
+    missed: Annotated[list[str], Doc("Why slo_met is false, one line per reason; empty when it is true.")]
 
 
 class ThroughputIntervals(TypedDict):
@@ -268,51 +233,81 @@ class Uncertainty(_UncertaintyRequired, total=False):
 class LevelIdentity(TypedDict, total=False):
     """What a level was: closed-loop `concurrency`, or open-loop `request_rate` with `open_loop`."""
 
-    concurrency: int
-    request_rate: float | str
-    open_loop: OpenLoopBlock
+    concurrency: Annotated[int, Doc("A closed-loop level: this many slots, each sending its next request when its last"
+                                    " one is over (requests in flight).", minimum=1)]
+    request_rate: Annotated[Rate, Doc("An open-loop level: requests arrived at this rate (requests/s) on a "
+                                             "seeded schedule, whatever the server did; \"inf\": all at once.")]
+    open_loop: Annotated[OpenLoopBlock, Doc("How an open-loop level's requests arrived "
+                                            "(bench.core.metrics.open_loop_block).")]
 
 
 class _LevelRequired(RequiredStats):
-    num_requests: int
-    successful: int
-    failed: int
-    partial: bool
-    stop_reason: str | None
-    wall_time_s: float
-    output_tokens_total: int
-    input_tokens_total: int | None
-    chunks_total: int
-    output_throughput_tps: float | None
-    request_throughput_rps: float | None
-    input_throughput_tps: float | None
-    total_token_throughput_tps: float | None
-    tokens_per_chunk: float | None
-    usage_available: bool
-    itl_per_chunk: bool
-    errors: dict[str, int]
-    error_samples: dict[str, list[ErrorSample]]
-    dominant_error: DominantError | None
+    num_requests: Annotated[int, Doc("Measured requests that were sent.", minimum=0)]
+    successful: Annotated[int, Doc("Of them, complete and well-formed.", minimum=0)]
+    failed: Annotated[int, Doc("Of them, failed.", minimum=0)]
+    partial: Annotated[bool, Doc("The level stopped before it sent all its requests (budget, hang, server gone, "
+                                 "interrupt).")]
+    stop_reason: Annotated[str | None, Doc("Why it stopped early; null when it ran to the end.")]
+    wall_time_s: Annotated[float, Doc("First send to last end over the measured requests, seconds.", minimum=0)]
+    output_tokens_total: Annotated[int, Doc("Output tokens of the successful requests.", minimum=0)]
+    input_tokens_total: Annotated[int | None, Doc("Prompt tokens of the successful requests; null when the server "
+                                                  "reported no usage.", minimum=0)]
+    chunks_total: Annotated[int, Doc("Streamed content chunks of the successful requests.", minimum=0)]
+    output_throughput_tps: Annotated[float | None, Doc("Output tokens per wall second; null for a level that measured "
+                                                       "no request (stopped in warm-up).", minimum=0)]
+    request_throughput_rps: Annotated[float | None, Doc("Successful requests per wall second; null for a level that "
+                                                        "measured no request.", minimum=0)]
+    input_throughput_tps: Annotated[float | None, Doc("Prompt tokens per wall second; null when unknown.")]
+    total_token_throughput_tps: Annotated[float | None, Doc("Prompt plus output tokens per wall second; null when "
+                                                            "unknown.")]
+    tokens_per_chunk: Annotated[float | None, Doc("Output tokens per streamed chunk; null without successes.")]
+    usage_available: Annotated[bool, Doc("Every successful request carried the server's token usage.")]
+    itl_per_chunk: Annotated[bool, Doc("The server bundles tokens into chunks (more than ~1.5 per chunk): ITL is per "
+                                       "chunk, not per token (annotation chunk-bundling).")]
+    errors: Annotated[dict[str, Annotated[int, Doc(minimum=0)]],
+                      Doc("Failed requests per error type (bench.core.records.ErrorType values).")]
+    error_samples: Annotated[dict[str, Annotated[list[ErrorSample], Doc(maxItems=5)]],
+                             Doc("Up to 5 example failures per error type.")]
+    dominant_error: Annotated[DominantError | None, Doc("The most frequent (error type, HTTP status) of the level with"
+                                                        " its count; null without failures.")]
 
 
 class Level(_LevelRequired, LevelIdentity, OptionalStats, ContentEncodings, Reasoned, total=False):
-    """One level (bench.core.metrics.level.summarize_level): closed-loop `concurrency`, or open-loop
-    `request_rate`; its stats blocks are the metric table's (RequiredStats, OptionalStats)."""
+    """One level (bench.core.metrics.summarize_level; formulas in docs/metrics.md): a closed-loop level has
+    `concurrency`, an open-loop one `request_rate` and `open_loop` (never both). Its stats blocks (ttft_ms,
+    itl_ms, ...: one per row of the metric table, bench.core.metrics.table) are written into result.schema.json
+    from that table by `python -m bench.core.schema.generate`, each required as its row's `when` says."""
 
-    goodput: Goodput  # with --slo
-    duration: DurationBlock  # with --duration
-    energy: Energy  # a started server's levels (an endpoint's are not sampled)
-    server_metrics: ServerMetricsBlock  # a started server whose adapter declares its metrics
+    goodput: Annotated[Goodput, Doc("--slo: the level against the SLOs (bench.core.open_loop.goodput).")]
+    duration: Annotated[DurationBlock, Doc("--duration: the measured phase's time bound, and what ended the level "
+                                           "first; either way the level is complete (not partial).")]
+    energy: Annotated[Energy, Doc("A started server's levels: energy per output token from the sampled power "
+                                  "(bench.core.energy).")]
+    server_metrics: Annotated[ServerMetricsBlock, Doc("A started server whose adapter declares its metrics: the level "
+                                                      "as the server saw it.")]
     prompt_reuse: PromptReuse
     # measured results only (an imported level lacks what the other tool never recorded)
-    started_at: float
-    chunk_divergence: ChunkDivergence
-    audits: Audits  # measured by a cellbench that audits (an earlier result's levels have none)
-    served_models: list[str]
+    started_at: Annotated[float, Doc("When the level's measured phase started, Unix time (seconds).")]
+    chunk_divergence: Annotated[ChunkDivergence, Doc("How far chunk counts and usage token counts disagree.")]
+    audits: Annotated[Audits, Doc("The level's audits (bench.core.metrics.audits; docs/metrics.md, Audits): checks "
+                                  "that its numbers mean what they say. An audit that fires annotates the cell and "
+                                  "never changes its verdict. Absent from results written before the audits.")]
+    served_models: Annotated[list[str], Doc("Distinct `model` values in the responses.")]
     client: ClientHealthBlock
     warmup: Warmup
     # measured by a cellbench that reports uncertainty (an earlier result's levels have none)
-    throughput_ci95: ThroughputIntervals
-    uncertainty: Uncertainty
-    rounds: list[Level]  # --rounds K >= 2: the K rounds this combined level is the median of
-    round: int  # in a round of `rounds`: which, 1-based
+    throughput_ci95: Annotated[ThroughputIntervals, Doc("The 95% interval of the output and request throughput: from "
+                                                        "the rounds, or within-run (uncertainty says which).")]
+    uncertainty: Annotated[Uncertainty, Doc("What this level's intervals include: within-run or rounds.")]
+    rounds: Annotated[list[Level], Doc("--rounds K >= 2: the K rounds of this level in the order measured, each a "
+                                       "complete level with its `round`; this level combines them (medians, sums, the "
+                                       "worst round's evidence: docs/metrics.md, Rounds).", minItems=1)]
+    round: Annotated[int, Doc("In a level's `rounds`: which round this is, 1-based.", minimum=1)]
+
+
+# A closed-loop level has concurrency and nothing of an open-loop one; an open-loop level has both
+# request_rate and open_loop, and no concurrency.
+constrain(Level, {"oneOf": [
+    {"required": ["concurrency"], "not": {"anyOf": [{"required": ["request_rate"]}, {"required": ["open_loop"]}]}},
+    {"required": ["request_rate", "open_loop"], "not": {"required": ["concurrency"]}},
+]})

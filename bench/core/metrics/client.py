@@ -4,7 +4,8 @@ the level's numbers or, by the server's own queue, the server's capacity did."""
 from __future__ import annotations
 
 from bench.core.level_run import ClientHealth
-from bench.core.metrics.blocks import ClientHealthBlock, ServerMetricsBlock
+from bench.core.metrics.blocks import ClientHealthBlock
+from bench.core.metrics.server_view import ServerMetricsBlock
 
 STARVED_CPUS_BUSY = 0.9  # the client's CPUs this busy (every process): the host kept it from running
 STARVED_RUN_QUEUE_WAIT = 0.1  # the loop thread waited this share of the phase for a CPU: likewise

@@ -14,20 +14,30 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import Annotated, TypedDict
 
+from bench.base.doc import Doc
 from bench.core.records import RequestRecord
 
 
 class Reasoning(TypedDict):
-    """A level's reasoning (`reasoning_summary`), beside its `ttfa_ms` statistics."""
+    """A reasoning model's thinking over the level's successful requests
+    (bench.core.metrics.reasoning.reasoning_summary); only when one of them reasoned."""
 
-    requests: int
-    unanswered: int
-    chunks_total: int
-    answer_chunks_total: int
-    tokens_total: int | None
-    tokens_mean: float | None
+    requests: Annotated[int, Doc("Successful requests that reasoned: a reasoning chunk, or reasoning tokens in their "
+                                 "usage.", minimum=1)]
+    unanswered: Annotated[int, Doc("Successful requests whose answer never came (reasoning, then the finish): they "
+                                   "have no TTFA.", minimum=0)]
+    chunks_total: Annotated[int, Doc("Output chunks that arrived before each request's first answer chunk (all of them"
+                                     " without an answer); a lower bound where a read carried reasoning and answer "
+                                     "together.", minimum=0)]
+    answer_chunks_total: Annotated[int, Doc("The other output chunks of the successful requests: "
+                                            "reasoning.chunks_total + answer_chunks_total = the level's chunks_total.",
+                                            minimum=0)]
+    tokens_total: Annotated[int | None, Doc("Sum of usage.completion_tokens_details.reasoning_tokens (part of the "
+                                            "output tokens); null unless every successful request reported it.",
+                                            minimum=0)]
+    tokens_mean: Annotated[float | None, Doc("tokens_total per successful request; null with it.", minimum=0)]
 
 
 class Reasoned(TypedDict, total=False):

@@ -175,7 +175,7 @@ def level_stats(ok: Sequence[RequestRecord], sent: Sequence[RequestRecord], *, o
 
 
 def schema_entries(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` (the hand-maintained part of the result schema, bench/core/schema/result.source.json)
+    """`schema` (the result schema as the result's TypedDicts give it, bench.core.schema.generate)
     with each metric's per-level entry, as bench.core.schema.generate writes the schema file: a
     property of the level (a Stats block with the row's description), required as its `when`
     says: in every level, in a measured result's levels, in an open-loop level."""

@@ -37,7 +37,9 @@ def schema_of(kind: Any, refs: Refs = MappingProxyType({})) -> dict[str, Any]:
     schema = {"$ref": f"#/$defs/{refs[kind]}"} if kind in refs else _bare(kind, refs)
     if doc is None:
         return schema
-    return {**({"description": doc.text} if doc.text else {}), **schema, **dict(doc.bounds)}
+    if doc.text:  # the field's own description, before the type's
+        schema = {"description": doc.text, **{k: v for k, v in schema.items() if k != "description"}}
+    return {**schema, **dict(doc.bounds)}
 
 
 def definition(kind: Any, refs: Refs) -> dict[str, Any]:
@@ -67,7 +69,7 @@ def _bare(kind: Any, refs: Refs) -> dict[str, Any]:
         hints = get_type_hints(kind, include_extras=True)
         required: frozenset[str] = vars(kind)["__required_keys__"]
         return {**_description(kind), "type": "object", "additionalProperties": False,
-                "required": [name for name in hints if name in required],
+                **({"required": [name for name in hints if name in required]} if required else {}),
                 "properties": {name: schema_of(hint, refs) for name, hint in hints.items()},
                 **_plain(constraints(kind))}
     origin, args = get_origin(kind), get_args(kind)
@@ -82,8 +84,9 @@ def _bare(kind: Any, refs: Refs) -> dict[str, Any]:
         return {"anyOf": members}
     if origin is list:
         return {"type": "array", "items": schema_of(args[0], refs)}
-    if origin is dict and args[0] is str:
-        return {"type": "object", "additionalProperties": schema_of(args[1], refs)}
+    if origin is dict and args[0] is str:  # of any values (free-form): an object, its keys unchecked
+        values = {} if args[1] is Any else {"additionalProperties": schema_of(args[1], refs)}
+        return {"type": "object", **values}
     if origin is Literal:
         return {"enum": list(args)}
     raise TypeError(f"no JSON Schema for {kind!r}: a result holds scalars, lists, str-keyed dicts and TypedDicts")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.core.client_settings import ProcsChoice
-from bench.host import affinity
+from bench.host.cpus.placement import Placement, format_cpus, usable_cpus
 from bench.host.machine import detect
 
 CLIENT_BOUND_SHARE = 0.8  # bench.core.metrics.client_health's cpu_limit: above it a level is client-bound
@@ -55,19 +55,19 @@ def parse(text: str) -> int | None:
     return count
 
 
-def resolve(text: str, placement: affinity.Placement, *, gpu: bool | None = None,
+def resolve(text: str, placement: Placement, *, gpu: bool | None = None,
             usable: tuple[int, ...] | None = None) -> ProcsChoice:
     """The choice `--client-procs TEXT` makes with this placement (see the module docstring);
     `gpu` None: whether this machine has one, asked only when it matters."""
     count = parse(text)
-    usable = affinity.usable_cpus() if usable is None else usable
+    usable = usable_cpus() if usable is None else usable
     if placement.client is not None:
         cpus: tuple[int, ...] | None = placement.client
-        why = f"the client's CPUs {affinity.format_cpus(placement.client)} (--client-cpus)"
+        why = f"the client's CPUs {format_cpus(placement.client)} (--client-cpus)"
     elif placement.server is not None:
         cpus = tuple(c for c in usable if c not in placement.server) or None
-        why = (f"the CPUs the server leaves, {affinity.format_cpus(cpus)} (--server-cpus "
-               f"{affinity.format_cpus(placement.server)})" if cpus else "none: the server has every CPU")
+        why = (f"the CPUs the server leaves, {format_cpus(cpus)} (--server-cpus "
+               f"{format_cpus(placement.server)})" if cpus else "none: the server has every CPU")
     else:
         cpus = None
         if gpu if gpu is not None else bool(detect().gpus):

@@ -38,7 +38,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 from bench.core.level_run import LevelConfig, LevelInterrupted, LevelRun, Progress, arrived
-from bench.host import affinity
+from bench.host.cpus import placement
 from bench.load.procs import channel
 from bench.load.procs.merge import WorkerReport, merge, renumbered
 from bench.load.procs.plan import ProcPlan
@@ -149,7 +149,7 @@ class _Pool:
             self.started_at = self.warm.started_at
         if self.warm is not None and self.warm.stop_reason is not None:  # stopped in warm-up: nothing measured
             return self._merged()
-        with affinity.pinned(self.cfg.client_cpus):
+        with placement.pinned(self.cfg.client_cpus):
             self._measure()
         return self._merged()
 

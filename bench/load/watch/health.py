@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from bench.core import metrics
 from bench.core.level_run import ClientHealth, ConnectionCounts
 from bench.core.records import RequestRecord
-from bench.host import affinity
+from bench.host.cpus import usage
 
 _perf = time.perf_counter
 
@@ -21,28 +21,28 @@ class PhaseSamples:
 
     opened: tuple[float, float] = (0.0, 0.0)
     closed: tuple[float, float] = (0.0, 0.0)
-    cpu_opened: affinity.CpuSample | None = None
-    cpu_closed: affinity.CpuSample | None = None
+    cpu_opened: usage.CpuSample | None = None
+    cpu_closed: usage.CpuSample | None = None
 
     def open(self) -> float:
         """Sample at the phase's start; returns its wall time (perf_counter)."""
-        self.cpu_opened = affinity.sample()
+        self.cpu_opened = usage.sample()
         self.opened = (time.process_time(), _perf())
         return self.opened[1]
 
     def close(self) -> None:
         self.closed = (time.process_time(), _perf())
-        self.cpu_closed = affinity.sample()
+        self.cpu_closed = usage.sample()
 
     @property
     def wall_s(self) -> float:
         return self.closed[1] - self.opened[1]
 
-    def cpu_use(self) -> affinity.CpuUse | None:
+    def cpu_use(self) -> usage.CpuUse | None:
         """How the phase used the CPUs; None when it has no opening or closing sample."""
         if self.cpu_opened is None or self.cpu_closed is None:
             return None
-        return affinity.between(self.cpu_opened, self.cpu_closed)
+        return usage.between(self.cpu_opened, self.cpu_closed)
 
 
 def measured_health(phase: PhaseSamples, records: Sequence[RequestRecord], loop_lags: Sequence[float],

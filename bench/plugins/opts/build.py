@@ -15,7 +15,7 @@ import pytest
 from bench.base.defaults import SPLITS
 from bench.core.client_settings import ClientSettings, ProcsChoice
 from bench.core.result.files import new_run_id
-from bench.host import affinity
+from bench.host.cpus import placement
 from bench.host.machine import MachineSlugError, detect
 from bench.load import procs
 from bench.plugins.opts import eval_settings, settings
@@ -146,16 +146,16 @@ def _load(raw: dict[str, Any]) -> LoadPlan | None:
         raise pytest.UsageError(str(exc)) from None
 
 
-def _cpus(client: str, server: str, endpoint: str | None) -> affinity.Placement:
-    """--client-cpus / --server-cpus resolved for this host (bench.host.affinity.resolve)."""
+def _cpus(client: str, server: str, endpoint: str | None) -> placement.Placement:
+    """--client-cpus / --server-cpus resolved for this host (bench.host.placement.resolve)."""
     try:
-        return affinity.resolve(client, server, endpoint=endpoint is not None,
+        return placement.resolve(client, server, endpoint=endpoint is not None,
                                 gpu=client == server == "auto" and bool(detect().gpus))
-    except affinity.AffinityError as exc:
+    except placement.AffinityError as exc:
         raise pytest.UsageError(str(exc)) from None
 
 
-def _client_procs(text: str, cpus: affinity.Placement) -> ProcsChoice:
+def _client_procs(text: str, cpus: placement.Placement) -> ProcsChoice:
     try:
         return procs.resolve(text, cpus)
     except ValueError as exc:

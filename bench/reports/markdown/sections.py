@@ -183,6 +183,11 @@ def report_header(comparison: Comparison) -> list[str]:
 OVERHEAD_PARTS = ("spawn_s", "ready_detect_bound_s", "teardown_s")
 
 
+def _seconds(value: object) -> float:
+    """A part of a server's overhead: its seconds, 0 where not measured."""
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
 def suite_overhead(result: Result) -> dict[str, float] | None:
     """The suite's own seconds in a cell, per part and in total, and their share of the cell.
 
@@ -193,7 +198,7 @@ def suite_overhead(result: Result) -> dict[str, float] | None:
     spans = [server["overhead"] for server in result.get("servers", []) if "overhead" in server]
     if not spans or not result.get("duration_s"):
         return None
-    parts = {part: sum(span.get(part, 0.0) for span in spans) for part in OVERHEAD_PARTS}
+    parts = {part: sum(_seconds(span.get(part)) for span in spans) for part in OVERHEAD_PARTS}
     total = sum(parts.values())
     return {**parts, "total_s": total, "share": total / result["duration_s"]}
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from bench.core.energy import wall_span, with_energy
 from bench.core.level_run import LevelRun
-from bench.core.metrics.blocks import GaugeFigures, HistogramFigures, ServerMetricsBlock
 from bench.core.metrics.client import with_server_queue
+from bench.core.metrics.server_view import GaugeFigures, HistogramFigures, ServerMetricsBlock
 from bench.core.result.model import Level, Server
 from bench.host.resources import ResourceSampler
 from bench.run.scrape.scraper import Scrape, Scraper

@@ -28,7 +28,8 @@ from pathlib import Path
 import psutil
 
 from bench.base.exits import signal_name
-from bench.host import affinity
+from bench.core.result.model import ServerOverhead
+from bench.host.cpus import placement
 from bench.host.memory import memlimit
 from bench.host.memory.oom import OomWatch
 from bench.host.ports import port_holder
@@ -83,13 +84,18 @@ class ServerProcess:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def overhead(self) -> dict[str, float]:
+    def overhead(self) -> ServerOverhead:
         """The suite's seconds around this server: `spawn_s` (port check, cgroup, files, exec),
         `ready_detect_bound_s` (readiness noticed at most this long after it happened) and
         `teardown_s` (SIGTERM to the whole group gone, OOM check included); those measured."""
-        spans = {"spawn_s": self.spawn_s, "ready_detect_bound_s": self.ready_detect_bound_s,
-                 "teardown_s": self.teardown_s}
-        return {k: round(v, 4) for k, v in spans.items() if v is not None}
+        spans: ServerOverhead = {}
+        if self.spawn_s is not None:
+            spans["spawn_s"] = round(self.spawn_s, 4)
+        if self.ready_detect_bound_s is not None:
+            spans["ready_detect_bound_s"] = round(self.ready_detect_bound_s, 4)
+        if self.teardown_s is not None:
+            spans["teardown_s"] = round(self.teardown_s, 4)
+        return spans
 
     def start(self) -> None:
         entered = time.monotonic()
@@ -119,9 +125,9 @@ class ServerProcess:
                     limit = memlimit.format_size(self.cgroup.limit_bytes)
                     log.write(f"# memory limit {limit}: cgroup v{self.cgroup.version} {self.cgroup.path}\n".encode())
                 if self.command.cpus is not None:
-                    log.write(f"# CPU affinity {affinity.format_cpus(self.command.cpus)}\n".encode())
+                    log.write(f"# CPU affinity {placement.format_cpus(self.command.cpus)}\n".encode())
                 log.flush()
-                with affinity.inherited(self.command.cpus):  # set before exec: every child inherits it
+                with placement.inherited(self.command.cpus):  # set before exec: every child inherits it
                     self.proc = subprocess.Popen(
                         argv,
                         env=env,
@@ -131,7 +137,7 @@ class ServerProcess:
                         stderr=subprocess.STDOUT,
                         start_new_session=True,  # its own process group, so we can stop its children too
                     )
-        except affinity.AffinityError as exc:
+        except placement.AffinityError as exc:
             self._remove_cgroup()
             raise ServerStartError(f"server not started: {exc}") from None
         except BaseException:

@@ -20,18 +20,19 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.core.result.files import validate
-from bench.host import affinity
-from bench.host.affinity import AffinityError, CpuSample, Placement
+from bench.host.cpus import placement, usage
+from bench.host.cpus.placement import AffinityError, Placement
+from bench.host.cpus.usage import CpuSample
 from bench.host.ports import free_port
 from bench.run.server.process import ServerProcess
 from bench.setup.adapter import ServeCommand
 from tests.support.busy import HOST_LOCK_WAIT_S
 
-linux_only = pytest.mark.skipif(not affinity.supported(), reason="CPU affinity is a Linux API")
+linux_only = pytest.mark.skipif(not placement.supported(), reason="CPU affinity is a Linux API")
 
 
 def two_cpus() -> tuple[int, int]:
-    usable = affinity.usable_cpus()
+    usable = placement.usable_cpus()
     if len(usable) < 2:
         pytest.skip("pinning needs two usable CPUs to be visible")
     return usable[0], usable[-1]
@@ -42,18 +43,18 @@ def two_cpus() -> tuple[int, int]:
 
 @pytest.mark.parametrize("text, cpus", [("3", (3,)), ("0-2", (0, 1, 2)), ("0,2-3", (0, 2, 3)), (" 1 , 1 ", (1,))])
 def test_cpu_lists_read_as_taskset_reads_them(text, cpus):
-    assert affinity.parse_cpus(text) == cpus
-    assert affinity.parse_cpus(affinity.format_cpus(cpus)) == cpus
+    assert placement.parse_cpus(text) == cpus
+    assert placement.parse_cpus(placement.format_cpus(cpus)) == cpus
 
 
 @pytest.mark.parametrize("text", ["", "a", "3-1", "-1", "1,,2", "0-"])
 def test_bad_cpu_lists_say_what_a_list_looks_like(text):
     with pytest.raises(AffinityError, match="not a CPU list"):
-        affinity.parse_cpus(text)
+        placement.parse_cpus(text)
 
 
 def test_format_cpus_folds_runs():
-    assert affinity.format_cpus([5, 0, 1, 2]) == "0-2,5"
+    assert placement.format_cpus([5, 0, 1, 2]) == "0-2,5"
 
 
 # ------------------------------------------------------------------ placement rules
@@ -64,56 +65,56 @@ EIGHT = tuple(range(8))
 @pytest.fixture
 def linux(monkeypatch):
     """Placement rules as on Linux, whatever this host is (resolve only checks lists against `cpus`)."""
-    monkeypatch.setattr(affinity, "supported", lambda: True)
+    monkeypatch.setattr(placement, "supported", lambda: True)
 
 
 @pytest.mark.usefixtures("linux")
 class TestResolve:
     def test_auto_on_a_cpu_host_gives_the_client_the_last_cpu(self):
-        placed = affinity.resolve("auto", "auto", cpus=(0, 1, 2, 3))
+        placed = placement.resolve("auto", "auto", cpus=(0, 1, 2, 3))
         assert (placed.client, placed.server) == ((3,), (0, 1, 2))
         assert placed.how == "auto: client on CPU 3, server on CPUs 0-2"
 
     @pytest.mark.parametrize("cpus, why", [((0, 1), "off with 2 CPUs"), ((0, 1, 2), "off with 3 CPUs")])
     def test_auto_stays_off_where_a_cpu_is_a_big_share_of_the_server(self, cpus, why):
-        placed = affinity.resolve("auto", "auto", cpus=cpus)
+        placed = placement.resolve("auto", "auto", cpus=cpus)
         assert placed.client is None and placed.server is None
         assert why in placed.how and "--client-cpus" in placed.how
 
     def test_auto_stays_off_on_a_gpu_host_and_for_an_endpoint(self):
-        assert affinity.resolve("auto", "auto", gpu=True, cpus=EIGHT) == Placement(how="auto: off on a GPU host")
-        placed = affinity.resolve("auto", "auto", endpoint=True, cpus=EIGHT)
+        assert placement.resolve("auto", "auto", gpu=True, cpus=EIGHT) == Placement(how="auto: off on a GPU host")
+        placed = placement.resolve("auto", "auto", endpoint=True, cpus=EIGHT)
         assert placed.client is None and "--endpoint" in placed.how
 
     def test_an_explicit_side_leaves_the_rest_to_the_auto_side(self):
-        assert affinity.resolve("1", "auto", cpus=(0, 1)) == Placement((1,), (0,), "explicit")
-        assert affinity.resolve("auto", "0-5", cpus=EIGHT) == Placement((6, 7), (0, 1, 2, 3, 4, 5), "explicit")
-        assert affinity.resolve("7", "0-3", cpus=EIGHT) == Placement((7,), (0, 1, 2, 3), "explicit")
+        assert placement.resolve("1", "auto", cpus=(0, 1)) == Placement((1,), (0,), "explicit")
+        assert placement.resolve("auto", "0-5", cpus=EIGHT) == Placement((6, 7), (0, 1, 2, 3, 4, 5), "explicit")
+        assert placement.resolve("7", "0-3", cpus=EIGHT) == Placement((7,), (0, 1, 2, 3), "explicit")
 
     def test_off_is_off(self):
-        assert affinity.resolve("off", "auto", cpus=EIGHT) == Placement(how="off")
-        assert affinity.resolve("2", "off", cpus=EIGHT) == Placement((2,), None, "explicit")
+        assert placement.resolve("off", "auto", cpus=EIGHT) == Placement(how="off")
+        assert placement.resolve("2", "off", cpus=EIGHT) == Placement((2,), None, "explicit")
 
     def test_with_an_endpoint_only_the_client_is_placed(self):
-        assert affinity.resolve("3", "auto", endpoint=True, cpus=EIGHT) == Placement((3,), None, "explicit")
+        assert placement.resolve("3", "auto", endpoint=True, cpus=EIGHT) == Placement((3,), None, "explicit")
         with pytest.raises(AffinityError, match="--server-cpus pins a server cellbench starts"):
-            affinity.resolve("auto", "0", endpoint=True, cpus=EIGHT)
+            placement.resolve("auto", "0", endpoint=True, cpus=EIGHT)
 
     def test_cpus_this_process_cannot_use_are_named(self):
         with pytest.raises(AffinityError, match=r"--client-cpus 9: CPU 9 is not available .*usable: 0-7"):
-            affinity.resolve("9", "auto", cpus=EIGHT)
+            placement.resolve("9", "auto", cpus=EIGHT)
 
     def test_nothing_left_for_the_auto_side_is_an_error(self):
         with pytest.raises(AffinityError, match="--server-cpus auto: the other side takes every usable CPU"):
-            affinity.resolve("0-7", "auto", cpus=EIGHT)
+            placement.resolve("0-7", "auto", cpus=EIGHT)
 
 
 def test_without_an_affinity_api_lists_are_refused_and_auto_is_off(monkeypatch):
-    monkeypatch.setattr(affinity, "supported", lambda: False)
-    monkeypatch.setattr(affinity.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(placement, "supported", lambda: False)
+    monkeypatch.setattr(placement.platform, "system", lambda: "Darwin")
     with pytest.raises(AffinityError, match="--client-cpus: Darwin has no CPU affinity API; only auto or off"):
-        affinity.resolve("1", "auto", cpus=EIGHT)
-    placed = affinity.resolve("auto", "auto", cpus=EIGHT)
+        placement.resolve("1", "auto", cpus=EIGHT)
+    placed = placement.resolve("auto", "auto", cpus=EIGHT)
     assert placed.client is None and placed.server is None and "no CPU affinity API" in placed.how
 
 
@@ -127,7 +128,7 @@ def test_two_samples_say_how_the_phase_used_the_cpus():
                       run_delay_s=0.5, involuntary_switches=10, pressure_some_s=3.0)
     last = CpuSample(wall=12.0, process_cpu_s=1.2, cpu_busy_s={0: (102.0, 202.0), 1: (51.8, 202.0)}, cpus=(1,),
                      run_delay_s=0.9, involuntary_switches=25, pressure_some_s=4.5)
-    use = affinity.between(first, last)
+    use = usage.between(first, last)
     assert use.cpu_share == pytest.approx(0.1)
     assert (use.host_cpus, use.client_cpus) == (2, (1,))
     assert use.host_busy == pytest.approx(1.9) and use.client_cpus_busy == pytest.approx(0.9)
@@ -137,7 +138,7 @@ def test_two_samples_say_how_the_phase_used_the_cpus():
 
 def test_evidence_a_host_does_not_offer_stays_unknown():
     first = CpuSample(1.0, 0.0, {}, None, None, None, None)
-    use = affinity.between(first, replace(first, wall=2.0, process_cpu_s=0.5))
+    use = usage.between(first, replace(first, wall=2.0, process_cpu_s=0.5))
     assert use.cpu_share == pytest.approx(0.5)
     assert (use.host_busy, use.client_cpus_busy, use.run_queue_wait_share, use.involuntary_switches,
             use.cpu_pressure_some) == (None, None, None, None, None)
@@ -145,8 +146,8 @@ def test_evidence_a_host_does_not_offer_stays_unknown():
 
 @linux_only
 def test_a_sample_sees_this_hosts_cpus_and_thread():
-    snap = affinity.sample()
-    assert set(affinity.usable_cpus()) <= set(snap.cpu_busy_s) and snap.cpus == affinity.usable_cpus()
+    snap = usage.sample()
+    assert set(placement.usable_cpus()) <= set(snap.cpu_busy_s) and snap.cpus == placement.usable_cpus()
     assert all(0 <= busy <= total for busy, total in snap.cpu_busy_s.values())
     if Path("/proc/thread-self/schedstat").exists():
         assert snap.run_delay_s is not None and snap.involuntary_switches is not None
@@ -171,7 +172,7 @@ def test_pinned_moves_every_thread_and_gives_each_its_mask_back():
     thread = threading.Thread(target=background)
     thread.start()
     try:
-        with affinity.pinned((last,)) as cpus:
+        with placement.pinned((last,)) as cpus:
             assert cpus == (last,) and os.sched_getaffinity(0) == {last}
             go.set()
             time.sleep(0.1)
@@ -215,7 +216,7 @@ def test_a_server_started_on_cpus_passes_them_to_the_process_it_starts(tmp_path)
 def test_a_cpu_the_server_cannot_have_is_a_start_failure(tmp_path):
     from bench.run.server.exits import ServerStartError
 
-    missing = max(affinity.usable_cpus()) + 4096
+    missing = max(placement.usable_cpus()) + 4096
     server = ServerProcess(ServeCommand([sys.executable, "-c", "pass"], cpus=(missing,)), host="127.0.0.1",
                            port=free_port(), ready_path="/", startup_timeout_s=10, log_path=tmp_path / "server.log")
     with pytest.raises(ServerStartError, match=f"cannot run on CPUs {missing}"):

@@ -1,0 +1,1 @@
+"""The CPUs: where the client and the servers run (placement), and how busy they were (usage)."""
