@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from bench.core import energy, figures
-from bench.core.declare import median, total
+from bench.core.figures.declare import median, total
 from bench.core.level_run import level_key
 from bench.core.metrics.blocks import Level, ThroughputIntervals, Uncertainty
 from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE

@@ -18,7 +18,7 @@ import pytest
 from bench.core import crosswalk, figures
 from bench.core.crosswalk import TOOLS
 from bench.core.crosswalk.entry import none
-from bench.core.declare import Doc, LevelFigure, Row, by_field, median, total
+from bench.core.figures.declare import Doc, LevelFigure, Row, by_field, median, total
 from bench.core.level_run import LevelRun
 from bench.core.result import files as result_module
 from bench.core.result.files import validate

@@ -1,4 +1,5 @@
-"""The level figures: each module of this package declares one (`FIGURE`, a bench.core.declare.Figure).
+"""The level figures: each module of this package but `declare` (what a declaration holds,
+bench.core.figures.declare.LevelFigure) declares one, as `FIGURE`.
 
 `FIGURES` holds them in module-name order, found by listing the package, so a new figure is its
 own module and nothing else: the level (`measured`), the rounds (bench.core.rounds), the schema
@@ -13,13 +14,15 @@ import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
-from bench.core.declare import LevelFigure
+from bench.core.figures.declare import LevelFigure
 from bench.core.level_run import LevelRun
 
 
 def _declared() -> tuple[LevelFigure[Any], ...]:
     found = []
     for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if module.name == "declare":
+            continue
         declared = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FIGURE", None)
         if not isinstance(declared, LevelFigure):
             raise TypeError(f"{__name__}.{module.name} declares no FIGURE")

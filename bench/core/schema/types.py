@@ -1,4 +1,4 @@
-"""A JSON Schema from a declared type: the schema entry of a level figure's TypedDict (bench.core.declare).
+"""A JSON Schema from a declared type: the schema entry of a level figure's TypedDict (bench.core.figures.declare).
 
 `schema_of(kind)` gives the schema of a type as cellbench writes its results: a TypedDict is an
 object with exactly its keys (`additionalProperties: false`), its required keys required, each
