@@ -37,9 +37,10 @@ test: setup chromium lint
 	$(PY) -m pytest tests -p no:cacheprovider -m "not perf" $(ARGS)
 
 # No framework install, no server, no browser: what a change to the engine, the reports or the
-# pytest layer needs checked in about a minute (docs/measurements.md). `make test` runs the rest too:
-# integration tests (real servers, the fault matrix), `session` ones (a whole pytest or cellbench run
-# in a subprocess), `browser` ones (the HTML report in Chromium) and `venv` ones (a venv and pip).
+# pytest layer needs checked, in under a minute and a half (docs/measurements.md). `make test` runs
+# the rest too: integration tests (real servers, the fault matrix), `session` ones (a whole pytest
+# or cellbench run in a subprocess), `browser` ones (the HTML report in Chromium) and `venv` ones
+# (a venv and pip).
 FAST := not integration and not perf and not session and not browser and not venv
 test-fast: setup
 	$(PY) -m pytest tests -p no:cacheprovider -m "$(FAST)" -n 2 --benchmark-disable $(ARGS)
