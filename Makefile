@@ -1,7 +1,8 @@
 # Entry points, all self-installing on a fresh machine:
 #   make bench       the chat split on every framework that runs here, on the built-in tiny model
 #   make test        lint, then the suite's own tests, all but the speed ones (`perf`; what CI runs through .ci/run)
-#   make test-fast   the tests that start no inference server (`-m "not integration"`), on 2 workers
+#   make test-fast   the tests that need no inference server, no pytest or cellbench run in a subprocess,
+#                    no browser and no venv (`-m "$(FAST)"` below), on 2 workers
 #   make lint        ruff and mypy, as configured in pyproject.toml
 # Framework builds go to the user cache (~/.cache/cellbench), not into the checkout.
 
@@ -35,10 +36,14 @@ test: setup chromium lint
 	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm vllm_mlx aiperf guidellm
 	$(PY) -m pytest tests -p no:cacheprovider -m "not perf" $(ARGS)
 
-# No framework install, no server: what a change to the engine, the reports or the pytest layer
-# needs checked in a minute or two. Integration tests (real servers, the fault matrix) are `make test`'s.
-test-fast: setup chromium
-	$(PY) -m pytest tests -p no:cacheprovider -m "not integration and not perf" -n 2 --benchmark-disable $(ARGS)
+# No framework install, no server, no browser: what a change to the engine, the reports or the
+# pytest layer needs checked, in under a minute and a half (docs/measurements.md). `make test` runs
+# the rest too: integration tests (real servers, the fault matrix), `session` ones (a whole pytest
+# or cellbench run in a subprocess), `browser` ones (the HTML report in Chromium) and `venv` ones
+# (a venv and pip).
+FAST := not integration and not perf and not session and not browser and not venv
+test-fast: setup
+	$(PY) -m pytest tests -p no:cacheprovider -m "$(FAST)" -n 2 --benchmark-disable $(ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

@@ -38,6 +38,7 @@ pytestmark = pytest.mark.timeout(TEST_TIMEOUT_S)  # its real cells may wait for 
 RUN_MARK = "CELLBENCH_TEST_RUN"
 
 
+@pytest.mark.venv
 def test_pip_venv_installs_reports_versions_and_removes(tmp_path, monkeypatch):
     monkeypatch.setenv("CELLBENCH_CACHE", str(tmp_path))
     bundled = ensurepip.version()  # already in a fresh venv: pip resolves it without any index
@@ -51,6 +52,7 @@ def test_pip_venv_installs_reports_versions_and_removes(tmp_path, monkeypatch):
     assert "uninstall -y setuptools" in build_log_path(recipe).read_text()
 
 
+@pytest.mark.venv
 def test_pip_venv_failure_names_the_build_log(tmp_path, monkeypatch):
     monkeypatch.setenv("CELLBENCH_CACHE", str(tmp_path / "cache"))
     recipe = PipVenv(framework="demo", version="1", packages=(str(tmp_path / "no-such-project"),),

@@ -69,6 +69,7 @@ def test_a_directory_of_another_machine_is_refused_whole(split_dir):
     assert found.delete == [] and "directory of machine m5pro" in found.refused[0][1]
 
 
+@pytest.mark.session
 def test_clean_command_deletes_names_refusals_and_exits_1(split_dir):
     root = split_dir.parents[2]
     cmd = [sys.executable, "-m", "bench.cli.main", "clean", f"--results-dir={root}", "--older-than", "0"]
@@ -83,6 +84,7 @@ def test_clean_command_deletes_names_refusals_and_exits_1(split_dir):
     assert len(list(other.glob("*.json"))) == 1  # the other machine's directory is untouched
 
 
+@pytest.mark.session
 def test_dry_run_deletes_nothing(split_dir):
     before = sorted(p.name for p in split_dir.rglob("*"))
     cmd = [sys.executable, "-m", "bench.cli.main", "clean", f"--results-dir={split_dir.parents[2]}",

@@ -193,6 +193,7 @@ def test_two_cells_with_nothing_in_common_are_a_usage_error(tmp_path: Path, caps
     assert code == 2 and "no cell is on both sides" in err
 
 
+@pytest.mark.session
 def test_the_installed_command_runs_it(tmp_path: Path):
     old = write_cell(tmp_path, Spec(run_id=OLD_ID, requests=40))
     new = copy_as(old, NEW_ID, {"ttft_ms.p50": 2.0})

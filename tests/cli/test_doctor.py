@@ -144,6 +144,7 @@ def test_chat_cells_of_frameworks_that_cannot_run_here_skip_with_one_line_each(t
     assert not results, "a skipped cell writes no result"
 
 
+@pytest.mark.session
 def test_a_reader_that_stops_early_ends_the_command_quietly():
     """`cellbench doctor | head -3`: the pipe closes before doctor is done writing."""
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "doctor"], cwd=PROJECT_ROOT,

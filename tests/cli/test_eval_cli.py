@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from bench.base.paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.session  # every test runs `cellbench eval` in a subprocess
 
 
 def _cellbench(*args: str, cwd: Path = PROJECT_ROOT) -> subprocess.CompletedProcess:

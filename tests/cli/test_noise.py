@@ -66,6 +66,7 @@ def test_usage_errors_exit_2_before_any_server(argv, message, capsys):
     assert caught.value.code == 2 and message in capsys.readouterr().err
 
 
+@pytest.mark.session
 def test_help_names_the_pytest_arguments():
     done = subprocess.run([sys.executable, "-m", "bench.cli", "noise", "--help"], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=60)

@@ -83,6 +83,7 @@ def test_weekly_leaves_a_branch_whose_last_commit_holds_results_reports_and_jour
     pytest.param(["-k", "no-such-cell"], 5, "pytest -m chat exited 5 (no tests collected): *deselected in *s",
                  id="no-tests"),
 ])
+@pytest.mark.session
 def test_a_session_that_runs_no_cell_fails_the_weekly_run_with_its_reason(repo, pytest_args, code, reason):
     cmd = [sys.executable, "-m", "bench.cli.main", "weekly", f"--repo={repo}", "--no-update", "--splits", "chat", "--",
            *pytest_args]

@@ -56,6 +56,7 @@ def _fault_profile(where: Path) -> Path:
     return path
 
 
+@pytest.mark.session
 def test_the_dry_run_names_the_model_and_machine_and_what_chose_them(repo, shell):
     done = _cellbench("weekly", "--dry-run", f"--repo={repo}", env={**shell, "APPLEBENCH_MODEL": "qwen3-0.6b"})
     assert done.returncode == 0, done.stderr
@@ -113,6 +114,7 @@ def test_a_weekly_run_measures_the_model_applebench_model_names(repo, shell, tmp
     assert f"- Chosen: model faulty from APPLEBENCH_MODEL, machine {detect().slug} from detected" in journal
 
 
+@pytest.mark.session
 def test_weekly_skip_records_under_the_chosen_model(repo, shell):
     done = _cellbench("weekly", "skip", f"--repo={repo}", "llamacpp", "chat", "--reason", "upstream #1",
                       env={**shell, "APPLEBENCH_MODEL": "qwen3-0.6b", "APPLEBENCH_RESULTS_SUBDIR": "m5pro"})
@@ -123,6 +125,7 @@ def test_weekly_skip_records_under_the_chosen_model(repo, shell):
     assert "llamacpp/chat" in json.loads((scoped / "weekly_skips.json").read_text())["skips"]
 
 
+@pytest.mark.session
 def test_noise_runs_its_session_on_the_chosen_model(shell, tmp_path):
     done = _cellbench("noise", "llamacpp", "--runs", "2", "--results-dir", str(tmp_path), "--", "--collect-only",
                       env={**shell, "APPLEBENCH_MODEL": "qwen3-0.6b"}, timeout=300)
@@ -135,6 +138,7 @@ def test_noise_runs_its_session_on_the_chosen_model(shell, tmp_path):
     assert done.returncode == 1 and "no floor measured" in done.stderr, "--collect-only measures nothing"
 
 
+@pytest.mark.session
 def test_eval_reads_the_chosen_models_config_and_names_the_variable(shell):
     done = _cellbench("eval", "locate", env={**shell, "APPLEBENCH_MODEL": "tiny"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

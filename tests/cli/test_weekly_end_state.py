@@ -17,6 +17,8 @@ from bench.base.paths import PROJECT_ROOT
 from bench.host.machine import detect
 from tests.support.gitrepo import run_git
 
+pytestmark = pytest.mark.session  # every test runs `cellbench weekly` in a subprocess
+
 TODAY = date.today().isoformat()
 BRANCH = f"weekly/{TODAY}"
 SILICONBENCH = PROJECT_ROOT / "tests" / "data" / "siliconbench" / "weekly_2026-11-24.journal.md"

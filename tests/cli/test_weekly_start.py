@@ -109,6 +109,7 @@ def _weekly(repo: Path, *args: str) -> subprocess.CompletedProcess:
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.session
 def test_weekly_stops_before_any_cell_when_its_branch_cannot_be_made(repo):
     run_git(repo, "branch", "weekly")
     done = _weekly(repo)
@@ -117,6 +118,7 @@ def test_weekly_stops_before_any_cell_when_its_branch_cannot_be_made(repo):
     assert "pytest" not in done.stdout, "no session started"
 
 
+@pytest.mark.session
 def test_weekly_that_can_run_no_cell_stops_with_the_fix_in_the_journal(repo):
     done = _weekly(repo, "--frameworks", "omlx")
     assert done.returncode == 6, done.stdout[-2000:] + done.stderr[-2000:]

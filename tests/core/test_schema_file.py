@@ -42,6 +42,7 @@ def test_check_exits_1_naming_the_command_when_the_file_is_stale(tmp_path, capsy
     assert written.endswith(b"}\n")
 
 
+@pytest.mark.session
 def test_check_passes_on_the_committed_file_from_the_command_line():
     done = subprocess.run([sys.executable, "-m", "bench.core.schema.generate", "--check"], cwd=ROOT,
                           capture_output=True, text=True)

@@ -242,7 +242,7 @@ def test_results_are_written_atomically(tmp_path):
 def test_unreachable_server_fails_fast_with_a_reason(tmp_path, script):
     port = free_port()  # bound and released: nothing listens there
     started = time.monotonic()
-    proc = run_client(script, "--port", str(port), "--server-wait-s", "1", "--output-dir", str(tmp_path), timeout=30)
+    proc = run_client(script, "--port", str(port), "--server-wait-s", "0.2", "--output-dir", str(tmp_path), timeout=30)
     assert proc.returncode == evalclient.EXIT_UNREACHABLE, proc.stderr
     assert f"could not reach the server at http://127.0.0.1:{port}" in proc.stderr
     assert time.monotonic() - started < 15

@@ -50,13 +50,32 @@ def read_jsonl(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def wait_until(condition, what: str, timeout_s: float = 30.0) -> None:
+    """Poll `condition` every 20 ms until it holds; fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
+        time.sleep(0.02)
+
+
+def written(path) -> list[dict]:
+    """The samples a running sampler has written so far (whole lines only)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+
+
 def test_samples_a_live_process_tree(tmp_path, worker):
     proc = worker(30)
-    time.sleep(0.5)  # let it allocate and spawn its child
+    # it allocates, then spawns its child
+    wait_until(lambda: psutil.Process(proc.pid).children(), "the worker's child")
     seen: dict[int, str] = {}
     path = tmp_path / "resources.jsonl"
     with ResourceSampler(proc.pid, path, on_tree=seen.update, gpu=False) as sampler:
-        time.sleep(2.5)
+        # a sample a whole interval after the first that saw the tree's CPU time grow
+        wait_until(lambda: any(s["tree"]["cpu_percent"] > 0 for s in written(path)[1:]), "a sample with CPU")
         t0 = time.monotonic()
     stopped_in = time.monotonic() - t0
     assert stopped_in < 1.5, f"stop took {stopped_in:.2f} s"
@@ -83,7 +102,8 @@ def test_a_process_that_exits_midway_does_not_stop_sampling(tmp_path, worker):
     path = tmp_path / "r.jsonl"
     with ResourceSampler(proc.pid, path, interval_s=0.5, gpu=False) as sampler:
         proc.wait(timeout=10)
-        time.sleep(1.6)
+        # the thread samples on after the exit (the sample `stop` takes last would not show that)
+        wait_until(lambda: any(not s["tree"]["alive"] for s in written(path)), "a sample after the exit")
     samples = read_jsonl(path)
     assert samples[0]["tree"]["alive"] and not samples[-1]["tree"]["alive"]
     assert samples[-1]["tree"]["rss_bytes"] == 0 and "system" in samples[-1]

@@ -406,6 +406,7 @@ def _files(root: Path) -> dict[str, float]:
     return {str(p.relative_to(root)): p.stat().st_mtime for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.session
 def test_the_command_imports_a_folder_then_reports_them_labelled_and_reimports_nothing(tmp_path, capsys):
     source, results = sb_tree(tmp_path / "sb"), tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}

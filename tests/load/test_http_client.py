@@ -145,11 +145,13 @@ def serving(script: Script) -> Iterator[RawServer]:
         server.close()
 
 
-def send_pieces(conn: socket.socket, pieces: list[bytes], reads: list[float] | None = None) -> None:
-    """Each piece, then PAUSE. Given the client's arrival stamps (`stamp_arrivals`), each piece is
-    sent only once the client has read the one before, PAUSE after that read: every piece is then
-    a read of its own, and two reads are at least PAUSE apart, however late a loaded host runs
-    the client's loop (a pause alone lets pieces that wait unread coalesce into one read)."""
+def send_pieces(conn: socket.socket, pieces: list[bytes], reads: list[float] | None = None,
+                pause: float = PAUSE) -> None:
+    """Each piece, then `pause`. Given the client's arrival stamps (`stamp_arrivals`), each piece is
+    sent only once the client has read the one before, `pause` after that read: every piece is then
+    a read of its own, and two reads are at least `pause` apart, however late a loaded host runs
+    the client's loop (a pause alone lets pieces that wait unread coalesce into one read). A test
+    that needs separate reads but no time between them gives `reads` and `pause=0`."""
     for piece in pieces:
         seen = len(reads) if reads is not None else 0
         conn.sendall(piece)
@@ -157,7 +159,7 @@ def send_pieces(conn: socket.socket, pieces: list[bytes], reads: list[float] | N
             limit = time.monotonic() + 30
             while len(reads) == seen and time.monotonic() < limit:
                 time.sleep(0.001)
-        time.sleep(PAUSE)
+        time.sleep(pause)
 
 
 def reset(conn: socket.socket) -> None:
@@ -587,12 +589,14 @@ def test_a_compressed_stream_is_decoded_and_stamped_when_its_compressed_bytes_ar
         server.read_request(conn)
         # chunked frames that cut the compressed pieces anywhere: two bytes, then the rest of each
         wire = b"".join(frame(p[:2]) + frame(p[2:]) for p in pieces) + b"0\r\n\r\n"
-        conn.sendall(encoded_head(encoding))
-        send_pieces(conn, [wire[i:i + 7] for i in range(0, len(wire), 7)])
+        sent.extend([encoded_head(encoding), *(wire[i:i + 7] for i in range(0, len(wire), 7))])
+        send_pieces(conn, sent, arrivals, pause=0)  # each piece a read of its own: waited for, not paused for
 
+    sent: list[bytes] = []
     with serving(script) as server:
         (rec,) = exchange(loop_factory, server.base_url).records
     assert_whole(rec)
+    assert len(arrivals) == len(sent), "one read per piece"
     assert rec.content_encoding == encoding and rec.to_json()["content_encoding"] == encoding
     # every stamp is the arrival of a read of compressed bytes, never a moment after it
     assert rec.t_first_byte in arrivals and set(rec.chunk_times) <= set(arrivals) and rec.t_end in arrivals

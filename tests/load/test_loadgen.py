@@ -1,8 +1,8 @@
 """The load generator against scripted SSE servers on 127.0.0.1.
 
 `ScriptServer` is a protocol fixture, not a stand-in for an inference server: each request's
-last message is a script (`stream 5 0.01`, `status 404`, `stall`, `cut`, `nofinish`) that
-decides what the server writes and when. It runs in a background thread with its own loop
+last message is a script (`stream 5 0.01`, `until_released 0.15`, `status 404`, `stall`, `cut`,
+`nofinish`) that decides what the server writes and when. It runs in a background thread with its own loop
 because `run_level` owns the main thread's loop.
 """
 
@@ -51,6 +51,8 @@ def delta(d: dict, finish: str | None = None) -> bytes:
 class ScriptServer:
     def __init__(self) -> None:
         self.bodies: list[dict] = []
+        self.content_chunks = 0  # written, over every request
+        self.release = threading.Event()  # ends the `until_released` streams
         self.in_flight = 0
         self.max_in_flight = 0
         self._loop = asyncio.new_event_loop()
@@ -92,11 +94,17 @@ class ScriptServer:
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(request)
             await resp.write(delta({"role": "assistant", "content": ""}))
-            if script[0] == "stream":  # stream N DELAY: N content chunks DELAY s apart
-                n, pause = int(script[1]), float(script[2])
+            if script[0] in ("stream", "until_released"):
+                # stream N DELAY: N content chunks DELAY s apart; until_released DELAY: content chunks
+                # DELAY s apart, at least one, until the test sets `release` (at most 200)
+                n, pause = (int(script[1]), float(script[2])) if script[0] == "stream" else (200, float(script[1]))
                 for i in range(n):
                     await asyncio.sleep(pause)
                     await resp.write(delta({"content": f"t{i}"}))
+                    self.content_chunks += 1
+                    if script[0] == "until_released" and self.release.is_set():
+                        n = i + 1
+                        break
                 await resp.write(
                     delta({}, "stop") + sse({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": n}})
                 )
@@ -163,10 +171,17 @@ def test_progress_arrives_at_most_once_a_second_with_growing_elapsed(server):
     """What bench.load.watch.progress.ProgressLine relies on: reports during the level, never less than
     a second apart, elapsed and output events counted from the measured phase's start (warm-up
     apart) and growing, and a last report when done. No upper bound on the gaps: a loaded host
-    may run the ticker late, and a level of about 5 s leaves seconds of room for two reports."""
+    may run the ticker late, so the level lasts until two reports came (the server streams until
+    the test releases it), not for a length guessed to hold them."""
     calls: list[Progress] = []
-    cfg = level(server.base_url, concurrency=1, requests=4, warmup=1, progress=calls.append)
-    run = run_level(cfg, prompts("stream 8 0.15"), prompts("stream 5 0", prefix="w"))  # >= 1.2 s a request
+
+    def report(progress: Progress) -> None:
+        calls.append(progress)
+        if len(calls) >= 2:
+            server.release.set()
+
+    cfg = level(server.base_url, concurrency=1, requests=4, warmup=1, progress=report)
+    run = run_level(cfg, prompts("until_released 0.15"), prompts("stream 5 0", prefix="w"))
     *during, last = calls
     assert len(during) >= 2 and last.done == last.total == 4
     elapsed = [p.elapsed_s for p in calls]
@@ -175,7 +190,7 @@ def test_progress_arrives_at_most_once_a_second_with_growing_elapsed(server):
     assert all(g >= 1.0 - 1e-9 for g in gaps), gaps  # float rounding of the differences
     assert [p.done for p in calls] == sorted(p.done for p in calls) and all(p.output_tps > 0 for p in during)
     events = [p.output_events for p in calls]
-    assert events == sorted(events) and events[-1] == sum(r.n_chunks for r in run.records) == 32
+    assert events == sorted(events) and events[-1] == sum(r.n_chunks for r in run.records) == server.content_chunks - 5
 
 
 def test_a_broken_progress_callback_does_not_break_the_level(server, caplog):

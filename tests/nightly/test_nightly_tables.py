@@ -69,6 +69,7 @@ def _machine_steps(ws: Path, store: Path, name: str) -> workflow.JobRun:
     return workflow.run_job({"jobs": {"machine": {**job, "steps": picked}}}, "machine", ctx, ws, store, {})
 
 
+@pytest.mark.session
 def test_the_machine_job_uploads_the_nights_table_edits_and_publish_applies_them(workspace, tmp_path):
     store = tmp_path / "artifacts"
     store.mkdir()
@@ -97,6 +98,7 @@ def test_the_machine_job_uploads_the_nights_table_edits_and_publish_applies_them
     assert run_git(merge_ws, "show", f"main:{TABLE}") + "\n" == (PROJECT_ROOT / TABLE).read_text(), "main untouched"
 
 
+@pytest.mark.session
 def test_a_night_without_edits_uploads_no_patch_and_a_clashing_patch_stays_a_patch(workspace, tmp_path):
     store = tmp_path / "artifacts"
     store.mkdir()

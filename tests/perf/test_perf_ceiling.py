@@ -33,6 +33,7 @@ def test_every_level_delivers_every_chunk_and_names_its_limit(record_property):
         record_property(f"c{r['concurrency']}_chunks_per_s", round(r["chunks_per_s"]))
 
 
+@pytest.mark.session
 def test_more_client_processes_than_free_cpus_is_refused_naming_the_count():
     usable = len(os.sched_getaffinity(0))
     proc = ceiling("--concurrency", "4", "--client-procs", str(usable), "--requests-per-stream", "1")

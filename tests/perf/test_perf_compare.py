@@ -262,6 +262,7 @@ def test_pairs_are_the_kth_runs_of_each_client_and_clean_pairs_leave_out_failed_
     ("bench.perf.compare", ["--repeat", "0"], "--repeat"),
     ("bench.perf.compare", ["--first-ms", "-1"], "--first-ms"),
 ])
+@pytest.mark.session
 def test_a_value_that_cannot_describe_a_run_is_a_usage_error_naming_the_option(tool, args, option):
     """Before anything starts: exit 2 and one line naming the option, not a ZeroDivisionError
     mid-run or a list silently run short."""

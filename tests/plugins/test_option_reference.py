@@ -72,6 +72,7 @@ def _reference_defaults(text: str) -> dict[str, dict[str, str]]:
     return out
 
 
+@pytest.mark.session
 def test_pytest_help_lists_the_reference_flags_with_the_same_defaults():
     env = {**os.environ, "COLUMNS": "10000"}  # one line per option: a wrap would split words at hyphens
     proc = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], cwd=PROJECT_ROOT,

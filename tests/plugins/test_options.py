@@ -85,6 +85,7 @@ PATH_CASES = {"results-dir,model": _results_and_model, "prompts": _prompts, "eva
 @pytest.mark.parametrize("where", ["checkout", "elsewhere"])
 @pytest.mark.parametrize("form", ["--opt PATH", "--opt=PATH"])
 @pytest.mark.parametrize("case", sorted(PATH_CASES))
+@pytest.mark.session
 def test_path_options_work_in_both_forms_from_any_directory(tmp_path: Path, case: str, form: str, where: str):
     paths, args = PATH_CASES[case](tmp_path)  # every path outside the checkout, and existing
     options = [part for flag, path in paths.items()
@@ -313,6 +314,7 @@ def test_a_short_timeout_is_no_error_where_no_cell_runs(pytester: pytest.Pyteste
     pytester.runpytest("--timeout", "5").assert_outcomes(passed=1)
 
 
+@pytest.mark.session
 def test_under_xdist_the_controller_refuses_a_short_timeout(stand_in: pytest.Pytester):
     result = stand_in.runpytest_subprocess("-k", "llamacpp-chat", "-n", "1", "--timeout", "30")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

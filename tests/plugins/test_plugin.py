@@ -104,6 +104,7 @@ def test_a_conftest_implements_the_cell_finished_hook(cells):
     assert degraded["framework"] is None, "a stand-in test, not a (framework, split) cell: no journal"
 
 
+@pytest.mark.session
 def test_verdicts_travel_from_xdist_workers_to_the_controller(cells):
     cells.makeconftest(FINISHED_HOOK)
     result = cells.runpytest_subprocess("-n", "2")
@@ -384,6 +385,7 @@ def test_cell(cell_config):
 
 
 @pytest.mark.parametrize("xdist", [False, True])
+@pytest.mark.session
 def test_progress_lines_reach_the_terminal(pytester: pytest.Pytester, xdist):
     pytester.makepyfile(test_progress=PROGRESS_CELL)
     args = ["-k", "llamacpp-chat", "--progress-interval", "1.5"]
@@ -473,6 +475,7 @@ def test_holder(host_lock):
 """
 
 
+@pytest.mark.session
 def test_a_cell_that_waits_out_the_host_lock_is_a_failed_verdict_naming_the_holder(pytester: pytest.Pytester,
                                                                                    monkeypatch):
     args = real_cells(pytester, monkeypatch)

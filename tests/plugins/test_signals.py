@@ -48,6 +48,7 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 120.0) -> No
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+@pytest.mark.session
 def test_a_signal_interrupts_the_session_and_tears_down_its_fixtures(pytester: pytest.Pytester, sig):
     pytester.makepyfile(test_slow=SLOW_TEST)
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_slow.py"],
@@ -114,6 +115,7 @@ def _read(proc: subprocess.Popen) -> tuple[list[str], threading.Thread]:
 
 
 @pytest.mark.parametrize("presses", [2, 3], ids=["second-waits", "third-quits"])
+@pytest.mark.session
 def test_a_second_ctrl_c_waits_for_the_closing_work_and_a_third_quits_at_once(pytester: pytest.Pytester, presses):
     pytester.makepyfile(test_slow=WAITING_TEARDOWN)
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_slow.py"],

@@ -224,6 +224,8 @@ def stand_in_report(request, tmp_path_factory) -> Session:
     return Session(directory / "report.html", proc, rendered(directory / "report.html"))
 
 
+@pytest.mark.session
+@pytest.mark.browser
 def test_verdict_and_metric_columns_in_the_rendered_report(stand_in_report):
     proc = stand_in_report.proc
     assert proc.returncode == pytest.ExitCode.TESTS_FAILED, proc.stdout[-3000:]  # the all-failed cell
@@ -247,6 +249,8 @@ def test_verdict_and_metric_columns_in_the_rendered_report(stand_in_report):
     assert stand_in_report.dom.count('<img src="data:image/png;base64,') == 4  # one plot per cell, inlined
 
 
+@pytest.mark.session
+@pytest.mark.browser
 def test_the_report_opens_on_a_summary_and_the_worst_verdicts(stand_in_report):
     """Above the rows: the verdict counts and every level's output tok/s per cell; the rows open
     sorted worst first (pytest.ini's initial_sort), each verdict in its own colour."""
@@ -273,6 +277,8 @@ def test_the_report_opens_on_a_summary_and_the_worst_verdicts(stand_in_report):
     assert '.col-verdict span[data-sort="7-ok"], .cellbench-verdict-ok {color: #067647' in css
 
 
+@pytest.mark.session
+@pytest.mark.browser
 def test_a_verdict_unticked_in_the_summary_hides_its_rows_and_survives_a_resort(stand_in_report, tmp_path):
     """The filter runs in a real browser: a test-only script unticks `ok`, then sorts by a column
     (pytest-html renders every row again on a sort); the two ok rows stay hidden, the others shown."""
@@ -303,6 +309,8 @@ def test_skipped_cells_are_one_line_in_the_summary():
     assert html_summary.session_summary_html([]) == ""
 
 
+@pytest.mark.session
+@pytest.mark.browser
 def test_columns_sort_numerically_in_the_browser(stand_in_report, tmp_path):
     html = stand_in_report.html
     by_tps = ResultsTable(rendered(html, "?sort=output_tps")).column("output_tps")
@@ -322,6 +330,8 @@ def test_columns_sort_numerically_in_the_browser(stand_in_report, tmp_path):
     assert [v.split()[0] for v in by_verdict.values()] == ["all-failed", "degraded", "ok", "ok"]  # worst first
 
 
+@pytest.mark.session
+@pytest.mark.browser
 def test_server_log_script_tags_stay_text(stand_in_report):
     assert XSS not in stand_in_report.html.read_text()
     dom = stand_in_report.dom
@@ -330,6 +340,8 @@ def test_server_log_script_tags_stay_text(stand_in_report):
     assert "server log c1" in dom and "ready" in dom
 
 
+@pytest.mark.session
+@pytest.mark.browser
 def test_environment_names_the_run_machine_and_framework_versions(stand_in_report):
     env = ResultsTable(stand_in_report.dom).environment
     run_id = re.search(r"^run (\S+);", stand_in_report.proc.stdout, re.M).group(1)
@@ -338,6 +350,8 @@ def test_environment_names_the_run_machine_and_framework_versions(stand_in_repor
     assert "frameworks" in env and {"llamacpp: b9999", "vllm: b9999", "mlx_lm: b9999"} <= set(env)
 
 
+@pytest.mark.session
+@pytest.mark.browser
 def test_report_of_a_killed_run_has_the_cells_that_finished(tmp_path):
     project_ini(tmp_path)
     stand_in_cells(tmp_path, {"llamacpp-chat": four_cells(tmp_path / "results")["llamacpp-chat"]})
@@ -367,6 +381,7 @@ def test_report_of_a_killed_run_has_the_cells_that_finished(tmp_path):
 
 @pytest.mark.timeout(1900)  # waits up to 1500 s for another session's host lock
 @pytest.mark.integration
+@pytest.mark.browser
 def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama_server):
     results = tmp_path / "results"
     chat = cell_dir(results)

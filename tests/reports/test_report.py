@@ -231,6 +231,7 @@ def run_report(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.session
 def test_python_m_bench_report_rebuilds_from_files_alone(built, tmp_path):
     d, _, report = built
     root = tmp_path / "results"

@@ -91,6 +91,7 @@ def test_a_note_under_the_title_says_whose_names_and_where_the_crosswalk_is(spli
     assert "Metric names as" not in (split / "REPORT.md").read_text(), "the default report is unchanged"
 
 
+@pytest.mark.session
 def test_it_writes_nothing_and_the_cli_runs_it(split):
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in split.rglob("*") if p.is_file()}
     proc = subprocess.run([sys.executable, "-m", "bench.cli.main", "report", "--results-dir", str(split.parents[2]),

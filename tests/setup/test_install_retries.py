@@ -108,6 +108,7 @@ def recipe(version: str = "1.0") -> PipVenv:
                    report=("demo-pkg",))
 
 
+@pytest.mark.venv
 def test_a_dropped_connection_to_the_index_is_retried_once_and_kept_on_record(pip_env, index, monkeypatch):
     index.down.set()
     monkeypatch.setattr(commands, "_pause_before_retry", index.down.clear)  # the index comes back
@@ -123,6 +124,7 @@ def test_a_dropped_connection_to_the_index_is_retried_once_and_kept_on_record(pi
     assert "# pip failed on the network (" in log and "from versions: none" in log
 
 
+@pytest.mark.venv
 def test_an_index_that_stays_down_fails_the_install_after_one_retry(pip_env, index, monkeypatch):
     index.down.set()
     monkeypatch.setattr(commands, "_pause_before_retry", lambda: None)
@@ -133,6 +135,7 @@ def test_an_index_that_stays_down_fails_the_install_after_one_retry(pip_env, ind
     assert str(build_log_path(recipe())) in str(err.value)
 
 
+@pytest.mark.venv
 def test_a_version_the_index_does_not_have_is_not_retried(pip_env, index, monkeypatch):
     def no_retry() -> None:
         raise AssertionError("a missing version is not a network error")
