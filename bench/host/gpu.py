@@ -17,6 +17,9 @@ Elsewhere NVML through `pynvml` when importable (clocks from nvmlDeviceGetClockI
 nvmlDeviceGetCurrentClocksEventReasons, or the older ...ThrottleReasons), else `nvidia-smi
 --query-gpu=...` (`clocks_event_reasons.active`, or `clocks_throttle_reasons.active` where the
 driver's nvidia-smi predates that name and rejects it: tried once, then remembered).
+
+`Gpu.processes()` is the GPU memory each process holds (NVML's running processes, nvidia-smi's
+`--query-compute-apps`), and `tree_gpu_bytes` what of it a process tree holds.
 """
 
 from __future__ import annotations
@@ -27,13 +30,16 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
+
+import psutil
 
 NVIDIA_SMI_FIELDS = "utilization.gpu,memory.used,power.draw,clocks.sm,clocks.mem"
 # The active clock-event reasons' bitmask: named so since driver 535, clocks_throttle_reasons before.
 NVIDIA_SMI_REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
 CSV = "--format=csv,noheader,nounits"
+NVIDIA_SMI_APPS = ["--query-compute-apps=pid,used_memory", CSV]  # one line per (process, GPU), MiB
 METALSTAT = ["--jsonl", "-i", "1", "--show-all"]
 GPU_TIMEOUT_S = 0.8
 GIB = 1024**3
@@ -125,6 +131,53 @@ def parse_nvidia_smi(text: str) -> list[dict]:
     return gpus
 
 
+def parse_compute_apps(text: str) -> dict[int, int | None]:
+    """GPU memory per pid, summed over the GPUs, from `nvidia-smi --query-compute-apps=pid,used_memory
+    --format=csv,noheader,nounits` (one line per process and GPU, MiB; `[N/A]` where the driver cannot
+    say, which makes that pid's figure None). No line: no process holds a compute context."""
+    held: dict[int, int | None] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.strip().lower().startswith("no running"):
+            continue
+        pid_field, _, mem_field = (f.strip() for f in line.partition(","))
+        try:
+            pid = int(pid_field)
+        except ValueError:
+            raise ValueError(f"unexpected nvidia-smi compute-apps line: {line!r}") from None
+        try:
+            mib: float | None = float(mem_field)
+        except ValueError:
+            mib = None
+        add_held(held, pid, None if mib is None else int(mib * (1 << 20)))
+    return held
+
+
+def add_held(held: dict[int, int | None], pid: int, nbytes: int | None) -> None:
+    """Add one (process, GPU) figure to `pid`'s sum; unknown on any GPU makes the sum unknown."""
+    before = held.get(pid, 0)
+    held[pid] = None if before is None or nbytes is None else before + nbytes
+
+
+def tree_gpu_bytes(held: dict[int, int | None], tree: Collection[int],
+                   known: Callable[[int], bool] = psutil.pid_exists) -> int | None:
+    """The GPU memory the pids of `tree` hold, from the GPUs' per-process figures `held`
+    (`Gpu.processes()`): 0 when the tree holds none, None when that cannot be told.
+
+    The driver does not know PID namespaces: in a container without the host's (`docker run`
+    without `--pid=host`) NVML and nvidia-smi list the host's pids, which are not this tree's,
+    and a summed 0 would say the server holds no GPU memory while it may hold most of it. So the
+    figure counts only when at least one listed pid is known here (is in the tree, or exists in
+    this PID namespace); otherwise, an empty listing included (nvidia-smi leaves out pids it
+    cannot see, so a container's listing can be empty while a server holds memory), it is None.
+    A tree pid listed with no figure (`[N/A]`, NVML's not-available) makes it None too. A host
+    pid that happens to be a live pid of the container's namespace would pass for known: rare,
+    and not ruled out here."""
+    if not any(pid in tree or known(pid) for pid in held):
+        return None
+    mine = [held[pid] for pid in tree if pid in held]
+    return None if any(b is None for b in mine) else sum(b for b in mine if b is not None)
+
+
 class Metalstat:
     """`metalstat --jsonl` running beside the sampler; `latest` is its newest sample line."""
 
@@ -192,6 +245,30 @@ class Gpu:
             return [self._nvml_entry(i, h) for i, h in enumerate(self._handles)]
         if self.kind == "nvidia-smi" and self._smi:
             return parse_nvidia_smi(self._smi_gpus())
+        return None
+
+    def processes(self) -> dict[int, int | None] | None:
+        """GPU memory per pid (bytes, summed over the GPUs; None for a pid whose figure the driver
+        cannot give) of the processes that hold a GPU context now: NVML's compute and graphics
+        processes, or nvidia-smi's compute apps. None where the source has no per-process figures
+        (metalstat, no GPU)."""
+        if self.kind == "nvml":
+            held: dict[int, int | None] = {}
+            for handle in self._handles:
+                on_this_gpu: set[int] = set()
+                for read in (self._nvml.nvmlDeviceGetComputeRunningProcesses,
+                             self._nvml.nvmlDeviceGetGraphicsRunningProcesses):
+                    for proc in read(handle):
+                        if proc.pid not in on_this_gpu:  # a process with both contexts is listed twice
+                            on_this_gpu.add(proc.pid)
+                            add_held(held, int(proc.pid), None if proc.usedGpuMemory is None
+                                     else int(proc.usedGpuMemory))
+            return held
+        if self.kind == "nvidia-smi" and self._smi:
+            done = self._run_smi(NVIDIA_SMI_APPS)
+            if done.returncode != 0:
+                raise RuntimeError(f"nvidia-smi exit code {done.returncode}: {done.stderr.strip()[:200]}")
+            return parse_compute_apps(done.stdout)
         return None
 
     def _nvml_entry(self, index: int, handle: Any) -> dict:

@@ -15,13 +15,23 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from bench.host import gpu
-from bench.host.gpu import THERMAL_OR_POWER, Gpu, decode_reasons, parse_metalstat, parse_nvidia_smi
+from bench.host.gpu import (
+    THERMAL_OR_POWER,
+    Gpu,
+    decode_reasons,
+    parse_compute_apps,
+    parse_metalstat,
+    parse_nvidia_smi,
+    tree_gpu_bytes,
+)
+from bench.host.resources import ResourceSampler
 
 MIB = 1 << 20
 LOADED_MIB = 125885  # 132.0 GB (10^9 bytes) in MiB, the device memory a transformers server reserved
@@ -220,3 +230,78 @@ def test_metalstat_gives_its_frequency_as_the_clock_and_no_memory_clock_or_reaso
     entry = parse_metalstat(line)
     assert entry["clock_mhz"] == entry["freq_mhz"] == 1398.0
     assert entry["mem_clock_mhz"] is None and entry["throttle_reasons"] is None
+
+
+# ---------------------------------------------------------------- the server's own GPU memory
+
+NO_SUCH_PID = 2**22 + 1  # above the largest pid_max Linux allows: never a process here
+
+
+def test_compute_apps_are_summed_per_pid_over_the_gpus():
+    # --query-compute-apps=pid,used_memory --format=csv,noheader,nounits: a process on two GPUs,
+    # one on one, and one whose figure the driver cannot give.
+    held = parse_compute_apps("4242, 120000\n4243, 512\n4242, 5300\n4244, [N/A]\n")
+    assert held == {4242: 125300 * MIB, 4243: 512 * MIB, 4244: None}
+    assert parse_compute_apps("") == {}
+    with pytest.raises(ValueError):
+        parse_compute_apps("pid, used_memory [MiB]\n")  # a header: the query asked for none
+
+
+def test_the_tree_holds_what_its_listed_pids_hold():
+    held = {100: 120 * MIB, 101: 5 * MIB, 200: 7 * MIB}
+    assert tree_gpu_bytes(held, {100, 101, 102}, known=lambda pid: True) == 125 * MIB
+    assert tree_gpu_bytes(held, {300}, known=lambda pid: True) == 0, "others hold memory, this tree none"
+    assert tree_gpu_bytes({100: None, 200: 7}, {100}, known=lambda pid: True) is None, "its own figure unknown"
+
+
+def test_pids_from_another_pid_namespace_give_no_figure_rather_than_zero():
+    # A container without the host's PID namespace: the driver lists host pids, none of them here.
+    assert tree_gpu_bytes({NO_SUCH_PID: 120 * MIB}, {os.getpid()}) is None
+    assert tree_gpu_bytes({}, {os.getpid()}) is None, "an empty listing cannot tell a container from an idle GPU"
+    assert tree_gpu_bytes({NO_SUCH_PID: 120 * MIB, os.getppid(): 0}, {os.getpid()}) == 0, "one pid known here"
+
+
+def test_nvml_processes_are_summed_over_the_gpus_once_each(monkeypatch):
+    module = fake_pynvml([H200_LOADED | {"procs": [(4242, 120 * MIB), (4243, None)]},
+                          H200_IDLE | {"procs": [(4242, 5 * MIB)]}])
+    module.nvmlDeviceGetGraphicsRunningProcesses = lambda h: (  # 4242 has a graphics context on GPU 0 too
+        [SimpleNamespace(pid=4242, usedGpuMemory=120 * MIB)] if h == 0 else [])
+    assert nvml_gpu(monkeypatch, module).processes() == {4242: 125 * MIB, 4243: None}
+
+
+def test_no_gpu_has_no_per_process_figures(monkeypatch):
+    monkeypatch.setattr(gpu, "PLATFORM", "linux")
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    source = Gpu()
+    assert source.kind is None and source.processes() is None and source.read() is None
+
+
+def sample_with_fake_nvidia_smi(tmp_path: Path, monkeypatch, apps: str) -> tuple[list[dict], dict]:
+    """Two samples of this test's own process tree by a ResourceSampler reading the fake nvidia-smi:
+    (the sidecar's samples, the peaks)."""
+    fake_nvidia_smi(tmp_path, monkeypatch, knows_event_reasons=True, apps=apps)
+    path = tmp_path / "r.jsonl"
+    with ResourceSampler(os.getpid(), path, interval_s=0.2) as sampler:
+        deadline = time.monotonic() + 20
+        while sampler.samples < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert sampler.errors == [] and sampler.summary()["gpu_source"] == "nvidia-smi"
+    return [json.loads(line) for line in path.read_text().splitlines()], sampler.peak
+
+
+def test_the_sampler_records_the_trees_gpu_memory_beside_the_devices(tmp_path, monkeypatch):
+    # This process holds 122 GiB of the 132 GB in use; another process (pid 1, known here) 2 GiB.
+    samples, peak = sample_with_fake_nvidia_smi(tmp_path, monkeypatch, f"{os.getpid()}, 124928\n1, 2048\n")
+    assert len(samples) >= 2
+    assert all(s["tree"]["gpu_mem_bytes"] == 124928 * MIB for s in samples)
+    assert all(s["gpu"][0]["clock_mhz"] == 1980.0 and s["gpu"][0]["throttle_reasons"] == ["sw_power_cap"]
+               for s in samples)
+    assert peak["tree_gpu_mem_bytes"] == 124928 * MIB
+    assert peak["gpu_mem_used_bytes"] == (LOADED_MIB + 4) * MIB, "every process on both GPUs, as before"
+
+
+def test_the_sampler_writes_null_when_the_drivers_pids_are_not_this_hosts(tmp_path, monkeypatch):
+    samples, peak = sample_with_fake_nvidia_smi(tmp_path, monkeypatch, f"{NO_SUCH_PID}, 124928\n")
+    assert samples and all(s["tree"]["gpu_mem_bytes"] is None for s in samples)
+    assert peak["tree_gpu_mem_bytes"] is None and peak["gpu_mem_used_bytes"] == (LOADED_MIB + 4) * MIB

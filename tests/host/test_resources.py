@@ -196,7 +196,7 @@ def test_the_sampler_reads_metalstat_beside_it_on_macos_and_stops_it(tmp_path, m
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(gpu, "PLATFORM", "darwin")
     path = tmp_path / "s.jsonl"
-    with resources.ResourceSampler(None, path, interval_s=0.2) as sampler:
+    with resources.ResourceSampler(os.getpid(), path, interval_s=0.2) as sampler:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and sampler.peak["gpu_mem_used_bytes"] != 2 * 2**30:
             time.sleep(0.1)
@@ -206,6 +206,9 @@ def test_the_sampler_reads_metalstat_beside_it_on_macos_and_stops_it(tmp_path, m
     gpus = [json.loads(line)["gpu"][0] for line in path.read_text().splitlines() if '"gpu"' in line]
     assert {g["util_percent"] for g in gpus} >= {10.0, 95.0} and gpus[-1]["freq_mhz"] == 1398.0
     assert summary["peak"]["gpu_mem_used_bytes"] == 2 * 2**30
+    assert not any("gpu_mem_bytes" in json.loads(line)["tree"] for line in path.read_text().splitlines()), (
+        "metalstat has no per-process figures: the key is left out")
+    assert summary["peak"]["tree_gpu_mem_bytes"] is None
     pid = int((tmp_path / "pid").read_text())
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie":
