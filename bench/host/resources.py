@@ -15,11 +15,15 @@ JSON line in `path`:
 
 `t` is monotonic seconds since the sampler started, `wall` epoch seconds. Keys whose source is
 absent on this machine are left out. `tree.gpu_mem_bytes` is the GPU memory the tree's processes
-hold (summed over the GPUs; the device's `mem_used_bytes` counts every process and what a server
-reserved but has not used): null when the driver's pids cannot be matched to this tree, as in a
-container without the host's PID namespace (bench.host.gpu.tree_gpu_bytes says why null, not 0).
-`peak` holds the peaks for the result file (`tree_gpu_mem_bytes` the tree's, `gpu_mem_used_bytes`
-the devices' with every process) and `summary()` the whole account (samples, peaks, errors).
+hold, summed over the GPUs, as the driver accounts it per process (what a framework reserved
+counts, used or not); a GPU's `mem_used_bytes` counts every process's and the driver's own. It is
+null when the driver's pids cannot be matched to this tree, as in a container without the host's
+PID namespace (bench.host.gpu.tree_gpu_bytes says why null, not 0).
+
+`power`, `memory` and `gpu` hold the samples' readings in memory, as typed series for each
+level's figures (bench.host.power, bench.host.samples). `peak` holds the peaks for the result
+file (`tree_gpu_mem_bytes` the tree's, `gpu_mem_used_bytes` every process's on all GPUs) and
+`summary()` the whole account (samples, peaks, errors).
 
 It never raises into the benchmark: an error is recorded once per source (`errors`) and sampling
 goes on; a server that exits mid-run gives `"alive": false` samples. `stop()` (or leaving the
@@ -46,6 +50,7 @@ import psutil
 from bench.base.doc import Doc
 from bench.host.gpu import Gpu, tree_gpu_bytes
 from bench.host.power import PowerSample, Rapl, readings
+from bench.host.samples import GpuSample, MemorySample, gpu_samples, memory_sample
 
 if TYPE_CHECKING:
     from bench.host.memory.memlimit import MemoryCgroup
@@ -105,6 +110,8 @@ class ResourceSampler:
         self._gpu_wanted = gpu
         self._rapl: Rapl | None = None
         self.power: list[PowerSample] = []  # the samples' power readings, for energy per token (bench.core.energy)
+        self.memory: list[MemorySample] = []  # one per sample (bench.host.samples)
+        self.gpu: list[GpuSample] = []  # one per GPU per sample; the source that reads them is _gpu_source
         self._gpu_source: Gpu | None = None
         self._out: IO[str] | None = None
         self._lock = threading.Lock()
@@ -208,6 +215,8 @@ class ResourceSampler:
                     sample["tree"]["gpu_mem_bytes"] = tree_gpu_bytes(held, self._tree_pids)
         self._update_peak(sample)
         self.power += readings(sample)
+        self.memory.append(memory_sample(sample))
+        self.gpu += gpu_samples(sample)
         self.samples += 1
         with self._lock:
             if self._out is not None:

@@ -32,6 +32,7 @@ from bench.host.gpu import (
     tree_gpu_bytes,
 )
 from bench.host.resources import ResourceSampler
+from bench.host.samples import GpuSample, MemorySample, gpu_samples, memory_sample
 
 MIB = 1 << 20
 LOADED_MIB = 125885  # 132.0 GB (10^9 bytes) in MiB, the device memory a transformers server reserved
@@ -277,9 +278,9 @@ def test_no_gpu_has_no_per_process_figures(monkeypatch):
     assert source.kind is None and source.processes() is None and source.read() is None
 
 
-def sample_with_fake_nvidia_smi(tmp_path: Path, monkeypatch, apps: str) -> tuple[list[dict], dict]:
-    """Two samples of this test's own process tree by a ResourceSampler reading the fake nvidia-smi:
-    (the sidecar's samples, the peaks)."""
+def sample_with_fake_nvidia_smi(tmp_path: Path, monkeypatch, apps: str) -> tuple[list[dict], ResourceSampler]:
+    """Samples of this test's own process tree by a ResourceSampler reading the fake nvidia-smi:
+    (the sidecar's samples, the stopped sampler)."""
     fake_nvidia_smi(tmp_path, monkeypatch, knows_event_reasons=True, apps=apps)
     path = tmp_path / "r.jsonl"
     with ResourceSampler(os.getpid(), path, interval_s=0.2) as sampler:
@@ -287,21 +288,54 @@ def sample_with_fake_nvidia_smi(tmp_path: Path, monkeypatch, apps: str) -> tuple
         while sampler.samples < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
     assert sampler.errors == [] and sampler.summary()["gpu_source"] == "nvidia-smi"
-    return [json.loads(line) for line in path.read_text().splitlines()], sampler.peak
+    samples = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(samples) == sampler.samples >= 2
+    return samples, sampler
 
 
 def test_the_sampler_records_the_trees_gpu_memory_beside_the_devices(tmp_path, monkeypatch):
     # This process holds 122 GiB of the 132 GB in use; another process (pid 1, known here) 2 GiB.
-    samples, peak = sample_with_fake_nvidia_smi(tmp_path, monkeypatch, f"{os.getpid()}, 124928\n1, 2048\n")
-    assert len(samples) >= 2
+    samples, sampler = sample_with_fake_nvidia_smi(tmp_path, monkeypatch, f"{os.getpid()}, 124928\n1, 2048\n")
     assert all(s["tree"]["gpu_mem_bytes"] == 124928 * MIB for s in samples)
     assert all(s["gpu"][0]["clock_mhz"] == 1980.0 and s["gpu"][0]["throttle_reasons"] == ["sw_power_cap"]
                for s in samples)
-    assert peak["tree_gpu_mem_bytes"] == 124928 * MIB
-    assert peak["gpu_mem_used_bytes"] == (LOADED_MIB + 4) * MIB, "every process on both GPUs, as before"
+    assert sampler.peak["tree_gpu_mem_bytes"] == 124928 * MIB
+    assert sampler.peak["gpu_mem_used_bytes"] == (LOADED_MIB + 4) * MIB, "every process on both GPUs, as before"
 
 
 def test_the_sampler_writes_null_when_the_drivers_pids_are_not_this_hosts(tmp_path, monkeypatch):
-    samples, peak = sample_with_fake_nvidia_smi(tmp_path, monkeypatch, f"{NO_SUCH_PID}, 124928\n")
-    assert samples and all(s["tree"]["gpu_mem_bytes"] is None for s in samples)
-    assert peak["tree_gpu_mem_bytes"] is None and peak["gpu_mem_used_bytes"] == (LOADED_MIB + 4) * MIB
+    samples, sampler = sample_with_fake_nvidia_smi(tmp_path, monkeypatch, f"{NO_SUCH_PID}, 124928\n")
+    assert all(s["tree"]["gpu_mem_bytes"] is None for s in samples)
+    assert sampler.peak["tree_gpu_mem_bytes"] is None and sampler.peak["gpu_mem_used_bytes"] == (LOADED_MIB + 4) * MIB
+    assert {m.tree_gpu_bytes for m in sampler.memory} == {None}
+
+
+# ---------------------------------------------------------------- the series for per-level figures
+
+
+def test_the_sampler_keeps_a_memory_sample_per_sample_and_a_gpu_sample_per_gpu(tmp_path, monkeypatch):
+    samples, sampler = sample_with_fake_nvidia_smi(tmp_path, monkeypatch, f"{os.getpid()}, 124928\n")
+    assert [m.wall for m in sampler.memory] == [s["wall"] for s in samples]
+    assert all(m == MemorySample(wall=s["wall"], tree_rss_bytes=s["tree"]["rss_bytes"],
+                                 system_used_bytes=s["system"]["mem_used_bytes"],
+                                 gpu_used_bytes=(LOADED_MIB + 4) * MIB, tree_gpu_bytes=124928 * MIB)
+               for m, s in zip(sampler.memory, samples, strict=True))
+    assert all(m.tree_rss_bytes and m.tree_rss_bytes > 0 for m in sampler.memory)
+    assert len(sampler.gpu) == 2 * len(samples)
+    assert sampler.gpu[:2] == [
+        GpuSample(wall=samples[0]["wall"], index=0, util_percent=97.0, clock_mhz=1980.0, mem_clock_mhz=2619.0,
+                  throttle_reasons=("sw_power_cap",)),
+        GpuSample(wall=samples[0]["wall"], index=1, util_percent=0.0, clock_mhz=345.0, mem_clock_mhz=2619.0,
+                  throttle_reasons=("gpu_idle",))]
+
+
+def test_a_sample_without_a_gpu_or_tree_gives_none_and_no_gpu_samples():
+    sample = {"t": 0.0, "wall": 100.0, "system": {"mem_total_bytes": 8, "mem_used_bytes": 5, "mem_available_bytes": 3}}
+    assert memory_sample(sample) == MemorySample(100.0, None, 5, None, None)
+    assert gpu_samples(sample) == []
+    metal = sample | {"gpu": [{"index": 0, "util_percent": 50.0, "clock_mhz": 1398.0, "mem_clock_mhz": None,
+                               "throttle_reasons": None, "mem_used_bytes": None}]}
+    assert memory_sample(metal).gpu_used_bytes is None
+    assert gpu_samples(metal) == [GpuSample(100.0, 0, 50.0, 1398.0, None, None)]
+    idle = metal | {"gpu": [metal["gpu"][0] | {"throttle_reasons": []}]}
+    assert gpu_samples(idle)[0].throttle_reasons == ()

@@ -92,6 +92,10 @@ def test_samples_a_live_process_tree(tmp_path, worker):
     assert all(peak["tree_rss_bytes"] >= s["tree"]["rss_bytes"] for s in samples)
     assert all(peak["system_mem_used_bytes"] >= s["system"]["mem_used_bytes"] for s in samples)
     assert proc.pid in seen and len(seen) == 2, "the tree was reported for OOM evidence"
+    assert [(m.tree_rss_bytes, m.system_used_bytes) for m in sampler.memory] == [
+        (s["tree"]["rss_bytes"], s["system"]["mem_used_bytes"]) for s in samples]
+    assert {(m.gpu_used_bytes, m.tree_gpu_bytes) for m in sampler.memory} == {(None, None)} and sampler.gpu == []
+    assert not any("gpu_mem_bytes" in s["tree"] for s in samples), "no GPU source: the key is left out"
     assert sampler.errors == []
     summary = sampler.summary()
     assert summary["samples"] == len(samples) and summary["peak"] == peak
