@@ -5,8 +5,9 @@ constructed in the format nvidia-smi documents for `--query-gpu=... --format=csv
 (comma and space between fields, MiB, MHz, watts with two decimals, the reasons as a 0x-prefixed
 64-bit hex bitmask, `[N/A]` / `[Not Supported]` for a field it cannot read), not captured from a
 machine. Its power, SM clock and memory figures are those of a real H200 run (81 W idle before the
-cell, 125 W during it, an SM clock of 1,980 MHz, ~132 GB of device memory used); the utilisation,
-the memory clock and the reason bitmasks are made up. The fake pynvml module has the real
+cell, 125 W during it, an SM clock of 1,980 MHz, ~132 GB of device memory used), set out as two
+GPUs, one loaded and one idle, to have more than one line; the decimals, the utilisation, the
+idle clock, the memory clock and the reason bitmasks are made up. The fake pynvml module has the real
 nvidia-ml-py's function names, constants and return shapes (checked against nvidia-ml-py 13.615).
 """
 
