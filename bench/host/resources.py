@@ -4,23 +4,35 @@
 JSON line in `path`:
 
     {"t": 1.002, "wall": 1767000000.123,
-     "tree": {"alive": true, "pids": 3, "cpu_percent": 187.5, "rss_bytes": 1234567},
+     "tree": {"alive": true, "pids": 3, "cpu_percent": 187.5, "rss_bytes": 1234567,
+              "gpu_mem_bytes": 128849018880},                       # NVML or nvidia-smi only
      "system": {"mem_total_bytes": ..., "mem_used_bytes": ..., "mem_available_bytes": ...},
      "pressure": {"some_avg10": 0.0, "full_avg10": 0.0},           # Linux PSI, when present
      "cgroup": {"usage_bytes": ...},                                 # under --memory-limit
-     "gpu": [{"index": 0, "util_percent": 97.0, "mem_used_bytes": ..., "power_w": 301.2}],
+     "gpu": [{"index": 0, "util_percent": 97.0, "mem_used_bytes": ..., "power_w": 301.2,
+              "clock_mhz": 1980.0, "mem_clock_mhz": 2619.0, "throttle_reasons": ["sw_power_cap"]}],
      "cpu_energy": {"joules": 81234.5, "wall": 1767000000.125}}     # RAPL packages, where readable
 
 `t` is monotonic seconds since the sampler started, `wall` epoch seconds. Keys whose source is
-absent on this machine are left out. `peak` holds the peaks for the result file and `summary()`
-the whole account (samples, peaks, errors).
+absent on this machine are left out. `tree.gpu_mem_bytes` is the GPU memory the tree's processes
+hold, summed over the GPUs, as the driver accounts it per process (what a framework reserved
+counts, used or not); a GPU's `mem_used_bytes` counts every process's and the driver's own. It is
+null when the driver's pids cannot be matched to this tree, as in a container without the host's
+PID namespace (bench.host.gpu.tree_gpu_bytes says why null, not 0).
+
+`power`, `memory` and `gpu` hold the samples' readings in memory, as typed series for each
+level's figures (bench.host.power, bench.host.samples). `peak` holds the peaks for the result
+file (`tree_gpu_mem_bytes` the tree's, `gpu_mem_used_bytes` every process's on all GPUs) and
+`summary()` the whole account (samples, peaks, errors).
 
 It never raises into the benchmark: an error is recorded once per source (`errors`) and sampling
 goes on; a server that exits mid-run gives `"alive": false` samples. `stop()` (or leaving the
 `with`) returns within about a second even while a GPU query hangs: the thread is a daemon and the
 GPU query has its own timeout.
 
-GPU: bench.host.gpu (metalstat on macOS, else NVML or nvidia-smi).
+GPU: bench.host.gpu (metalstat on macOS, else NVML or nvidia-smi); a GPU entry's keys are None
+where its source cannot read them (`clock_mhz` the SM clock, `throttle_reasons` the active
+clock-event reasons by NVIDIA's names, `[]` for none; metalstat has no memory clock or reasons).
 """
 
 from __future__ import annotations
@@ -36,8 +48,9 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, TypedDict
 import psutil
 
 from bench.base.doc import Doc
-from bench.host.gpu import Gpu
+from bench.host.gpu import Gpu, tree_gpu_bytes
 from bench.host.power import PowerSample, Rapl, readings
+from bench.host.samples import GpuSample, MemorySample, gpu_samples, memory_sample
 
 if TYPE_CHECKING:
     from bench.host.memory.memlimit import MemoryCgroup
@@ -86,16 +99,20 @@ class ResourceSampler:
         self.on_tree = on_tree  # e.g. ServerProcess.note_tree: the pids seen, for OOM evidence
         self.samples = 0
         self.errors: list[str] = []
-        self.peak: dict = {"tree_rss_bytes": 0, "system_mem_used_bytes": 0, "gpu_mem_used_bytes": None}
+        self.peak: dict = {"tree_rss_bytes": 0, "system_mem_used_bytes": 0, "gpu_mem_used_bytes": None,
+                           "tree_gpu_mem_bytes": None}
         self._error_keys: set[str] = set()
         self._procs: dict[int, psutil.Process] = {}
+        self._tree_pids: set[int] = set()  # the tree's pids as the last sample read them
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
         self._gpu_wanted = gpu
         self._rapl: Rapl | None = None
         self.power: list[PowerSample] = []  # the samples' power readings, for energy per token (bench.core.energy)
-        self._gpu: Gpu | None = None
+        self.memory: list[MemorySample] = []  # one per sample (bench.host.samples)
+        self.gpu: list[GpuSample] = []  # one per GPU per sample; the source that reads them is _gpu_source
+        self._gpu_source: Gpu | None = None
         self._out: IO[str] | None = None
         self._lock = threading.Lock()
 
@@ -138,7 +155,7 @@ class ResourceSampler:
             "interval_s": self.interval_s,
             "samples": self.samples,
             "peak": dict(self.peak),
-            "gpu_source": self._gpu.kind if self._gpu is not None else None,
+            "gpu_source": self._gpu_source.kind if self._gpu_source is not None else None,
             "errors": list(self.errors),
         }
 
@@ -148,7 +165,7 @@ class ResourceSampler:
         self._rapl = Rapl()
         if self._gpu_wanted:
             try:
-                self._gpu = Gpu()
+                self._gpu_source = Gpu()
             except Exception as exc:  # noqa: BLE001 - never into the benchmark
                 self._error("gpu", exc)
         while True:
@@ -162,8 +179,8 @@ class ResourceSampler:
                 break
         with contextlib.suppress(Exception):  # a last one as it stops, so the last level's end is bracketed
             self._sample_once()
-        if self._gpu is not None:
-            self._gpu.close()
+        if self._gpu_source is not None:
+            self._gpu_source.close()
         with self._lock:
             if self._out is not None:
                 with contextlib.suppress(OSError):
@@ -188,8 +205,18 @@ class ResourceSampler:
                 continue
             if value is not None:
                 sample[key] = value
+        if "tree" in sample and "gpu" in sample:
+            try:
+                held = self._gpu_source.processes() if self._gpu_source is not None else None
+            except Exception as exc:  # noqa: BLE001 - the device figures stand without it
+                self._error("gpu_processes", exc)
+            else:
+                if held is not None:
+                    sample["tree"]["gpu_mem_bytes"] = tree_gpu_bytes(held, self._tree_pids)
         self._update_peak(sample)
         self.power += readings(sample)
+        self.memory.append(memory_sample(sample))
+        self.gpu += gpu_samples(sample)
         self.samples += 1
         with self._lock:
             if self._out is not None:
@@ -209,6 +236,8 @@ class ResourceSampler:
         used = [g["mem_used_bytes"] for g in sample.get("gpu", ()) if g.get("mem_used_bytes") is not None]
         if used:
             peak["gpu_mem_used_bytes"] = max(peak["gpu_mem_used_bytes"] or 0, sum(used))
+        if (held := sample.get("tree", {}).get("gpu_mem_bytes")) is not None:
+            peak["tree_gpu_mem_bytes"] = max(peak["tree_gpu_mem_bytes"] or 0, held)
 
     # --- sources ---
 
@@ -227,6 +256,7 @@ class ResourceSampler:
         for p in current:
             procs[p.pid] = self._procs.get(p.pid, p)
         self._procs = procs
+        self._tree_pids = set(procs)  # unreadable ones too (AccessDenied): they may hold GPU memory
         cpu = rss = 0.0
         names: dict[int, str] = {}
         for pid, p in procs.items():
@@ -268,6 +298,6 @@ class ResourceSampler:
         return self._rapl.read() if self._rapl else None
 
     def _gpus(self) -> list[dict] | None:
-        if self._gpu is None or self._gpu.kind is None:
+        if self._gpu_source is None or self._gpu_source.kind is None:
             return None
-        return self._gpu.read()
+        return self._gpu_source.read()

@@ -92,6 +92,10 @@ def test_samples_a_live_process_tree(tmp_path, worker):
     assert all(peak["tree_rss_bytes"] >= s["tree"]["rss_bytes"] for s in samples)
     assert all(peak["system_mem_used_bytes"] >= s["system"]["mem_used_bytes"] for s in samples)
     assert proc.pid in seen and len(seen) == 2, "the tree was reported for OOM evidence"
+    assert [(m.tree_rss_bytes, m.system_used_bytes) for m in sampler.memory] == [
+        (s["tree"]["rss_bytes"], s["system"]["mem_used_bytes"]) for s in samples]
+    assert {(m.gpu_used_bytes, m.tree_gpu_bytes) for m in sampler.memory} == {(None, None)} and sampler.gpu == []
+    assert not any("gpu_mem_bytes" in s["tree"] for s in samples), "no GPU source: the key is left out"
     assert sampler.errors == []
     summary = sampler.summary()
     assert summary["samples"] == len(samples) and summary["peak"] == peak
@@ -149,18 +153,6 @@ def test_parse_pressure():
     assert parse_pressure(text) == {"some_avg10": 1.25, "full_avg10": 0.75}
 
 
-def test_parse_nvidia_smi():
-    # Two GPUs, as `nvidia-smi --query-gpu=utilization.gpu,memory.used,power.draw
-    # --format=csv,noheader,nounits` prints them; power is [N/A] on some boards.
-    gpus = parse_nvidia_smi("97, 70123, 301.52\n0, 4, [N/A]\n")
-    assert gpus == [
-        {"index": 0, "util_percent": 97.0, "mem_used_bytes": 70123 << 20, "power_w": 301.52},
-        {"index": 1, "util_percent": 0.0, "mem_used_bytes": 4 << 20, "power_w": None},
-    ]
-    with pytest.raises(ValueError):
-        parse_nvidia_smi("garbage\n")
-
-
 def test_gpu_peak_is_summed_over_gpus(tmp_path):
     sampler = ResourceSampler(None, tmp_path / "r.jsonl", gpu=False)
     sampler._update_peak({"gpu": parse_nvidia_smi("97, 100, 300\n50, 50, 200\n")})
@@ -179,7 +171,8 @@ METALSTAT_LINE = ('{"t": 1767000000.5, "elapsed_s": 3.0, "gpu_util": 97.5, "gpu_
 
 def test_a_metalstat_sample_becomes_a_gpu_entry():
     assert gpu.parse_metalstat(METALSTAT_LINE) == {
-        "index": 0, "util_percent": 97.5, "freq_mhz": 1398.0, "power_w": 18.7, "mem_used_bytes": int(1.5 * 2**30),
+        "index": 0, "util_percent": 97.5, "freq_mhz": 1398.0, "clock_mhz": 1398.0, "mem_clock_mhz": None,
+        "throttle_reasons": None, "power_w": 18.7, "mem_used_bytes": int(1.5 * 2**30),
         "mem_pressure_pct": 38.0, "mem_pressure_level": "green"}
     unavailable = json.loads(METALSTAT_LINE) | {"gpu_freq_mhz": None, "gpu_mem_allocated_gb": None}
     entry = gpu.parse_metalstat(json.dumps(unavailable))
@@ -207,7 +200,7 @@ def test_the_sampler_reads_metalstat_beside_it_on_macos_and_stops_it(tmp_path, m
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(gpu, "PLATFORM", "darwin")
     path = tmp_path / "s.jsonl"
-    with resources.ResourceSampler(None, path, interval_s=0.2) as sampler:
+    with resources.ResourceSampler(os.getpid(), path, interval_s=0.2) as sampler:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and sampler.peak["gpu_mem_used_bytes"] != 2 * 2**30:
             time.sleep(0.1)
@@ -217,6 +210,9 @@ def test_the_sampler_reads_metalstat_beside_it_on_macos_and_stops_it(tmp_path, m
     gpus = [json.loads(line)["gpu"][0] for line in path.read_text().splitlines() if '"gpu"' in line]
     assert {g["util_percent"] for g in gpus} >= {10.0, 95.0} and gpus[-1]["freq_mhz"] == 1398.0
     assert summary["peak"]["gpu_mem_used_bytes"] == 2 * 2**30
+    assert not any("gpu_mem_bytes" in json.loads(line)["tree"] for line in path.read_text().splitlines()), (
+        "metalstat has no per-process figures: the key is left out")
+    assert summary["peak"]["tree_gpu_mem_bytes"] is None
     pid = int((tmp_path / "pid").read_text())
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie":
