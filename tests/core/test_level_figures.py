@@ -133,11 +133,17 @@ def test_the_shipped_schema_and_docs_are_what_the_declarations_give():
 
 def test_a_declaration_that_would_leave_a_surface_wrong_is_refused():
     with pytest.raises(ValueError, match="lacks"):
-        LevelFigure("x", OutputSize, "", output_size, by_field({}), rows=(Row("p50", "P50", "tokens"),), peers={})
+        LevelFigure("x", OutputSize, "", by_field({}), measure=output_size, rows=(Row("p50", "P50", "tokens"),),
+                    peers={})
     with pytest.raises(ValueError, match="peers"):
-        LevelFigure("x", OutputSize, "", output_size, by_field({}), rows=ROWS, peers={"vllm": ()})
+        LevelFigure("x", OutputSize, "", by_field({}), measure=output_size, rows=ROWS, peers={"vllm": ()})
     with pytest.raises(ValueError, match="one per row"):
-        LevelFigure("x", OutputSize, "", output_size, by_field({}), rows=ROWS, peers={tool: () for tool in TOOLS})
+        LevelFigure("x", OutputSize, "", by_field({}), measure=output_size, rows=ROWS,
+                    peers={tool: () for tool in TOOLS})
+    with pytest.raises(ValueError, match="one of them"):  # measured from the client and from the server's watch
+        LevelFigure("x", OutputSize, "", by_field({}), measure=output_size, watch=lambda seen: None, rows=())
+    with pytest.raises(ValueError, match="one of them"):  # from nowhere
+        LevelFigure("x", OutputSize, "", by_field({}), rows=())
 
 
 def test_a_module_of_the_package_is_found_and_one_without_a_figure_is_refused(monkeypatch, tmp_path):

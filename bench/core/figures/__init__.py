@@ -14,8 +14,9 @@ import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
-from bench.core.figures.declare import LevelFigure
+from bench.core.figures.declare import LevelFigure, Sampled
 from bench.core.level_run import LevelRun
+from bench.core.metrics.blocks import Level
 
 
 def _declared() -> tuple[LevelFigure[Any], ...]:
@@ -38,5 +39,23 @@ BY_KEY: Mapping[str, LevelFigure[Any]] = {f.key: f for f in FIGURES}
 
 
 def measured(run: LevelRun) -> dict[str, Mapping[str, Any]]:
-    """Each figure's block over `run`, in FIGURES' order; a figure with nothing to say is left out."""
-    return {f.key: block for f in FIGURES if (block := f.measure(run)) is not None}
+    """Each client-side figure's block over `run`, in FIGURES' order; a figure with nothing to say is left out."""
+    return {f.key: block for f in FIGURES if f.measure is not None and (block := f.measure(run)) is not None}
+
+
+def watched(seen: Sampled) -> dict[str, Mapping[str, Any]]:
+    """Each figure the server's watch measures (`watch`), over what it sampled while a level ran."""
+    return {f.key: block for f in FIGURES if f.watch is not None and (block := f.watch(seen)) is not None}
+
+
+def block_of(level: Mapping[str, object], key: str) -> Mapping[str, Any]:
+    """A level's figure block by its key ({} where the level has none): a result's levels, typed as
+    `Level`, leave the figures' keys to the declarations."""
+    found = level.get(key)
+    return found if isinstance(found, Mapping) else {}
+
+
+def attach(level: Level, blocks: Mapping[str, Mapping[str, Any]]) -> None:
+    """`level` with the figures' `blocks` (`watched`'s) added, as the server's watch adds them once
+    its server has stopped: the figures' keys are declared by the figures, not by `Level`."""
+    level.update(blocks)  # type: ignore[typeddict-item]

@@ -7,10 +7,13 @@ One declaration says
 - its type: a TypedDict whose fields carry their descriptions (`Annotated[float | None,
   Doc("...")]`); the result schema's entry for it is generated from that type
   (bench.core.schema.types, written by `python -m bench.core.schema.generate`);
-- how it is measured: `measure(run)` over the level's `LevelRun`, or None where the level has
-  nothing to say (then the level has no such key);
+- how it is measured: `measure(run)` over the level's `LevelRun` (what the client saw), or
+  `watch(seen)` over what the server's watch sampled while the level ran (`Sampled`: the server's
+  memory and the GPUs, once a second; bench.run.scrape.watch calls it once the server has
+  stopped); None where the level has nothing to say (then the level has no such key);
 - how rounds pool it (`pool`: the combined level's block from the rounds' blocks; `by_field`
-  pools each field with its own rule: median, total, worst, ...);
+  pools each field with its own rule: median, total, worst, ...; `median_of_rounds` gives each
+  field the rounds' median and its 95% interval across them, in the block's `ci95`);
 - how the reports show it: `rows`, each one field of the block, a row of REPORT.md's level table,
   a column of the HTML review's level table and rows of comparison.csv;
 - what each peer tool calls each row (`peers`: the crosswalk's entries, bench.core.crosswalk);
@@ -26,11 +29,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from bench.base.doc import Doc as Doc
 from bench.core.crosswalk.entry import TOOLS, PeerMetric
 from bench.core.level_run import LevelRun
+from bench.core.metrics.stats.intervals import rounds_interval
+from bench.host.samples import GpuSample, MemorySample
 
 Block = TypeVar("Block", bound=Mapping[str, Any])
 FieldRule = Callable[[list[Any]], Any]
@@ -48,11 +53,59 @@ def total(values: list[Any]) -> Any:
     return None if any(v is None for v in values) else sum(values)
 
 
+def highest(values: list[Any]) -> Any:
+    """The largest known value; None when no round knew it."""
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def lowest(values: list[Any]) -> Any:
+    """The smallest known value; None when no round knew it."""
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
+
+
 def by_field(rules: Mapping[str, FieldRule]) -> Callable[[list[Any]], Any]:
     """A block's pooling from a rule per field: the combined block holds each field its rule gives."""
     def pool(blocks: list[Any]) -> Any:
         return {name: rule([b[name] for b in blocks if name in b]) for name, rule in rules.items()}
     return pool
+
+
+def median_of_rounds(fields: Sequence[str], others: Mapping[str, FieldRule]) -> Callable[[list[Any]], Any]:
+    """A block's pooling where each of `fields` is a figure to judge: the rounds' median, and in the
+    block's `ci95` its 95% interval across the rounds (bench.core.metrics.stats.intervals.rounds_interval:
+    a field some round lacks, or that is not positive, gets none); `others` pool the rest."""
+    def pool(blocks: list[Any]) -> Any:
+        combined = by_field({**dict.fromkeys(fields, median), **others})(blocks)
+        intervals = {name: found for name in fields
+                     if (found := rounds_interval([b.get(name) for b in blocks])) is not None}
+        return {**combined, "ci95": intervals} if intervals else combined
+    return pool
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """What the server's watch sampled over one level's measured phase (wall times `start` to `end`):
+    the resource sampler's readings (bench.host.samples) taken then, or, where the phase was shorter
+    than the sampling interval and none fell inside it, the first one after it (`inside` False)."""
+
+    start: float
+    end: float
+    interval_s: float
+    memory: Sequence[MemorySample]
+    gpu: Sequence[GpuSample]
+    inside: bool = True
+
+    @classmethod
+    def over(cls, start: float, end: float, interval_s: float, memory: Sequence[MemorySample],
+             gpu: Sequence[GpuSample]) -> Sampled:
+        mem = [m for m in memory if start <= m.wall <= end]
+        inside = bool(mem)
+        if not inside:
+            mem = [m for m in memory if m.wall > end][:1]
+        walls = {m.wall for m in mem}
+        return cls(start, end, interval_s, mem, [g for g in gpu if g.wall in walls], inside)
 
 
 @dataclass(frozen=True)
@@ -65,6 +118,9 @@ class Row:
     digits: int = 1
     scale: float = 1.0  # REPORT.md and the review show value x scale (a share as a percentage: 100)
     shown_unit: str | None = None  # their unit when scaled ("%"); None: `unit`
+    # judged by comparisons (`cellbench compare`, the journal, noise floors) as a figure whose
+    # "higher" or "lower" value is the better one (bench.core.metrics.stats.change); None: not judged
+    better: Literal["higher", "lower"] | None = None
 
     def title(self) -> str:
         return f"{self.label} ({self.shown_unit or self.unit})"
@@ -75,14 +131,17 @@ class LevelFigure(Generic[Block]):
     key: str  # the level's key
     block: type[Block]  # a TypedDict, its fields `Annotated[..., Doc(...)]`
     description: str  # the schema's description of the level's key, and docs/metrics.md's definition
-    measure: Callable[[LevelRun], Block | None]
     pool: Callable[[list[Block]], Block]
     rows: tuple[Row, ...]
+    measure: Callable[[LevelRun], Block | None] | None = None  # from the client's records, or
+    watch: Callable[[Sampled], Block | None] | None = None  # from the server's watch: one of the two
     # per tool of the crosswalk (bench.core.crosswalk.TOOLS), an entry per row, in the rows' order
     # (`none(...)` where the tool has no equivalent)
     peers: Mapping[str, Sequence[PeerMetric]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if (self.measure is None) == (self.watch is None):
+            raise ValueError(f"level figure {self.key}: give `measure` or `watch`, one of them")
         fields = set(vars(self.block)["__annotations__"])
         if unknown := [row.field for row in self.rows if row.field not in fields]:
             raise ValueError(f"level figure {self.key}: rows name fields its block lacks: {unknown}")
