@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bench.core.figures import block_of
+from bench.core.figures.gpu import IDLE_PERCENT
 from bench.core.level_run import levels_text
 from bench.core.metrics import STARVED_RUN_QUEUE_WAIT
 from bench.core.metrics.audits import fired
@@ -21,7 +23,10 @@ def annotations_for(levels: Sequence[Level]) -> tuple[str, ...]:
     earlier level (or someone else) warmed, so caches may have served part of it. `compressed`:
     the server compressed streams though asked not to; their times are the compressed bytes'.
     `token-accounting`, `short-output`: a level's audit fired; `cached`: --cache-audit's repeated
-    prompts were answered at least 10% faster than their first time (bench.core.metrics.audits)."""
+    prompts were answered at least 10% faster than their first time (bench.core.metrics.audits).
+    `throttled`: heat or power held a GPU's clock down while a level ran; `gpu-idle`: a level kept the
+    GPU of a server that holds GPU memory under 20% busy on average, so the GPU was not what bounded
+    it (the client, the CPU or the server's scheduling was; bench.core.figures.gpu)."""
     notes = []
     if any(lv.get("itl_per_chunk") for lv in levels):
         notes.append("chunk-bundling")
@@ -29,7 +34,18 @@ def annotations_for(levels: Sequence[Level]) -> tuple[str, ...]:
         notes.append("prompt-reuse")
     if any(lv.get("content_encodings") for lv in levels):
         notes.append("compressed")
+    if any(block_of(lv, "gpu").get("throttled") for lv in levels):
+        notes.append("throttled")
+    if any(_gpu_idle(lv) for lv in levels):
+        notes.append("gpu-idle")
     return (*notes, *fired(levels))
+
+
+def _gpu_idle(level: Level) -> bool:
+    """The level's GPU under IDLE_PERCENT busy on average, its server holding GPU memory (or not known
+    not to: NVML lists memory per process, other sources do not)."""
+    mean = block_of(level, "gpu").get("util_mean_percent")
+    return mean is not None and mean < IDLE_PERCENT and block_of(level, "memory").get("peak_gpu_bytes") != 0
 
 
 def _client(level: Level) -> Mapping[str, Any]:

@@ -9,6 +9,11 @@ sampler reads once as it starts and once as it stops, so every level of a server
 Each entry says the sampling interval and how many samples fell inside the window: a 2 s level
 of 1 s samples is an estimate, a 60 s level a good one. Where no source exists the block says so
 in `note` and has no entries.
+
+Above idle: where the machine's power was read idle before the server started
+(bench.host.power.idle_power, `servers[].idle_power`), each source also gives the level's energy
+less that idle power over the level's wall time, and that per output token: what serving added,
+without the GPU's (or the packages') floor, which a busy machine and an idle one both pay.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Sequence
 from bench.core.level_run import LevelRun
 from bench.core.metrics.blocks import Level
 from bench.core.metrics.server_view import Energy, EnergySource
-from bench.host.power import Device, PowerSample
+from bench.host.power import Device, IdlePower, PowerSample
 
 NO_SOURCE = ("no power source: no GPU power reading (NVML, nvidia-smi, metalstat) and no readable RAPL "
              "energy counter under /sys/class/powercap")
@@ -33,16 +38,18 @@ def wall_span(run: LevelRun) -> tuple[float, float]:
 
 
 def with_energy(windows: Sequence[tuple[Level, float, float]], samples: Sequence[PowerSample],
-                gpu_source: str | None, interval_s: float) -> None:
+                gpu_source: str | None, interval_s: float, idle: Sequence[IdlePower] = ()) -> None:
     """Each level of `windows` (a level and its wall_span) gets its `energy` block."""
     for level, start, end in windows:
         level["energy"] = level_energy(samples, start, end, level["output_tokens_total"], gpu_source=gpu_source,
-                                       interval_s=interval_s)
+                                       interval_s=interval_s, idle=idle)
 
 
 def level_energy(samples: Sequence[PowerSample], start: float, end: float, output_tokens: int, *,
-                 gpu_source: str | None, interval_s: float) -> Energy:
-    """The `energy` block of a level whose measured phase ran over wall times [start, end]."""
+                 gpu_source: str | None, interval_s: float, idle: Sequence[IdlePower] = ()) -> Energy:
+    """The `energy` block of a level whose measured phase ran over wall times [start, end], with its
+    energy above the `idle` power of each device read idle."""
+    idle_w = {i["device"]: i["watts"] for i in idle}
     sources: list[EnergySource] = []
     unbracketed: list[str] = []
     kinds: tuple[tuple[Device, str | None], ...] = (("gpu", gpu_source), ("cpu", "rapl"))
@@ -55,10 +62,14 @@ def level_energy(samples: Sequence[PowerSample], start: float, end: float, outpu
             continue
         joules = _integral(points, start, end) if device == "gpu" else _at(points, end) - _at(points, start)
         wall = end - start
-        sources.append({"device": device, "source": source or "unknown", "interval_s": interval_s,
-                        "samples": sum(start <= t <= end for t, _ in points), "wall_s": wall, "joules": joules,
-                        "avg_w": joules / wall if wall > 0 else None, "output_tokens": output_tokens,
-                        "j_per_output_token": joules / output_tokens if output_tokens else None})
+        entry: EnergySource = {
+            "device": device, "source": source or "unknown", "interval_s": interval_s,
+            "samples": sum(start <= t <= end for t, _ in points), "wall_s": wall, "joules": joules,
+            "avg_w": joules / wall if wall > 0 else None, "output_tokens": output_tokens,
+            "j_per_output_token": joules / output_tokens if output_tokens else None}
+        if device in idle_w:
+            _add_above(entry, entry["joules"] - idle_w[device] * wall)
+        sources.append(entry)
     if sources:
         return {"sources": sources}
     return {"sources": [], "note": f"no {' or '.join(unbracketed)} power sample after the level's end" if unbracketed
@@ -69,25 +80,48 @@ def combined(blocks: Sequence[Energy]) -> Energy:
     """The rounds' blocks as one: per source, joules, wall time, samples and tokens summed."""
     by_source: dict[tuple[str, str], list[EnergySource]] = {}
     for block in blocks:
-        for entry in block["sources"]:
-            by_source.setdefault((entry["device"], entry["source"]), []).append(entry)
+        for found in block["sources"]:
+            by_source.setdefault((found["device"], found["source"]), []).append(found)
     sources: list[EnergySource] = []
     for entries in by_source.values():
         joules, wall = sum(e["joules"] for e in entries), sum(e["wall_s"] for e in entries)
         tokens = sum(e["output_tokens"] for e in entries)
-        sources.append({**entries[0], "samples": sum(e["samples"] for e in entries), "wall_s": wall, "joules": joules,
-                        "avg_w": joules / wall if wall > 0 else None, "output_tokens": tokens,
-                        "j_per_output_token": joules / tokens if tokens else None})
+        first = entries[0]
+        entry: EnergySource = {
+            "device": first["device"], "source": first["source"], "interval_s": first["interval_s"],
+            "samples": sum(e["samples"] for e in entries), "wall_s": wall, "joules": joules,
+            "avg_w": joules / wall if wall > 0 else None, "output_tokens": tokens,
+            "j_per_output_token": joules / tokens if tokens else None}
+        if all("joules_above_idle" in e for e in entries):  # each round over its own server's idle reading
+            _add_above(entry, sum(e["joules_above_idle"] for e in entries))
+        sources.append(entry)
     return {"sources": sources} if sources else {"sources": [], "note": blocks[0].get("note", NO_SOURCE)}
 
 
+def _add_above(entry: EnergySource, above: float) -> None:
+    """`entry` with its energy above idle, `above` joules; its idle_w the power that leaves (rounds:
+    their idle readings weighted by their wall times); nothing over no wall time."""
+    if entry["wall_s"] <= 0:
+        return
+    entry["idle_w"] = (entry["joules"] - above) / entry["wall_s"]
+    entry["joules_above_idle"] = above
+    entry["j_per_output_token_above_idle"] = above / entry["output_tokens"] if entry["output_tokens"] else None
+
+
 def cell_text(block: Energy) -> str:
-    """The block in a report's table cell: "0.512 (gpu nvml, 301.2 W)" per source, or why none."""
+    """The block in a report's table cell: "0.512 (gpu nvml, 301.2 W)" per source, with
+    "; 0.198 above 81.0 W idle" where the idle power was read, or why none."""
     if not block["sources"]:
         return "none: no power source" if block.get("note") == NO_SOURCE else f"none: {block.get('note')}"
-    return "; ".join(f"{e['j_per_output_token']:.4g} ({e['device']} {e['source']}, {e['avg_w']:.1f} W)"
-                     if e["j_per_output_token"] is not None and e["avg_w"] is not None
-                     else f"N/A ({e['device']} {e['source']}: no output tokens)" for e in block["sources"])
+    return "; ".join(_source_text(e) for e in block["sources"])
+
+
+def _source_text(e: EnergySource) -> str:
+    if e["j_per_output_token"] is None or e["avg_w"] is None:
+        return f"N/A ({e['device']} {e['source']}: no output tokens)"
+    above = e.get("j_per_output_token_above_idle")
+    idle = f", {above:.4g} above {e['idle_w']:.1f} W idle" if above is not None and "idle_w" in e else ""
+    return f"{e['j_per_output_token']:.4g} ({e['device']} {e['source']}, {e['avg_w']:.1f} W{idle})"
 
 
 def _at(points: Sequence[tuple[float, float]], t: float) -> float:

@@ -240,7 +240,9 @@ def gpu_case(samples: list[dict]) -> str | None:
     if mean_util < IDLE_UTIL_PERCENT:
         return (f"GPU mostly idle during the levels (mean utilisation {mean_util:.0f}%): a serving or client "
                 "problem, not the GPU")
-    freqs = [g["freq_mhz"] for s in samples for g in s.get("gpu", ())[:1] if g.get("freq_mhz")]
+    # the GPU's clock: `clock_mhz` (NVML's SM clock, metalstat's frequency); sidecars of an earlier
+    # cellbench have metalstat's `freq_mhz` only
+    freqs = [f for s in samples for g in s.get("gpu", ())[:1] if (f := g.get("clock_mhz") or g.get("freq_mhz"))]
     third = len(freqs) // 3
     if third and statistics.fmean(freqs[-third:]) < THROTTLE_FREQ_DROP * statistics.fmean(freqs[:third]):
         return (f"GPU frequency fell from {statistics.fmean(freqs[:third]):.0f} to "

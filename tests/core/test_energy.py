@@ -49,3 +49,37 @@ def test_rounds_sum_their_joules_and_tokens_rather_than_average_their_ratios():
     assert entry["j_per_output_token"] == pytest.approx(500 / 400)  # not the mean of 2.0 and 1.0
     assert entry["avg_w"] == pytest.approx(500 / 3)
     assert combined([level_energy([], 0, 1, 1, gpu_source=None, interval_s=1.0)] * 2)["note"] == NO_SOURCE
+
+
+def test_the_energy_above_idle_takes_the_idle_power_over_the_level_off():
+    # The H200's figures: 81 W idle before the cell, 125 W while it served; a 10 s level, 2,000 tokens
+    samples = gpu(*((float(t), 125.0) for t in range(0, 12)))
+    idle = [{"device": "gpu", "source": "nvml", "watts": 81.0, "samples": 6, "seconds": 3.0}]
+    block = level_energy(samples, 1.0, 11.0, 2000, gpu_source="nvml", interval_s=1.0, idle=idle)
+    (entry,) = block["sources"]
+    assert entry["joules"] == pytest.approx(1250.0)
+    assert entry["idle_w"] == 81.0
+    assert entry["joules_above_idle"] == pytest.approx(1250.0 - 810.0)
+    assert entry["j_per_output_token_above_idle"] == pytest.approx(440.0 / 2000)
+    assert entry["j_per_output_token_above_idle"] < entry["j_per_output_token"]
+    assert cell_text(block) == "0.625 (gpu nvml, 125.0 W, 0.22 above 81.0 W idle)"
+    # the CPU's idle reading is not the GPU's: a source without its own idle reading has no figure above it
+    cpu_only = level_energy(samples, 1.0, 11.0, 2000, gpu_source="nvml", interval_s=1.0,
+                            idle=[{"device": "cpu", "source": "rapl", "watts": 20.0, "samples": 6, "seconds": 3.0}])
+    assert "joules_above_idle" not in cpu_only["sources"][0]
+
+
+def test_rounds_add_what_each_round_added_above_its_own_idle():
+    samples = gpu(*((float(t), 125.0) for t in range(0, 32)))
+    first = level_energy(samples, 0.0, 10.0, 1000, gpu_source="nvml", interval_s=1.0,
+                         idle=[{"device": "gpu", "source": "nvml", "watts": 80.0, "samples": 6, "seconds": 3.0}])
+    second = level_energy(samples, 10.0, 30.0, 1000, gpu_source="nvml", interval_s=1.0,
+                          idle=[{"device": "gpu", "source": "nvml", "watts": 90.0, "samples": 6, "seconds": 3.0}])
+    (entry,) = combined([first, second])["sources"]
+    above = (1250.0 - 800.0) + (2500.0 - 1800.0)
+    assert entry["joules_above_idle"] == pytest.approx(above)
+    assert entry["j_per_output_token_above_idle"] == pytest.approx(above / 2000)
+    assert entry["idle_w"] == pytest.approx((800.0 + 1800.0) / 30.0)  # the rounds' idle, by their wall times
+    # a round without an idle reading (a result of an earlier cellbench) leaves the pooled figure out
+    bare = level_energy(samples, 0.0, 10.0, 1000, gpu_source="nvml", interval_s=1.0)
+    assert "joules_above_idle" not in combined([first, bare])["sources"][0]

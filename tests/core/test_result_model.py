@@ -14,6 +14,7 @@ import pytest
 
 import adapters
 from bench.base import git
+from bench.core import figures
 from bench.core.result import model
 from bench.core.result.files import SCHEMA_VERSION, NotAResult, read_result, result_schema, validate, write_result
 from bench.core.result.store import load_results
@@ -146,10 +147,16 @@ def _at(pointer: str) -> dict[str, Any]:
     return node
 
 
+def _declared_keys(typed: Any) -> set[str]:
+    """A TypedDict's keys, and for `Level` the level figures' (bench.core.figures), which the
+    figures declare and `Level` leaves to them."""
+    return set(get_type_hints(typed)) | ({f.key for f in figures.FIGURES} if typed is model.Level else set())
+
+
 @pytest.mark.parametrize("typed, pointer", list(TYPED_BLOCKS.items()), ids=lambda v: getattr(v, "__name__", v))
 def test_typed_dicts_name_the_schemas_keys(typed, pointer):
     block = _at(pointer)
-    assert set(get_type_hints(typed)) == set(block["properties"])
+    assert _declared_keys(typed) == set(block["properties"])
     assert typed.__required_keys__ == set(block.get("required", ()))
     assert block.get("additionalProperties") is False
 
@@ -252,7 +259,7 @@ def test_every_typed_block_reachable_from_result_names_exactly_the_schemas_keys(
             "Warmup", "MachineBlock"} <= names
     wrong = []
     for typed, where, block in blocks:
-        keys, required = set(get_type_hints(typed)), set(block.get("required", ()))
+        keys, required = _declared_keys(typed), set(block.get("required", ()))
         if keys != set(block["properties"]):
             wrong.append(f"{typed.__name__} at {where}: keys {sorted(keys ^ set(block['properties']))}")
         if typed.__required_keys__ != required:

@@ -18,15 +18,23 @@ class _EnergySourceRequired(TypedDict):
                                 "them).", minimum=0)]
 
 
-class EnergySource(_EnergySourceRequired):
-    """One power source over a level (bench.core.energy)."""
-
+class _EnergySourceMeasured(_EnergySourceRequired):
     wall_s: Annotated[float, Doc("The level's measured wall time the joules are over.", minimum=0)]
     joules: Annotated[float, Doc("Energy over the level: GPU power integrated (trapezoids), or the RAPL counters' "
                                  "difference.")]
     avg_w: Annotated[float | None, Doc("joules / wall_s.")]
     output_tokens: Annotated[int, Doc("The level's output tokens (output_tokens_total).", minimum=0)]
     j_per_output_token: Annotated[float | None, Doc("joules / output_tokens.")]
+
+
+class EnergySource(_EnergySourceMeasured, total=False):
+    """One power source over a level (bench.core.energy)."""
+
+    idle_w: Annotated[float, Doc("The source's power with the machine idle, read for a few seconds before the server "
+                                 "started (servers[].idle_power); absent where it was not read.", minimum=0)]
+    joules_above_idle: Annotated[float, Doc("joules less idle_w x wall_s: the energy the level added to the idle "
+                                            "machine's (negative where the machine drew less than idle).")]
+    j_per_output_token_above_idle: Annotated[float | None, Doc("joules_above_idle / output_tokens.")]
 
 
 class _EnergyRequired(TypedDict):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any, TypedDict
 
 from bench.base.doc import Doc, constrain
+from bench.host.power import IdlePower
 from bench.host.resources import ServerResources as ServerResources
 
 LevelName = Annotated[int, Doc(minimum=1)] | Annotated[str, Doc(minLength=1)]
@@ -85,6 +86,10 @@ class Server(_ServerRequired, total=False):
     exit: Annotated[ServerExit, Doc("How the server ended.")]
     resources: Annotated[ServerResources, Doc("Its process tree's resource use, sampled while it ran "
                                               "(bench.host.resources).")]
+    idle_power: Annotated[list[IdlePower], Doc("The machine's power read for a few seconds before it started, one "
+                                               "entry per power source (bench.host.power.idle_power); each level's "
+                                               "energy above idle is over it. Absent where the machine has no power "
+                                               "source, or for an --endpoint.")]
     overhead: Annotated[ServerOverhead, Doc("The suite's own seconds around this server, not the framework's: "
                                               "spawn_s (port check, cgroup, files, exec), ready_detect_bound_s "
                                               "(readiness was noticed at most this long after it happened: the span "

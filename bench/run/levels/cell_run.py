@@ -17,6 +17,7 @@ from bench.core.result.files import CellPaths
 from bench.core.result.model import Level, ReportedVersion, Server
 from bench.core.rounds import combined_levels
 from bench.host.ports import free_port
+from bench.host.power import idle_power
 from bench.load import LevelConfig, LevelRun, OpenLoop
 from bench.load.procs import plan_level, run_level_procs
 from bench.run.audits import cache as cache_audit
@@ -125,7 +126,7 @@ class CellRun:
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
         self.watch = ServerWatch.start(pid, self.paths.split_dir / f"{self.paths.stem}.{label}", server,
                                        self.adapter.server_metrics, self.cfg.server.server_metrics_s,
-                                       self.cfg.server.api_key)
+                                       self.cfg.server.api_key, server_info.get("idle_power"))
         try:
             with self.watch:
                 listed = list_models(server.base_url, self.cfg.server.api_key)
@@ -183,6 +184,8 @@ class CellRun:
         command = replace(self.adapter.command(ctx, metrics=srv.server_metrics_s is not None),
                           cpus=self.cfg.client.cpus.server, secrets=(key.value,) if key else ())
         log_path = self.paths.server_log(label)
+        if idle := idle_power():  # before the server starts: nothing of ours is running yet
+            server_info["idle_power"] = idle
         server_info["port"] = port
         server_info["command"] = command.to_json()
         server_info["log"] = str(log_path)

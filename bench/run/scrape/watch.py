@@ -1,13 +1,15 @@
 """What a cell watches of one started server while its levels run: its process tree and the
 machine (ResourceSampler), the energy of each level from the power it read (bench.core.energy),
-and the server's own metrics (Scraper), each level's from the scrapes that bracket it.
+the level figures its readings give (bench.core.figures `watch`: memory, GPU), and the server's
+own metrics (Scraper), each level's from the scrapes that bracket it.
 
     with ServerWatch.start(...) as watch:
         with watch.level():
             run = run_level_procs(...)
         watch.keep(summary, run)
-    watch.finish(server_info)   # after the server stopped: the resources block, each level's energy and
-                                # metrics, and its client block's `limited_by` "server" where the server queued
+    watch.finish(server_info)   # after the server stopped: the resources block, each level's energy,
+                                # memory, GPU and metrics, and its client block's `limited_by` "server"
+                                # where the server queued
 
 The scrapes bracket the whole level, warm-up included (the load generator runs its warm-up in the
 level), so a level's counters hold its warm-up requests too; `server_metrics.includes_warmup` says so.
@@ -20,11 +22,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.core import figures
 from bench.core.energy import wall_span, with_energy
+from bench.core.figures.declare import Sampled
 from bench.core.level_run import LevelRun
 from bench.core.metrics.client import with_server_queue
 from bench.core.metrics.server_view import GaugeFigures, HistogramFigures, ServerMetricsBlock
 from bench.core.result.model import Level, Server
+from bench.host.power import IdlePower
 from bench.host.resources import ResourceSampler
 from bench.run.scrape.scraper import Scrape, Scraper
 from bench.setup.profiles import ApiKey
@@ -32,18 +37,21 @@ from bench.setup.server_metrics import ServerMetrics
 
 
 class ServerWatch:
-    def __init__(self, sampler: ResourceSampler | None, scraper: Scraper | None) -> None:
+    def __init__(self, sampler: ResourceSampler | None, scraper: Scraper | None,
+                 idle: list[IdlePower] | None = None) -> None:
         self.sampler, self.scraper = sampler, scraper
+        self.idle = idle or []  # the machine's power before the server started (bench.host.power.idle_power)
         self._windows: list[tuple[Level, float, float]] = []  # each level and its measured phase's wall span
         self._brackets: list[tuple[Level, Scrape | None, Scrape | None]] = []
         self._last: tuple[Scrape | None, Scrape | None] = (None, None)
 
     @classmethod
     def start(cls, pid: int | None, files: Path, server: Any, declared: ServerMetrics | None,
-              interval_s: float | None, api_key: ApiKey | None) -> ServerWatch:
+              interval_s: float | None, api_key: ApiKey | None, idle: list[IdlePower] | None = None) -> ServerWatch:
         """The watch of a server whose files are `files`.* (`.resources.jsonl`, `.server-metrics.jsonl`),
         its metrics scraped every `interval_s` where declared (None: not scraped), with the API key
-        its chat requests carry; nothing is watched of a server that is not ours (an endpoint: no `pid`)."""
+        its chat requests carry, and the machine's `idle` power read before it started, for each level's
+        energy above it; nothing is watched of a server that is not ours (an endpoint: no `pid`)."""
         if pid is None:
             return cls(None, None)
         sampler = ResourceSampler(pid, files.with_name(files.name + ".resources.jsonl"),
@@ -52,7 +60,7 @@ class ServerWatch:
             server.base_url.rstrip("/") + declared.path, declared,
             files.with_name(files.name + ".server-metrics.jsonl"), headers=api_key.headers if api_key else {},
             interval_s=interval_s)
-        return cls(sampler, scraper)
+        return cls(sampler, scraper, idle)
 
     def __enter__(self) -> ServerWatch:
         for part in (self.sampler, self.scraper):
@@ -85,7 +93,10 @@ class ServerWatch:
         if self.sampler is not None:  # the file name, not the path: results stay valid when moved or committed
             server_info["resources"] = {**self.sampler.summary(), "path": self.sampler.path.name}
             with_energy(self._windows, self.sampler.power, self.sampler.summary()["gpu_source"],
-                        self.sampler.interval_s)
+                        self.sampler.interval_s, self.idle)
+            for level, start, end in self._windows:
+                seen = Sampled.over(start, end, self.sampler.interval_s, self.sampler.memory, self.sampler.gpu)
+                figures.attach(level, figures.watched(seen))
         if self.scraper is not None:
             for level, before, after in self._brackets:
                 level["server_metrics"] = level_metrics(self.scraper, before, after)

@@ -17,6 +17,9 @@ from the best evidence the level has (docs/comparisons.md, "How a change is judg
   An ITL interval written before `effective_n` took every gap as an independent draw, far too
   narrow (two alike runs came out "+0.1% [+0.1%, +0.1%]"): it is judged by a floor alone (with
   rounds, by their spread or the floor), or not at all.
+- a level figure declared compared (bench.core.figures: the server's peak memory) is one value per
+  level: with K >= 2 rounds their spread; with one round it has no interval of its own and is
+  judged only beside a noise floor (`ONE_FIGURE`).
 - either, with a noise floor of the machine (`FloorSpread`: one run's log standard deviation between
   identical runs, bench.core.noise): the floor's se for K rounds, where it is larger than the
   level's own, with the floor's runs - 1 degrees of freedom.
@@ -36,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bench.core import figures as declared
 from bench.core.metrics.stats.intervals import MEDIAN_VARIANCE, Z95, gap_rounds_spread, median_log_se, t_quantile
 from bench.core.metrics.table import METRICS
 
@@ -55,6 +59,7 @@ class Figure:
     label: str  # "output tok/s", "TTFT p50 (ms)"
     higher_is_better: bool
     per_gap: bool = False  # a value per chunk gap (ITL): its within-run interval is too narrow to judge by
+    one_figure: bool = False  # one value per level (a level figure's): no within-run interval (ONE_FIGURE)
 
     @property
     def block(self) -> str:
@@ -68,7 +73,13 @@ class Figure:
 RATES = (Figure("output_throughput_tps", "output tok/s", True), Figure("request_throughput_rps", "req/s", True))
 FIGURES: tuple[Figure, ...] = RATES + tuple(
     Figure(f"{m.key}.{p}", f"{m.label} {p} ({m.unit})", m.higher_is_better, m.per_gap)
-    for m in METRICS if m.compared for p in PERCENTILES)
+    for m in METRICS if m.compared for p in PERCENTILES) + tuple(
+    Figure(f.path(row), f"{row.label} ({row.unit})", row.better == "higher", one_figure=True)
+    for f in declared.FIGURES for row in f.rows if row.better is not None)
+"""The figures comparisons judge: the rates, the compared metrics' p50 and p99, and each level figure's
+rows declared `better` (bench.core.figures)."""
+ONE_FIGURE = ("one round: a level figure (a peak, a mean over the level) has no within-run interval; compare "
+              "results of --rounds 2 or more, or with a noise floor (cellbench noise)")
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,10 @@ def estimate(level: Mapping[str, Any], figure: Figure, floor: FloorSpread | None
         if any(v is None or v <= 0 for v in values):
             return Estimate(shown, None, math.inf, "", "a round lacks it")
         own = Estimate(shown, median_log_se([v for v in values if v is not None]), k - 1, f"{k} rounds")
+    elif figure.one_figure:
+        if floor is None:
+            return Estimate(shown, None, math.inf, "", ONE_FIGURE)
+        own = Estimate(shown, 0.0, math.inf, "within-run")
     elif bound is None or bound.get("low") is None or bound.get("high") is None:
         return Estimate(shown, None, math.inf, "", "no interval in this result (written before intervals)")
     else:
