@@ -39,6 +39,7 @@ from bench.core.result.files import NotAResult, read_result
 from bench.core.result.model import Result
 from bench.core.result.store import LoadedResult, previous_of
 from bench.reports.comparison import Comparison, setting_differences, standings
+from bench.reports.lenses import memory_words, side_by_side
 from bench.reports.standing import Standing, shown, standing_of
 
 INTERVALS_NOTE = ("A percentile's [low, high] is its distribution-free 95% confidence interval, two of the level's "
@@ -161,32 +162,36 @@ def _pair_line(figure: Figure, better: str, worse: str, c: Change, unlike: Seque
 
 def level_decisions(comparison: Comparison, key: LevelKey,
                     floors: Floors | None = None) -> tuple[list[str], set[str]]:
-    """The lines of one level of *Between frameworks*, and the bases of their estimates. Only the
-    results that stand ok are ordered (bench.reports.standing); the others are named, with their marks."""
+    """The lines of one level of *Between frameworks*, and the bases of their estimates: every
+    framework's speed and memory side by side (bench.reports.lenses.side_by_side), then, among the results that stand
+    ok (bench.reports.standing), each figure's pairs of neighbours judged; a pair called faster also
+    says how the two stand on memory. The others are named, with their marks, never judged."""
     results, marks = comparison["results"], standings(comparison)
     present = {fw: lv for fw in comparison["frameworks"] for lv in results[fw]["levels"] if level_key(lv) == key}
     if len(present) < 2:
         return [], set()
     at = {fw: lv for fw, lv in present.items() if marks[fw].ok}
     apart = shown.left_out(marks, present)
-    lines = [f"- Left out of any order: {apart}."] if apart else []
+    lines = [*side_by_side(present, marks), *([f"- Not judged: {apart}."] if apart else [])]
     if len(at) < 2:
-        return [*lines, f"- No order: {'only one framework stands' if at else 'no framework stands'} ok here."], set()
+        return [*lines, f"- Nothing judged: {'only one framework stands' if at else 'no framework stands'} ok "
+                        "here."], set()
     bases: set[str] = set()
     for figure in (FIGURES[k] for k in SHOWN):
         est = {fw: _estimate(results[fw], lv, figure, floors) for fw, lv in at.items()}
         bases |= {e.basis for e in est.values()}
         valued = sorted((fw for fw in at if est[fw].value is not None),
                         key=lambda fw: -(est[fw].value or 0.0) if figure.higher_is_better else est[fw].value or 0.0)
-        order = ", ".join(f"{fw} {est[fw].value:.1f}" for fw in valued)
         missing = [fw for fw in at if est[fw].value is None]
-        head = f"- {figure.label} ({'higher' if figure.higher_is_better else 'lower'} is better): {order or 'none'}"
-        lines.append(head + (f"; no value: {', '.join(missing)}" if missing else ""))
+        lines.append(f"- {figure.label}, neighbours judged" + (f"; no value: {', '.join(missing)}" if missing else ""))
         for better, worse in zip(valued, valued[1:], strict=False):
             unlike = setting_differences({fw: results[fw]["run_config"] for fw in (better, worse)})
             judged = _judge(figure, est[worse], est[better])
             both = all(est[fw].why == est[worse].why and est[fw].log_se is None for fw in (better, worse))
-            lines.append(f"  - {_pair_line(figure, better, worse, judged, list(unlike), both)}")
+            line = _pair_line(figure, better, worse, judged, list(unlike), both)
+            if " is faster than " in line:
+                line += memory_words(better, worse, at)
+            lines.append(f"  - {line}")
     return lines, bases
 
 
@@ -203,9 +208,11 @@ def between_section(comparison: Comparison, levels: Iterable[LevelKey], floors: 
     if not body:
         return []
     return ["## Between frameworks", "",
-            "Each pair of neighbours, best first, judged by the 95% interval of the ratio of their figures, among "
-            "the results that stand ok (verdict ok or fixed, from this run; a marked one is named, never ordered): "
-            "\"faster\" only where that interval leaves no doubt of the direction, else no detectable difference "
+            "Per level, every framework's speed and memory side by side, listed by name, not by any figure; a "
+            "result that does not stand ok (verdict ok or fixed, from this run) is listed last, marked, and never "
+            "judged. Under the table, the frameworks that stand ok are judged in pairs of neighbours on each figure "
+            "by the 95% interval of the ratio of their figures: \"faster\" only where that interval leaves no "
+            "doubt of the direction, and then with how the two stand on memory; else no detectable difference "
             "(with the smallest difference these figures could have shown) or cannot tell (docs/comparisons.md). "
             f"Basis: {basis_words(bases)}.",
             *([f"Noise floors: {floors.said(list(comparison['frameworks']))}."] if floors is not None else []),

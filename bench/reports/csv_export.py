@@ -107,7 +107,9 @@ def _level_rows(level: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
         block = level.get(figure.key)
         if isinstance(block, dict):
             for row in figure.rows:
-                yield figure.path(row), "value", _cell(block.get(row.field)), row.unit, "", ""
+                ci = (block.get("ci95") or {}).get(row.field) or {}  # across rounds, where declared
+                yield (figure.path(row), "value", _cell(block.get(row.field)), row.unit, _cell(ci.get("low")),
+                       _cell(ci.get("high")))
 
 
 # The server's own view (a level's server_metrics block): each gauge's unit; counters count tokens.

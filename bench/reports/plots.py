@@ -26,6 +26,7 @@ from bench.core.records import RequestRecord
 from bench.core.result.model import Level, Result, RunConfig, Stats
 from bench.reports.comparison import Comparison, standings
 from bench.reports.drawing import CONCURRENCY_AXIS, RATE_AXIS, figure, log2_axis, marked, note_unlike, png, save, unlike
+from bench.reports.lenses import FRONTIER_PNG, write_frontier
 from bench.reports.standing import shown
 
 PLOTS_DIR = "plots"
@@ -277,8 +278,11 @@ def write_plots(comparison: Comparison, split_dir: Path) -> list[Path]:
         written += [latency_distributions(comparison, level, split_dir) for level in all_levels(comparison)]
         resources = resources_over_time(comparison, split_dir)
         written += [resources] if resources else []
+        memory = write_frontier(comparison, split_dir / PLOTS_DIR)
+        written += [memory] if memory else []
     for old in (split_dir / PLOTS_DIR).glob("*.png"):
-        ours = old.name in (THROUGHPUT_PNG, THROUGHPUT_RATE_PNG, RESOURCES_PNG) or old.name.startswith("latency_")
+        ours = old.name in (THROUGHPUT_PNG, THROUGHPUT_RATE_PNG, RESOURCES_PNG, FRONTIER_PNG) or \
+            old.name.startswith("latency_")
         if ours and old not in written:
             old.unlink()
     return written

@@ -102,8 +102,10 @@ def test_clearly_separated_figures_say_which_is_faster_and_by_how_much(two):
     judged = change.judge(TPS, change.estimate(old, TPS), change.estimate(new, TPS))
     assert judged.decision == "improvement"
     c1 = section(report, "Between frameworks").split("### Concurrency 1\n", 1)[1].split("###", 1)[0]
-    assert (f"- output tok/s (higher is better): vllm {new['output_throughput_tps']:.1f}, "
-            f"llamacpp {old['output_throughput_tps']:.1f}") in c1
+    # side by side by name, not by speed: llamacpp's row first though vllm is twice as fast
+    rows = [line for line in c1.splitlines() if line.startswith("| ")]
+    assert rows[1].startswith(f"| llamacpp | {old['output_throughput_tps']:.1f} [")
+    assert rows[2].startswith(f"| vllm | {new['output_throughput_tps']:.1f} [")
     assert f"  - vllm is faster than llamacpp by {judged.change:.1%} [{judged.low:.1%}, {judged.high:.1%}]\n" in c1
 
 

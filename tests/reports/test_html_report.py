@@ -309,6 +309,24 @@ def test_skipped_cells_are_one_line_in_the_summary():
     assert html_summary.session_summary_html([]) == ""
 
 
+def test_the_summary_draws_the_memory_frontier_of_the_ok_cells_only():
+    def cell(fw: str, verdict: str, tps: float, mib: int) -> dict:
+        return {"verdict": verdict, "framework": fw, "split": "chat",
+                "row": {"tps_by_level": {"1": tps}, "memory_by_level": {"1": mib << 20}}}
+    two = html_summary.session_summary_html([cell("llamacpp", "ok", 600.0, 300), cell("vllm", "ok", 1100.0, 2400)])
+    (image,) = re.findall(r'<img class="cellbench-frontier-plot" alt="([^"]+)" src="data:image/png;base64,', two)
+    assert image == "output tok/s against server peak memory, chat"
+    # a degraded cell is no point: one ok cell left is no frontier to draw
+    one = html_summary.session_summary_html([cell("llamacpp", "ok", 600.0, 300),
+                                             cell("vllm", "degraded", 1100.0, 2400)])
+    assert "cellbench-frontier-plot" not in one
+    # a cell without a memory reading (an --endpoint) is not drawn either
+    bare = html_summary.session_summary_html([cell("llamacpp", "ok", 600.0, 300),
+                                              {"verdict": "ok", "framework": "vllm", "split": "chat",
+                                               "row": {"tps_by_level": {"1": 1100.0}}}])
+    assert "cellbench-frontier-plot" not in bare
+
+
 @pytest.mark.session
 @pytest.mark.browser
 def test_columns_sort_numerically_in_the_browser(stand_in_report, tmp_path):

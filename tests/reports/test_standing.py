@@ -136,9 +136,9 @@ def test_a_degraded_cell_is_marked_at_every_figure_and_left_out_of_every_order(s
     assert vllm.endswith(" (degraded)") and "degraded" not in llamacpp
     assert "Marked figures (docs/results.md, Standing): vllm (degraded): degraded: 6/16 requests failed" in c1
     between = section(report, "Between frameworks")
-    assert ("### Concurrency 1\n\n- Left out of any order: vllm (degraded).\n"
-            "- No order: only one framework stands ok here.") in between
-    assert "faster than" not in between and "vllm 1" not in between
+    assert ("| vllm (degraded) | " in between and "- Not judged: vllm (degraded).\n"
+            "- Nothing judged: only one framework stands ok here." in between)
+    assert "faster than" not in between and "neighbours judged" not in between
 
 
 def test_a_degraded_cell_sorts_after_the_ok_ones_and_two_ok_ones_are_ordered(tmp_path):
@@ -147,9 +147,11 @@ def test_a_degraded_cell_sorts_after_the_ok_ones_and_two_ok_ones_are_ordered(tmp
     comparison = build_comparison(d, machine=SLUG)
     assert comparison["frameworks"] == ["llamacpp", "vllm", "ollama"]
     between = section(render_report(comparison, []), "Between frameworks")
-    order = next(line for line in between.splitlines() if line.startswith("- output tok/s"))
-    assert "ollama" not in order and "llamacpp" in order and "vllm" in order
-    assert "- Left out of any order: ollama (degraded)." in between
+    rows = [line.split(" | ")[0].strip("| ") for line in between.splitlines() if line.startswith("| ")][1:]
+    assert rows[:3] == ["llamacpp", "vllm", "ollama (degraded)"]  # by name, the one not ok last
+    judged = between.split("- output tok/s, neighbours judged\n", 1)[1].split("\n- ", 1)[0]
+    assert "ollama" not in judged and "llamacpp" in judged and "vllm" in judged
+    assert "- Not judged: ollama (degraded)." in between
 
 
 def test_a_result_of_an_earlier_run_is_marked_with_its_run_or_left_out(tmp_path):
@@ -162,7 +164,7 @@ def test_a_result_of_an_earlier_run_is_marked_with_its_run_or_left_out(tmp_path)
     assert (f"This run: {RUN} (the run of the newest result here). From other runs, marked `not this run` and in "
             f"no order: llamacpp: run {EARLIER} of 2026-11-29.") in report
     assert "| Metric | vllm | llamacpp (not this run) |" in section(report, "Concurrency 1")
-    assert "- Left out of any order: llamacpp (not this run)." in section(report, "Between frameworks")
+    assert "- Not judged: llamacpp (not this run)." in section(report, "Between frameworks")
 
     left = build_comparison(d, machine=SLUG, other_runs="leave-out")
     assert left["frameworks"] == ["vllm"] and list(left["results"]) == ["vllm"]
@@ -225,7 +227,7 @@ def test_an_interrupted_result_is_marked_and_in_no_order(split):
     comparison["standing"]["vllm"] = standing_of(comparison["results"]["vllm"], RUN).to_json()
     report = render_report(comparison, [])
     assert "| Metric | llamacpp | vllm (interrupted) |" in section(report, "Concurrency 1")
-    assert "- Left out of any order: vllm (interrupted)." in section(report, "Between frameworks")
+    assert "- Not judged: vllm (interrupted)." in section(report, "Between frameworks")
 
 
 # ---------------------------------------------------------------- comparison.csv

@@ -9,6 +9,7 @@ from bench.base.files import atomic_write
 from bench.core.noise import Floors
 from bench.reports import between, plots
 from bench.reports.comparison import Comparison
+from bench.reports.lenses import frontier_section
 from bench.reports.markdown.sections import (
     audits_section,
     caption,
@@ -35,6 +36,7 @@ def render_report(comparison: Comparison, plot_files: list[Path], floors: Floors
         body = [line for level in plots.all_levels(comparison) for line in level_section(comparison, level, relabel)]
         body += between.interval_notes(comparison)
         body += between.between_section(comparison, plots.all_levels(comparison), floors, section_title)
+        body += frontier_section(comparison, section_title)
         body += sweep_section(comparison)
     notes = [
         *bullets("Methodology warnings", comparison["methodology_warnings"],

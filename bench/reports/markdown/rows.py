@@ -11,6 +11,8 @@ from typing import Any
 
 from bench.base.dotted import json_path_or
 from bench.core import energy, figures
+from bench.core.figures.declare import LevelFigure
+from bench.core.figures.declare import Row as FigureRow
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.stats.intervals import bound_text
 from bench.core.metrics.table import Metric
@@ -89,14 +91,19 @@ def level_rows() -> tuple[Row, ...]:
 
 
 def figure_rows(levels: Iterable[Level]) -> tuple[Row, ...]:
-    """The rows of each level figure (bench.core.figures) some level of `levels` has, in the
-    declarations' order: the field in the row's unit, — in a level without it (one measured
-    before the figure was declared)."""
-    def render(path: str, digits: int, scale: float) -> Callable[[Level], str]:
-        return lambda lv: num(_key(lv, path), digits, scale)
+    """The rows of each level figure (bench.core.figures) some level of `levels` has a value of, in
+    the declarations' order: the field in the row's unit, with its 95% interval across rounds
+    where the block has one ("812 [805, 820]"), — in a level without it (one measured before the
+    figure was declared, or on a machine without its source)."""
+    def render(f: LevelFigure[Any], row: FigureRow) -> Callable[[Level], str]:
+        def cell(lv: Level) -> str:
+            shown = num(_key(lv, f.path(row)), row.digits, row.scale)
+            block = dict(figures.block_of(lv, f.key))
+            return shown if shown == NULL else shown + bound_text(block, row.field, f".{row.digits}f", row.scale)
+        return cell
     levels = list(levels)
-    return tuple((row.title(), render(f.path(row), row.digits, row.scale)) for f in figures.FIGURES
-                 if any(f.key in lv for lv in levels) for row in f.rows)
+    return tuple((row.title(), render(f, row)) for f in figures.FIGURES for row in f.rows
+                 if any(_key(lv, f.path(row)) is not None for lv in levels))
 
 
 def reasoning_rows() -> tuple[Row, ...]:

@@ -232,6 +232,8 @@ def caption(plot: Path, levels: list[LevelKey]) -> str:
         return "Output throughput against request rate (open loop)"
     if plot.name == plots.RESOURCES_PNG:
         return "Server memory and CPU over the cell"
+    if plot.name == plots.FRONTIER_PNG:
+        return "Output throughput against server peak memory, per concurrency, the frontier marked"
     level = next((key for key in levels if plots.latency_png(key) == plot.name), None)
     return f"TTFT and TPOT at {section_title(level).lower() if level else plot.stem}"
 

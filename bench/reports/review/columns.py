@@ -45,6 +45,7 @@ from typing import Any
 
 import pytest
 
+from bench.core.figures import block_of
 from bench.core.level_run import level_key, level_label, rate_text, rate_value
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.audits import CACHED, SHORT_OUTPUT, TOKEN_ACCOUNTING
@@ -100,6 +101,9 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
         row["settings"] = settings_of(result["run_config"])
     row["standing_facts"] = standing.facts(result)  # its standing is decided on the controller, by this run
     row["tps_by_level"] = {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels if "concurrency" in lv}
+    if memory := {str(lv["concurrency"]): peak for lv in levels  # the summary's memory frontier
+                  if "concurrency" in lv and (peak := block_of(lv, "memory").get("peak_bytes"))}:
+        row["memory_by_level"] = memory
     # flat rates only: a trace's offered rate or a ramp's end rate is not the same level at that rate
     flat = [lv for lv in levels if "request_rate" in lv and level_key(lv)[0] == "rate" and len(level_key(lv)) == 4]
     if by_rate := {rate_text(lv["request_rate"]): lv["output_throughput_tps"] for lv in flat}:

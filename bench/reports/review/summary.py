@@ -44,6 +44,7 @@ def session_summary_html(cells: list[dict[str, Any]], this_run: str | None = Non
         tables.append(f'<table class="cellbench-throughput"><tr><th>cell</th><th>verdict</th>{heads}</tr>{body}</table>'
                       f"<p>Output tok/s at each {what}.{_legend_html(legend)}</p>" if measured else "")
         plots.append(_throughput_plots(measured, by, [marks[id(c)] for c in measured]))
+    plots[0] += _frontier_plots([c for c in cells if marks[id(c)].ok])
     skipped = sorted(f"{c.get('framework')} {c.get('split')}" for c in cells if c["verdict"] == "skipped")
     skipped_line = f"<p>Skipped: {escape(', '.join(skipped))}.</p>" if skipped else ""
     return (f'<div class="cellbench-summary">{verdict_css()}<h2>cellbench</h2>'
@@ -82,6 +83,28 @@ def _throughput_plots(measured: list[dict[str, Any]], by: str, marks: list[Stand
         alt = f"output tok/s against {'request rate' if rates else 'concurrency'}, {split}"
         images.append(f'<img class="cellbench-throughput-plot" alt="{escape(alt)}" '
                       f'src="data:image/png;base64,{png}" width="560">')
+    return "".join(images)
+
+
+def _frontier_plots(ok: list[dict[str, Any]]) -> str:
+    """Per split, output tok/s against server peak memory at each concurrency, the frontier marked
+    (bench.reports.lenses), over the cells that stand ok and have both figures; "" without two."""
+    from bench.reports.drawing import png
+    from bench.reports.lenses import Point, draw  # matplotlib: only for a report
+
+    images = []
+    for split in sorted({str(c.get("split")) for c in ok}, key=lambda s: (s != "chat", s)):
+        cells = [c for c in ok if str(c.get("split")) == split]
+        levels = sorted({int(k) for c in cells for k in (c.get("row") or {}).get("memory_by_level", {})})
+        panels = [(f"c={level}", [Point(str(c.get("framework")), float(memory), float(tps), {}) for c in cells
+                                  if (memory := c["row"].get("memory_by_level", {}).get(str(level))) is not None
+                                  and (tps := c["row"].get("tps_by_level", {}).get(str(level))) is not None])
+                  for level in levels]
+        fig = draw(panels, split)
+        if fig is not None:
+            data = base64.b64encode(png(fig)).decode()
+            images.append(f'<img class="cellbench-frontier-plot" alt="output tok/s against server peak memory, '
+                          f'{escape(split)}" src="data:image/png;base64,{data}" width="720">')
     return "".join(images)
 
 
