@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from bench.base import clock
 from bench.core.result import store
 from bench.core.result.files import new_run_id, validate
 from bench.core.verdicts import Verdict
@@ -87,7 +89,9 @@ def test_an_ok_cell_after_a_failed_one_and_an_adapter_edit_is_written_fixed(tmp_
     earlier["harness"]["adapter"]["sha256"] = "a" * 64
     first.result_path.write_text(json.dumps(earlier))
 
-    again = cell(tmp_path, new_run_id())
+    # a run id of a later second than the first's: two runs that start in one second (a fast host runs
+    # this whole cell in under one) have no order between them but their ids' random suffixes
+    again = cell(tmp_path, new_run_id(clock.now() + timedelta(seconds=1)))
     assert again.verdict.verdict is Verdict.FIXED, again.verdict.reason
     assert again.result_path is not None
     written = json.loads(again.result_path.read_text())
