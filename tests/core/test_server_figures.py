@@ -146,3 +146,20 @@ def test_two_gpus_are_read_as_one_machine():
     block = figures.watched(Sampled.over(0.5, 1.5, 1.0, readings, gpus))["gpu"]
     assert (block["gpus"], block["samples"], block["util_mean_percent"], block["clock_min_mhz"]) == (2, 1, 60.0, 1700.0)
     assert block["throttled"] and block["throttle_reasons"] == ["sw_power_cap"]
+
+
+def test_two_rounds_pool_a_peak_to_a_whole_byte_count_and_the_machine_s_peaks_have_no_interval():
+    rounds = []
+    for i, (peak, system) in enumerate(((801, 1000), (804, 9000))):
+        level = copy.deepcopy(synthetic_result()["levels"][0])
+        figures.attach(level, figures.watched(Sampled.over(0.0, 2.0, 1.0, [
+            memory(1.0, peak * MIB + 1, system=system * MIB)], [])))
+        level["round"] = i + 1
+        rounds.append(level)
+    block = figures.block_of(combine_rounds(rounds), "memory")
+    assert block["peak_bytes"] == round(802.5 * MIB + 1) and isinstance(block["peak_bytes"], int)
+    assert set(block["ci95"]) == {"peak_bytes", "peak_rss_bytes"}  # the GPU's peak: none read
+    assert block["peak_system_used_bytes"] == 5000 * MIB  # what else ran: a median, and no interval
+    result = synthetic_result()
+    result["levels"] = [combine_rounds(rounds)]
+    validate(result)

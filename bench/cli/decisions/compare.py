@@ -229,7 +229,8 @@ def summary(comparison: RunComparison) -> str:
 
 
 def _line(pair: Pair, label: str, c: Change, *, cell: bool = True) -> str:
-    values = f"{c.old:.4g} -> {c.new:.4g}  " if c.old is not None and c.new is not None else ""
+    scale = c.figure.scale
+    values = f"{c.old * scale:.4g} -> {c.new * scale:.4g}  " if c.old is not None and c.new is not None else ""
     where = f"{cell_text(pair.cell)} " if cell else ""
     return f"  {where}{label:<6} {c.figure.label:<24} {values}{c.text()}"
 

@@ -48,6 +48,13 @@ def median(values: list[Any]) -> float | None:
     return float(statistics.median(known)) if known else None
 
 
+def median_count(values: list[Any]) -> int | None:
+    """The median of counts (bytes, tokens) as a count: of an even number of rounds, the middle two's
+    mean rounded; None when no round knew it."""
+    found = median(values)
+    return None if found is None else round(found)
+
+
 def total(values: list[Any]) -> Any:
     """The sum; None when a round did not know it (an unknown count is not a zero)."""
     return None if any(v is None for v in values) else sum(values)
@@ -72,12 +79,14 @@ def by_field(rules: Mapping[str, FieldRule]) -> Callable[[list[Any]], Any]:
     return pool
 
 
-def median_of_rounds(fields: Sequence[str], others: Mapping[str, FieldRule]) -> Callable[[list[Any]], Any]:
-    """A block's pooling where each of `fields` is a figure to judge: the rounds' median, and in the
-    block's `ci95` its 95% interval across the rounds (bench.core.metrics.stats.intervals.rounds_interval:
-    a field some round lacks, or that is not positive, gets none); `others` pool the rest."""
+def median_of_rounds(fields: Sequence[str], others: Mapping[str, FieldRule], *,
+                     rule: FieldRule = median) -> Callable[[list[Any]], Any]:
+    """A block's pooling where each of `fields` is a figure to judge: the rounds' median (by `rule`:
+    `median_count` for counts), and in the block's `ci95` its 95% interval across the rounds
+    (bench.core.metrics.stats.intervals.rounds_interval: a field some round lacks, or that is not
+    positive, gets none); `others` pool the rest."""
     def pool(blocks: list[Any]) -> Any:
-        combined = by_field({**dict.fromkeys(fields, median), **others})(blocks)
+        combined = by_field({**dict.fromkeys(fields, rule), **others})(blocks)
         intervals = {name: found for name in fields
                      if (found := rounds_interval([b.get(name) for b in blocks])) is not None}
         return {**combined, "ci95": intervals} if intervals else combined

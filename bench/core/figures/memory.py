@@ -1,4 +1,5 @@
-"""The memory lens: how much memory the server held while a level ran (docs/metrics.md, The server's memory and the GPUs).
+"""The memory lens: how much memory the server held while a level ran (docs/metrics.md, The
+server's memory and the GPUs).
 
 From the resource sampler's readings over the level's measured phase (bench.host.resources, once a
 second; a level shorter than that gets the first reading after it, and says so in `inside`):
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import Annotated, TypedDict
 
 from bench.core.crosswalk.entry import PeerMetric, none
-from bench.core.figures.declare import Doc, LevelFigure, Row, Sampled, median_of_rounds, total
+from bench.core.figures.declare import Doc, LevelFigure, Row, Sampled, median_count, median_of_rounds, total
 from bench.core.metrics.stats.blocks import Interval
 
 MIB = 1024**2
@@ -54,8 +55,10 @@ class _MemoryRequired(TypedDict):
 class Memory(_MemoryRequired, total=False):
     """The server's memory over the level's measured phase, from the resource sampler (bench.core.figures.memory)."""
 
-    ci95: Annotated[dict[str, Interval], Doc("Per peak, its 95% interval across the rounds (two or more rounds "
-                                             "only): the median's, as for a rate.")]
+    ci95: Annotated[dict[str, Interval], Doc("Per peak of the server's own (peak_bytes, peak_rss_bytes, "
+                                             "peak_gpu_bytes), its 95% interval across the rounds (two or more "
+                                             "rounds only): the median's, as for a rate. The machine's peaks have "
+                                             "none: what else ran moves them.")]
 
 
 def _peak(values: list[int | None]) -> int | None:
@@ -76,7 +79,8 @@ def watch(seen: Sampled) -> Memory | None:
             "samples": len(readings), "inside": seen.inside}
 
 
-PEAKS = ("peak_bytes", "peak_rss_bytes", "peak_gpu_bytes", "peak_gpu_device_bytes", "peak_system_used_bytes")
+SERVER_PEAKS = ("peak_bytes", "peak_rss_bytes", "peak_gpu_bytes")  # the server's own: each with its interval
+MACHINE_PEAKS = ("peak_gpu_device_bytes", "peak_system_used_bytes")  # every process's: what else ran moves them
 _ROWS = (
     Row("peak_bytes", "Server peak memory", "bytes", digits=0, scale=1 / MIB, shown_unit="MiB", better="lower"),
     Row("peak_gpu_device_bytes", "GPU memory used, all processes, peak", "bytes", digits=0, scale=1 / MIB,
@@ -92,7 +96,8 @@ FIGURE = LevelFigure(
                  "process tree's peak (RSS plus its GPU memory where listed per process), the GPUs' and the "
                  "machine's used memory at their peaks (bench.core.figures.memory)."),
     watch=watch,
-    pool=median_of_rounds(PEAKS, {"samples": total, "inside": all}),
+    pool=median_of_rounds(SERVER_PEAKS, {**dict.fromkeys(MACHINE_PEAKS, median_count), "samples": total,
+                                         "inside": all}, rule=median_count),
     rows=_ROWS,
     peers={
         "vllm": (none(_SERVER, "no memory figure; its server's own metrics give the KV cache's use as a share",

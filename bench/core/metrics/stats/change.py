@@ -60,6 +60,7 @@ class Figure:
     higher_is_better: bool
     per_gap: bool = False  # a value per chunk gap (ITL): its within-run interval is too narrow to judge by
     one_figure: bool = False  # one value per level (a level figure's): no within-run interval (ONE_FIGURE)
+    scale: float = 1.0  # the value as its label's unit gives it: bytes shown in MiB
 
     @property
     def block(self) -> str:
@@ -74,7 +75,7 @@ RATES = (Figure("output_throughput_tps", "output tok/s", True), Figure("request_
 FIGURES: tuple[Figure, ...] = RATES + tuple(
     Figure(f"{m.key}.{p}", f"{m.label} {p} ({m.unit})", m.higher_is_better, m.per_gap)
     for m in METRICS if m.compared for p in PERCENTILES) + tuple(
-    Figure(f.path(row), f"{row.label} ({row.unit})", row.better == "higher", one_figure=True)
+    Figure(f.path(row), row.title(), row.better == "higher", one_figure=True, scale=row.scale)
     for f in declared.FIGURES for row in f.rows if row.better is not None)
 """The figures comparisons judge: the rates, the compared metrics' p50 and p99, and each level figure's
 rows declared `better` (bench.core.figures)."""
