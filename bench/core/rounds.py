@@ -15,8 +15,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from bench.core import energy, figures
+from bench.core import figures
 from bench.core.figures.declare import median, total
+from bench.core.lenses import energy
 from bench.core.level_run import level_key
 from bench.core.metrics.blocks import Level, ThroughputIntervals, Uncertainty
 from bench.core.metrics.level import ERROR_SAMPLES_PER_TYPE

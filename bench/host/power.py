@@ -1,4 +1,4 @@
-"""The power sources the resource sampler reads once a second, for a level's energy (bench.core.energy).
+"""The power sources the resource sampler reads once a second, for a level's energy (bench.core.lenses.energy).
 
 - **GPU power**: the watts of every GPU, summed, as the sampler's GPU entries hold them (NVML,
   `nvidia-smi --query-gpu=power.draw`, or metalstat on Apple).

@@ -109,7 +109,7 @@ class ResourceSampler:
         self._t0 = 0.0
         self._gpu_wanted = gpu
         self._rapl: Rapl | None = None
-        self.power: list[PowerSample] = []  # the samples' power readings, for energy per token (bench.core.energy)
+        self.power: list[PowerSample] = []  # its power readings: energy per token (bench.core.lenses.energy)
         self.memory: list[MemorySample] = []  # one per sample (bench.host.samples)
         self.gpu: list[GpuSample] = []  # one per GPU per sample; the source that reads them is _gpu_source
         self._gpu_source: Gpu | None = None

@@ -34,6 +34,7 @@ from bench.core.result.files import UnwritableResults, cell_paths, free_cell_pat
 from bench.core.result.model import Harness, Result, Unfinished, VerdictBlock
 from bench.core.verdicts import CellVerdict, Evidence, Identity, Verdict, classify
 from bench.host.machine import detect
+from bench.run.audits import fidelity
 from bench.run.cell_result import CellHistory, assemble, resumed_verdict
 from bench.run.config import CellConfig, CellInterrupted, CellOutcome, Launcher
 from bench.run.fixes import profile_source
@@ -119,6 +120,10 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
             raise
         raise UnwritableResults(Path(exc.filename), exc) from exc
 
+    if run.fidelity is not None:  # against the reference stack's newest answers in this folder
+        run.fidelity = fidelity.against(run.fidelity, run.fidelity_answers,
+                                        history.reference(cfg.load.fidelity_reference, machine.slug),
+                                        cfg.load.fidelity_reference)
     measured, ended = _verdict(cfg, run), _ended(t0)
     verdict, decided = history.judge(paths.result, document(measured.to_json(), ended), measured)
     result = document(decided, ended)
@@ -144,6 +149,8 @@ def _verdict(cfg: CellConfig, run: CellRun) -> CellVerdict:
     verdict = classify(evidence, degraded_threshold=cfg.reporting.degraded_threshold)
     if run.retried:
         verdict = replace(verdict, annotations=(*verdict.annotations, "retried"))
+    if run.fidelity is not None and run.fidelity.get("flagged"):
+        verdict = replace(verdict, annotations=(*verdict.annotations, "fidelity"))
     return verdict
 
 

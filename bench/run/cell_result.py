@@ -19,6 +19,7 @@ from typing import Any
 
 from bench.base import clock, git
 from bench.base.paths import PROJECT_ROOT
+from bench.core.lenses.fidelity import Fidelity
 from bench.core.level_run import rate_json
 from bench.core.open_loop import Load, slo_json
 from bench.core.result.files import SCHEMA_VERSION
@@ -79,6 +80,8 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
         result["model"]["profile_source"] = cfg.model_source
     if (sweep := run.sweep_outcome(final=final)) is not None:
         result["sweep"] = sweep
+    if run.fidelity is not None:
+        result["fidelity"] = run.fidelity
     if unfinished is not None:
         result["unfinished"] = unfinished
     return result
@@ -170,6 +173,14 @@ class CellHistory:
         selection = select_latest([*older, current], machine=current.machine, model=current.model,
                                   split=current.split)
         return selection.previous.get(current.framework)
+
+    def reference(self, framework: str, machine: str) -> tuple[Path, Fidelity] | None:
+        """The newest result of `framework` on `machine` in the folder that has a fidelity run (the
+        reference --fidelity compares with), with its block; None without one."""
+        found = [r for r in self.results if r.framework == framework and r.machine == machine
+                 and "fidelity" in r.data and "error" not in r.data["fidelity"]]
+        newest = max(found, key=lambda r: r.recency(), default=None)
+        return None if newest is None else (newest.path, newest.data["fidelity"])
 
     def suspicious(self, path: Path, result: Result) -> str | None:
         """Why `result` is suspicious against the previous result of the same cell."""

@@ -82,6 +82,8 @@ class LoadSettings:
     # `concurrency` only sizes the servers), or what judges and bounds the closed-loop ones; None: none given
     plan: LoadPlan | None = None
     cache_audit: bool = False  # --cache-audit: after the last level, repeated prompts against first ones
+    fidelity: bool = False  # --fidelity: after the last level, greedy answers against the reference stack's
+    fidelity_reference: str = "hf_transformers"  # --fidelity-reference: the stack the answers are compared with
 
 
 @dataclass(frozen=True, kw_only=True)

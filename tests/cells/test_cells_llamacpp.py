@@ -24,7 +24,7 @@ import pytest
 
 from bench.base.paths import PROJECT_ROOT
 from bench.core.client_settings import ClientSettings
-from bench.core.energy import NO_SOURCE
+from bench.core.lenses.energy import NO_SOURCE
 from bench.core.result.files import new_run_id, validate
 from bench.host.power import Rapl
 from bench.reports.markdown import suite_overhead

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.core.energy import NO_SOURCE, cell_text, combined, level_energy
+from bench.core.lenses.energy import NO_SOURCE, cell_text, combined, level_energy
 from bench.host.power import PowerSample
 
 

@@ -282,7 +282,7 @@ class Level(_LevelRequired, LevelIdentity, OptionalStats, ContentEncodings, Reas
     duration: Annotated[DurationBlock, Doc("--duration: the measured phase's time bound, and what ended the level "
                                            "first; either way the level is complete (not partial).")]
     energy: Annotated[Energy, Doc("A started server's levels: energy per output token from the sampled power "
-                                  "(bench.core.energy).")]
+                                  "(bench.core.lenses.energy).")]
     server_metrics: Annotated[ServerMetricsBlock, Doc("A started server whose adapter declares its metrics: the level "
                                                       "as the server saw it.")]
     prompt_reuse: PromptReuse

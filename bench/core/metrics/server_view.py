@@ -1,4 +1,4 @@
-"""A level as the machine and the server saw it, declared: its energy (bench.core.energy) and the
+"""A level as the machine and the server saw it, declared: its energy (bench.core.lenses.energy) and the
 server's own metrics over it (bench.run.scrape), each field with its description, from which the
 schema's `energy` and `server_metrics` entries are generated."""
 
@@ -28,7 +28,7 @@ class _EnergySourceMeasured(_EnergySourceRequired):
 
 
 class EnergySource(_EnergySourceMeasured, total=False):
-    """One power source over a level (bench.core.energy)."""
+    """One power source over a level (bench.core.lenses.energy)."""
 
     idle_w: Annotated[float, Doc("The source's power with the machine idle, read for a few seconds before the server "
                                  "started (servers[].idle_power); absent where it was not read.", minimum=0)]
@@ -43,7 +43,7 @@ class _EnergyRequired(TypedDict):
 
 
 class Energy(_EnergyRequired, total=False):
-    """A level's energy (bench.core.energy): an entry per power source the resource sampler read over the
+    """A level's energy (bench.core.lenses.energy): an entry per power source the resource sampler read over the
     level's measured phase, or no entry and a note saying why."""
 
     note: Annotated[str, Doc("Why there is no entry: no power source on this machine.")]

@@ -30,6 +30,7 @@ from typing import Annotated, Any, TypedDict, final
 
 from bench.base.doc import Doc, constrain
 from bench.base.git import Revision as Revision
+from bench.core.lenses.fidelity import Fidelity
 from bench.core.level_run import Connections as Connections
 from bench.core.metrics.audits import Audits as Audits
 from bench.core.metrics.audits import CacheAudit as CacheAudit
@@ -298,6 +299,9 @@ class Result(_ResultRequired, total=False):
     servers: Annotated[list[Server], Doc("Every server the cell started (or the endpoint it used), in order.")]
     requests_file: Annotated[str, Doc("The per-request records beside this file (`<framework>_<run "
                                       "id>.requests.jsonl`), by name.")]
+    fidelity: Annotated[Fidelity, Doc("--fidelity: the stack's greedy answers to a fixed set of the split's prompts, "
+                                      "against its own second pass and the reference stack's "
+                                      "(bench.core.lenses.fidelity).")]
     sweep: Annotated[Sweep, Doc("--request-rate sweep: the highest request rate whose level met every SLO, found by "
                                 "doubling (or halving) from start_rps and then bisecting to the tolerance, at most "
                                 "max_levels levels (bench.run.levels.sweep).")]

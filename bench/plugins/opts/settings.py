@@ -208,6 +208,14 @@ OPTIONS: tuple[Option, ...] = (
            "same 8 again at concurrency 1, and annotate the cell `cached` when the repeats' TTFT is at least a "
            "tenth lower, by the upper end of its 95 percent interval (docs/metrics.md, Audits)", action="store_true",
            brief="an audit round: repeated prompts against their first TTFT", into="load.cache_audit"),
+    Option("--fidelity", "after a cell's last level, on its server, send 16 of the split's prompts greedy "
+           "(temperature 0, 32 tokens) twice, and compare the answers with the cell's own second pass and with the "
+           "reference stack's; annotate the cell `fidelity` where it diverges from the reference more than the "
+           "reference from itself (docs/metrics.md, Fidelity)", action="store_true",
+           brief="greedy answers against the reference stack's", into="load.fidelity"),
+    Option("--fidelity-reference", "the framework whose answers --fidelity compares with: its newest result in the "
+           "cell's folder", default="hf_transformers", metavar="FRAMEWORK",
+           brief="the stack --fidelity compares with", into="load.fidelity_reference"),
     Option("--keep-alive", "reuse connections across a level's requests while the server keeps them open "
            "(docs/client-performance.md)", action="store_true", note=": one connection per request",
            brief="reuse connections across a level's requests", into="client.keep_alive"),

@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bench.base.dotted import json_path_or
-from bench.core import energy, figures
+from bench.core import figures
 from bench.core.figures.declare import LevelFigure
 from bench.core.figures.declare import Row as FigureRow
+from bench.core.lenses import energy
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.stats.intervals import bound_text
 from bench.core.metrics.table import Metric

@@ -8,6 +8,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from bench.core.lenses.fidelity import Answer, Fidelity
 from bench.core.level_run import LevelInterrupted, level_label, sidecar_key
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
@@ -21,6 +22,7 @@ from bench.host.power import idle_power
 from bench.load import LevelConfig, LevelRun, OpenLoop
 from bench.load.procs import plan_level, run_level_procs
 from bench.run.audits import cache as cache_audit
+from bench.run.audits import fidelity
 from bench.run.config import CellConfig, Launcher
 from bench.run.levels.plan import LevelPlan, Step, point_json, point_text, step_text
 from bench.run.scrape.watch import ServerWatch
@@ -55,6 +57,8 @@ class CellRun:
         self.last_level: Step | None = None
         self.reported_version: ReportedVersion | None = None
         self.on_level: Callable[[], None] | None = None  # after each level's records are on disk (bench.run.cell)
+        self.fidelity: Fidelity | None = None  # --fidelity's block, and its first pass (bench.run.audits.fidelity)
+        self.fidelity_answers: list[Answer] = []
         budget_from = cfg.budget_from if cfg.budget_from is not None else time.perf_counter()
         self.deadline = None if cfg.cell_budget_s is None else budget_from + cfg.cell_budget_s
         self.extra_body = self._extra_body()
@@ -142,6 +146,7 @@ class CellRun:
                         break
                 cache_audit.after_group(self, server, self.model.served_id, self.prompt_set.prompts,
                                         last_point=self.last_level, sweep=self.plan.search is not None)
+                fidelity.after_group(self, server, self.model.served_id, last_point=self.last_level)
         finally:
             exit_info = server.stop()
             ended_alone = exit_info.returncode is not None and not exit_info.stopped_by_us

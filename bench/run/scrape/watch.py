@@ -1,5 +1,5 @@
 """What a cell watches of one started server while its levels run: its process tree and the
-machine (ResourceSampler), the energy of each level from the power it read (bench.core.energy),
+machine (ResourceSampler), the energy of each level from the power it read (bench.core.lenses.energy),
 the level figures its readings give (bench.core.figures `watch`: memory, GPU), and the server's
 own metrics (Scraper), each level's from the scrapes that bracket it.
 
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import figures
-from bench.core.energy import wall_span, with_energy
 from bench.core.figures.declare import Sampled
+from bench.core.lenses.energy import wall_span, with_energy
 from bench.core.level_run import LevelRun
 from bench.core.metrics.client import with_server_queue
 from bench.core.metrics.server_view import GaugeFigures, HistogramFigures, ServerMetricsBlock

@@ -1,0 +1,143 @@
+"""The fidelity lens: do two stacks serving one checkpoint answer alike? (docs/metrics.md, Fidelity)
+
+A fidelity run sends a fixed set of prompts, greedy (temperature 0) and with a fixed `max_tokens`,
+twice (bench.run.audits.fidelity), and keeps each answer as the checkpoint's tokenizer splits it.
+Two sets of answers to the same prompts are compared prompt by prompt:
+
+- the **first divergence**: the index of the first token where the two answers differ; an answer
+  that ends (EOS) where the other goes on diverges at its end; two identical answers have none;
+- per set, the share of prompts whose answers agree through their first `AGREE_TOKENS` tokens
+  (both ended identically before it counts as agreeing), with its 95% interval (Wilson), the share
+  identical as a whole, and the median first divergence with its distribution-free 95% interval
+  (an identical answer counts as diverging at its length: censored, so the median is "at least"
+  where half or more are identical).
+
+A stack's answers are compared with a reference stack's (another framework serving the same
+checkpoint) and with its own second pass: a greedy stack that differs from itself is
+nondeterministic (batching, atomics), which bounds how alike two stacks can look. A stack is
+flagged (`fidelity`, bench.core.annotations) when it diverges from the reference within
+AGREE_TOKENS on more prompts than the reference diverges from its own second pass, beyond chance:
+a one-sided Fisher exact test at 5% on the two counts of the same prompts.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Literal, TypedDict
+
+import numpy as np
+
+from bench.base.doc import Doc
+from bench.core.metrics.stats.blocks import PercentileInterval
+from bench.core.metrics.stats.intervals import interval
+
+AGREE_TOKENS = 16  # "identical to N tokens": the first this many tokens of both answers agree
+MAX_TOKENS = 32  # each fidelity request's max_tokens
+ALPHA = 0.05  # the one-sided test that flags a stack
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer: its prompt, its tokens (ids of the checkpoint's tokenizer), how it ended."""
+
+    prompt: str
+    tokens: tuple[int, ...]
+    finish_reason: str | None = None
+
+
+def first_divergence(a: Answer, b: Answer) -> int | None:
+    """The first token index where `a` and `b` differ (one ending where the other goes on is a
+    difference at its end); None where they are identical."""
+    for i, (x, y) in enumerate(zip(a.tokens, b.tokens, strict=False)):
+        if x != y:
+            return i
+    return None if len(a.tokens) == len(b.tokens) else min(len(a.tokens), len(b.tokens))
+
+
+class Agreement(TypedDict):
+    """How one set of answers agrees with another, prompt by prompt (bench.core.lenses.fidelity)."""
+
+    prompts: Annotated[int, Doc("Prompts both sets answered.", minimum=0)]
+    agree_tokens: Annotated[int, Doc("N of `agree_share`: the tokens that must agree.", minimum=1)]
+    agree: Annotated[int, Doc("Prompts whose answers agree through their first N tokens.", minimum=0)]
+    agree_share: Annotated[float | None, Doc("agree / prompts; null without prompts.", minimum=0, maximum=1)]
+    agree_ci95: Annotated[list[float] | None, Doc("The share's 95% interval (Wilson), [low, high].")]
+    identical: Annotated[int, Doc("Prompts whose answers are identical as a whole.", minimum=0)]
+    median_divergence: Annotated[float | None, Doc(
+        "The median, over the prompts, of the first differing token's index (an identical answer counts at its "
+        "length); null without prompts.", minimum=0)]
+    median_ci95: Annotated[PercentileInterval | None, Doc("The median's distribution-free 95% interval (order "
+                                                          "statistics); null ends with needs_n where the prompts "
+                                                          "are too few to bound it.")]
+    divergences: Annotated[list[int | None], Doc("Each prompt's first differing token, in the prompts' order; null "
+                                                 "where identical.")]
+
+
+def agreement(ours: Sequence[Answer], theirs: Sequence[Answer], agree_tokens: int = AGREE_TOKENS) -> Agreement:
+    """`ours` against `theirs`, over the prompts both answered (matched by prompt name)."""
+    by_name = {a.prompt: a for a in theirs}
+    pairs = [(a, by_name[a.prompt]) for a in ours if a.prompt in by_name]
+    divergences = [first_divergence(a, b) for a, b in pairs]
+    at = [len(a.tokens) if d is None else d for d, (a, _) in zip(divergences, pairs, strict=True)]
+    agree = sum(d is None or d >= agree_tokens for d in divergences)
+    n = len(pairs)
+    return {"prompts": n, "agree_tokens": agree_tokens, "agree": agree, "agree_share": agree / n if n else None,
+            "agree_ci95": list(wilson(agree, n)) if n else None,
+            "identical": sum(d is None for d in divergences),
+            "median_divergence": float(statistics.median(at)) if at else None,
+            "median_ci95": interval(np.sort(np.asarray(at, dtype=float)), 50) if at else None,
+            "divergences": divergences}
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score 95% interval of the share k / n."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def more_divergent(stack: Agreement, reference_self: Agreement) -> float:
+    """The one-sided Fisher exact p-value that the stack's prompts diverge (within N tokens) from the
+    reference more often than the reference's diverge from its own second pass."""
+    d1, n1 = stack["prompts"] - stack["agree"], stack["prompts"]
+    d2, n2 = reference_self["prompts"] - reference_self["agree"], reference_self["prompts"]
+    total, diverged = n1 + n2, d1 + d2
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    denominator = math.comb(total, n1)
+    return sum(math.comb(diverged, k) * math.comb(total - diverged, n1 - k)
+               for k in range(d1, min(diverged, n1) + 1)) / denominator
+
+
+def flagged(stack: Agreement, reference_self: Agreement) -> bool:
+    """Whether the stack diverges from the reference more than the reference from itself, beyond chance."""
+    return more_divergent(stack, reference_self) < ALPHA
+
+
+class _FidelityRequired(TypedDict):
+    prompts: Annotated[int, Doc("Prompts sent, each twice.", minimum=0)]
+    max_tokens: Annotated[int, Doc("Each request's max_tokens.", minimum=1)]
+    unit: Annotated[Literal["tokens", "characters"], Doc(
+        "What an answer is compared in: the checkpoint tokenizer's tokens, or characters where cellbench has no "
+        "tokenizer of the profile's model.")]
+    answers: Annotated[str, Doc("The answers file beside the result, by name (JSON lines: pass, prompt, text, tokens, "
+                                "finish_reason, margins).")]
+    logprobs: Annotated[bool, Doc("Whether the server returned logprobs (then each answer has its tokens' top-2 "
+                                  "margins).")]
+    self: Annotated[Agreement, Doc("The first pass against the second: how far the stack differs from itself.")]
+
+
+class Fidelity(_FidelityRequired, total=False):
+    """The fidelity run (--fidelity, bench.run.audits.fidelity): the stack's greedy answers against its own second
+    pass and against the reference stack's."""
+
+    reference: Annotated[str, Doc("The reference result the answers were compared with, by file name.")]
+    vs_reference: Annotated[Agreement, Doc("This stack's first pass against the reference's first pass.")]
+    flagged: Annotated[bool, Doc("It diverges from the reference more than the reference from itself, beyond chance "
+                                 "(bench.core.lenses.fidelity.flagged): the cell is annotated `fidelity`.")]
+    note: Annotated[str, Doc("Why there is no comparison with the reference (none in the folder yet, ...).")]
+    error: Annotated[str, Doc("Why the run stopped: the server's answer to a fidelity request.")]

@@ -1,0 +1,78 @@
+"""--fidelity in real cells: llama-server on the built-in tiny model answers alike twice, and a second
+tiny model with other weights (another seed and ten times the spread, the same tokenizer and
+template), served by the same llama-server, is told apart from the first at once and annotated
+`fidelity`.
+
+Why ten times the spread: at the built-in model's init (std 0.02, embeddings tied) every greedy
+answer repeats the prompt's last token, a newline, whatever the seed (docs/metrics.md, Fidelity), so
+another seed alone would answer the same. At 0.2 the layers, not the embedding, choose the token."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.core.lenses.fidelity import MAX_TOKENS
+from bench.core.result.files import new_run_id, validate
+from bench.run.audits.fidelity import PROMPTS, read_answers
+from bench.run.cell import CellConfig, CellOutcome, run_cell
+from bench.run.config import LoadSettings, ServerSettings
+from bench.setup import profiles
+from bench.setup.tinymodel import build, recipe, weights
+from tests.support.busy import TEST_TIMEOUT_S
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(TEST_TIMEOUT_S)]
+
+OTHER = """\
+name: tiny-other
+results_name: tiny
+builtin: tiny
+sampling: {{temperature: 1.0}}
+ignore_eos: true
+formats:
+  gguf: {{served_id: tiny}}
+openai:
+  command: [{server}, -m, {gguf}, --host, 127.0.0.1, --port, '{{port}}', --parallel, '4', --no-webui, --alias, tiny]
+"""
+
+
+def cell(tmp_path, launch, framework: str, profile: profiles.ModelProfile) -> CellOutcome:
+    cfg = CellConfig(framework=framework, split="chat", profile=profile, results_root=tmp_path / "results",
+                     run_id=new_run_id(), server=ServerSettings(port=0),
+                     load=LoadSettings(concurrency=(1,), requests=2, warmup=0, fidelity=True,
+                                       fidelity_reference="llamacpp"))
+    return run_cell(cfg, launch)
+
+
+def test_a_stack_answers_as_itself_and_another_checkpoint_is_flagged(tmp_path, server_launcher, llama_server,
+                                                                     monkeypatch):
+    first = cell(tmp_path, server_launcher, "llamacpp", profiles.load_profile("tiny"))
+    block = first.result["fidelity"]
+    assert (block["prompts"], block["max_tokens"], block["unit"]) == (PROMPTS, MAX_TOKENS, "tokens")
+    assert block["self"]["identical"] == PROMPTS  # greedy llama.cpp on one server: the same answers twice
+    assert block["note"].startswith("no result of the reference (llamacpp)")
+    assert first.result_path is not None
+    answers = read_answers(first.result_path.parent / block["answers"])
+    assert len(answers) == PROMPTS and all(len(a.tokens) > 0 for a in answers)
+    validate(first.result)
+
+    again = cell(tmp_path, server_launcher, "llamacpp", profiles.load_profile("tiny"))
+    block = again.result["fidelity"]
+    assert first.result_path is not None and block["reference"] == first.result_path.name
+    assert block["vs_reference"]["identical"] == PROMPTS and block["flagged"] is False
+    assert "fidelity" not in again.verdict.annotations
+
+    # the same recipe with another seed and spread: other weights, the same tokenizer and chat template
+    monkeypatch.setattr(weights, "SEED", recipe.SEED + 1)
+    monkeypatch.setattr(weights, "INIT_STD", recipe.INIT_STD * 10)
+    other = build(tmp_path / "other")
+    profile_path = tmp_path / "tiny-other.yaml"
+    profile_path.write_text(OTHER.format(server=llama_server, gguf=other.gguf_path))
+    different = cell(tmp_path, server_launcher, "openai", profiles.load_profile(str(profile_path)))
+    block = different.result["fidelity"]
+    assert block["reference"] in (first.result_path.name, again.result_path.name if again.result_path else "")
+    divergences = block["vs_reference"]["divergences"]
+    assert all(d is not None and d <= 2 for d in divergences), divergences  # told apart at once
+    assert block["flagged"] is True and "fidelity" in different.verdict.annotations
+    validate(json.loads(different.result_path.read_text()) if different.result_path else {})
