@@ -6,6 +6,10 @@ silicon, the same flags on CUDA, and `--device cpu` elsewhere. The server lists 
 verbatim as the model id and answers 400 to any other id, so the adapter passes the absolute
 path and expects exactly that. It rejects unknown request fields (422 on `ignore_eos`), ends
 streams without `data: [DONE]`, and puts usage on the chunk that carries `finish_reason`.
+
+`TRANSFORMERS=/path/to/transformers` runs the user's own `transformers` instead of the pinned venv
+(the versions recorded are those its own Python reports); one older than MINIMUM, the first
+release whose `transformers serve` takes this command, is refused and the cell skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from bench.setup.installs.recipes import PipVenv
 
 TRANSFORMERS = "5.24.0"
 TORCH = "2.13.0"
+MINIMUM = "5.5.0"  # the first release whose `serve` takes the model as its argument (5.0-5.4: --force-model)
 
 # One recipe everywhere: PyPI's torch wheel is the Metal-enabled build on macOS and the CUDA build
 # on Linux (which runs on CPU too); a machine whose pip configuration offers a `+cpu` build of the
@@ -28,6 +33,8 @@ RECIPE = PipVenv(
     packages=(f"transformers[serving]=={TRANSFORMERS}", f"torch=={TORCH}"),
     executables=("transformers",),
     report=("transformers", "torch", "tokenizers"),
+    env_var="TRANSFORMERS",
+    minimum=MINIMUM,
 )
 
 ACCELERATED = {
