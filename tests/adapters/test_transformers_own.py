@@ -2,9 +2,10 @@
 
 The user's `transformers` here is a console script as pip writes one, on a Python whose packages
 are dist-info folders only (nothing imports them): what is checked is which executable the cell
-runs, which versions it records (those the script's own Python reports), and the refusal of a
-release older than the adapter's minimum. The pinned install, where cached, serves as a real
-user's transformers.
+runs, which versions it records (those the script's own Python reports), the refusal of a release
+older than the adapter's minimum, and the model check for releases that list their download cache
+on /v1/models and name the served model `<path>@main`. The pinned install, where cached, serves as
+a real user's transformers. A real 5.17 server on this path: docs/running-cells.md.
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ from adapters import hf_transformers
 from bench.cli.main import doctor_report
 from bench.cli.main import main as cellbench
 from bench.core.result.files import new_run_id
-from bench.core.verdicts import Verdict
+from bench.core.verdicts import Identity, Verdict
 from bench.run.cell import CellConfig, run_cell
 from bench.setup import profiles
 from bench.setup.adapter import ModelRef, ServeContext
-from bench.setup.installs.cache import InstallError, NotInstalled, cached, ensure_installed
+from bench.setup.installs.cache import Installation, InstallError, NotInstalled, cached, ensure_installed
 from bench.setup.installs.recipes import script_python
 from bench.setup.installs.updates import install_selected, update_one
 
 LINUX = "linux-x86_64"
 MODEL = ModelRef(path=Path("/models/tiny"), served_id="/models/tiny")
 USERS_CACHE = os.environ.get("CELLBENCH_CACHE")  # the framework cache `make test` installs into
+CACHE_LISTING = ("Qwen/Qwen3-0.6B", "HuggingFaceTB/SmolLM2-135M-Instruct")  # what an old release lists
 
 
 @pytest.fixture(autouse=True)
@@ -148,3 +150,34 @@ def test_the_pinned_install_reports_the_same_versions_as_a_users_own(monkeypatch
     own = adapters.get("hf_transformers").recipe_for(LINUX).external()
     assert own is not None and own.version == pinned.version == hf_transformers.TRANSFORMERS
     assert own.details["packages"] == pinned.details["packages"]
+
+
+def installation(version: str) -> Installation:
+    return Installation("hf_transformers", version, Path("/opt/tf/bin"), {"transformers": "/opt/tf/bin/transformers"},
+                        "$TRANSFORMERS")
+
+
+def identity(version: str, listed: tuple[str, ...] | None, responses: tuple[str, ...]) -> Identity:
+    """The cell's model check as bench.run.cell builds it for this release of the server."""
+    adapter = adapters.get("hf_transformers")
+    model = adapter.model_for_server(MODEL)
+    naming = adapter.naming_for(model, installation(version))
+    return Identity(model.served_id, listed, responses, naming.other_ids, naming.lists_served)
+
+
+def test_a_release_that_lists_its_cache_serves_the_model_it_names_path_at_main():
+    old = "5.17.0"
+    assert identity(old, CACHE_LISTING, ("/models/tiny@main",)).mismatch() is None
+    assert identity(old, None, ("/models/tiny@main",)).mismatch() is None, "its /v1/models failed: no cache yet"
+    assert identity(old, CACHE_LISTING, ("/models/other@main",)).mismatch() == \
+        "responses name /models/other@main, not /models/tiny"
+    assert identity(old, CACHE_LISTING, ("/models/tiny@dev",)).mismatch() == \
+        "responses name /models/tiny@dev, not /models/tiny"
+
+
+def test_a_release_that_lists_the_served_model_is_held_to_its_listing():
+    new = hf_transformers.CACHE_LISTED_UNTIL
+    assert identity(new, ("/models/tiny",), ("/models/tiny",)).mismatch() is None
+    assert identity(new, CACHE_LISTING, ("/models/tiny",)).mismatch() == \
+        f"/v1/models lists {', '.join(CACHE_LISTING)}, not /models/tiny"
+    assert identity("unknown", CACHE_LISTING, ()).mismatch() is not None, "an unknown release is asked too"
