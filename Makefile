@@ -3,6 +3,7 @@
 #   make test        lint, then the suite's own tests, all but the speed ones (`perf`; what CI runs through .ci/run)
 #   make test-fast   the tests that need no inference server, no pytest or cellbench run in a subprocess,
 #                    no browser and no venv (`-m "$(FAST)"` below), on 2 workers
+#   make test-gpu    the GPU tier: a real transformers cell on CUDA (skipped, saying why, without a GPU)
 #   make lint        ruff and mypy, as configured in pyproject.toml
 # Framework builds go to the user cache (~/.cache/cellbench), not into the checkout.
 
@@ -18,7 +19,7 @@ ARGS   ?=
 BENCH_REQUESTS ?= 32
 BENCH_ROUNDS ?= 1
 
-.PHONY: setup bench test test-fast lint chromium
+.PHONY: setup bench test test-fast test-gpu lint chromium
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -44,6 +45,12 @@ test: setup chromium lint
 FAST := not integration and not perf and not session and not browser and not venv
 test-fast: setup
 	$(PY) -m pytest tests -p no:cacheprovider -m "$(FAST)" -n 2 --benchmark-disable $(ARGS)
+
+# Needs nvidia-smi, a GPU and your own transformers on a CUDA torch (TRANSFORMERS=/path/to/transformers,
+# or `transformers` on PATH); no network: the tiny model is built here. Under 8 minutes on an H200
+# (docs/testing.md). Without a GPU every test is skipped, saying why.
+test-gpu: setup
+	$(PY) -m pytest tests -m gpu -p no:cacheprovider $(ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

@@ -182,8 +182,8 @@ def test_installing_cellbench_cannot_overwrite_another_fixtures_package():
     assert shipped & TESTING_CABAL_FIXTURES == set()
 
 
-# tests/ folders that hold no package's tests: whole cells end to end, and shared code and files.
-TEST_FOLDERS_BEYOND_PACKAGES = {"cells", "support", "data"}
+# tests/ folders that hold no package's tests: whole cells end to end (on a GPU too), and shared code and files.
+TEST_FOLDERS_BEYOND_PACKAGES = {"cells", "gpu", "support", "data"}
 
 
 def test_the_tests_mirror_the_packages():

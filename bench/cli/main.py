@@ -49,8 +49,12 @@ def _install(args: argparse.Namespace) -> int:
         recipe = adapter.recipe_for(tag)
         chosen = select(recipe, pinned=args.pinned).recipe
         builds = getattr(chosen, "has_installer", True)  # False: only a user's own binary (OwnBinary)
-        if builds and chosen.external() is None and cached(chosen) is None:  # minutes of silence otherwise
-            print(f"{name}: installing {chosen.version} (log: {build_log_path(chosen)})", file=sys.stderr, flush=True)
+        try:
+            if builds and chosen.external() is None and cached(chosen) is None:  # minutes of silence otherwise
+                print(f"{name}: installing {chosen.version} (log: {build_log_path(chosen)})", file=sys.stderr,
+                      flush=True)
+        except InstallError:
+            pass  # a user's own install that is unusable: install_selected says why, below
         try:
             inst = install_selected(recipe, pinned=args.pinned, allow_install=True)
         except NotInstalled as exc:  # nothing cellbench can install here: the user's own binary only

@@ -110,11 +110,14 @@ class Identity:
     expected: str
     listed: tuple[str, ...] | None  # ids from /v1/models; None when the listing failed
     responses: tuple[str, ...]  # distinct `model` values in responses
+    aliases: tuple[str, ...] = ()  # other ids the server names the expected model by (`<path>@main`)
+    lists_served: bool = True  # False: /v1/models lists something else (a download cache), so it is no evidence
 
     def mismatch(self) -> str | None:
-        if self.listed is not None and self.expected not in self.listed:
+        names = {self.expected, *self.aliases}
+        if self.lists_served and self.listed is not None and not names.intersection(self.listed):
             return f"/v1/models lists {', '.join(self.listed) or 'nothing'}, not {self.expected}"
-        others = [m for m in self.responses if m != self.expected]
+        others = [m for m in self.responses if m not in names]
         if others:
             return f"responses name {', '.join(others)}, not {self.expected}"
         return None

@@ -214,8 +214,9 @@ def _serve_and_run(row: EvalRow, server: _Server, ctx: RowContext, k: int, launc
     try:
         info["server"]["ready_after_s"] = running.ready_after_s
         log.stage(row.id, f"server ready after {running.ready_after_s:.1f} s")
-        listed = list_models(running.base_url)
-        if listed is not None and server.model.served_id not in listed:
+        listed, naming = list_models(running.base_url), server.adapter.naming_for(server.model, server.install)
+        names = {server.model.served_id, *naming.other_ids}
+        if listed is not None and naming.lists_served and not names.intersection(listed):
             return {**info, "reason": f"wrong model: server lists {list(listed)}, not {server.model.served_id!r}"}
         values = {"python": ctx.python, "host": ctx.host, "port": port, "output_dir": out_dir,
                   "max_samples": _max_samples(row, ctx.smoke),

@@ -136,7 +136,9 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
 
 
 def _verdict(cfg: CellConfig, run: CellRun) -> CellVerdict:
-    identity = Identity(run.model.served_id, run.listed, tuple(sorted(run.response_models)))
+    naming = run.adapter.naming_for(run.model, run.install)
+    identity = Identity(run.model.served_id, run.listed, tuple(sorted(run.response_models)), naming.other_ids,
+                        naming.lists_served)
     evidence = Evidence(
         levels=tuple(run.levels()),  # with rounds, the combined levels: a failure in any round counts
         identity=identity if run.summaries else None,

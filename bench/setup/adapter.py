@@ -23,7 +23,7 @@ from bench.setup.server_metrics import ServerMetrics
 
 __all__ = [
     "Adapter", "Bound", "Capabilities", "ModelFormat", "ModelRef", "NotConfigured", "ServeCommand", "ServeContext",
-    "host_platforms", "this_platform",
+    "ServerNaming", "host_platforms", "this_platform",
 ]
 
 
@@ -35,6 +35,18 @@ class Capabilities:
 
     include_usage: bool = True  # send stream_options.include_usage (token counts from the server)
     ignore_eos: bool = False  # send `ignore_eos` when asked: the server accepts and honours it
+
+
+@dataclass(frozen=True)
+class ServerNaming:
+    """How a server names the model it serves, where that is not `served_id` everywhere (the default).
+    The cell's model check (bench.core.verdicts.Identity) and an eval row's read it."""
+
+    # Other ids the server names the served model by, in its responses or on /v1/models (`<path>@main`).
+    other_ids: tuple[str, ...] = ()
+    # False where /v1/models lists something other than what the server serves (its download cache):
+    # the listing is still recorded, but says nothing about the served model.
+    lists_served: bool = True
 
 
 @dataclass(frozen=True)
@@ -147,6 +159,9 @@ class Adapter:
     capabilities: Capabilities = Capabilities()
     startup_timeout_s: float = 300.0
     served_id: Callable[[ModelRef], str] | None = None  # when the server names the model itself
+    # How the installed release names the model, where releases differ: (the model as `model_for_server`
+    # made it, the installation) -> ServerNaming. None: `served_id` everywhere.
+    naming: Callable[[ModelRef, Installation], ServerNaming] | None = None
     # Set by adapters that a profile or `--endpoint` defines instead of code (the generic
     # `openai` one): (profile, endpoint or None) -> Bound, or raises NotConfigured.
     bind: Callable[[ModelProfile, str | None], Bound] | None = None
@@ -186,6 +201,10 @@ class Adapter:
         if self.served_id is None:
             return model
         return replace(model, served_id=self.served_id(model))
+
+    def naming_for(self, model: ModelRef, install: Installation) -> ServerNaming:
+        """How this installation's server names `model` (from `model_for_server`)."""
+        return self.naming(model, install) if self.naming is not None else ServerNaming()
 
     @property
     def takes_endpoint(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import IO
 
 from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
 
-from bench.setup.installs.cache import Installation, InstallError
+from bench.setup.installs.cache import Installation, InstallError, NoInstaller
 from bench.setup.installs.commands import run_logged, run_pip
 
 
@@ -154,6 +156,12 @@ class PipVenv:
     matter for a result are read back from the venv itself (`importlib.metadata`), since the
     resolver picks every unpinned dependency and a local build tag such as `+cpu` says which
     torch a run used.
+
+    With `env_var` set (`TRANSFORMERS=/path/to/transformers`) the user's own console script runs
+    instead of the venv, on the Python its first line names: that Python's packages are what the
+    server imports, so the versions are read there. A release older than `minimum` is refused (a
+    cell skips, naming the minimum). Only a variable picks one up, never PATH: a server's Python
+    dependencies are too entangled to use whichever environment happens to be found.
     """
 
     framework: str
@@ -163,12 +171,39 @@ class PipVenv:
     report: tuple[str, ...]  # distributions whose installed versions go into `details["packages"]`
     uninstall: tuple[str, ...] = ()
     dirs: tuple[str, ...] = ()  # empty directories made in the prefix: caches a server expects to exist
+    env_var: str | None = None  # names a user's own `executables[0]` (a console script), run instead of the venv
+    minimum: str | None = None  # the oldest release of the main package a user's own install may be
 
     def install_hint(self) -> str:
-        return f"cellbench install {self.framework}"
+        own = f"; or set ${self.env_var} to your own {self.executables[0]}" if self.env_var else ""
+        return f"cellbench install {self.framework}{own}"
 
     def external(self) -> Installation | None:
-        return None  # a server's Python dependencies are too entangled to trust a user's own venv
+        """The user's own install that `env_var` names, or None when it is unset. InstallError when
+        its versions cannot be read; NoInstaller (a cell skips) when it is older than `minimum`."""
+        if not self.env_var or not os.environ.get(self.env_var):
+            return None
+        script, source = Path(os.environ[self.env_var]), f"${self.env_var}"
+        if not (script.is_file() and os.access(script, os.X_OK)):
+            raise InstallError(f"{source} points at {script}, which is not an executable file")
+        python = script_python(script)
+        if python is None:
+            raise InstallError(f"{source} points at {script}, which is not a Python console script (no #! line)")
+        try:
+            packages = installed_versions(python, self.report)
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            raise InstallError(f"{source}: its Python ({shlex.join(python)}) did not report its packages: {exc}") \
+                from exc
+        name = self.main_requirement.name
+        version = packages.get(name)
+        if version is None:
+            raise InstallError(f"{source} points at {script}, whose Python ({shlex.join(python)}) has no {name}")
+        if self.minimum is not None and _older(version, self.minimum):
+            raise NoInstaller(f"{source} is {name} {version}; the {self.framework} adapter needs {name} "
+                              f"{self.minimum} or newer")
+        return Installation(framework=self.framework, version=version, prefix=script.parent,
+                            executables={self.executables[0]: str(script)}, source=source,
+                            details={"packages": packages, "python": shlex.join(python)})
 
     @property
     def main_requirement(self) -> Requirement:
@@ -221,17 +256,56 @@ class PipVenv:
 
     def _versions(self, python: Path, log: IO[str]) -> dict[str, str | None]:
         """Installed versions of `report` (None: not installed), as the venv's own Python sees them."""
-        script = (
-            "import importlib.metadata as m, json, sys\n"
-            "def v(d):\n"
-            "    try: return m.version(d)\n"
-            "    except m.PackageNotFoundError: return None\n"
-            "print(json.dumps({d: v(d) for d in sys.argv[1:]}))"
-        )
         log.write(f"\n$ {python} -c <importlib.metadata versions> {' '.join(self.report)}\n")
         log.flush()
-        probe = subprocess.run([str(python), "-c", script, *self.report], check=False, capture_output=True, text=True,
-                               stdin=subprocess.DEVNULL)
+        probe = subprocess.run([str(python), "-c", VERSIONS_SCRIPT, *self.report], check=False, capture_output=True,
+                               text=True, stdin=subprocess.DEVNULL)
         log.write(probe.stdout + probe.stderr)
         probe.check_returncode()
         return json.loads(probe.stdout)
+
+
+# Prints {distribution: its installed version, or null} for each distribution named in argv.
+VERSIONS_SCRIPT = (
+    "import importlib.metadata as m, json, sys\n"
+    "def v(d):\n"
+    "    try: return m.version(d)\n"
+    "    except m.PackageNotFoundError: return None\n"
+    "print(json.dumps({d: v(d) for d in sys.argv[1:]}))"
+)
+
+
+def installed_versions(python: list[str], dists: tuple[str, ...]) -> dict[str, str | None]:
+    """Installed versions of `dists` (None: not installed) as the interpreter `python` (an argv) sees
+    them; CalledProcessError (with its last line of stderr) when it fails, TimeoutExpired after 60 s."""
+    done = subprocess.run([*python, "-c", VERSIONS_SCRIPT, *dists], check=False, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise subprocess.CalledProcessError(done.returncode, python, output=last)
+    return json.loads(done.stdout)
+
+
+def script_python(script: Path) -> list[str] | None:
+    """The interpreter a Python console script runs on, as an argv: its `#!` line, or the `exec` line
+    pip writes under `#!/bin/sh` when the interpreter's path does not fit a `#!` line. None for a
+    file that starts with neither (a binary)."""
+    try:
+        with script.open("rb") as f:
+            head = f.read(4096).decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    if not head or not head[0].startswith("#!"):
+        return None
+    first = shlex.split(head[0][2:])
+    exec_line = "'''exec' "
+    if first and Path(first[0]).name == "sh" and len(head) > 1 and head[1].startswith(exec_line):
+        return shlex.split(head[1].removeprefix(exec_line))[:1] or None  # '''exec' "/x/python" "$0" "$@"
+    return first or None
+
+
+def _older(version: str, minimum: str) -> bool:
+    try:
+        return Version(version) < Version(minimum)
+    except InvalidVersion:
+        return False  # not a release number (a source checkout's own label): the server decides
