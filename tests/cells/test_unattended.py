@@ -16,10 +16,12 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from bench.base import clock
 from bench.base.paths import PROJECT_ROOT
 from bench.core.client_settings import ClientSettings
 from bench.core.result.files import new_run_id, validate
@@ -163,8 +165,11 @@ def test_skip_existing_keeps_this_runs_result_and_reruns_a_failed_one(tmp_path, 
     assert resumed.verdict.reason == f"resumed: kept {first.result_path.name}: {first.verdict.reason}"
     assert resumed.result_path == first.result_path
     assert resumed.result == json.loads(first.result_path.read_text())
-    # A later run without a window measures again; with a window the recent result stands.
-    again = run_cell(_cfg(tmp_path, requests=2, skip_existing_s=0.0), server_launcher)
+    # A later run without a window measures again; with a window the recent result stands. The later
+    # run's id is of a later second: two runs started in one second (a fast host runs this whole cell
+    # in under one) have no order between them but their ids' random suffixes.
+    later = new_run_id(clock.now() + timedelta(seconds=1))
+    again = run_cell(_cfg(tmp_path, requests=2, run_id=later, skip_existing_s=0.0), server_launcher)
     assert again.verdict.verdict is Verdict.OK and "resumed" not in again.verdict.annotations
     kept = run_cell(_cfg(tmp_path, requests=2, skip_existing_s=3600.0), server_launcher)
     assert kept.verdict.verdict is Verdict.OK and kept.result_path == again.result_path
