@@ -160,8 +160,8 @@ def _pair_line(figure: Figure, better: str, worse: str, c: Change, unlike: Seque
     return line
 
 
-def level_decisions(comparison: Comparison, key: LevelKey,
-                    floors: Floors | None = None) -> tuple[list[str], set[str]]:
+def level_decisions(comparison: Comparison, key: LevelKey, floors: Floors | None = None,
+                    fidelity: Mapping[str, str] | None = None) -> tuple[list[str], set[str]]:
     """The lines of one level of *Between frameworks*, and the bases of their estimates: every
     framework's speed and memory side by side (bench.reports.lenses.side_by_side), then, among the results that stand
     ok (bench.reports.standing), each figure's pairs of neighbours judged; a pair called faster also
@@ -172,7 +172,7 @@ def level_decisions(comparison: Comparison, key: LevelKey,
         return [], set()
     at = {fw: lv for fw, lv in present.items() if marks[fw].ok}
     apart = shown.left_out(marks, present)
-    lines = [*side_by_side(present, marks), *([f"- Not judged: {apart}."] if apart else [])]
+    lines = [*side_by_side(present, marks, fidelity), *([f"- Not judged: {apart}."] if apart else [])]
     if len(at) < 2:
         return [*lines, f"- Nothing judged: {'only one framework stands' if at else 'no framework stands'} ok "
                         "here."], set()
@@ -196,12 +196,12 @@ def level_decisions(comparison: Comparison, key: LevelKey,
 
 
 def between_section(comparison: Comparison, levels: Iterable[LevelKey], floors: Floors | None = None,
-                    title: Callable[[LevelKey], str] = str) -> list[str]:
+                    title: Callable[[LevelKey], str] = str, fidelity: Mapping[str, str] | None = None) -> list[str]:
     """REPORT.md's *Between frameworks*: per level two or more frameworks ran (`title(key)` its
     heading), each figure of SHOWN best first and each neighbouring pair's decision; the basis once."""
     body, bases = [], set()
     for key in levels:
-        lines, found = level_decisions(comparison, key, floors)
+        lines, found = level_decisions(comparison, key, floors, fidelity)
         if lines:
             body += [f"### {title(key)}", "", *lines, ""]
             bases |= found

@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 
 from bench.core.figures import block_of
 from bench.core.figures.memory import MIB
+from bench.core.lenses.fidelity import agreement, flagged, read_answers
 from bench.core.level_run import LevelKey, level_key
 from bench.core.metrics.stats.intervals import bound_text
 from bench.reports.comparison import Comparison, standings
@@ -157,7 +158,8 @@ def draw(panels: Sequence[tuple[str, Sequence[Point]]], about: str) -> Figure | 
     return fig
 
 
-def side_by_side(present: Mapping[str, Mapping[str, Any]], marks: Mapping[str, Standing]) -> list[str]:
+def side_by_side(present: Mapping[str, Mapping[str, Any]], marks: Mapping[str, Standing],
+                 fidelity: Mapping[str, str] | None = None) -> list[str]:
     """The level's figures of every framework, one row each, by name, the results that do not stand ok
     last and marked at every figure: no column is an order. The memory column where some framework
     has a reading."""
@@ -166,7 +168,9 @@ def side_by_side(present: Mapping[str, Mapping[str, Any]], marks: Mapping[str, S
         return "—" if peak is None else f"{peak / MIB:.0f}" + bound_text(dict(block_of(lv, "memory")), "peak_bytes",
                                                                            ".0f", 1 / MIB)
     read = any(block_of(lv, "memory").get("peak_bytes") is not None for lv in present.values())
-    heads = ["Framework", "Output tok/s", "TTFT p50 (ms)", *(["Server peak memory (MiB)"] if read else [])]
+    answered = bool(fidelity) and any(fw in (fidelity or {}) for fw in present)
+    heads = ["Framework", "Output tok/s", "TTFT p50 (ms)", *(["Server peak memory (MiB)"] if read else []),
+             *(["Fidelity"] if answered else [])]
     rows = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for fw in sorted(present, key=lambda fw: (not marks[fw].ok, fw)):
         lv, mark = present[fw], marks[fw]
@@ -174,6 +178,8 @@ def side_by_side(present: Mapping[str, Mapping[str, Any]], marks: Mapping[str, S
         cells = [_tps(lv),
                  "N/A" if ttft.get("p50") is None else f"{ttft['p50']:.1f}" + bound_text(ttft, "p50", ".1f"),
                  *([memory(lv)] if read else [])]
+        if answered:  # the cell's, not the level's: the same in each level's table
+            cells.append((fidelity or {}).get(fw, "—"))
         rows.append(f"| {shown.label(fw, mark)} | " + " | ".join(shown.at_number(c, mark, TABLE_BLANKS)
                                                                   for c in cells) + " |")
     return [*rows, ""]
@@ -188,6 +194,34 @@ def memory_words(better: str, worse: str, at: Mapping[str, Mapping[str, Any]]) -
     said = ", ".join(f"{fw} {'no reading' if p is None else f'{p / MIB:.0f} MiB'}" for fw, p in peaks.items())
     high, low = peaks[better], peaks[worse]
     return f"; memory: {said}" + (f" (the faster holds {high / low:.2g}x)" if high and low else "")
+
+
+def fidelity_views(comparison: Comparison, split_dir: Path) -> dict[str, str]:
+    """Per framework with a fidelity run, its fidelity as the side-by-side table shows it, against its
+    reference's answers as this comparison chose them (read again here: the reference may have run
+    after it): "16/16 alike to 16 tokens vs hf_transformers, median divergence 32 [32, 32]", with
+    "(flagged)" where it diverges more than the reference from itself, or why there is none."""
+    results = comparison["results"]
+    views: dict[str, str] = {}
+    for fw in comparison["frameworks"]:
+        block = results[fw].get("fidelity")
+        if block is None:
+            continue
+        reference = block["reference_framework"]
+        theirs = results[reference].get("fidelity") if reference in results else None
+        if fw == reference:
+            own = block["self"]
+            views[fw] = f"the reference; itself: {own['agree']}/{own['prompts']} alike to {own['agree_tokens']} tokens"
+        elif theirs is None or "error" in theirs or "error" in block:
+            views[fw] = f"no answers of {reference} to compare" if "error" not in block else "none: " + block["error"]
+        else:
+            ours = read_answers(split_dir / block["answers"])
+            vs = agreement(ours, read_answers(split_dir / theirs["answers"]))
+            median = f"{vs['median_divergence']:.0f}" if vs["median_divergence"] is not None else "—"
+            views[fw] = (f"{vs['agree']}/{vs['prompts']} alike to {vs['agree_tokens']} tokens vs {reference}, median "
+                         f"divergence {median}" + bound_text({"ci95": {"m": vs["median_ci95"]}}, "m", ".0f")
+                         + (" (flagged)" if flagged(vs, theirs["self"]) else ""))
+    return views
 
 
 def write_frontier(comparison: Comparison, plots_dir: Path) -> Path | None:

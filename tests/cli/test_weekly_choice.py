@@ -81,6 +81,11 @@ def test_the_dry_run_names_the_model_and_machine_and_what_chose_them(repo, shell
     assert f"folder: {repo / 'results' / 'tiny' / 'm5pro'}/" in given.stdout
     (session,) = [line for line in given.stdout.splitlines() if line.startswith("session: ")]
     assert " --model=tiny " in session and " -m chat " in session
+    assert " --fidelity" in session, "the weekly run compares each stack's answers by default"
+    bare = _cellbench("weekly", "--dry-run", f"--repo={repo}", "--model", "tiny", "--splits", "chat", "--no-fidelity",
+                      env=shell)
+    (session,) = [line for line in bare.stdout.splitlines() if line.startswith("session: ")]
+    assert "--fidelity" not in session
 
     legacy = _cellbench("weekly", "--dry-run", f"--repo={repo}", env={**shell, "APPLEBENCH_RESULTS_SUBDIR": ""})
     assert legacy.stdout.splitlines()[2] == (

@@ -13,9 +13,11 @@ import json
 
 import pytest
 
-from bench.core.lenses.fidelity import MAX_TOKENS
+from bench.core.lenses.fidelity import MAX_TOKENS, read_answers
 from bench.core.result.files import new_run_id, validate
-from bench.run.audits.fidelity import PROMPTS, read_answers
+from bench.reports.comparison import read_comparison, write_comparison
+from bench.reports.markdown import write_report
+from bench.run.audits.fidelity import PROMPTS
 from bench.run.cell import CellConfig, CellOutcome, run_cell
 from bench.run.config import LoadSettings, ServerSettings
 from bench.setup import profiles
@@ -76,3 +78,15 @@ def test_a_stack_answers_as_itself_and_another_checkpoint_is_flagged(tmp_path, s
     assert all(d is not None and d <= 2 for d in divergences), divergences  # told apart at once
     assert block["flagged"] is True and "fidelity" in different.verdict.annotations
     validate(json.loads(different.result_path.read_text()) if different.result_path else {})
+
+    # REPORT.md puts each stack's fidelity beside its speed and memory, read again from the answers
+    split_dir = first.result_path.parent
+    report = write_report(split_dir, read_comparison(write_comparison(split_dir))).read_text()
+    between = report.split("## Between frameworks\n", 1)[1].split("\n## ", 1)[0]
+    # the row's label is the framework's name, marked where its result is not of the newest run id
+    rows = {line.split(" | ")[0].strip("| ").split(" (")[0]: line for line in between.splitlines()
+            if line.startswith("| ")}
+    assert "| Fidelity |" in rows["Framework"]
+    assert f"itself: {PROMPTS}/{PROMPTS} alike to 16 tokens" in rows["llamacpp"]
+    assert f"0/{PROMPTS} alike to 16 tokens vs llamacpp, median divergence 0" in rows["openai"]
+    assert rows["openai"].rstrip(" |").endswith("(flagged)")

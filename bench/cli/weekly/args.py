@@ -24,6 +24,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="the git checkout that holds the results")
     cell_option("--results-dir").add_argument(p, shown="<repo>/results")
     p.add_argument("--no-update", action="store_true", help="do not install or update frameworks first")
+    p.add_argument("--no-fidelity", dest="fidelity", action="store_false",
+                   help="leave out the cells' fidelity run (--fidelity, on by default here)")
     p.add_argument("--pinned", action="store_true",
                    help="install and run each adapter's own version, not the newest release")
     push = p.add_mutually_exclusive_group()

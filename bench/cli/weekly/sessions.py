@@ -86,12 +86,14 @@ def split_marker(split: str, frameworks: Sequence[str] | None, left_out: Sequenc
 
 def session_command(split: str, args: argparse.Namespace, run_id: str, log: Path, marker: str) -> list[str]:
     """The argv of one session: the split's marker, the run's model choice (bench.cli.choice),
-    run id and results root, its pytest-html page unless the user's pytest arguments name one."""
+    run id and results root, its pytest-html page unless the user's pytest arguments name one, and
+    --fidelity unless --no-fidelity."""
     html = [] if any(a == "--html" or a.startswith("--html=") for a in args.pytest_args) else [
         f"--html={log.parent / f'weekly_{args.date}_{split}.html'}", "--self-contained-html"]
     return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", marker, *args.choice.session_args(),
             f"--run-id={run_id}", f"--results-dir={args.results_dir}", *html,
-            *(["--pinned"] if args.pinned else []), *args.pytest_args]
+            *(["--pinned"] if args.pinned else []), *(["--fidelity"] if args.fidelity else []),
+            *args.pytest_args]
 
 
 def session_env(args: argparse.Namespace) -> dict[str, str]:

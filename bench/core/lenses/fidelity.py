@@ -22,10 +22,12 @@ a one-sided Fisher exact test at 5% on the two counts of the same prompts.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Literal, TypedDict
 
 import numpy as np
@@ -92,6 +94,24 @@ def agreement(ours: Sequence[Answer], theirs: Sequence[Answer], agree_tokens: in
             "divergences": divergences}
 
 
+def read_answers(path: Path, first_pass: bool = True) -> list[Answer]:
+    """The answers of one pass from an answers file ([] where it cannot be read)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    wanted = 1 if first_pass else 2
+    found = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a killed run
+        if entry.get("pass") == wanted:
+            found.append(Answer(entry["prompt"], tuple(entry["tokens"]), entry.get("finish_reason")))
+    return found
+
+
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     """The Wilson score 95% interval of the share k / n."""
     p = k / n
@@ -129,6 +149,7 @@ class _FidelityRequired(TypedDict):
     logprobs: Annotated[bool, Doc("Whether the server returned logprobs (then each answer has its tokens' top-2 "
                                   "margins).")]
     self: Annotated[Agreement, Doc("The first pass against the second: how far the stack differs from itself.")]
+    reference_framework: Annotated[str, Doc("The framework its answers are compared with (--fidelity-reference).")]
 
 
 class Fidelity(_FidelityRequired, total=False):

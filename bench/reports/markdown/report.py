@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from bench.base.files import atomic_write
 from bench.core.noise import Floors
 from bench.reports import between, plots
 from bench.reports.comparison import Comparison
-from bench.reports.lenses import frontier_section
+from bench.reports.lenses import fidelity_views, frontier_section
 from bench.reports.markdown.sections import (
     audits_section,
     caption,
@@ -26,16 +26,18 @@ REPORT_FILE = "REPORT.md"
 
 
 def render_report(comparison: Comparison, plot_files: list[Path], floors: Floors | None = None, *,
-                  relabel: Callable[[str], str] = str, note: tuple[str, ...] = ()) -> str:
+                  relabel: Callable[[str], str] = str, note: tuple[str, ...] = (),
+                  fidelity: Mapping[str, str] | None = None) -> str:
     """The markdown text; `plot_files` are embedded by name, relative to the report; `floors`: the
     machine's noise floors of these cells, for *Between frameworks* (bench.reports.between); `relabel`
-    renames the level tables' rows and `note` goes under the title (`cellbench report --as`)."""
+    renames the level tables' rows and `note` goes under the title (`cellbench report --as`); `fidelity`:
+    each framework's fidelity as *Between frameworks* shows it (bench.reports.lenses.fidelity_views)."""
     if not comparison["frameworks"]:
         body = ["No result of this machine in this directory.", ""]
     else:
         body = [line for level in plots.all_levels(comparison) for line in level_section(comparison, level, relabel)]
         body += between.interval_notes(comparison)
-        body += between.between_section(comparison, plots.all_levels(comparison), floors, section_title)
+        body += between.between_section(comparison, plots.all_levels(comparison), floors, section_title, fidelity)
         body += frontier_section(comparison, section_title)
         body += sweep_section(comparison)
     notes = [
@@ -59,5 +61,6 @@ def write_report(split_dir: Path, comparison: Comparison) -> Path:
     split_dir = Path(split_dir)
     plot_files = plots.write_plots(comparison, split_dir)
     path = split_dir / REPORT_FILE
-    atomic_write(path, render_report(comparison, plot_files, Floors(split_dir)))
+    atomic_write(path, render_report(comparison, plot_files, Floors(split_dir),
+                                     fidelity=fidelity_views(comparison, split_dir)))
     return path

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import httpx
 
-from bench.core.lenses.fidelity import MAX_TOKENS, Answer, Fidelity, agreement, flagged
+from bench.core.lenses.fidelity import MAX_TOKENS, Answer, Fidelity, agreement, flagged, read_answers
 from bench.setup.prompts import Prompt
 from bench.setup.traces import TokenizerMissing, tokenizer_path
 
@@ -84,7 +84,8 @@ def _margins(choice: Mapping[str, Any]) -> list[float | None] | None:
 
 
 def run(base_url: str, model: str, prompts: Sequence[Prompt], extra_body: Mapping[str, Any],
-        headers: Mapping[str, str], tokens: Tokens, answers_path: Path) -> tuple[Fidelity, list[Answer]]:
+        headers: Mapping[str, str], tokens: Tokens, answers_path: Path,
+        reference: str) -> tuple[Fidelity, list[Answer]]:
     """Both passes on the server at `base_url`; the block (without the reference) and the first pass."""
     passes: list[list[Answer]] = [[], []]
     logprobs = True
@@ -109,28 +110,11 @@ def run(base_url: str, model: str, prompts: Sequence[Prompt], extra_body: Mappin
             if error:
                 break
     block: Fidelity = {"prompts": len(passes[0]), "max_tokens": MAX_TOKENS, "unit": tokens.unit,
-                       "answers": answers_path.name, "logprobs": logprobs, "self": agreement(passes[0], passes[1])}
+                       "answers": answers_path.name, "logprobs": logprobs, "self": agreement(passes[0], passes[1]),
+                       "reference_framework": reference}
     if error:
         block["error"] = error
     return block, passes[0]
-
-
-def read_answers(path: Path, first_pass: bool = True) -> list[Answer]:
-    """The answers of one pass from an answers file ([] where it cannot be read)."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    wanted = 1 if first_pass else 2
-    found = []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a killed run
-        if entry.get("pass") == wanted:
-            found.append(Answer(entry["prompt"], tuple(entry["tokens"]), entry.get("finish_reason")))
-    return found
 
 
 def against(block: Fidelity, ours: Sequence[Answer], reference: tuple[Path, Mapping[str, Any]] | None,
@@ -164,4 +148,4 @@ def after_group(cell: Any, server: Any, model_id: str, *, last_point: Any) -> No
     key = cfg.server.api_key
     cell.fidelity, cell.fidelity_answers = run(
         server.base_url, model_id, chosen(cell.prompt_set.prompts), cell.extra_body, key.headers if key else {},
-        Tokens(tokenizer), cell.paths.split_dir / (cell.paths.stem + SUFFIX))
+        Tokens(tokenizer), cell.paths.split_dir / (cell.paths.stem + SUFFIX), cfg.load.fidelity_reference)
