@@ -39,7 +39,7 @@ from bench.core.result.files import NotAResult, read_result
 from bench.core.result.model import Result
 from bench.core.result.store import LoadedResult, previous_of
 from bench.reports.comparison import Comparison, setting_differences, standings
-from bench.reports.lenses import memory_words, side_by_side
+from bench.reports.lenses import FidelityView, fidelity_words, memory_words, side_by_side
 from bench.reports.standing import Standing, shown, standing_of
 
 INTERVALS_NOTE = ("A percentile's [low, high] is its distribution-free 95% confidence interval, two of the level's "
@@ -161,11 +161,11 @@ def _pair_line(figure: Figure, better: str, worse: str, c: Change, unlike: Seque
 
 
 def level_decisions(comparison: Comparison, key: LevelKey, floors: Floors | None = None,
-                    fidelity: Mapping[str, str] | None = None) -> tuple[list[str], set[str]]:
+                    fidelity: Mapping[str, FidelityView] | None = None) -> tuple[list[str], set[str]]:
     """The lines of one level of *Between frameworks*, and the bases of their estimates: every
     framework's speed and memory side by side (bench.reports.lenses.side_by_side), then, among the results that stand
     ok (bench.reports.standing), each figure's pairs of neighbours judged; a pair called faster also
-    says how the two stand on memory. The others are named, with their marks, never judged."""
+    says how the two stand on memory and fidelity. The others are named, with their marks, never judged."""
     results, marks = comparison["results"], standings(comparison)
     present = {fw: lv for fw in comparison["frameworks"] for lv in results[fw]["levels"] if level_key(lv) == key}
     if len(present) < 2:
@@ -190,13 +190,14 @@ def level_decisions(comparison: Comparison, key: LevelKey, floors: Floors | None
             both = all(est[fw].why == est[worse].why and est[fw].log_se is None for fw in (better, worse))
             line = _pair_line(figure, better, worse, judged, list(unlike), both)
             if " is faster than " in line:
-                line += memory_words(better, worse, at)
+                line += memory_words(better, worse, at) + fidelity_words(better, worse, fidelity)
             lines.append(f"  - {line}")
     return lines, bases
 
 
 def between_section(comparison: Comparison, levels: Iterable[LevelKey], floors: Floors | None = None,
-                    title: Callable[[LevelKey], str] = str, fidelity: Mapping[str, str] | None = None) -> list[str]:
+                    title: Callable[[LevelKey], str] = str,
+                    fidelity: Mapping[str, FidelityView] | None = None) -> list[str]:
     """REPORT.md's *Between frameworks*: per level two or more frameworks ran (`title(key)` its
     heading), each figure of SHOWN best first and each neighbouring pair's decision; the basis once."""
     body, bases = [], set()

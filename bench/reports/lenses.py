@@ -25,13 +25,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from matplotlib.figure import Figure
 
 from bench.core.figures import block_of
 from bench.core.figures.memory import MIB
-from bench.core.lenses.fidelity import agreement, flagged, read_answers
+from bench.core.lenses.fidelity import agreement, flagged, in_words, read_answers
 from bench.core.level_run import LevelKey, level_key
 from bench.core.metrics.stats.intervals import bound_text
 from bench.reports.comparison import Comparison, standings
@@ -159,7 +159,7 @@ def draw(panels: Sequence[tuple[str, Sequence[Point]]], about: str) -> Figure | 
 
 
 def side_by_side(present: Mapping[str, Mapping[str, Any]], marks: Mapping[str, Standing],
-                 fidelity: Mapping[str, str] | None = None) -> list[str]:
+                 fidelity: Mapping[str, FidelityView] | None = None) -> list[str]:
     """The level's figures of every framework, one row each, by name, the results that do not stand ok
     last and marked at every figure: no column is an order. The memory column where some framework
     has a reading."""
@@ -179,7 +179,7 @@ def side_by_side(present: Mapping[str, Mapping[str, Any]], marks: Mapping[str, S
                  "N/A" if ttft.get("p50") is None else f"{ttft['p50']:.1f}" + bound_text(ttft, "p50", ".1f"),
                  *([memory(lv)] if read else [])]
         if answered:  # the cell's, not the level's: the same in each level's table
-            cells.append((fidelity or {}).get(fw, "—"))
+            cells.append(view.full if (view := (fidelity or {}).get(fw)) else "—")
         rows.append(f"| {shown.label(fw, mark)} | " + " | ".join(shown.at_number(c, mark, TABLE_BLANKS)
                                                                   for c in cells) + " |")
     return [*rows, ""]
@@ -196,32 +196,36 @@ def memory_words(better: str, worse: str, at: Mapping[str, Mapping[str, Any]]) -
     return f"; memory: {said}" + (f" (the faster holds {high / low:.2g}x)" if high and low else "")
 
 
-def fidelity_views(comparison: Comparison, split_dir: Path) -> dict[str, str]:
-    """Per framework with a fidelity run, its fidelity as the side-by-side table shows it, against its
-    reference's answers as this comparison chose them (read again here: the reference may have run
-    after it): "16/16 alike to 16 tokens vs hf_transformers, median divergence 32 [32, 32]", with
-    "(flagged)" where it diverges more than the reference from itself, or why there is none."""
+class FidelityView(NamedTuple):
+    """A stack's fidelity as the side-by-side table says it, and as a sentence calling it faster does."""
+
+    full: str
+    brief: str
+
+
+def fidelity_views(comparison: Comparison, split_dir: Path) -> dict[str, FidelityView]:
+    """Per framework with a fidelity run, its fidelity (bench.core.lenses.fidelity.in_words) against
+    its reference's answers as this comparison chose them, read again here: the reference may have
+    run after it."""
     results = comparison["results"]
-    views: dict[str, str] = {}
+    views: dict[str, FidelityView] = {}
     for fw in comparison["frameworks"]:
-        block = results[fw].get("fidelity")
-        if block is None:
+        if (block := results[fw].get("fidelity")) is None:
             continue
         reference = block["reference_framework"]
         theirs = results[reference].get("fidelity") if reference in results else None
-        if fw == reference:
-            own = block["self"]
-            views[fw] = f"the reference; itself: {own['agree']}/{own['prompts']} alike to {own['agree_tokens']} tokens"
-        elif theirs is None or "error" in theirs or "error" in block:
-            views[fw] = f"no answers of {reference} to compare" if "error" not in block else "none: " + block["error"]
-        else:
-            ours = read_answers(split_dir / block["answers"])
-            vs = agreement(ours, read_answers(split_dir / theirs["answers"]))
-            median = f"{vs['median_divergence']:.0f}" if vs["median_divergence"] is not None else "—"
-            views[fw] = (f"{vs['agree']}/{vs['prompts']} alike to {vs['agree_tokens']} tokens vs {reference}, median "
-                         f"divergence {median}" + bound_text({"ci95": {"m": vs["median_ci95"]}}, "m", ".0f")
-                         + (" (flagged)" if flagged(vs, theirs["self"]) else ""))
+        vs = None if theirs is None or "error" in theirs or fw == reference else agreement(
+            read_answers(split_dir / block["answers"]), read_answers(split_dir / theirs["answers"]))
+        alike = vs is not None and theirs is not None and flagged(vs, theirs["self"])
+        views[fw] = FidelityView(in_words(block, fw, vs, alike), in_words(block, fw, vs, alike, brief=True))
     return views
+
+
+def fidelity_words(better: str, worse: str, views: Mapping[str, FidelityView] | None) -> str:
+    """How the two stand on fidelity, for a sentence that calls one faster: "; fidelity: vllm 15/16
+    alike to 16 tokens vs hf_transformers, llamacpp 16/16 ..." (only those that ran it)."""
+    said = [f"{fw} {views[fw].brief}" for fw in (better, worse) if views and fw in views]
+    return f"; fidelity: {', '.join(said)}" if said else ""
 
 
 def write_frontier(comparison: Comparison, plots_dir: Path) -> Path | None:

@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from bench.core.lenses.fidelity import Answer, agreement, first_divergence, flagged, more_divergent, wilson
+from bench.core.lenses.fidelity import (
+    Answer,
+    Fidelity,
+    agreement,
+    first_divergence,
+    flagged,
+    in_words,
+    more_divergent,
+    wilson,
+)
 
 
 def answer(prompt: str, *tokens: int, finish: str = "length") -> Answer:
@@ -59,3 +68,19 @@ def test_flagged_only_where_the_stack_diverges_more_than_the_reference_from_itse
     # the p-value by hand: 2 diverged of 16 against 0 of 16, hypergeometric tail
     p = sum(math.comb(2, k) * math.comb(30, 16 - k) for k in (2,)) / math.comb(32, 16)
     assert more_divergent(counts(14), counts(16)) == pytest.approx(p)
+
+
+def test_in_words_says_the_comparison_the_reference_and_a_stack_unlike_itself():
+    same = [answer(f"p{i}", *range(32)) for i in range(16)]
+    other = [answer(f"p{i}", 99, *range(31)) for i in range(16)]
+    block: Fidelity = {"prompts": 16, "max_tokens": 32, "unit": "tokens", "answers": "a.fidelity.jsonl",
+                       "logprobs": True, "self": agreement(same, same), "reference_framework": "hf_transformers"}
+    assert in_words(block, "hf_transformers") == "the reference; itself: 16/16 alike to 16 tokens"
+    assert in_words(block, "llamacpp") == "no answers of hf_transformers to compare"
+    said = in_words(block, "llamacpp", agreement(same, other), is_flagged=True)
+    assert said.startswith("0/16 alike to 16 tokens vs hf_transformers, median divergence 0 [0, 0]")
+    assert said.endswith("(flagged)")
+    # a stack whose two passes differ (sampled where greedy was asked) says so beside its comparison
+    unlike_itself = {**block, "self": agreement(same, other)}
+    assert in_words(unlike_itself, "vllm", agreement(same, same)).endswith("; itself: 0/16 alike to 16 tokens")
+    assert in_words({**block, "error": "HTTP 500"}, "vllm") == "none: HTTP 500"

@@ -22,10 +22,14 @@ from typing import Any
 import pytest
 
 from bench.cli.main import main as cellbench
+from bench.core import figures
+from bench.core.figures.declare import Sampled
+from bench.core.figures.memory import MIB
 from bench.core.result.model import MachineBlock
+from bench.host.samples import MemorySample
 from bench.reports.journal import CellEntry, Journal
 from bench.reports.merged import gather, render
-from tests.support.results import MACHINE, Spec, write_cell
+from tests.support.results import MACHINE, Spec, synthetic_result, write_cell
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SPEED = {"m1": 1.0, "m2": 2.0, "m3": 0.5}
@@ -239,3 +243,17 @@ def test_sources_name_each_folder_and_its_machines(report):
     folders = report["folders"]
     assert report["merged"]["sources"] == [{"dir": str(folders[m]), "machines": [m]} for m in ("m1", "m2", "m3")]
     assert report["merged"]["expected"] == ["m1", "m2", "m3", "m4"]
+
+
+def test_cell_text_puts_memory_and_fidelity_beside_speed():
+    result = synthetic_result(Spec(levels=(1, 4)))
+    for level, mib in zip(result["levels"], (181, 190), strict=True):
+        seen = Sampled.over(0.0, 2.0, 1.0, [MemorySample(1.0, mib * MIB, None, None, None)], [])
+        figures.attach(level, figures.watched(seen))
+    cell = gather.result_cell(result, "x.json", fidelity="16/16 alike to 16 tokens vs hf_transformers")
+    tps = cell["output_tps"]
+    assert render.cell_text(cell) == (f"ok · c=1 {tps['1']:.1f} · c=4 {tps['4']:.1f} tok/s · peak memory c=1 181 · "
+                                      "c=4 190 MiB · fidelity: 16/16 alike to 16 tokens vs hf_transformers")
+    # a cell of an earlier merged.json, without either, reads as before
+    earlier = {k: v for k, v in cell.items() if k not in ("peak_memory_mib", "fidelity")}
+    assert render.cell_text(earlier) == f"ok · c=1 {tps['1']:.1f} · c=4 {tps['4']:.1f} tok/s"

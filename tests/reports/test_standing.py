@@ -271,6 +271,27 @@ def test_the_html_summary_marks_and_orders_its_cells():
     html = html_summary.session_summary_html(cells, RUN)
     assert html.index("<tr><td>llamacpp chat</td>") < html.index("<tr><td>vllm chat (degraded)</td>")
     assert " (degraded)</td>" in html and "Marked figures stand in no order: vllm chat (degraded): degraded: " in html
+    assert "<th>fidelity</th>" not in html  # no cell ran it
+
+
+def test_the_html_summary_gives_each_cells_fidelity_beside_its_speed():
+    runs = {"llamacpp": Spec(), "vllm": Spec(framework="vllm", failed=3)}
+    cells = []
+    for fw, spec in runs.items():
+        result = synthetic_result(spec)
+        agreed = {"prompts": 16, "agree_tokens": 16, "agree": 16, "agree_share": 1.0, "agree_ci95": [0.8, 1.0],
+                  "identical": 16, "median_divergence": 32.0, "median_ci95": None, "divergences": [None] * 16}
+        result["fidelity"] = {"prompts": 16, "max_tokens": 32, "unit": "tokens", "answers": f"{fw}.fidelity.jsonl",
+                              "logprobs": True, "self": agreed, "reference_framework": "llamacpp"}
+        if fw == "vllm":
+            result["fidelity"].update(reference="llamacpp_x.json", vs_reference=agreed, flagged=False)
+        cells.append({"verdict": "ok" if fw == "llamacpp" else "degraded", "framework": fw, "split": "chat",
+                      "row": columns.row_data(result)})
+    html = html_summary.session_summary_html(cells, RUN)
+    assert "<th>fidelity</th>" in html
+    assert "<td>the reference; itself: 16/16 alike to 16 tokens</td></tr>" in html
+    # a cell that does not stand ok is marked at its fidelity as at every figure
+    assert "<td>16/16 alike to 16 tokens vs llamacpp, median divergence 32 (degraded)</td></tr>" in html
 
 
 # ---------------------------------------------------------------- cellbench compare

@@ -34,7 +34,7 @@ import numpy as np
 
 from bench.base.doc import Doc
 from bench.core.metrics.stats.blocks import PercentileInterval
-from bench.core.metrics.stats.intervals import interval
+from bench.core.metrics.stats.intervals import bound_text, interval
 
 AGREE_TOKENS = 16  # "identical to N tokens": the first this many tokens of both answers agree
 MAX_TOKENS = 32  # each fidelity request's max_tokens
@@ -110,6 +110,27 @@ def read_answers(path: Path, first_pass: bool = True) -> list[Answer]:
         if entry.get("pass") == wanted:
             found.append(Answer(entry["prompt"], tuple(entry["tokens"]), entry.get("finish_reason")))
     return found
+
+
+def in_words(block: Fidelity, framework: str, vs: Agreement | None = None, is_flagged: bool = False, *,
+             brief: bool = False) -> str:
+    """A stack's fidelity as a report's cell says it: "16/16 alike to 16 tokens vs hf_transformers, median
+    divergence 32 [32, 32]", "(flagged)" where it is, its agreement with itself where not whole, or why
+    there is no comparison. `vs`: its answers against the reference's (None: none to compare). `brief`:
+    without the median, for a sentence."""
+    reference, own = block["reference_framework"], block["self"]
+    itself = f"itself: {own['agree']}/{own['prompts']} alike to {own['agree_tokens']} tokens"
+    if "error" in block:
+        return "none: " + block["error"]
+    if framework == reference:
+        return f"the reference; {itself}"
+    if vs is None:
+        return f"no answers of {reference} to compare"
+    median = "—" if vs["median_divergence"] is None else f"{vs['median_divergence']:.0f}"
+    bound = bound_text({"ci95": {"m": vs["median_ci95"]}}, "m", ".0f")
+    said = f"{vs['agree']}/{vs['prompts']} alike to {vs['agree_tokens']} tokens vs {reference}"
+    return (said + ("" if brief else f", median divergence {median}{bound}") + (" (flagged)" if is_flagged else "")
+            + (f"; {itself}" if own["agree"] < own["prompts"] else ""))
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:

@@ -9,7 +9,7 @@ from bench.base.files import atomic_write
 from bench.core.noise import Floors
 from bench.reports import between, plots
 from bench.reports.comparison import Comparison
-from bench.reports.lenses import fidelity_views, frontier_section
+from bench.reports.lenses import FidelityView, fidelity_views, frontier_section
 from bench.reports.markdown.sections import (
     audits_section,
     caption,
@@ -27,7 +27,7 @@ REPORT_FILE = "REPORT.md"
 
 def render_report(comparison: Comparison, plot_files: list[Path], floors: Floors | None = None, *,
                   relabel: Callable[[str], str] = str, note: tuple[str, ...] = (),
-                  fidelity: Mapping[str, str] | None = None) -> str:
+                  fidelity: Mapping[str, FidelityView] | None = None) -> str:
     """The markdown text; `plot_files` are embedded by name, relative to the report; `floors`: the
     machine's noise floors of these cells, for *Between frameworks* (bench.reports.between); `relabel`
     renames the level tables' rows and `note` goes under the title (`cellbench report --as`); `fidelity`:

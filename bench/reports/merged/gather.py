@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.base.clock import now_iso
+from bench.core.figures import block_of
+from bench.core.figures.memory import MIB
 from bench.core.noise import Floors
 from bench.core.result import imported
 from bench.core.result.files import write_json_atomic
@@ -34,6 +36,7 @@ from bench.core.verdicts import GREEN_VERDICTS
 from bench.reports import between
 from bench.reports.comparison import Comparison, build_comparison, standings
 from bench.reports.journal.names import journal_files
+from bench.reports.lenses import fidelity_views
 from bench.reports.merged import index
 from bench.reports.merged.render import (
     NO_RESULT,
@@ -155,11 +158,17 @@ def _tps(result: Result) -> dict[str, float | None]:
     return {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels}
 
 
+def _memory(result: Result) -> dict[str, float]:
+    """The server's peak memory in MiB by concurrency level, where the level has a reading."""
+    return {str(lv["concurrency"]): round(peak / MIB, 1) for lv in result["levels"]
+            if "concurrency" in lv and (peak := block_of(lv, "memory").get("peak_bytes")) is not None}
+
+
 def result_cell(result: Result, file: str, floors: Floors | None = None,
-                standing: Standing | None = None) -> MergedCell:
+                standing: Standing | None = None, fidelity: str | None = None) -> MergedCell:
     """The cell of a chosen result: its verdict and standing (bench.reports.standing; without one
     given, its verdict's), per-level output tok/s (and its estimate, with the machine's noise floor:
-    bench.reports.between) and provenance."""
+    bench.reports.between) and server peak memory, its fidelity as REPORT.md says it, and provenance."""
     harness = result.get("harness")
     return {"source": "result", "verdict": result["verdict"]["verdict"], "reason": result["verdict"]["reason"],
             "output_tps": _tps(result), "run_id": result["run_id"],
@@ -167,14 +176,15 @@ def result_cell(result: Result, file: str, floors: Floors | None = None,
             "harness_dirty": harness["dirty"] if harness else None,
             "framework_version": result["framework"]["version"], "file": file, "imported": imported.label(result),
             "run_config": result.get("run_config"), "tps_estimates": between.tps_estimates(result, floors),
-            "standing": (standing or standing_of(result)).to_json()}
+            "standing": (standing or standing_of(result)).to_json(), "peak_memory_mib": _memory(result),
+            "fidelity": fidelity}
 
 
 def note_cell(source: str, verdict: str, reason: str, file: str | None = None) -> MergedCell:
     """A cell without a result: a journal entry, a framework not run, or a machine that sent nothing."""
     return {"source": source, "verdict": verdict, "reason": reason, "output_tps": {}, "run_id": None,
             "harness_commit": None, "harness_dirty": None, "framework_version": None, "file": file, "imported": None,
-            "run_config": None, "tps_estimates": {}, "standing": None}
+            "run_config": None, "tps_estimates": {}, "standing": None, "peak_memory_mib": {}, "fidelity": None}
 
 
 def _relative(path: Path, md: MachineDir) -> str:
@@ -189,10 +199,10 @@ def machine_cells(md: MachineDir, split: str) -> tuple[dict[str, MergedCell], li
     split_dir = md.path / split
     if split in md.result_splits:
         comparison: Comparison = build_comparison(split_dir, machine=md.machine)  # this run: the machine's newest
-        marks = standings(comparison)
+        marks, views = standings(comparison), fidelity_views(comparison, split_dir)
         for fw, result in comparison["results"].items():
             cells[fw] = result_cell(result, _relative(split_dir / comparison["provenance"][fw]["file"], md),
-                                    Floors(split_dir), marks[fw])
+                                    Floors(split_dir), marks[fw], views[fw].full if fw in views else None)
         ignored = [{"machine": md.machine, "file": _relative(split_dir / i["file"], md), "reason": i["reason"]}
                    for i in comparison["ignored"]]
     for fw, (journal, entry) in md.journal_cells(split).items():

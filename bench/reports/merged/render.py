@@ -56,6 +56,10 @@ class MergedCell(TypedDict):
     run_config: RunConfig | None  # the result's: its Differing settings against the table's other cells
     tps_estimates: dict[str, dict[str, Any]]  # output tok/s by level, as judged (bench.reports.between)
     standing: StandingBlock | None  # the result's, Standing.to_json(); None for a cell without a result
+    # the server's peak memory in MiB by concurrency level, where read; the fidelity as REPORT.md's table
+    # says it (bench.reports.lenses); both absent from a merged.json of an earlier cellbench
+    peak_memory_mib: dict[str, float]
+    fidelity: str | None
 
 
 class IgnoredEntry(TypedDict):
@@ -128,8 +132,9 @@ def cell_standing(cell: MergedCell) -> Standing:
 
 
 def cell_text(cell: MergedCell) -> str:
-    """e.g. `ok · c=1 173.8 · c=8 218.2 tok/s`, `degraded · c=1 ...`, `ok, not from this run (run X
-    of 2026-12-01) · ...`, `wrong-model (served M) · ...`, `failed: <reason>` or `no result from m4`."""
+    """e.g. `ok · c=1 173.8 · c=8 218.2 tok/s · peak memory c=1 181 · c=8 190 MiB · fidelity: 16/16 alike
+    ...`, `degraded · c=1 ...`, `ok, not from this run (run X of 2026-12-01) · ...`, `wrong-model (served
+    M) · ...`, `failed: <reason>` or `no result from m4`: speed, memory and fidelity side by side."""
     if cell["source"] == "missing":
         return cell["reason"] if cell["verdict"] == NO_RESULT else cell["verdict"]
     if cell["source"] == "journal" or not cell["output_tps"]:
@@ -140,7 +145,12 @@ def cell_text(cell: MergedCell) -> str:
                       *(m.short() for m in marks if m.kind != cell["verdict"])])
     if not marks and (label := cell.get("imported")):  # an earlier merged.json: no standing
         head += f", {label}"
-    return f"{head} · {levels} tok/s"
+    text = f"{head} · {levels} tok/s"
+    if memory := sorted((int(c), mib) for c, mib in (cell.get("peak_memory_mib") or {}).items()):
+        text += " · peak memory " + " · ".join(f"c={c} {mib:.0f}" for c, mib in memory) + " MiB"
+    if fidelity := cell.get("fidelity"):
+        text += f" · fidelity: {fidelity}"
+    return text
 
 
 def commit_text(cell: MergedCell) -> str:

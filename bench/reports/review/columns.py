@@ -8,10 +8,9 @@ decided here is (1) the cells of each row, (2) the extras shown when a row is ex
 - Columns (all sortable): verdict, level, output tok/s, TTFT p50, TPOT p50, failure rate. The
   three metrics are those of the cell's **highest concurrency level** (of an open-loop cell, its
   highest request rate: "4 req/s"; rate levels sort apart from concurrency levels), named in the
-  Level column:
-  one level for all of them keeps a row internally consistent (TTFT and throughput under the
-  same load), and the cells of one session share their levels, so a column compares like with
-  like. The failure rate is over all measured requests of all levels, as the verdict counts it.
+  Level column: one level for all of them keeps a row internally consistent (TTFT and throughput
+  under the same load), and the cells of one session share their levels, so a column compares like
+  with like. The failure rate is over all measured requests of all levels, as the verdict counts it.
   Every level's numbers are in the row's extras.
 - pytest-html sorts a column by comparing the cell's inner HTML as a string (its app.js). Each
   of our cells therefore starts with `<span data-sort="KEY">`: a zero-padded number (so 9.5 sorts
@@ -22,12 +21,10 @@ decided here is (1) the cells of each row, (2) the extras shown when a row is ex
 - Extras per cell: a summary (verdict, reason, annotations, the levels' audit lines, the per-level table, with TTFA p50
   beside TTFT p50 where a level's model reasoned, and the tail of every server log), the cell
   plot (PNG), the result JSON and each server log tail as text.
-  Server output is untrusted: everything from it is HTML-escaped here, because pytest-html
-  inserts HTML extras with `innerHTML`.
-- Environment: pytest-metadata's dict, which pytest-html renders on every rewrite (after each
-  test with `generate_report_on_test`, and at the end); cellbench adds the run id, the machine,
-  the model and, as cells finish, each framework's version. pytest-html inserts those values
-  with `innerHTML` as well, so they are escaped too.
+  Server output is untrusted: all of it is HTML-escaped here (pytest-html inserts with `innerHTML`).
+- Environment: pytest-metadata's dict, rendered on every rewrite (after each test with
+  `generate_report_on_test`, and at the end), with the run id, the machine, the model and, as cells
+  finish, each framework's version; pytest-html inserts them with `innerHTML`: escaped too.
 
 Everything a row needs is computed on the side that ran the cell (`row_data`, `extras_for`) and
 travels as plain JSON-able data on the report, so the report is the same with or without xdist;
@@ -46,6 +43,7 @@ from typing import Any
 import pytest
 
 from bench.core.figures import block_of
+from bench.core.lenses.fidelity import in_words
 from bench.core.level_run import level_key, level_label, rate_text, rate_value
 from bench.core.metrics import table as metric_table
 from bench.core.metrics.audits import CACHED, SHORT_OUTPUT, TOKEN_ACCOUNTING
@@ -104,6 +102,9 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
     if memory := {str(lv["concurrency"]): peak for lv in levels  # the summary's memory frontier
                   if "concurrency" in lv and (peak := block_of(lv, "memory").get("peak_bytes"))}:
         row["memory_by_level"] = memory
+    if "fidelity" in result:  # the summary's fidelity column, against the reference as the cell found it
+        row["fidelity"] = in_words(b := result["fidelity"], result["framework"]["name"], b.get("vs_reference"),
+                                   b.get("flagged", False))
     # flat rates only: a trace's offered rate or a ramp's end rate is not the same level at that rate
     flat = [lv for lv in levels if "request_rate" in lv and level_key(lv)[0] == "rate" and len(level_key(lv)) == 4]
     if by_rate := {rate_text(lv["request_rate"]): lv["output_throughput_tps"] for lv in flat}:
@@ -224,8 +225,8 @@ def server_log_tails(result: Result | NoResult, n: int = LOG_TAIL_LINES) -> list
         if not log:
             continue
         levels = server.get("levels", [])
-        label = ("shared" if len(levels) > 1 else
-                 "c" + ",".join(map(str, levels)) if all(isinstance(lv, int) for lv in levels) else str(levels[0]))
+        label = server.get("purpose") or ("shared" if len(levels) > 1 else "c" + ",".join(map(str, levels))
+                                          if all(isinstance(lv, int) for lv in levels) else str(levels[0]))
         try:
             text = tail_lines(Path(log), n)
         except OSError as exc:

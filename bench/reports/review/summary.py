@@ -1,5 +1,6 @@
 """The summary above the pytest-html report's rows (on the controller): the verdict counts, each a
-checkbox that shows or hides that verdict's rows; output tok/s per cell and level, as a table and
+checkbox that shows or hides that verdict's rows; output tok/s per cell and level (and each cell's
+fidelity where it ran: bench.core.lenses.fidelity.in_words), as a table and
 as one plot per split, each cell that does not stand ok (bench.reports.standing: its verdict, an
 earlier run's result kept by --skip-existing, ...) after the ok ones and marked at every figure;
 skipped cells on one line. Its script also writes each non-ok verdict into pytest's Result column
@@ -33,12 +34,16 @@ def session_summary_html(cells: list[dict[str, Any]], this_run: str | None = Non
         measured = sorted((c for c in cells if (c.get("row") or {}).get(by)),
                           key=lambda c: (str(c.get("split")), not marks[id(c)].ok, str(c.get("framework"))))
         levels = sorted({k for c in measured for k in c["row"][by]}, key=rate_value)
-        heads = "".join(f"<th>{escape(head.format(level))}</th>" for level in levels)
+        answered = any("fidelity" in c["row"] for c in measured)  # a column of its own: the cell's, not a level's
+        heads = "".join(f"<th>{escape(head.format(level))}</th>" for level in levels) + (
+            "<th>fidelity</th>" if answered else "")
         body = "".join(
             f"<tr><td>{escape(shown.label(_name(c), marks[id(c)]))}"
             f'{escape(unlike.get((c.get("framework"), c.get("split")), ""))}</td>'
             f'<td class="cellbench-verdict-{escape(c["verdict"])}">{escape(c["verdict"])}</td>'
-            + "".join(f"<td>{_figure(c['row'][by].get(level), marks[id(c)])}</td>" for level in levels) + "</tr>"
+            + "".join(f"<td>{_figure(c['row'][by].get(level), marks[id(c)])}</td>" for level in levels)
+            + (f"<td>{escape(shown.at_number(c['row'].get('fidelity', MISSING), marks[id(c)]))}</td>"
+               if answered else "") + "</tr>"
             for c in measured)
         legend = shown.legend({_name(c): marks[id(c)] for c in measured})
         tables.append(f'<table class="cellbench-throughput"><tr><th>cell</th><th>verdict</th>{heads}</tr>{body}</table>'
