@@ -17,6 +17,12 @@ the tiny model answered 500 on /v1/models where ~/.cache/huggingface/hub did not
 `<path>@main` in every chunk; it answered 400 to another id, as the pinned release does. So the
 model check accepts that id and does not judge their listing, and readiness is `/health`, which
 every release from MINIMUM on answers once the model is loaded (it is loaded before the server listens).
+
+With continuous batching the server builds its batching manager on its first request, from that
+request's sampling settings, and keeps them (5.24.0: `CBGenerateManager.init_cb`, "Remove when CB
+supports per-request generation config"): after a level sampled at the profile's temperature a
+greedy request is sampled too (the fidelity run found its two passes 0/16 alike on the tiny model).
+So its fidelity run gets a server of its own (`sampling_per_request=False`).
 """
 
 from __future__ import annotations
@@ -94,7 +100,7 @@ ADAPTER = Adapter(
     ready_path="/health",
     recipes={"*": RECIPE},
     serve=serve,
-    capabilities=Capabilities(ignore_eos=False),  # 422 on `ignore_eos`
+    capabilities=Capabilities(ignore_eos=False, sampling_per_request=False),  # 422 on `ignore_eos`; see below
     startup_timeout_s=180.0,
     served_id=served_id,
     naming=naming,

@@ -209,13 +209,13 @@ def between_section(comparison: Comparison, levels: Iterable[LevelKey], floors: 
     if not body:
         return []
     return ["## Between frameworks", "",
-            "Per level, every framework's speed and memory side by side, listed by name, not by any figure; a "
-            "result that does not stand ok (verdict ok or fixed, from this run) is listed last, marked, and never "
-            "judged. Under the table, the frameworks that stand ok are judged in pairs of neighbours on each figure "
-            "by the 95% interval of the ratio of their figures: \"faster\" only where that interval leaves no "
-            "doubt of the direction, and then with how the two stand on memory; else no detectable difference "
-            "(with the smallest difference these figures could have shown) or cannot tell (docs/comparisons.md). "
-            f"Basis: {basis_words(bases)}.",
+            "Per level, every framework's speed, memory and fidelity side by side, listed by name, not by any "
+            "figure; a result that does not stand ok (verdict ok or fixed, from this run) is listed last, marked, "
+            "and never judged. Under the table, the frameworks that stand ok are judged in pairs of neighbours on "
+            "each figure by the 95% interval of the ratio of their figures: \"faster\" only where that interval leaves "
+            "no doubt of the direction, and then with how the two stand on memory and fidelity; else no detectable "
+            "difference (with the smallest difference these figures could have shown) or cannot tell "
+            f"(docs/comparisons.md). Basis: {basis_words(bases)}.",
             *([f"Noise floors: {floors.said(list(comparison['frameworks']))}."] if floors is not None else []),
             "", *body]
 

@@ -35,6 +35,9 @@ class Capabilities:
 
     include_usage: bool = True  # send stream_options.include_usage (token counts from the server)
     ignore_eos: bool = False  # send `ignore_eos` when asked: the server accepts and honours it
+    # False where the server takes its sampling settings from its first request and keeps them for its
+    # life: the greedy fidelity run then gets a server of its own (bench.run.audits.fidelity).
+    sampling_per_request: bool = True
 
 
 @dataclass(frozen=True)

@@ -284,12 +284,15 @@ def test_ignore_eos_is_sent_only_to_servers_that_honour_it():
 
 def test_every_capability_changes_the_request():
     """A capability is a claim about what the engine does with it: a field nothing reads is gone."""
-    assert {f.name for f in dataclasses.fields(Capabilities)} == {"include_usage", "ignore_eos"}
+    assert {f.name for f in dataclasses.fields(Capabilities)} == {"include_usage", "ignore_eos", "sampling_per_request"}
     llamacpp = adapters.get("llamacpp")
     assert llamacpp.request_extras() == {"stream_options": {"include_usage": True}}
     quiet = dataclasses.replace(llamacpp, capabilities=Capabilities(include_usage=False))
     assert quiet.request_extras() == {}
-    # ignore_eos: the cell's request body carries it only where declared (tests/cells/test_cells_python_servers.py).
+    # ignore_eos: the cell's request body carries it only where declared; sampling_per_request False: the
+    # fidelity run gets a server of its own (both in tests/cells/test_cells_python_servers.py).
+    assert [name for name, a in sorted(adapters.registry().items())
+            if not a.capabilities.sampling_per_request] == ["hf_transformers"]
 
 
 def test_cuda_and_metal_builds_of_llamacpp_are_their_own_cache_entries():

@@ -114,8 +114,10 @@ def test_chat_cell_ok_with_server_usage(tmp_path, framework):
     requests = 6
     # vLLM: one server for both levels, so the test pays its start-up once.
     shared = ["--share-server"] if adapter.name == "vllm" else []
+    # transformers: the fidelity run, on a server of its own (its batching keeps its first request's sampling)
+    fidelity = ["--fidelity"] if not adapter.capabilities.sampling_per_request else []
     proc = run_pytest("-m", f"chat and {adapter.name}", "--requests", str(requests), "--concurrency", "1,2",
-                      "--warmup", "1", "--port", "0", *shared, tmp_path=tmp_path)
+                      "--warmup", "1", "--port", "0", *shared, *fidelity, tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     result, records = only_result(tmp_path, adapter.name, "chat")
     # ok, or degraded only because a busy host made the client late: the answers are what is checked
@@ -128,6 +130,13 @@ def test_chat_cell_ok_with_server_usage(tmp_path, framework):
     assert result["model"]["requested"] == served
     assert result["model"]["served"] == {"listed": [served], "responses": [served]}
     assert [lv["concurrency"] for lv in result["levels"]] == [1, 2]
+
+    if fidelity:  # greedy on a fresh server: both passes alike, though the levels before were sampled
+        block, own = result["fidelity"], result["servers"][-1]
+        assert (own["purpose"], own["levels"]) == ("fidelity", []) and own["exit"]["stopped_by_us"], own
+        assert [s["levels"] for s in result["servers"][:-1]] == [[1], [2]]
+        assert block["self"]["identical"] == block["prompts"] == 16, block["self"]
+        assert "purpose" not in result["servers"][0] and "error" not in block
 
     caps = adapter.capabilities
     assert ("ignore_eos" in result["run_config"]["request_extras"]) == caps.ignore_eos

@@ -4,7 +4,7 @@ each field with its description, from which the schema's `server` entry is gener
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from bench.base.doc import Doc, constrain
 from bench.host.power import IdlePower
@@ -59,15 +59,21 @@ class ServerOverhead(TypedDict, total=False):
     teardown_s: Annotated[float, Doc("From the stop call to the whole group gone.", minimum=0)]
 
 
+ServerPurpose = Literal["fidelity"]  # why a server ran no level
+
+
 class _ServerRequired(TypedDict):
     levels: Annotated[list[LevelName], Doc("The levels run on it: concurrency levels, or open-loop levels' labels (\"4 "
-                                           "req/s\").")]
+                                           "req/s\"); none for a server of the fidelity run's own.")]
 
 
 class Server(_ServerRequired, total=False):
     """One server of the cell (one per level, or one for all with --share-server), or the --endpoint it ran
     against. A started server has port, command and log; an endpoint has external."""
 
+    purpose: Annotated[ServerPurpose, Doc(
+        "A server that ran no level: `fidelity`, the fidelity run on a server of its own, started after the levels "
+        "for a framework whose server keeps its first request's sampling (bench.run.audits.fidelity).")]
     port: Annotated[int, Doc("The port it was started on.")]
     command: Annotated[ServerCommand, Doc("How it was started.")]
     log: Annotated[str, Doc("Path of its output log (stdout and stderr) as written; the file sits under the split "

@@ -132,14 +132,26 @@ def against(block: Fidelity, ours: Sequence[Answer], reference: tuple[Path, Mapp
     return {**block, "reference": path.name, "vs_reference": vs, "flagged": flagged(vs, theirs["self"])}
 
 
-def after_group(cell: Any, server: Any, model_id: str, *, last_point: Any) -> None:
+def _wanted(cell: Any) -> bool:
+    return bool(cell.cfg.load.fidelity and cell.summaries and not (cell.capped or cell.server_exit or cell.oom))
+
+
+def needs_own_server(cell: Any) -> bool:
+    """Whether the run, wanted and not stopped early, gets a server of its own after the levels: the
+    framework's server keeps its first request's sampling (Capabilities.sampling_per_request), so on
+    a server that served the levels a greedy request would be sampled as they were."""
+    return _wanted(cell) and not cell.adapter.capabilities.sampling_per_request and cell.cfg.server.endpoint is None
+
+
+def after_group(cell: Any, server: Any, model_id: str, *, last_point: Any, own_server: bool = False) -> None:
     """With --fidelity, the run on `server` once the group of levels it served is done, when that group
-    held the cell's last level and the cell did not stop early: into `cell.fidelity` and
-    `cell.fidelity_answers` (bench.run.levels.cell_run.CellRun); nothing otherwise."""
+    held the cell's last level and the cell did not stop early, or on the server of its own
+    (`own_server`, needs_own_server): into `cell.fidelity` and `cell.fidelity_answers`
+    (bench.run.levels.cell_run.CellRun); nothing otherwise."""
     cfg = cell.cfg
-    if not cfg.load.fidelity or not cell.summaries or cell.capped or cell.server_exit or cell.oom:
+    if not _wanted(cell) or needs_own_server(cell) != own_server:
         return
-    if cell.plan.search is not None or (not cell.shared and last_point != cell.plan.steps()[-1]):
+    if not own_server and (cell.plan.search is not None or (not cell.shared and last_point != cell.plan.steps()[-1])):
         return  # a later level, on a server of its own, is the cell's last (a sweep's is known only after)
     try:
         tokenizer: Path | None = tokenizer_path(cfg.profile.builtin, cfg.profile.name)

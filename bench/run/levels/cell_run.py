@@ -16,6 +16,7 @@ from bench.core.open_loop import Sweep, goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result.files import CellPaths
 from bench.core.result.model import Level, ReportedVersion, Server
+from bench.core.result.server import ServerPurpose
 from bench.core.rounds import combined_levels
 from bench.host.ports import free_port
 from bench.host.power import idle_power
@@ -92,9 +93,9 @@ class CellRun:
         steps: Iterable[Step] = self.plan.todo()
         groups: Iterable[Iterable[Step]] = [steps] if self.shared else ([step] for step in steps)
         with RequestLog(self.paths.requests) as sidecar:
-            for group in groups:
-                if not self._run_group(group, sidecar):
-                    break
+            # each group on a server of its own, until one stops the cell (all() stops at the first False)
+            if all(self._run_group(group, sidecar) for group in groups) and fidelity.needs_own_server(self):
+                self._run_group([], sidecar, purpose="fidelity")
 
     def sweep_outcome(self, *, final: bool = True) -> Sweep | None:
         """The sweep's result block (bench.run.levels.sweep), None without a sweep; not `final`: as it
@@ -107,13 +108,15 @@ class CellRun:
             self.plan.search.stop(self.capped or self.server_exit or self.start_failure or "it ended")
         return self.plan.search.outcome()
 
-    def _run_group(self, points: Iterable[Step], sidecar: RequestLog) -> bool:
-        """One server for `points` (a list of (level, round), or a sweep's rates as they come);
-        False when the cell must stop (start failure, OOM, capped)."""
+    def _run_group(self, points: Iterable[Step], sidecar: RequestLog, purpose: ServerPurpose | None = None) -> bool:
+        """One server for `points` (a list of (level, round), or a sweep's rates as they come), or for
+        `purpose` alone; False when the cell must stop (start failure, OOM, capped)."""
         known = points if isinstance(points, list) else []
         server_info: Server = {"levels": [point_json(p) for p, _ in known]}
+        if purpose:
+            server_info["purpose"] = purpose
         self.servers.append(server_info)
-        label = "shared" if not isinstance(points, list) else file_label(known, self.plan.rounds)
+        label = purpose or ("shared" if not isinstance(points, list) else file_label(known, self.plan.rounds))
         try:
             server = self._start_once_more_if_transient(label, server_info)
         except ServerStartError as exc:
@@ -144,9 +147,11 @@ class CellRun:
                         server_info["levels"].append(point_json(step[0]))
                     if not self._run_level(server, step, sidecar):
                         break
-                cache_audit.after_group(self, server, self.model.served_id, self.prompt_set.prompts,
-                                        last_point=self.last_level, sweep=self.plan.search is not None)
-                fidelity.after_group(self, server, self.model.served_id, last_point=self.last_level)
+                if purpose is None:
+                    cache_audit.after_group(self, server, self.model.served_id, self.prompt_set.prompts,
+                                            last_point=self.last_level, sweep=self.plan.search is not None)
+                fidelity.after_group(self, server, self.model.served_id, last_point=self.last_level,
+                                     own_server=purpose == "fidelity")
         finally:
             exit_info = server.stop()
             ended_alone = exit_info.returncode is not None and not exit_info.stopped_by_us
