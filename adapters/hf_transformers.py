@@ -100,7 +100,7 @@ ADAPTER = Adapter(
     ready_path="/health",
     recipes={"*": RECIPE},
     serve=serve,
-    capabilities=Capabilities(ignore_eos=False, sampling_per_request=False),  # 422 on `ignore_eos`; see below
+    capabilities=Capabilities(ignore_eos=False, sampling_per_request=False),  # 422 on `ignore_eos`; see above
     startup_timeout_s=180.0,
     served_id=served_id,
     naming=naming,

@@ -9,17 +9,21 @@ another seed alone would answer the same. At 0.2 the layers, not the embedding, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
+import adapters
 from bench.core.lenses.fidelity import MAX_TOKENS, read_answers
 from bench.core.result.files import new_run_id, validate
+from bench.core.verdicts import Verdict
 from bench.reports.comparison import read_comparison, write_comparison
 from bench.reports.markdown import write_report
 from bench.run.audits.fidelity import PROMPTS
 from bench.run.cell import CellConfig, CellOutcome, run_cell
 from bench.run.config import LoadSettings, ServerSettings
+from bench.run.server.exits import ServerStartError
 from bench.setup import profiles
 from bench.setup.tinymodel import build, recipe, weights
 from tests.support.busy import TEST_TIMEOUT_S
@@ -90,3 +94,30 @@ def test_a_stack_answers_as_itself_and_another_checkpoint_is_flagged(tmp_path, s
     assert f"itself: {PROMPTS}/{PROMPTS} alike to 16 tokens" in rows["llamacpp"]
     assert f"0/{PROMPTS} alike to 16 tokens vs llamacpp, median divergence 0" in rows["openai"]
     assert rows["openai"].rstrip(" |").endswith("(flagged)")
+
+
+def test_a_server_that_keeps_its_first_sampling_answers_on_a_server_of_its_own(tmp_path, server_launcher,
+                                                                              monkeypatch):
+    """llama-server declared as transformers serve is (Capabilities.sampling_per_request False): the
+    levels run on their servers, then the fidelity prompts on a fresh one; a fresh one that does
+    not start leaves the cell's verdict as its levels made it, and says why there is no run."""
+    llamacpp = adapters.get("llamacpp")
+    fixed = dataclasses.replace(llamacpp, capabilities=dataclasses.replace(llamacpp.capabilities,
+                                                                          sampling_per_request=False))
+    monkeypatch.setitem(adapters.registry(), "llamacpp", fixed)
+    ran = cell(tmp_path, server_launcher, "llamacpp", profiles.load_profile("tiny"))
+    servers = ran.result["servers"]
+    assert [(s["levels"], s.get("purpose")) for s in servers] == [([1], None), ([], "fidelity")]
+    assert servers[-1]["log"].endswith("_fidelity.server.log") and servers[-1]["exit"]["stopped_by_us"]
+    assert ran.result["fidelity"]["self"]["identical"] == PROMPTS
+    validate(ran.result)
+
+    def refusing(command, adapter, host, port, log_path, **options):
+        if "fidelity" in log_path.name:
+            raise ServerStartError("refused by the test", log_path)
+        return server_launcher(command, adapter, host, port, log_path, **options)
+
+    refused = cell(tmp_path / "refused", refusing, "llamacpp", profiles.load_profile("tiny"))
+    assert refused.verdict.verdict is not Verdict.FAILED and "start" not in refused.verdict.reason, refused.verdict
+    assert refused.result["servers"][-1]["start_error"] == "refused by the test" and "fidelity" not in refused.result
+    validate(refused.result)

@@ -120,14 +120,16 @@ class CellRun:
         try:
             server = self._start_once_more_if_transient(label, server_info)
         except ServerStartError as exc:
+            server_info["start_error"] = str(exc)
+            if exc.oom:
+                server_info["oom"] = exc.oom
+            if purpose:  # the levels are measured and their verdict stands; this entry says why there is no run
+                return False
             if exc.capped:
                 self.capped = str(exc)
             else:
                 self.start_failure = str(exc)
             self.oom = exc.oom
-            server_info["start_error"] = str(exc)
-            if exc.oom:
-                server_info["oom"] = exc.oom
             return False
         server_info["ready_after_s"] = server.ready_after_s
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
