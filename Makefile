@@ -35,7 +35,7 @@ bench: setup
 
 test: setup chromium lint
 	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm vllm_mlx aiperf guidellm
-	$(PY) -m pytest tests -p no:cacheprovider -m "not perf" -n 2 --dist loadgroup $(ARGS)
+	$(PY) -m pytest tests -p no:cacheprovider -m "not perf" $(ARGS)
 
 # No framework install, no server, no browser: what a change to the engine, the reports or the
 # pytest layer needs checked, in under a minute and a half (docs/measurements.md). `make test` runs

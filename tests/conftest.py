@@ -60,18 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PYTEST_ADDOPTS"] = f"{addopts} {HOST_LOCK_FLAG} {bound:g}".strip()
 
 
-# The tiers whose tests start servers, pytest sessions, browsers or pip: on xdist (`make test`, -n 2
-# --dist loadgroup) they run one after another on one worker, as without xdist, since a cell holds the
-# host lock and another waiting for it fails after 60 s; the other tests share both workers meanwhile.
-SERIAL_MARKS = ("integration", "session", "browser", "venv")
-SERIAL_GROUP = "one-at-a-time"
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if any(item.get_closest_marker(mark) for mark in SERIAL_MARKS):
-            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
     if pytest_timeout.get_env_settings(config).timeout is not None:
         return  # the run chose a timeout for every test
     for item in items:

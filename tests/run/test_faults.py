@@ -455,14 +455,10 @@ CASES = [(mode, form) for mode in [*MODES, HELD] for form in FORMS]
 @pytest.fixture(scope="module")
 def matrix(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
     """The cases this session selected, started at once. An xdist worker runs only the tests it is
-    handed, which it cannot know in advance: there each test starts its own case, unless the cases
-    are one xdist group under `--dist loadgroup` (`make test`, tests/conftest.py), all handed to it."""
-    items = [item for item in request.session.items
-             if getattr(item, "module", None) is request.module and hasattr(item, "callspec")]
-    selected = [item.callspec.params["case"] for item in items]
-    grouped = request.config.getoption("dist", "no") == "loadgroup" and all(
-        item.get_closest_marker("xdist_group") for item in items)
-    if hasattr(request.config, "workerinput") and not grouped:
+    handed, which it cannot know in advance: there each test starts its own case."""
+    selected = [item.callspec.params["case"] for item in request.session.items
+                if getattr(item, "module", None) is request.module and hasattr(item, "callspec")]
+    if hasattr(request.config, "workerinput"):
         selected = []
     runner = Matrix(tmp_path_factory.mktemp("faults"))
     runner.submit(selected)
