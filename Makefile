@@ -12,7 +12,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 ARGS   ?=
-# `make bench` measures 32 requests per level; BENCH_REQUESTS=100 is the SiliconBench-sized run.
+# `make bench` measures 32 requests per level, then each stack's greedy answers (--fidelity);
+# BENCH_REQUESTS=100 is the SiliconBench-sized run.
 # One round (intervals within-run only); BENCH_ROUNDS=3 repeats every level three times for
 # intervals that hold run-to-run noise, in about three times as long. How long each took, and
 # where: docs/measurements.md.
@@ -31,7 +32,7 @@ $(STAMP): pyproject.toml
 
 bench: setup
 	$(PY) -m bench.cli install
-	$(PY) -m pytest -m chat --requests $(BENCH_REQUESTS) --rounds $(BENCH_ROUNDS) --html=results/report.html --self-contained-html $(ARGS)
+	$(PY) -m pytest -m chat --fidelity --requests $(BENCH_REQUESTS) --rounds $(BENCH_ROUNDS) --html=results/report.html --self-contained-html $(ARGS)
 
 test: setup chromium lint
 	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm vllm_mlx aiperf guidellm
