@@ -257,3 +257,10 @@ def test_cell_text_puts_memory_and_fidelity_beside_speed():
     # a cell of an earlier merged.json, without either, reads as before
     earlier = {k: v for k, v in cell.items() if k not in ("peak_memory_mib", "fidelity")}
     assert render.cell_text(earlier) == f"ok · c=1 {tps['1']:.1f} · c=4 {tps['4']:.1f} tok/s"
+
+
+def test_a_framework_that_stands_ok_on_no_machine_is_the_last_row(report):
+    # mlx_lm: skipped on m1 (macOS only), not run on m2 and m3: below the two that ran, not between them
+    assert table(report["merged"], "tiny", "chat")["frameworks"] == ["llamacpp", "vllm", "mlx_lm"]
+    rows = list(md_section(report["md"], "tiny — chat"))
+    assert rows[-3:] == ["llamacpp", "vllm", "mlx_lm"]

@@ -48,6 +48,7 @@ from bench.reports.merged.render import (
     MergedTable,
     Missing,
     SourceFolder,
+    cell_standing,
 )
 from bench.reports.standing import Standing, standing_of
 
@@ -214,7 +215,8 @@ def machine_cells(md: MachineDir, split: str) -> tuple[dict[str, MergedCell], li
 
 def build_table(model: str, split: str, machines: list[str], found: dict[str, MachineDir]) -> MergedTable:
     """One model and split: a column per machine (a note where it sent nothing), a row per
-    framework seen on any machine."""
+    framework seen on any machine: by name, those that stand ok on no machine (failed, skipped,
+    not from their machine's newest run everywhere) last."""
     per_machine: dict[str, dict[str, MergedCell]] = {}
     ignored: list[IgnoredEntry] = []
     for machine, md in found.items():
@@ -226,6 +228,8 @@ def build_table(model: str, split: str, machines: list[str], found: dict[str, Ma
                           "missing": missing, "cells": {}, "ignored": ignored}
     for fw in frameworks:
         table["cells"][fw] = {m: _cell_of(fw, m, per_machine, missing) for m in machines}
+    table["frameworks"] = sorted(frameworks, key=lambda fw: (not any(
+        c["source"] == "result" and cell_standing(c).ok for c in table["cells"][fw].values()), fw))
     return table
 
 
