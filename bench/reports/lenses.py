@@ -216,8 +216,8 @@ def fidelity_views(comparison: Comparison, split_dir: Path) -> dict[str, Fidelit
         theirs = results[reference].get("fidelity") if reference in results else None
         vs = None if theirs is None or "error" in theirs or fw == reference else agreement(
             read_answers(split_dir / block["answers"]), read_answers(split_dir / theirs["answers"]))
-        alike = vs is not None and theirs is not None and flagged(vs, theirs["self"])
-        views[fw] = FidelityView(in_words(block, fw, vs, alike), in_words(block, fw, vs, alike, brief=True))
+        diverges = vs is not None and theirs is not None and flagged(vs, theirs["self"])
+        views[fw] = FidelityView(in_words(block, fw, vs, diverges), in_words(block, fw, vs, diverges, brief=True))
     return views
 
 

@@ -1,10 +1,10 @@
 """The summary above the pytest-html report's rows (on the controller): the verdict counts, each a
 checkbox that shows or hides that verdict's rows; output tok/s per cell and level (and each cell's
-fidelity where it ran: bench.core.lenses.fidelity.in_words), as a table and
-as one plot per split, each cell that does not stand ok (bench.reports.standing: its verdict, an
-earlier run's result kept by --skip-existing, ...) after the ok ones and marked at every figure;
-skipped cells on one line. Its script also writes each non-ok verdict into pytest's Result column
-(DEGRADED, CAPPED, WRONG-MODEL ...), where pytest-html would say "Passed" or "Failed".
+fidelity where it ran: bench.core.lenses.fidelity.in_words), as a table and as one plot per split,
+each cell that does not stand ok (bench.reports.standing: its verdict, an earlier run's result kept
+by --skip-existing, ...) after the ok ones and marked at every figure; skipped cells on one line.
+Its script also writes each non-ok verdict into pytest's Result column (DEGRADED, CAPPED,
+WRONG-MODEL ...), where pytest-html would say "Passed" or "Failed".
 """
 
 from __future__ import annotations
