@@ -13,7 +13,7 @@ module words them where the reports show them:
   (comparison.setting_differences) is marked not like with like.
 - A cell against its previous run (`against_previous`, for the journal and the HTML review): per
   level both runs have, every figure judged, the regressions listed with `Change.text()`.
-- The merged report's *Between machines* (`machines_lines`), on each cell's `tps_estimates`.
+- The merged report's *Between machines* (bench.reports.merged.machines) judges with the same words.
 
 The HTML review words the same decisions at its rows (bench.reports.review.marks).
 
@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.core.figures import block_of
+from bench.core.figures.memory import MIB
 from bench.core.level_run import LevelKey, level_key, level_label
 from bench.core.metrics.stats import change
 from bench.core.metrics.stats.change import Change, Estimate, Figure
@@ -40,7 +42,7 @@ from bench.core.result.model import Result
 from bench.core.result.store import LoadedResult, previous_of
 from bench.reports.comparison import Comparison, setting_differences, standings
 from bench.reports.lenses import FidelityView, fidelity_words, memory_words, side_by_side
-from bench.reports.standing import Standing, shown, standing_of
+from bench.reports.standing import shown, standing_of
 
 INTERVALS_NOTE = ("A percentile's [low, high] is its distribution-free 95% confidence interval, two of the level's "
                   "own values; (n<N) marks one that the level's n values are too few to bound: that takes N or "
@@ -108,14 +110,14 @@ def interval_line(levels: Mapping[str, Mapping[str, Any]]) -> list[str]:
 # ------------------------------------------------------------------ judging
 
 
-def _estimate(result: Result, level: Mapping[str, Any], figure: Figure, floors: Floors | None) -> Estimate:
+def estimate_of(result: Result, level: Mapping[str, Any], figure: Figure, floors: Floors | None) -> Estimate:
     if not imported.comparable(result, figure.key):
         return Estimate(change.value(level, figure), None, float("inf"), "",
                         f"its {figure.label} is {imported.label(result)}'s, derived differently")
     return change.estimate(level, figure, floors.spreads(result, level).get(figure.key) if floors else None)
 
 
-def _judge(figure: Figure, old: Estimate, new: Estimate) -> Change:
+def judge(figure: Figure, old: Estimate, new: Estimate) -> Change:
     """change.judge, and "cannot tell" where its arithmetic fails (a report is never lost to it)."""
     try:
         return change.judge(figure, old, new)
@@ -144,7 +146,7 @@ def basis_words(bases: Iterable[str]) -> str:
 # ------------------------------------------------------------------ REPORT.md: Between frameworks
 
 
-def _pair_line(figure: Figure, better: str, worse: str, c: Change, unlike: Sequence[str], both_lack: bool) -> str:
+def pair_line(figure: Figure, better: str, worse: str, c: Change, unlike: Sequence[str], both_lack: bool) -> str:
     if c.decision == "cannot tell" or c.change is None or c.low is None or c.high is None:
         why = _named(c.why, worse, better)
         line = f"{better} and {worse}: cannot tell: " + (NEITHER if why.endswith(NO_INTERVAL) and both_lack else why)
@@ -178,7 +180,7 @@ def level_decisions(comparison: Comparison, key: LevelKey, floors: Floors | None
                         "here."], set()
     bases: set[str] = set()
     for figure in (FIGURES[k] for k in SHOWN):
-        est = {fw: _estimate(results[fw], lv, figure, floors) for fw, lv in at.items()}
+        est = {fw: estimate_of(results[fw], lv, figure, floors) for fw, lv in at.items()}
         bases |= {e.basis for e in est.values()}
         valued = sorted((fw for fw in at if est[fw].value is not None),
                         key=lambda fw: -(est[fw].value or 0.0) if figure.higher_is_better else est[fw].value or 0.0)
@@ -186,11 +188,13 @@ def level_decisions(comparison: Comparison, key: LevelKey, floors: Floors | None
         lines.append(f"- {figure.label}, neighbours judged" + (f"; no value: {', '.join(missing)}" if missing else ""))
         for better, worse in zip(valued, valued[1:], strict=False):
             unlike = setting_differences({fw: results[fw]["run_config"] for fw in (better, worse)})
-            judged = _judge(figure, est[worse], est[better])
+            judged = judge(figure, est[worse], est[better])
             both = all(est[fw].why == est[worse].why and est[fw].log_se is None for fw in (better, worse))
-            line = _pair_line(figure, better, worse, judged, list(unlike), both)
+            line = pair_line(figure, better, worse, judged, list(unlike), both)
             if " is faster than " in line:
-                line += memory_words(better, worse, at) + fidelity_words(better, worse, fidelity)
+                peaks = {fw: block_of(at[fw], "memory").get("peak_bytes") for fw in (better, worse)}
+                line += memory_words(better, worse, {fw: None if p is None else p / MIB for fw, p in peaks.items()})
+                line += fidelity_words(better, worse, fidelity)
             lines.append(f"  - {line}")
     return lines, bases
 
@@ -234,7 +238,7 @@ def compare_results(old: Result, new: Result, floors: Floors | None = None) -> l
         for figure in change.FIGURES:
             if change.value(before, figure) is None and change.value(lv, figure) is None:
                 continue
-            judged = _judge(figure, _estimate(old, before, figure, floors), _estimate(new, lv, figure, floors))
+            judged = judge(figure, estimate_of(old, before, figure, floors), estimate_of(new, lv, figure, floors))
             out.append((level_label(lv), judged))
     return out
 
@@ -298,53 +302,3 @@ def differing_cells(settings: Mapping[str, Mapping[str, Any]]) -> dict[str, list
             if v not in common:
                 marked.setdefault(cell, []).append(key)
     return marked
-
-
-# ------------------------------------------------------------------ the merged report: between machines
-
-
-def tps_estimates(result: Result, floors: Floors | None) -> dict[str, dict[str, Any]]:
-    """Output tok/s of each concurrency level of `result` as an estimate (value, log standard error,
-    degrees of freedom or None for a normal's, basis, why), with its machine's floor: what the merged
-    report judges machines by, kept in merged.json as plain JSON."""
-    figure = FIGURES[TPS_KEY]
-    out = {}
-    for lv in result["levels"]:
-        if "concurrency" in lv:
-            e = _estimate(result, lv, figure, floors)
-            out[str(lv["concurrency"])] = {"value": e.value, "log_se": e.log_se,
-                                           "df": None if e.df == float("inf") else e.df, "basis": e.basis, "why": e.why}
-    return out
-
-
-def machines_lines(table: Mapping[str, Any]) -> list[str]:
-    """The merged report's *Between machines* of one table: per framework that ran on two or more
-    machines, per concurrency level, the machines fastest first and each neighbouring pair's
-    decision on output tok/s, worded as *Between frameworks* words it."""
-    figure, lines, bases = FIGURES[TPS_KEY], [], set()
-    for fw in table["frameworks"]:
-        measured = {m: c for m, c in table["cells"][fw].items() if c.get("tps_estimates")}
-        marks = {m: Standing.from_json(c["standing"]) if c.get("standing") else Standing() for m, c in measured.items()}
-        cells = {m: c for m, c in measured.items() if marks[m].ok}  # a marked cell is named, never ordered
-        if apart := shown.left_out(marks, measured):
-            lines.append(f"- {fw}: left out of any order: {apart}")
-        levels = sorted({int(k) for c in cells.values() for k in c["tps_estimates"]})
-        for level in levels:
-            est = {m: Estimate(e["value"], e["log_se"], float("inf") if e["df"] is None else e["df"], e["basis"],
-                               e["why"]) for m, c in cells.items() if (e := c["tps_estimates"].get(str(level)))}
-            valued = sorted((m for m in est if est[m].value is not None), key=lambda m: -(est[m].value or 0.0))
-            if len(valued) < 2:
-                continue
-            bases |= {est[m].basis for m in valued}
-            lines.append(f"- {fw} at c={level}: " + ", ".join(f"{m} {est[m].value:.1f}" for m in valued))
-            for better, worse in zip(valued, valued[1:], strict=False):
-                configs = {m: cells[m]["run_config"] or {} for m in (better, worse)}
-                unlike = setting_differences(configs)
-                judged = _judge(figure, est[worse], est[better])
-                lines.append(f"  - {_pair_line(figure, better, worse, judged, list(unlike), False)}")
-    if not lines:
-        return []
-    return [f"### Between machines — {table['model']} {table['split']}", "",
-            f"Output tok/s of one framework on each machine, judged as in REPORT.md's Between frameworks. "
-            f"Basis: {basis_words(bases)}.", "", *lines, ""]
-

@@ -185,13 +185,14 @@ def side_by_side(present: Mapping[str, Mapping[str, Any]], marks: Mapping[str, S
     return [*rows, ""]
 
 
-def memory_words(better: str, worse: str, at: Mapping[str, Mapping[str, Any]]) -> str:
-    """How the two stand on memory, for a sentence that calls one faster: "; memory: vllm 2400 MiB,
-    llamacpp 300 MiB (the faster holds 8x)", or that one has no reading."""
-    peaks: dict[str, float | None] = {fw: block_of(at[fw], "memory").get("peak_bytes") for fw in (better, worse)}
+def memory_words(better: str, worse: str, peaks_mib: Mapping[str, float | None]) -> str:
+    """How the two stand on memory, for a sentence that calls one faster, from each one's peak in MiB
+    (None: no reading): "; memory: vllm 2400 MiB, llamacpp 300 MiB (the faster holds 8x)", or that
+    one has no reading."""
+    peaks = {name: peaks_mib.get(name) for name in (better, worse)}
     if all(p is None for p in peaks.values()):
         return ""
-    said = ", ".join(f"{fw} {'no reading' if p is None else f'{p / MIB:.0f} MiB'}" for fw, p in peaks.items())
+    said = ", ".join(f"{name} {'no reading' if p is None else f'{p:.0f} MiB'}" for name, p in peaks.items())
     high, low = peaks[better], peaks[worse]
     return f"; memory: {said}" + (f" (the faster holds {high / low:.2g}x)" if high and low else "")
 

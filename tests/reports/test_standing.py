@@ -326,7 +326,7 @@ def test_the_merged_report_marks_a_degraded_cell_and_leaves_it_out_between_machi
     md = render.render_markdown(merged, {})
     assert render.cell_text(cells["m2"]).startswith("degraded · c=1 ")
     between = md.split("### Between machines — tiny chat\n", 1)[1].split("\n### ", 1)[0]
-    assert "- llamacpp: left out of any order: m2 (degraded)" in between
+    assert "- llamacpp: not judged: m2 (degraded)" in between
     order = next(line for line in between.splitlines() if line.startswith("- llamacpp at c=1: "))
     assert "m2" not in order and "m1" in order and "m3" in order
     assert render.by_machine_png(merged["tables"][0]) is not None  # drawn, hatched and labelled

@@ -33,11 +33,10 @@ from bench.core.result.files import write_json_atomic
 from bench.core.result.model import Result
 from bench.core.result.store import COMPARISON_FILE
 from bench.core.verdicts import GREEN_VERDICTS
-from bench.reports import between
 from bench.reports.comparison import Comparison, build_comparison, standings
 from bench.reports.journal.names import journal_files
 from bench.reports.lenses import fidelity_views
-from bench.reports.merged import index
+from bench.reports.merged import index, machines
 from bench.reports.merged.render import (
     NO_RESULT,
     NOT_RUN,
@@ -144,8 +143,8 @@ def find_machines(folder: Path) -> list[MachineDir]:
 def _check_one_place(per_folder: list[tuple[Path, list[MachineDir]]]) -> None:
     """Raise MergeError for a machine found in two folders: its results would have to be mixed."""
     home: dict[str, Path] = {}
-    for folder, machines in per_folder:
-        for md in machines:
+    for folder, found in per_folder:
+        for md in found:
             other = home.setdefault(md.machine, folder)
             if other != folder:
                 raise MergeError(f"machine {md.machine} is in two folders, {other} and {folder}: "
@@ -176,7 +175,7 @@ def result_cell(result: Result, file: str, floors: Floors | None = None,
             "harness_commit": harness["commit"] if harness else None,
             "harness_dirty": harness["dirty"] if harness else None,
             "framework_version": result["framework"]["version"], "file": file, "imported": imported.label(result),
-            "run_config": result.get("run_config"), "tps_estimates": between.tps_estimates(result, floors),
+            "run_config": result.get("run_config"), "tps_estimates": machines.tps_estimates(result, floors),
             "standing": (standing or standing_of(result)).to_json(), "peak_memory_mib": _memory(result),
             "fidelity": fidelity}
 

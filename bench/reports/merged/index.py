@@ -16,7 +16,7 @@ from typing import Any
 from bench.base.files import atomic_write
 from bench.core.verdicts import GREEN_VERDICTS
 from bench.reports import drawing
-from bench.reports.between import machines_lines
+from bench.reports.merged.machines import machines_lines
 from bench.reports.merged.render import (
     BY_MACHINE,
     INDEX_HTML,

@@ -25,8 +25,9 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from bench.core.result.model import RunConfig
-from bench.reports import between, drawing, markdown
+from bench.reports import drawing, markdown
 from bench.reports.comparison import setting_differences
+from bench.reports.merged import machines
 from bench.reports.standing import Standing, StandingBlock, shown
 
 MERGED_MD = "MERGED.md"
@@ -313,7 +314,7 @@ def _md_table(table: MergedTable, images: dict[str, bytes]) -> list[str]:
     return [
         f"## {table['model']} — {table['split']}", "",
         *markdown.table(["Framework", *table["machines"]], [unlike, *rows] if unlike else rows), "",
-        *([markdown.cell(unlike_note(found)), ""] if found.note else []), *between.machines_lines(table),
+        *([markdown.cell(unlike_note(found)), ""] if found.note else []), *machines.machines_lines(table),
         f"### Provenance — {table['model']} {table['split']}", "",
         *markdown.table(provenance, _provenance_rows(table)), "",
         *[f"Ignored on {i['machine']}: {markdown.cell(i['file'])}: {markdown.cell(i['reason'])}\n"
