@@ -94,6 +94,7 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
                         "profile": profile_source(cfg.profile.source, PROJECT_ROOT)}
 
     run = CellRun(cfg, adapter, install, model, prompt_set, paths, launch, platform_tag)
+    run.fidelity.reference = history.reference(cfg.load.fidelity_reference, machine.slug)
 
     def document(verdict: VerdictBlock, ended: tuple[str, float], *, unfinished: Unfinished | None = None) -> Result:
         return assemble(cfg, run, machine=block, prompt_set=prompt_set, verdict=verdict, started_at=started_at,
@@ -120,10 +121,9 @@ def run_cell(cfg: CellConfig, launch: Launcher) -> CellOutcome:
             raise
         raise UnwritableResults(Path(exc.filename), exc) from exc
 
-    if run.fidelity is not None:  # against the reference stack's newest answers in this folder
-        run.fidelity = fidelity.against(run.fidelity, run.fidelity_answers,
-                                        history.reference(cfg.load.fidelity_reference, machine.slug),
-                                        cfg.load.fidelity_reference)
+    if run.fidelity.block is not None:  # against the reference stack's newest answers in this folder
+        run.fidelity.block = fidelity.against(run.fidelity.block, run.fidelity.answers, run.fidelity.reference,
+                                              cfg.load.fidelity_reference)
     measured, ended = _verdict(cfg, run), _ended(t0)
     verdict, decided = history.judge(paths.result, document(measured.to_json(), ended), measured)
     result = document(decided, ended)
@@ -151,7 +151,7 @@ def _verdict(cfg: CellConfig, run: CellRun) -> CellVerdict:
     verdict = classify(evidence, degraded_threshold=cfg.reporting.degraded_threshold)
     if run.retried:
         verdict = replace(verdict, annotations=(*verdict.annotations, "retried"))
-    if run.fidelity is not None and run.fidelity.get("flagged"):
+    if run.fidelity.block is not None and run.fidelity.block.get("flagged"):
         verdict = replace(verdict, annotations=(*verdict.annotations, "fidelity"))
     return verdict
 

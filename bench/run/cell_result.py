@@ -80,8 +80,8 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
         result["model"]["profile_source"] = cfg.model_source
     if (sweep := run.sweep_outcome(final=final)) is not None:
         result["sweep"] = sweep
-    if run.fidelity is not None:
-        result["fidelity"] = run.fidelity
+    if run.fidelity.block is not None:
+        result["fidelity"] = run.fidelity.block
     if unfinished is not None:
         result["unfinished"] = unfinished
     return result

@@ -68,6 +68,12 @@ def test_a_stack_answers_as_itself_and_another_checkpoint_is_flagged(tmp_path, s
     assert first.result_path is not None and block["reference"] == first.result_path.name
     assert block["vs_reference"]["identical"] == PROMPTS and block["flagged"] is False
     assert "fidelity" not in again.verdict.annotations
+    # teacher forcing: the first run's answers fed back position by position, the same checkpoint
+    # picks the same token at each (the tiny model's top two logits are ~0.4 apart: no near-ties)
+    forced = block["forced"]
+    fed = sum(min(len(a.tokens), 16) for a in answers)
+    assert forced["offered"] is True and forced["reference"] == first.result_path.name
+    assert forced["positions"] == fed and forced["agree"] == fed and forced["differ"] == {}
 
     # the same recipe with another seed and spread: other weights, the same tokenizer and chat template
     monkeypatch.setattr(weights, "SEED", recipe.SEED + 1)
@@ -81,6 +87,9 @@ def test_a_stack_answers_as_itself_and_another_checkpoint_is_flagged(tmp_path, s
     divergences = block["vs_reference"]["divergences"]
     assert all(d is not None and d <= 2 for d in divergences), divergences  # told apart at once
     assert block["flagged"] is True and "fidelity" in different.verdict.annotations
+    forced = block["forced"]  # fed the reference's answers, other weights pick other tokens
+    assert forced["offered"] is True and forced["positions"] == fed and forced["agree_share"] < 0.5
+    assert forced["diverged"] == PROMPTS and forced["ties"] == 0
     validate(json.loads(different.result_path.read_text()) if different.result_path else {})
 
     # REPORT.md puts each stack's fidelity beside its speed and memory, read again from the answers
@@ -93,7 +102,7 @@ def test_a_stack_answers_as_itself_and_another_checkpoint_is_flagged(tmp_path, s
     assert "| Fidelity |" in rows["Framework"]
     assert f"itself: {PROMPTS}/{PROMPTS} alike to 16 tokens" in rows["llamacpp"]
     assert f"0/{PROMPTS} alike to 16 tokens vs llamacpp, median divergence 0" in rows["openai"]
-    assert rows["openai"].rstrip(" |").endswith("(flagged)")
+    assert f"(flagged); fed llamacpp's answers, {forced['agree']}/{fed} picks alike" in rows["openai"]
 
 
 def test_a_server_that_keeps_its_first_sampling_answers_on_a_server_of_its_own(tmp_path, server_launcher,

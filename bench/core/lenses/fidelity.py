@@ -130,7 +130,22 @@ def in_words(block: Fidelity, framework: str, vs: Agreement | None = None, is_fl
     bound = bound_text({"ci95": {"m": vs["median_ci95"]}}, "m", ".0f")
     said = f"{vs['agree']}/{vs['prompts']} alike to {vs['agree_tokens']} tokens vs {reference}"
     return (said + ("" if brief else f", median divergence {median}{bound}") + (" (flagged)" if is_flagged else "")
-            + (f"; {itself}" if own["agree"] < own["prompts"] else ""))
+            + (f"; {itself}" if own["agree"] < own["prompts"] else "") + forced_words(block.get("forced"), reference, brief))
+
+
+def forced_words(forced: Forced | None, reference: str, brief: bool = False) -> str:
+    """"; fed vllm's answers, 255/256 picks alike, 1 of 1 divergent prompt a near-tie" (teacher forcing,
+    bench.run.audits.forcing), or why the stack could not be fed; "" where it was not tried."""
+    if forced is None:
+        return ""
+    if not forced["offered"]:
+        return "" if brief else f"; not fed {reference}'s answers: " + forced.get("note", "")
+    share = f"fed {reference}'s answers, {forced.get('agree', 0)}/{forced.get('positions', 0)} picks alike"
+    if brief:
+        return f"; {share}"
+    diverged = forced.get("diverged", 0)
+    ties = f", {forced.get('ties', 0)} of {diverged} divergent prompt{'s' if diverged != 1 else ''} a near-tie"
+    return f"; {share}" + (ties if diverged else "") + (f" ({forced['note']})" if "note" in forced else "")
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -159,6 +174,28 @@ def flagged(stack: Agreement, reference_self: Agreement) -> bool:
     return more_divergent(stack, reference_self) < ALPHA
 
 
+class _ForcedRequired(TypedDict):
+    offered: Annotated[bool, Doc("Whether the server could be fed the reference's tokens: it takes a prompt as token "
+                                 "ids on /v1/completions and counts them as sent.")]
+    reference: Annotated[str, Doc("The reference result whose answers were fed, by file name.")]
+
+
+class Forced(_ForcedRequired, total=False):
+    """Teacher forcing (bench.run.audits.forcing): the reference's answer tokens fed back one position at a time,
+    and how often the stack's greedy pick is the reference's own next token."""
+
+    positions: Annotated[int, Doc("Positions fed: each prompt's first N answer tokens of the reference.", minimum=0)]
+    agree: Annotated[int, Doc("Positions where the stack's pick was the reference's token.", minimum=0)]
+    agree_share: Annotated[float | None, Doc("agree / positions: the top-1 agreement.", minimum=0, maximum=1)]
+    agree_ci95: Annotated[list[float] | None, Doc("The share's 95% interval (Wilson), [low, high].")]
+    differ: Annotated[dict[str, list[int]], Doc("Per prompt, the positions where the pick differed.")]
+    diverged: Annotated[int, Doc("Prompts whose free answer diverged from the reference's within N tokens.",
+                                 minimum=0)]
+    ties: Annotated[int, Doc("Of those, the near-ties: fed the reference's tokens, the stack picks another at one "
+                             "position at most.", minimum=0)]
+    note: Annotated[str, Doc("Why it is not offered, or where it stopped.")]
+
+
 class _FidelityRequired(TypedDict):
     prompts: Annotated[int, Doc("Prompts sent, each twice.", minimum=0)]
     max_tokens: Annotated[int, Doc("Each request's max_tokens.", minimum=1)]
@@ -183,3 +220,5 @@ class Fidelity(_FidelityRequired, total=False):
                                  "(bench.core.lenses.fidelity.flagged): the cell is annotated `fidelity`.")]
     note: Annotated[str, Doc("Why there is no comparison with the reference (none in the folder yet, ...).")]
     error: Annotated[str, Doc("Why the run stopped: the server's answer to a fidelity request.")]
+    forced: Annotated[Forced, Doc("The reference's answers fed back to the stack (teacher forcing), where the "
+                                  "reference's answers were at hand when the cell ran.")]

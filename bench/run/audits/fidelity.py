@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 
-from bench.core.lenses.fidelity import MAX_TOKENS, Answer, Fidelity, agreement, flagged, read_answers
+from bench.core.lenses.fidelity import MAX_TOKENS, Answer, Fidelity, Forced, agreement, flagged, read_answers
+from bench.run.audits import forcing
 from bench.setup.prompts import Prompt
+from bench.setup.tinymodel.template import render_template
 from bench.setup.traces import TokenizerMissing, tokenizer_path
 
 PROMPTS = 16  # per split: enough for the median's interval (it needs 6) and a share to within about 0.25
@@ -34,6 +37,16 @@ SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "seed", "ignore_eos",
                  "stream_options", "logprobs", "top_logprobs")
 SUFFIX = ".fidelity.jsonl"
 TIMEOUT_S = 300.0
+
+
+@dataclass
+class FidelityRun:
+    """A cell's fidelity run: the reference's newest result with a fidelity run, as the cell's history
+    held it at the start (its path and block; None: none yet), then the block and the first pass."""
+
+    reference: tuple[Path, Fidelity] | None = None
+    block: Fidelity | None = None
+    answers: list[Answer] = field(default_factory=list)
 
 
 def chosen(prompts: Sequence[Prompt], n: int = PROMPTS) -> list[Prompt]:
@@ -46,17 +59,23 @@ class Tokens:
     """Answers into units: the checkpoint tokenizer's token ids, or characters (code points)."""
 
     def __init__(self, tokenizer_json: Path | None) -> None:
-        self._tokenizer: Any = None
+        self.tokenizer: Any = None
+        self.template: str | None = None  # the checkpoint's chat template, where it lies beside the tokenizer
         if tokenizer_json is not None and tokenizer_json.is_file():
             from tokenizers import Tokenizer  # imported on use
 
-            self._tokenizer = Tokenizer.from_file(str(tokenizer_json))
-        self.unit: Literal["tokens", "characters"] = "tokens" if self._tokenizer is not None else "characters"
+            self.tokenizer = Tokenizer.from_file(str(tokenizer_json))
+            if (template := tokenizer_json.parent / "chat_template.jinja").is_file():
+                self.template = template.read_text(encoding="utf-8")
+        self.unit: Literal["tokens", "characters"] = "tokens" if self.tokenizer is not None else "characters"
 
     def of(self, text: str) -> tuple[int, ...]:
-        if self._tokenizer is None:
+        if self.tokenizer is None:
             return tuple(ord(c) for c in text)
-        return tuple(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        return tuple(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, token: int) -> str:
+        return str(self.tokenizer.decode([token], skip_special_tokens=False))
 
 
 def _body(prompt: Prompt, model: str, extra_body: Mapping[str, Any], logprobs: bool) -> dict[str, Any]:
@@ -146,7 +165,7 @@ def needs_own_server(cell: Any) -> bool:
 def after_group(cell: Any, server: Any, model_id: str, *, last_point: Any, own_server: bool = False) -> None:
     """With --fidelity, the run on `server` once the group of levels it served is done, when that group
     held the cell's last level and the cell did not stop early, or on the server of its own
-    (`own_server`, needs_own_server): into `cell.fidelity` and `cell.fidelity_answers`
+    (`own_server`, needs_own_server), then the reference's answers fed back (`fed`): into `cell.fidelity`
     (bench.run.levels.cell_run.CellRun); nothing otherwise."""
     cfg = cell.cfg
     if not _wanted(cell) or needs_own_server(cell) != own_server:
@@ -158,6 +177,35 @@ def after_group(cell: Any, server: Any, model_id: str, *, last_point: Any, own_s
     except TokenizerMissing:  # a profile without a tokenizer cellbench can load: compare characters
         tokenizer = None
     key = cfg.server.api_key
-    cell.fidelity, cell.fidelity_answers = run(
-        server.base_url, model_id, chosen(cell.prompt_set.prompts), cell.extra_body, key.headers if key else {},
-        Tokens(tokenizer), cell.paths.split_dir / (cell.paths.stem + SUFFIX), cfg.load.fidelity_reference)
+    headers, tokens = key.headers if key else {}, Tokens(tokenizer)
+    prompts = chosen(cell.prompt_set.prompts)
+    state: FidelityRun = cell.fidelity
+    state.block, state.answers = run(server.base_url, model_id, prompts, cell.extra_body, headers, tokens,
+                                     cell.paths.split_dir / (cell.paths.stem + SUFFIX), cfg.load.fidelity_reference)
+    if "error" not in state.block:
+        forced = fed(server.base_url, headers, model_id, prompts, state, tokens)
+        if forced is not None:
+            state.block["forced"] = forced
+
+
+def fed(base_url: str, headers: Mapping[str, str], model_id: str, prompts: Sequence[Prompt], state: FidelityRun,
+        tokens: Tokens) -> Forced | None:
+    """The reference's answers fed back to the stack (bench.run.audits.forcing); None where there are none
+    to feed (no reference result yet, or one in other units)."""
+    if state.reference is None or state.reference[1].get("unit") != "tokens" or tokens.unit != "tokens":
+        return None
+    path, theirs = state.reference
+    reference = read_answers(path.parent / str(theirs["answers"]))
+    if not reference:
+        return None
+    if tokens.template is None:
+        return {"offered": False, "reference": path.name,
+                "note": "no chat template beside the checkpoint's tokenizer to build the prompts' token ids"}
+    template = tokens.template
+
+    def render(messages: list[Mapping[str, Any]], tools: list[Any] | None) -> str:
+        return render_template(template, [dict(m) for m in messages], tools, add_generation_prompt=True)
+
+    with httpx.Client(base_url=base_url, headers=dict(headers), timeout=TIMEOUT_S) as client:
+        return forcing.run(client, model_id, prompts, state.answers, reference,
+                           forcing.template_ids(tokens.tokenizer, render), tokens.decode, path.name)

@@ -8,7 +8,6 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from bench.core.lenses.fidelity import Answer, Fidelity
 from bench.core.level_run import LevelInterrupted, level_label, sidecar_key
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
@@ -58,8 +57,7 @@ class CellRun:
         self.last_level: Step | None = None
         self.reported_version: ReportedVersion | None = None
         self.on_level: Callable[[], None] | None = None  # after each level's records are on disk (bench.run.cell)
-        self.fidelity: Fidelity | None = None  # --fidelity's block, and its first pass (bench.run.audits.fidelity)
-        self.fidelity_answers: list[Answer] = []
+        self.fidelity = fidelity.FidelityRun()  # --fidelity's reference, block and first pass
         budget_from = cfg.budget_from if cfg.budget_from is not None else time.perf_counter()
         self.deadline = None if cfg.cell_budget_s is None else budget_from + cfg.cell_budget_s
         self.extra_body = self._extra_body()

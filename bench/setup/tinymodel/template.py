@@ -34,8 +34,17 @@ def render_chat(
     *,
     add_generation_prompt: bool = False,
 ) -> str:
+    return render_template(chat_template(), messages, tools, add_generation_prompt=add_generation_prompt)
+
+
+def render_template(
+    template: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    add_generation_prompt: bool = False,
+) -> str:
+    """`template` (a checkpoint's chat_template.jinja) rendered as transformers renders it."""
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.filters["tojson"] = _tojson
-    return env.from_string(chat_template()).render(
-        messages=messages, tools=tools, add_generation_prompt=add_generation_prompt
-    )
+    return env.from_string(template).render(messages=messages, tools=tools, add_generation_prompt=add_generation_prompt)
