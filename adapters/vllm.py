@@ -21,7 +21,7 @@ import json
 import math
 from pathlib import Path
 
-from bench.setup.adapter import Adapter, Capabilities, ServeCommand, ServeContext
+from bench.setup.adapter import Adapter, Capabilities, Reservation, ServeCommand, ServeContext
 from bench.setup.installs.recipes import PipVenv
 from bench.setup.server_metrics import ServerMetrics
 
@@ -103,6 +103,10 @@ ADAPTER = Adapter(
     serve=serve,
     capabilities=Capabilities(ignore_eos=True),
     startup_timeout_s=300.0,
+    # vLLM 0.32.0's own lines: on CPU the VLLM_CPU_KVCACHE_SPACE it was given, on CUDA what its
+    # profiling left of --gpu-memory-utilization (one line per tensor-parallel worker)
+    reservation=Reservation("KV cache", (r"Explicitly set \((?P<amount>[\d.]+)/[\d.]+\) (?P<unit>GiB) for KV cache",
+                                         r"Available KV cache memory: (?P<amount>[\d.]+) (?P<unit>GiB)")),
     server_metrics=ServerMetrics(  # on by default; names as vLLM 0.32.0 serves them
         counters={"generated_tokens": "vllm:generation_tokens_total", "prompt_tokens": "vllm:prompt_tokens_total",
                   "prefix_cache_hits": "vllm:prefix_cache_hits_total",

@@ -164,9 +164,12 @@ def side_by_side(present: Mapping[str, Mapping[str, Any]], marks: Mapping[str, S
     last and marked at every figure: no column is an order. The memory column where some framework
     has a reading."""
     def memory(lv: Mapping[str, Any]) -> str:
-        peak = block_of(lv, "memory").get("peak_bytes")
-        return "—" if peak is None else f"{peak / MIB:.0f}" + bound_text(dict(block_of(lv, "memory")), "peak_bytes",
-                                                                           ".0f", 1 / MIB)
+        block = block_of(lv, "memory")
+        peak, reserved = block.get("peak_bytes"), block.get("reserved_bytes")
+        if peak is None:
+            return "—"
+        aside = f" ({reserved / MIB:.0f} set aside at start)" if reserved is not None else ""
+        return f"{peak / MIB:.0f}" + bound_text(dict(block), "peak_bytes", ".0f", 1 / MIB) + aside
     read = any(block_of(lv, "memory").get("peak_bytes") is not None for lv in present.values())
     answered = bool(fidelity) and any(fw in (fidelity or {}) for fw in present)
     heads = ["Framework", "Output tok/s", "TTFT p50 (ms)", *(["Server peak memory (MiB)"] if read else []),

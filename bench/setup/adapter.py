@@ -10,6 +10,7 @@ and importable from here.
 from __future__ import annotations
 
 import platform
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,6 +39,33 @@ class Capabilities:
     # False where the server takes its sampling settings from its first request and keeps them for its
     # life: the greedy fidelity run then gets a server of its own (bench.run.audits.fidelity).
     sampling_per_request: bool = True
+
+
+UNITS = {"GiB": 2**30, "MiB": 2**20, "GB": 10**9, "MB": 10**6}
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Memory the framework sets aside as it starts and states in its log (a KV cache pool): the level's
+    memory block gives it beside the server's peak (bench.core.figures.memory), so that a pool sized
+    up front is told apart from what the model and its live cache use."""
+
+    what: str  # what is set aside, as the reports name it: "KV cache"
+    patterns: tuple[str, ...]  # regular expressions, each with the groups `amount` and `unit` (UNITS)
+
+    def read(self, log: str) -> tuple[int, str] | None:
+        """The bytes set aside and the lines that say so: each process's last statement, summed (a process
+        named by `pid=N` in its lines, as vLLM's tensor-parallel workers are); None without one."""
+        found: dict[str, tuple[int, str]] = {}
+        for line in log.splitlines():
+            for pattern in self.patterns:
+                if (m := re.search(pattern, line)) and m.group("unit") in UNITS:
+                    process = re.search(r"pid=(\d+)", line)
+                    found[process.group(1) if process else ""] = (
+                        round(float(m.group("amount")) * UNITS[m.group("unit")]), line.strip()[:300])
+        if not found:
+            return None
+        return sum(b for b, _ in found.values()), "\n".join(line for _, line in found.values())
 
 
 @dataclass(frozen=True)
@@ -176,6 +204,7 @@ class Adapter:
     places_extra_args: bool = False
     notes: str = ""
     server_metrics: ServerMetrics | None = None  # its Prometheus endpoint, scraped around each level
+    reservation: Reservation | None = None  # the memory it states it set aside as it started
 
     def command(self, ctx: ServeContext, *, metrics: bool = True) -> ServeCommand:
         """`serve(ctx)`, with the flags that turn its metrics endpoint on unless `metrics` is False

@@ -138,6 +138,17 @@ def test_chat_cell_ok_with_server_usage(tmp_path, framework):
         assert block["self"]["identical"] == block["prompts"] == 16, block["self"]
         assert "purpose" not in result["servers"][0] and "error" not in block
 
+    # the KV cache pool the server states in its log, beside each level's peak: vLLM on CPU is given its
+    # size (VLLM_CPU_KVCACHE_SPACE, GiB) and says so; the others state none
+    reserved = [s.get("reserved") for s in result["servers"]]
+    if adapter.reservation is not None:
+        given = int(result["servers"][0]["command"]["env"]["VLLM_CPU_KVCACHE_SPACE"]) * 2**30
+        assert all(r is not None and r["bytes"] == given and r["what"] == "KV cache" for r in reserved), reserved
+        assert all(lv["memory"]["reserved_bytes"] == given for lv in result["levels"]), result["levels"]
+    else:
+        assert reserved == [None] * len(reserved)
+        assert all("reserved_bytes" not in lv["memory"] for lv in result["levels"])
+
     caps = adapter.capabilities
     assert ("ignore_eos" in result["run_config"]["request_extras"]) == caps.ignore_eos
     for level in result["levels"]:

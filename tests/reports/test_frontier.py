@@ -37,12 +37,14 @@ def test_the_frontier_by_hand():
     assert on_frontier([point("x", 500, 100), point("y", 600, 100)]) == {"x": None, "y": "x"}
 
 
-def _with_memory(path: Path, peaks_mib: dict[int, float]) -> None:
-    """Give each level of the result at `path` a memory block read from one sample of that peak."""
+def _with_memory(path: Path, peaks_mib: dict[int, float], reserved_mib: int | None = None) -> None:
+    """Give each level of the result at `path` a memory block read from one sample of that peak (and
+    the memory its server stated it set aside)."""
     result = json.loads(path.read_text())
     for level in result["levels"]:
         seen = Sampled.over(0.0, 2.0, 1.0, [MemorySample(1.0, int(peaks_mib[level["concurrency"]] * MIB),
-                                                         8 << 30, None, None)], [])
+                                                         8 << 30, None, None)], [],
+                            None if reserved_mib is None else reserved_mib * MIB)
         figures.attach(level, figures.watched(seen))
     write_result(path, result)
 
@@ -53,7 +55,7 @@ def test_report_lists_points_by_memory_names_who_beats_whom_and_sinks_what_is_no
              "mlx_lm": (0.5, {1: 700, 2: 710}), "ollama": (3.0, {1: 100, 2: 100})}
     for fw, (speed, peaks) in cells.items():
         path = write_cell(root, framework=fw, speed=speed, failed=4 if fw == "ollama" else 0)
-        _with_memory(path, peaks)
+        _with_memory(path, peaks, 1024 if fw == "vllm" else None)
     comparison = read_comparison(write_comparison(path.parent, machine="intelxeonprocessor"))
     assert comparison["standing"]["ollama"]["marks"], "the test needs ollama not to stand ok"
     report = write_report(path.parent, comparison).read_text()
@@ -72,6 +74,7 @@ def test_report_lists_points_by_memory_names_who_beats_whom_and_sinks_what_is_no
     table = [line.split(" | ") for line in c1.splitlines() if line.startswith("| ")][1:]
     assert [row[0].strip("| ") for row in table] == ["llamacpp", "mlx_lm", "vllm", "ollama (degraded)"]
     assert table[0][3].startswith("300") and all(cell.endswith("(degraded)") for cell in table[3][1:3])
+    assert table[2][3].rstrip(" |") == "2400 (1024 set aside at start)"  # the pool vLLM stated, apart
     faster = [line for line in c1.splitlines() if " is faster than " in line]
     assert faster and all("; memory: " in line for line in faster)
     assert "  - vllm is faster than llamacpp by " in c1  # 1.6x the output tok/s, and 8x the memory
@@ -80,6 +83,8 @@ def test_report_lists_points_by_memory_names_who_beats_whom_and_sinks_what_is_no
     level_table = report.split("## Concurrency 1\n", 1)[1].split("\n## ", 1)[0]
     assert any(line.startswith("| Server peak memory (MiB) |") and "| 300 |" in line
                for line in level_table.splitlines())
+    aside = next(line for line in level_table.splitlines() if line.startswith("| Of it, set aside at start (MiB) |"))
+    assert "| 1024 |" in aside and aside.count("| 1024 |") == 1
 
 
 def test_without_memory_readings_there_is_no_section_and_no_chart(tmp_path):

@@ -105,16 +105,17 @@ class Sampled:
     memory: Sequence[MemorySample]
     gpu: Sequence[GpuSample]
     inside: bool = True
+    reserved_bytes: int | None = None  # what the server stated it set aside as it started (Reservation)
 
     @classmethod
     def over(cls, start: float, end: float, interval_s: float, memory: Sequence[MemorySample],
-             gpu: Sequence[GpuSample]) -> Sampled:
+             gpu: Sequence[GpuSample], reserved_bytes: int | None = None) -> Sampled:
         mem = [m for m in memory if start <= m.wall <= end]
         inside = bool(mem)
         if not inside:
             mem = [m for m in memory if m.wall > end][:1]
         walls = {m.wall for m in mem}
-        return cls(start, end, interval_s, mem, [g for g in gpu if g.wall in walls], inside)
+        return cls(start, end, interval_s, mem, [g for g in gpu if g.wall in walls], inside, reserved_bytes)
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,14 @@ class ServerOverhead(TypedDict, total=False):
 ServerPurpose = Literal["fidelity"]  # why a server ran no level
 
 
+class Reserved(TypedDict):
+    """Memory the framework stated it set aside as it started (its adapter's Reservation)."""
+
+    what: Annotated[str, Doc("What it set aside, as its adapter names it: \"KV cache\".")]
+    bytes: Annotated[int, Doc("The bytes stated, summed over its processes (each one's last statement).", minimum=0)]
+    said: Annotated[str, Doc("The log lines that stated it.")]
+
+
 class _ServerRequired(TypedDict):
     levels: Annotated[list[LevelName], Doc("The levels run on it: concurrency levels, or open-loop levels' labels (\"4 "
                                            "req/s\"); none for a server of the fidelity run's own.")]
@@ -90,6 +98,9 @@ class Server(_ServerRequired, total=False):
                                                             "when the install did not know it); null when no usual "
                                                             "endpoint answered.")]
     exit: Annotated[ServerExit, Doc("How the server ended.")]
+    reserved: Annotated[Reserved, Doc("The memory the framework stated in its log that it set aside as it started (a "
+                                      "KV cache pool), read once it was ready; absent where it states none. Each "
+                                      "level's memory block repeats it beside the peak (memory.reserved_bytes).")]
     resources: Annotated[ServerResources, Doc("Its process tree's resource use, sampled while it ran "
                                               "(bench.host.resources).")]
     idle_power: Annotated[list[IdlePower], Doc("The machine's power read for a few seconds before it started, one "

@@ -133,7 +133,7 @@ class CellRun:
         pid = server.proc.pid if isinstance(server, ServerProcess) and server.proc else None
         self.watch = ServerWatch.start(pid, self.paths.split_dir / f"{self.paths.stem}.{label}", server,
                                        self.adapter.server_metrics, self.cfg.server.server_metrics_s,
-                                       self.cfg.server.api_key, server_info.get("idle_power"))
+                                       self.cfg.server.api_key, server_info.get("idle_power"), self.adapter.reservation)
         try:
             with self.watch:
                 listed = list_models(server.base_url, self.cfg.server.api_key)

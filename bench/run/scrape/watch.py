@@ -29,38 +29,44 @@ from bench.core.level_run import LevelRun
 from bench.core.metrics.client import with_server_queue
 from bench.core.metrics.server_view import GaugeFigures, HistogramFigures, ServerMetricsBlock
 from bench.core.result.model import Level, Server
+from bench.core.result.server import Reserved
 from bench.host.power import IdlePower
 from bench.host.resources import ResourceSampler
 from bench.run.scrape.scraper import Scrape, Scraper
+from bench.setup.adapter import Reservation
 from bench.setup.profiles import ApiKey
 from bench.setup.server_metrics import ServerMetrics
 
 
 class ServerWatch:
     def __init__(self, sampler: ResourceSampler | None, scraper: Scraper | None,
-                 idle: list[IdlePower] | None = None) -> None:
+                 idle: list[IdlePower] | None = None, reserved: Reserved | None = None) -> None:
         self.sampler, self.scraper = sampler, scraper
         self.idle = idle or []  # the machine's power before the server started (bench.host.power.idle_power)
+        self.reserved = reserved  # the memory the server stated it set aside (Reservation), read once ready
         self._windows: list[tuple[Level, float, float]] = []  # each level and its measured phase's wall span
         self._brackets: list[tuple[Level, Scrape | None, Scrape | None]] = []
         self._last: tuple[Scrape | None, Scrape | None] = (None, None)
 
     @classmethod
     def start(cls, pid: int | None, files: Path, server: Any, declared: ServerMetrics | None,
-              interval_s: float | None, api_key: ApiKey | None, idle: list[IdlePower] | None = None) -> ServerWatch:
+              interval_s: float | None, api_key: ApiKey | None, idle: list[IdlePower] | None = None,
+              reservation: Reservation | None = None) -> ServerWatch:
         """The watch of a server whose files are `files`.* (`.resources.jsonl`, `.server-metrics.jsonl`),
         its metrics scraped every `interval_s` where declared (None: not scraped), with the API key
-        its chat requests carry, and the machine's `idle` power read before it started, for each level's
-        energy above it; nothing is watched of a server that is not ours (an endpoint: no `pid`)."""
+        its chat requests carry, the machine's `idle` power read before it started, for each level's
+        energy above it, and the memory its log states it set aside (`reservation`, read now: the
+        server is ready); nothing is watched of a server that is not ours (an endpoint: no `pid`)."""
         if pid is None:
             return cls(None, None)
+        reserved = _reserved(reservation, getattr(server, "log_path", None))
         sampler = ResourceSampler(pid, files.with_name(files.name + ".resources.jsonl"),
                                   cgroup=getattr(server, "cgroup", None), on_tree=getattr(server, "note_tree", None))
         scraper = None if declared is None or interval_s is None else Scraper(
             server.base_url.rstrip("/") + declared.path, declared,
             files.with_name(files.name + ".server-metrics.jsonl"), headers=api_key.headers if api_key else {},
             interval_s=interval_s)
-        return cls(sampler, scraper, idle)
+        return cls(sampler, scraper, idle, reserved)
 
     def __enter__(self) -> ServerWatch:
         for part in (self.sampler, self.scraper):
@@ -90,18 +96,33 @@ class ServerWatch:
             self._brackets.append((summary, *self._last))
 
     def finish(self, server_info: Server) -> None:
+        if self.reserved is not None:
+            server_info["reserved"] = self.reserved
         if self.sampler is not None:  # the file name, not the path: results stay valid when moved or committed
             server_info["resources"] = {**self.sampler.summary(), "path": self.sampler.path.name}
             with_energy(self._windows, self.sampler.power, self.sampler.summary()["gpu_source"],
                         self.sampler.interval_s, self.idle)
+            reserved_bytes = self.reserved["bytes"] if self.reserved is not None else None
             for level, start, end in self._windows:
-                seen = Sampled.over(start, end, self.sampler.interval_s, self.sampler.memory, self.sampler.gpu)
+                seen = Sampled.over(start, end, self.sampler.interval_s, self.sampler.memory, self.sampler.gpu,
+                                    reserved_bytes)
                 figures.attach(level, figures.watched(seen))
         if self.scraper is not None:
             for level, before, after in self._brackets:
                 level["server_metrics"] = level_metrics(self.scraper, before, after)
                 if "client" in level:
                     level["client"] = with_server_queue(level["client"], level["server_metrics"])
+
+
+def _reserved(reservation: Reservation | None, log_path: Path | None) -> Reserved | None:
+    """What the server's log states it set aside, where its adapter declares how it says so."""
+    if reservation is None or log_path is None:
+        return None
+    try:
+        found = reservation.read(Path(log_path).read_text(errors="replace"))
+    except OSError:
+        return None
+    return None if found is None else {"what": reservation.what, "bytes": found[0], "said": found[1]}
 
 
 def level_metrics(scraper: Scraper, before: Scrape | None, after: Scrape | None) -> ServerMetricsBlock:
