@@ -27,20 +27,10 @@ from bench.run.server.exits import ServerStartError
 from bench.setup import profiles
 from bench.setup.tinymodel import build, recipe, weights
 from tests.support.busy import TEST_TIMEOUT_S
+from tests.support.llama_profile import llama_profile
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(TEST_TIMEOUT_S)]
 
-OTHER = """\
-name: tiny-other
-results_name: tiny
-builtin: tiny
-sampling: {{temperature: 1.0}}
-ignore_eos: true
-formats:
-  gguf: {{served_id: tiny}}
-openai:
-  command: [{server}, -m, {gguf}, --host, 127.0.0.1, --port, '{{port}}', --parallel, '4', --no-webui, --alias, tiny]
-"""
 
 
 def cell(tmp_path, launch, framework: str, profile: profiles.ModelProfile) -> CellOutcome:
@@ -79,9 +69,8 @@ def test_a_stack_answers_as_itself_and_another_checkpoint_is_flagged(tmp_path, s
     monkeypatch.setattr(weights, "SEED", recipe.SEED + 1)
     monkeypatch.setattr(weights, "INIT_STD", recipe.INIT_STD * 10)
     other = build(tmp_path / "other")
-    profile_path = tmp_path / "tiny-other.yaml"
-    profile_path.write_text(OTHER.format(server=llama_server, gguf=other.gguf_path))
-    different = cell(tmp_path, server_launcher, "openai", profiles.load_profile(str(profile_path)))
+    different = cell(tmp_path, server_launcher, "openai", llama_profile(tmp_path, "tiny-other", llama_server,
+                                                                        other.gguf_path))
     block = different.result["fidelity"]
     assert block["reference"] in (first.result_path.name, again.result_path.name if again.result_path else "")
     divergences = block["vs_reference"]["divergences"]

@@ -130,7 +130,8 @@ def in_words(block: Fidelity, framework: str, vs: Agreement | None = None, is_fl
     bound = bound_text({"ci95": {"m": vs["median_ci95"]}}, "m", ".0f")
     said = f"{vs['agree']}/{vs['prompts']} alike to {vs['agree_tokens']} tokens vs {reference}"
     return (said + ("" if brief else f", median divergence {median}{bound}") + (" (flagged)" if is_flagged else "")
-            + (f"; {itself}" if own["agree"] < own["prompts"] else "") + forced_words(block.get("forced"), reference, brief))
+            + (f"; {itself}" if own["agree"] < own["prompts"] else "")
+            + forced_words(block.get("forced"), reference, brief))
 
 
 def forced_words(forced: Forced | None, reference: str, brief: bool = False) -> str:

@@ -14,7 +14,8 @@ A prompt whose free answer diverged from the reference's but whose forced picks 
 position at most is a near-tie; more positions than that say the two compute something else.
 
 Offered only where the server takes a prompt as token ids on `/v1/completions` and counts them as
-sent (llama-server and vLLM do); the first request's refusal (any status but 200), or a
+sent (llama-server and vLLM do; mlx-lm's and vllm-mlx's take text only); the first request's
+refusal (any status but 200, after one more try without `logprobs` on a 400 or 422), or a
 `usage.prompt_tokens` other than the ids sent (the server added a token, a BOS: the context is
 not the reference's), is recorded as not offered, with why. The token picked is read as an id
 where the server gives one (llama-server's logprobs `id`, vLLM's `token_ids` with
@@ -63,6 +64,7 @@ def run(client: httpx.Client, model: str, prompts: Sequence[Prompt], ours: Seque
     positions = agree = 0
     differ: dict[str, list[int]] = {}
     stopped: str | None = None
+    logprobs: dict[str, Any] = {"logprobs": 1}  # llama-server's answer then names the token's id
     try:
         for prompt in prompts:
             if (answer := theirs.get(prompt.name)) is None:
@@ -70,9 +72,12 @@ def run(client: httpx.Client, model: str, prompts: Sequence[Prompt], ours: Seque
             head = prompt_ids(prompt)
             for k, token in enumerate(answer.tokens[:AGREE_TOKENS]):
                 ids = head + list(answer.tokens[:k])
-                picked, text = _pick(client.post("/v1/completions", json={
-                    "model": model, "prompt": ids, "temperature": 0, "max_tokens": 1, "logprobs": 1,
-                    "return_token_ids": True}), len(ids))
+                body = {"model": model, "prompt": ids, "temperature": 0, "max_tokens": 1, "return_token_ids": True}
+                response = client.post("/v1/completions", json={**body, **logprobs})
+                if logprobs and response.status_code in (400, 422):  # it refuses logprobs (or wants a bool)
+                    logprobs = {}
+                    response = client.post("/v1/completions", json=body)
+                picked, text = _pick(response, len(ids))
                 positions += 1
                 if (picked == token) if picked is not None else (text == decode(token)):
                     agree += 1
