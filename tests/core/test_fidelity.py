@@ -84,3 +84,21 @@ def test_in_words_says_the_comparison_the_reference_and_a_stack_unlike_itself():
     unlike_itself = {**block, "self": agreement(same, other)}
     assert in_words(unlike_itself, "vllm", agreement(same, same)).endswith("; itself: 0/16 alike to 16 tokens")
     assert in_words({**block, "error": "HTTP 500"}, "vllm") == "none: HTTP 500"
+
+
+def test_in_words_says_what_feeding_the_reference_s_answers_showed_or_why_it_could_not():
+    same = [answer(f"p{i}", *range(32)) for i in range(16)]
+    block: Fidelity = {"prompts": 16, "max_tokens": 32, "unit": "tokens", "answers": "a.fidelity.jsonl",
+                       "logprobs": True, "self": agreement(same, same), "reference_framework": "hf_transformers",
+                       "forced": {"offered": True, "reference": "hf.json", "positions": 256, "agree": 255,
+                                  "agree_share": 255 / 256, "agree_ci95": list(wilson(255, 256)),
+                                  "differ": {"p4": [5]}, "diverged": 1, "ties": 1}}
+    vs = agreement(same, same)
+    assert in_words(block, "vllm", vs).endswith(
+        "; fed hf_transformers's answers, 255/256 picks alike, 1 of 1 divergent prompt a near-tie")
+    assert "fed" not in in_words(block, "vllm", vs, brief=True)  # a sentence keeps to the comparison
+    refused = block.copy()
+    refused["forced"] = {"offered": False, "reference": "hf.json",
+                         "note": 'HTTP 422 to a prompt of token ids on /v1/completions: {"detail":[{"type":"x"}]}'}
+    assert in_words(refused, "vllm_mlx", vs).endswith(
+        "; not fed hf_transformers's answers: HTTP 422 to a prompt of token ids on /v1/completions")

@@ -136,14 +136,13 @@ def in_words(block: Fidelity, framework: str, vs: Agreement | None = None, is_fl
 
 def forced_words(forced: Forced | None, reference: str, brief: bool = False) -> str:
     """"; fed vllm's answers, 255/256 picks alike, 1 of 1 divergent prompt a near-tie" (teacher forcing,
-    bench.run.audits.forcing), or why the stack could not be fed; "" where it was not tried."""
-    if forced is None:
+    bench.run.audits.forcing), or why the stack could not be fed (the note's head: the server's answer
+    stays in the block); "" where it was not tried, and in a sentence (`brief`)."""
+    if forced is None or brief:
         return ""
     if not forced["offered"]:
-        return "" if brief else f"; not fed {reference}'s answers: " + forced.get("note", "")
+        return f"; not fed {reference}'s answers: " + forced.get("note", "").split(": ", 1)[0]
     share = f"fed {reference}'s answers, {forced.get('agree', 0)}/{forced.get('positions', 0)} picks alike"
-    if brief:
-        return f"; {share}"
     diverged = forced.get("diverged", 0)
     ties = f", {forced.get('ties', 0)} of {diverged} divergent prompt{'s' if diverged != 1 else ''} a near-tie"
     return f"; {share}" + (ties if diverged else "") + (f" ({forced['note']})" if "note" in forced else "")

@@ -42,11 +42,12 @@ class NotOffered(Exception):
 def _pick(response: httpx.Response, sent: int) -> tuple[int | None, str]:
     """The token a forced request picked, as an id where the server gives one, and as text."""
     if response.status_code != 200:
-        raise NotOffered(f"HTTP {response.status_code} to /v1/completions with token ids: {response.text[:160]}")
+        raise NotOffered(f"HTTP {response.status_code} to a prompt of token ids on /v1/completions: "
+                         f"{response.text[:160]}")
     body = response.json()
     counted = (body.get("usage") or {}).get("prompt_tokens")
     if counted is not None and counted != sent:
-        raise NotOffered(f"the server counted {counted} prompt tokens where {sent} ids were sent (it adds tokens)")
+        raise NotOffered(f"it adds tokens to a prompt of token ids: {counted} counted where {sent} were sent")
     choice = body["choices"][0]
     logprobs = (choice.get("logprobs") or {}).get("content") or []
     ids = choice.get("token_ids") or [entry.get("id") for entry in logprobs]
