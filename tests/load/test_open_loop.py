@@ -225,21 +225,25 @@ def _ctrl_c(signum, frame):
 
 @pytest.mark.timeout(0)  # this test arms SIGALRM itself, as pytest-timeout's signal method does
 def test_an_interrupt_ends_an_open_loop_level_and_keeps_what_it_finished():
+    def arm(p: Progress) -> None:  # the signal lands once 3 requests have finished, however fast the host is
+        if p.done >= 3:
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+
     previous = signal.signal(signal.SIGALRM, _ctrl_c)
     try:
         with ScriptServer() as srv:
-            signal.setitimer(signal.ITIMER_REAL, 1.0)
             t0 = time.perf_counter()
             with pytest.raises(LevelInterrupted) as caught:  # a KeyboardInterrupt that carries the level
-                run_level(open_level(srv.base_url, 10.0, 200, burstiness=50.0, max_concurrency=4),
+                run_level(open_level(srv.base_url, 10.0, 200, burstiness=50.0, max_concurrency=4, progress=arm),
                           prompts("stream 3 0.02"), [])
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    assert time.perf_counter() - t0 < 8, "the 20 s schedule did not run on"
     kept: LevelRun = caught.value.level_run
     assert kept.partial and kept.stop_reason.startswith("interrupted")
-    assert 3 <= len(kept.records) <= 15 and all(r.ok for r in kept.records)
+    # what finished is kept; the 20 s schedule of 200 did not run on
+    assert 3 <= len(kept.records) < 200 and all(r.ok for r in kept.records)
+    assert time.perf_counter() - t0 < 19
     assert kept.schedule == arrival_offsets(10.0, 50.0, 200, seed=0)
 
 
