@@ -22,6 +22,8 @@ from bench.base.doc import Doc
 from bench.core import metrics
 from bench.core.level_run import LevelRun
 from bench.core.metrics.blocks import SLO_NAMES, Goodput, Rate, SloLimits
+from bench.core.metrics.stats.attainment import overall
+from bench.core.metrics.stats.attainment import verdict as attainment_verdict
 from bench.core.records import RequestRecord
 
 SLO_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -160,12 +162,19 @@ def goodput(run: LevelRun, slos: Sequence[Slo]) -> Goodput:
     slo_met = the level ran to its end, every attainment >= its percentile / 100 (ttft_p99=500ms:
     99% of the requests had TTFT <= 500 ms) and, for an open-loop level, it kept pace: the achieved
     send rate at least 90% of the offered one (else the server held the arrivals back under
-    --max-concurrency, or the client fell behind). `missed` says which of these failed."""
+    --max-concurrency, or the client fell behind). `missed` says which of these failed.
+
+    slo_met reads each measured share as if it were the truth. `slo_verdicts` judge each SLO with
+    95% confidence (bench.core.metrics.stats.attainment: an exact binomial test of the share within
+    against the target), and `slo_decision` is the level's: missed where an SLO is missed at 95%, or
+    the level stopped early or fell behind; met where every SLO is met at 95%; else cannot tell."""
     records = run.records
     n = len(records)
     wall = run.t_end - run.t_start
     good = sum(1 for r in records if all(within(r, s) for s in slos))
-    attainment = {s.name: (sum(within(r, s) for r in records) / n if n else None) for s in slos}
+    counts = {s.name: sum(within(r, s) for r in records) for s in slos}
+    attainment = {s.name: (counts[s.name] / n if n else None) for s in slos}
+    verdicts = {s.name: attainment_verdict(counts[s.name], n, s.percentile / 100.0) for s in slos}
     missed = [] if n else ["no measured request"]
     if run.partial:
         missed.append(f"the level stopped early: {run.stop_reason}")
@@ -180,6 +189,7 @@ def goodput(run: LevelRun, slos: Sequence[Slo]) -> Goodput:
         if offered is not None and (achieved is None or achieved < KEPT_PACE * offered):
             got = "nothing" if achieved is None else f"{achieved:.3g} req/s"
             missed.append(f"fell behind: sent at {got}, under {KEPT_PACE:.0%} of the offered {offered:.3g} req/s")
+    shortfall = [m for m in missed if not any(m.startswith(f"{s.name}: ") for s in slos)]  # not an attainment's
     return {
         "slo": slo_json(slos),
         "good_requests": good,
@@ -187,6 +197,8 @@ def goodput(run: LevelRun, slos: Sequence[Slo]) -> Goodput:
         "attainment": attainment,
         "slo_met": not missed,
         "missed": missed,
+        "slo_verdicts": verdicts,
+        "slo_decision": "missed" if shortfall else overall(list(verdicts.values())),
     }
 
 

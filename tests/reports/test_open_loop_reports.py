@@ -188,6 +188,12 @@ def test_report_gives_each_frameworks_slo_sweep(tmp_path):
     assert ("| vllm | ttft_p99=300ms, tpot_p99=20ms | 3 req/s | 1.50 | 4 req/s | 2 met, 4 missed, 3 met | "
             "the level cap: 4 levels run |") in section
     assert "| Goodput (req/s) | " in report
+    # with 95% confidence: 12 of 12 within cannot show a p99 (that takes 299), 0 of 12 shows a miss
+    decided = {s.split("\n", 1)[0]: next(line for line in s.splitlines() if line.startswith("| SLO at 95% "))
+               for s in report.split("\n## ")[1:] if s.startswith("Request rate")}
+    assert decided["Request rate 2 req/s"] == ("| SLO at 95% confidence | cannot tell (299 requests would decide "
+                                               "ttft_p99; 299 requests would decide tpot_p99) |")
+    assert decided["Request rate 4 req/s"] == "| SLO at 95% confidence | missed |"
 
 
 def test_a_closed_loop_report_is_as_it_was(tmp_path):

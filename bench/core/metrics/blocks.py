@@ -19,6 +19,7 @@ from bench.core.level_run import Connections
 from bench.core.metrics.audits import Audits
 from bench.core.metrics.reasoning import Reasoned
 from bench.core.metrics.server_view import Energy, ServerMetricsBlock
+from bench.core.metrics.stats.attainment import Decision, SloVerdict
 from bench.core.metrics.stats.blocks import Interval
 from bench.core.metrics.table import OptionalStats, RequiredStats
 from bench.core.records import ContentEncodings, ErrorSample
@@ -189,8 +190,7 @@ class DurationBlock(TypedDict):
     asked: Annotated[int, Doc("Measured requests asked for: --requests, or a trace's entries.", minimum=0)]
 
 
-class Goodput(TypedDict):
-    """--slo: the level against the SLOs (bench.core.open_loop.goodput)."""
+class _GoodputRequired(TypedDict):
 
     slo: Annotated[SloLimits, Doc("--slo: each SLO's limit in ms, by name (`ttft_p99`: 99% of the requests must have "
                                   "TTFT within it).", propertyNames=SLO_NAMES)]
@@ -203,6 +203,19 @@ class Goodput(TypedDict):
     slo_met: Annotated[bool, Doc("Every attainment reached its percentile, the level ran to its end and (open loop) "
                                  "sent at least 90% of its offered rate.")]
     missed: Annotated[list[str], Doc("Why slo_met is false, one line per reason; empty when it is true.")]
+
+
+class Goodput(_GoodputRequired, total=False):
+    """--slo: the level against the SLOs (bench.core.open_loop.goodput); results written before the verdicts with
+    confidence lack them."""
+
+    slo_verdicts: Annotated[dict[str, SloVerdict], Doc(
+        "Per SLO, its attainment judged with 95% confidence (bench.core.metrics.stats.attainment): met, missed or "
+        "cannot tell, with the share's one-sided bounds and the requests that would decide it.")]
+    slo_decision: Annotated[Decision, Doc(
+        "The level against the SLOs with 95% confidence: missed where an SLO is missed, or the level stopped early "
+        "or fell behind its offered rate; met where every SLO is met; else cannot tell. slo_met reads the measured "
+        "shares as the truth; this does not.")]
 
 
 class ThroughputIntervals(TypedDict):

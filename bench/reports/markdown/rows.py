@@ -150,8 +150,23 @@ def _goodput(lv: Level) -> str:
     return f"{num(block['goodput_rps'], 2)} ({block['good_requests']} good, {met})"
 
 
+def _slo_decision(lv: Level) -> str:
+    """The level's SLO verdict at 95% confidence: "met", "missed", or "cannot tell (299 requests would
+    decide ttft_p99)" (bench.core.metrics.stats.attainment)."""
+    block = lv.get("goodput")
+    if block is None or "slo_decision" not in block:
+        return NULL
+    decision = block["slo_decision"]
+    if decision != "cannot tell":
+        return decision
+    undecided = [f"{need} requests would decide {name}" if (need := v["decides_at"]) is not None
+                 else f"no count decides {name}" for name, v in block["slo_verdicts"].items()
+                 if v["decision"] == "cannot tell"]
+    return f"cannot tell ({'; '.join(undecided)})"
+
+
 # Levels judged against SLOs (--slo) only.
-GOODPUT_ROWS: tuple[Row, ...] = (("Goodput (req/s)", _goodput),)
+GOODPUT_ROWS: tuple[Row, ...] = (("Goodput (req/s)", _goodput), ("SLO at 95% confidence", _slo_decision))
 def row_metrics() -> dict[str, str]:
     """The metric each row shows, as an imported result labels its methods (bench.core.result.imported)."""
     return {
