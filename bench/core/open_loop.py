@@ -22,6 +22,7 @@ from bench.base.doc import Doc
 from bench.core import metrics
 from bench.core.level_run import LevelRun
 from bench.core.metrics.blocks import SLO_NAMES, Goodput, Rate, SloLimits
+from bench.core.metrics.stats.attainment import Decision as SloDecision
 from bench.core.metrics.stats.attainment import overall
 from bench.core.metrics.stats.attainment import verdict as attainment_verdict
 from bench.core.records import RequestRecord
@@ -75,9 +76,7 @@ class LoadRamp(TypedDict):
     start_rps: Annotated[float | None, Doc("--ramp-up-start; null: a tenth of each level's rate.", exclusiveMinimum=0)]
 
 
-class Sweep(TypedDict):
-    """--request-rate sweep: the highest request rate whose level met every SLO, found by doubling (or halving)
-    from start_rps and then bisecting to the tolerance, at most max_levels levels (bench.run.levels.sweep)."""
+class _SweepRequired(TypedDict):
 
     slo: Annotated[SloLimits, Doc("--slo: each SLO's limit in ms, by name (`ttft_p99`: 99% of the requests must have "
                                   "TTFT within it).", propertyNames=SLO_NAMES)]
@@ -92,6 +91,18 @@ class Sweep(TypedDict):
     failing_rps: Annotated[float | None, Doc("The lowest rate above best_rps that did not; null when none failed.")]
     goodput_rps: Annotated[float | None, Doc("The goodput of the best_rps level; null without one.")]
     stopped: Annotated[str, Doc("Why the search stopped: within the tolerance, the level cap, the cell stopping.")]
+
+
+class Sweep(_SweepRequired, total=False):
+    """--request-rate sweep: the highest request rate whose level met every SLO, found by doubling (or halving)
+    from start_rps and then bisecting to the tolerance, at most max_levels levels (bench.run.levels.sweep); with
+    95% confidence, the highest rate met, the lowest missed and those undecided (absent in earlier results)."""
+
+    decisions: Annotated[list[SloDecision | None], Doc("Each rate's level's goodput.slo_decision, in `rates`' order.")]
+    best_met_rps: Annotated[float | None, Doc("The highest rate met with 95% confidence; null when none was.")]
+    lowest_missed_rps: Annotated[float | None, Doc("The lowest rate above best_met_rps missed with 95% confidence; "
+                                                   "null when none was.")]
+    undecided_rps: Annotated[list[float], Doc("The rates whose levels could not be decided either way at 95%.")]
 
 
 @dataclass(frozen=True)

@@ -107,5 +107,16 @@ def test_an_slo_sweep_reports_goodput_and_the_highest_rate_meeting_it(tmp_path):
         assert sweep["goodput_rps"] == best["goodput"]["goodput_rps"]
     assert result["run_config"]["levels"] == ["sweep"] and result["run_config"]["load"]["sweep"] == {
         "start_rps": 0.5, "tolerance": 0.1, "max_levels": 3}
+    # with 95% confidence: 6 requests can never show a p90 met (that takes 29 all within), so no level
+    # is met; the answer keeps each undecided rate apart
+    assert sweep["decisions"] == [lv["goodput"]["slo_decision"] for lv in result["levels"]]
+    for level in result["levels"]:
+        p90 = level["goodput"]["slo_verdicts"]["ttft_p90"]
+        assert p90["decision"] != "met" and p90["requests"] == 6, p90
+        assert p90["within"] < 6 or (p90["decision"], p90["decides_at"]) == ("cannot tell", 29), p90
+    assert sweep["best_met_rps"] is None
+    assert sweep["undecided_rps"] == sorted(r for r, d in zip(sweep["rates"], sweep["decisions"], strict=True)
+                                            if d == "cannot tell")
     report = (path.parent / "REPORT.md").read_text()
     assert "## SLO sweep" in report and "| Goodput (req/s) |" in report
+    assert "| At 95% confidence |" in report and "| SLO at 95% confidence |" in report

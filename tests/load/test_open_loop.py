@@ -20,6 +20,7 @@ import pytest
 from bench.core import metrics
 from bench.core.client_settings import ClientSettings
 from bench.core.level_run import ClientHealth, LevelConfig, LevelInterrupted, LevelRun, OpenLoop, Progress
+from bench.core.metrics.stats.attainment import Decision
 from bench.core.open_loop import Slo, goodput, parse_slos, within
 from bench.core.records import ErrorType, RequestError, RequestRecord
 from bench.load import run_level
@@ -347,6 +348,23 @@ def test_the_sweep_halves_from_a_failing_start_and_stops_at_its_level_cap():
     assert (out["best_rps"], out["failing_rps"]) == (3.0, 3.5) and out["stopped"].startswith("the level cap")
     nothing = _search(0.0, SweepPlan(start=1.0, max_levels=3)).outcome()
     assert nothing["best_rps"] is None and nothing["goodput_rps"] is None and nothing["rates"] == [1, 0.5, 0.25]
+
+
+def test_the_sweep_answers_with_confidence_keeping_the_undecided_rates_apart():
+    """The search moves on each level's measured outcome; its answer at 95% is the highest rate met,
+    the lowest missed above it, and the rates neither decided (near the limit, a short level)."""
+    search = RateSweep(SweepPlan(start=1.0, tolerance=0.1, max_levels=12), parse_slos("ttft_p99=500ms"))
+    outcomes: dict[float, Decision] = {1: "met", 2: "met", 4: "cannot tell", 8: "missed", 6: "missed",
+                                       5: "cannot tell", 5.5: "cannot tell"}
+    while (rate := search.next_rate()) is not None:
+        search.record(rate, rate <= 5.3, None, outcomes[rate])
+    out = search.outcome()
+    assert (out["best_rps"], out["failing_rps"]) == (5.0, 5.5)  # the point answer, as before
+    assert (out["best_met_rps"], out["lowest_missed_rps"]) == (2.0, 6.0)
+    assert out["undecided_rps"] == [4.0, 5.0, 5.5] and out["decisions"][:3] == ["met", "met", "cannot tell"]
+    early = RateSweep(SweepPlan(), parse_slos("ttft_p99=500ms"))
+    early.record(1.0, True, None)  # a level with no goodput block: not judged
+    assert early.outcome()["best_met_rps"] is None and early.outcome()["undecided_rps"] == []
 
 
 # ---------------------------------------------------------------- the options

@@ -81,7 +81,11 @@ def open_result(framework: str = "vllm", rates: tuple[float, ...] = (2.0, 4.0), 
         result["sweep"] = {"slo": {"ttft_p99": 300.0, "tpot_p99": 20.0}, "start_rps": rates[0], "tolerance": 0.1,
                            "max_levels": 4, "rates": list(rates), "passed": passed, "best_rps": best,
                            "failing_rps": min((r for r, ok in zip(rates, passed, strict=True) if not ok), default=None),
-                           "goodput_rps": 1.5, "stopped": "the level cap: 4 levels run"}
+                           "goodput_rps": 1.5, "stopped": "the level cap: 4 levels run",
+                           "decisions": [lv["goodput"]["slo_decision"] for lv in levels], "best_met_rps": None,
+                           "lowest_missed_rps": 4.0, "undecided_rps": sorted(
+                               r for r, lv in zip(rates, levels, strict=True)
+                               if lv["goodput"]["slo_decision"] == "cannot tell")}
     verdict = classify(Evidence(levels=tuple(levels), identity=Identity("tiny", ("tiny",), ("tiny",))))
     result["verdict"] = verdict.to_json()
     validate(result)
@@ -185,8 +189,8 @@ def test_report_gives_each_frameworks_slo_sweep(tmp_path):
     comparison = build_comparison(paths.split_dir, machine=MACHINE["slug"])
     report = write_report(paths.split_dir, comparison).read_text()
     section = report.split("## SLO sweep\n", 1)[1].split("\n## ", 1)[0]
-    assert ("| vllm | ttft_p99=300ms, tpot_p99=20ms | 3 req/s | 1.50 | 4 req/s | 2 met, 4 missed, 3 met | "
-            "the level cap: 4 levels run |") in section
+    assert ("| vllm | ttft_p99=300ms, tpot_p99=20ms | 3 req/s | 1.50 | 4 req/s | none met, missed from 4 req/s, "
+            "undecided: 2 req/s, 3 req/s | 2 met, 4 missed, 3 met | the level cap: 4 levels run |") in section
     assert "| Goodput (req/s) | " in report
     # with 95% confidence: 12 of 12 within cannot show a p99 (that takes 299), 0 of 12 shows a miss
     decided = {s.split("\n", 1)[0]: next(line for line in s.splitlines() if line.startswith("| SLO at 95% "))

@@ -9,6 +9,7 @@ from pathlib import Path
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
 from bench.core.metrics import audit_lines
 from bench.core.metrics import table as metric_table
+from bench.core.open_loop import Sweep
 from bench.core.result import imported
 from bench.core.result.model import Level, Result
 from bench.reports import between, plots
@@ -99,15 +100,29 @@ def sweep_section(comparison: Comparison) -> list[str]:
         best = "none met the SLO" if sweep["best_rps"] is None else f"{rate_text(sweep['best_rps'])} req/s"
         rows.append([_column(comparison, fw, marks[fw]), slo, best, num(sweep["goodput_rps"], 2),
                      "—" if sweep["failing_rps"] is None else f"{rate_text(sweep['failing_rps'])} req/s",
-                     tried, sweep["stopped"]])
+                     _confident(sweep), tried, sweep["stopped"]])
     if not rows:
         return []
     header = ["Framework", "SLO", "Highest rate meeting the SLO", "Goodput there (req/s)", "Lowest rate missing it",
-              "Rates run (req/s)", "Stopped"]
+              "At 95% confidence", "Rates run (req/s)", "Stopped"]
     return ["## SLO sweep", "", "Open-loop levels from the start rate, doubled (or halved) until the SLO's outcome "
             "changed, then bisected to the tolerance; a rate meets the SLO when every SLO's attainment reached its "
-            "percentile, the level ran to its end and it sent at 90% of its offered rate or more (docs/metrics.md).",
+            "percentile, the level ran to its end and it sent at 90% of its offered rate or more. Those outcomes "
+            "read each level's measured shares as the truth; *At 95% confidence* judges them by an exact binomial "
+            "test, keeping the levels it cannot decide apart (docs/metrics.md).",
             "", *table(header, rows), ""]
+
+
+def _confident(sweep: Sweep) -> str:
+    """"met up to 2 req/s, missed from 4 req/s, undecided: 3 req/s"; — for a sweep written without it."""
+    if "decisions" not in sweep:
+        return "—"
+    met, missed, undecided = sweep["best_met_rps"], sweep["lowest_missed_rps"], sweep["undecided_rps"]
+    parts = ["none met" if met is None else f"met up to {rate_text(met)} req/s",
+             "none missed" if missed is None else f"missed from {rate_text(missed)} req/s"]
+    if undecided:
+        parts.append("undecided: " + ", ".join(f"{rate_text(r)} req/s" for r in undecided))
+    return ", ".join(parts)
 
 
 def _origin(result: Result) -> str:

@@ -272,7 +272,8 @@ class CellRun:
         if self.plan.search is not None and open_loop is not None:
             judged = self.summaries[-1].get("goodput") if run.records else None
             met = bool(judged and judged["slo_met"])
-            self.plan.search.record(open_loop.rate, met, judged and judged["goodput_rps"])
+            self.plan.search.record(open_loop.rate, met, judged and judged["goodput_rps"],
+                                    judged.get("slo_decision") if judged else None)
         if (gone := self._gone_during(server, run)) is not None:
             self.server_exit = gone
             return False

@@ -12,12 +12,20 @@ arrivals kept pace):
 The answer is lo (`best_rps`), with hi (`failing_rps`) as the bracket's other side. Rates are
 assumed to pass below some limit and fail above it; a noisy level that breaks that order is kept
 as measured, and the bracket is always the highest pass and the lowest failure above it.
+
+The search moves on each level's measured outcome (`slo_met`), which is a point estimate: near the
+limit a level of a few hundred requests passes or fails by chance. Its answer with 95% confidence
+is apart: each level's `slo_decision` (bench.core.metrics.stats.attainment), `best_met_rps` the
+highest rate met at 95%, `lowest_missed_rps` the lowest missed at 95% above it, and the rates
+neither could decide (`undecided_rps`) kept apart: the limit lies between the two, and the
+undecided levels say where more requests would have to be measured.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bench.core.metrics.stats.attainment import Decision
 from bench.core.open_loop import Slo, Sweep, round_rate, slo_json
 
 
@@ -36,6 +44,7 @@ class RateSweep:
     slos: tuple[Slo, ...]
     tried: list[tuple[float, bool]] = field(default_factory=list)
     goodputs: dict[float, float | None] = field(default_factory=dict)
+    decisions: list[Decision | None] = field(default_factory=list)  # each level's slo_decision (None: not judged)
     stopped: str = "not started"
 
     def bracket(self) -> tuple[float | None, float | None]:
@@ -67,9 +76,17 @@ class RateSweep:
             return None
         return rate
 
-    def record(self, rate: float, passed: bool, goodput_rps: float | None) -> None:
+    def record(self, rate: float, passed: bool, goodput_rps: float | None, decision: Decision | None = None) -> None:
         self.tried.append((rate, passed))
         self.goodputs[rate] = goodput_rps
+        self.decisions.append(decision)
+
+    def confident(self) -> tuple[float | None, float | None, list[float]]:
+        """(highest rate met at 95%, lowest rate missed at 95% above it, the rates neither decided)."""
+        judged = [(r, d) for (r, _), d in zip(self.tried, self.decisions, strict=True)]
+        met = max((r for r, d in judged if d == "met"), default=None)
+        missed = min((r for r, d in judged if d == "missed" and (met is None or r > met)), default=None)
+        return met, missed, sorted({r for r, d in judged if d == "cannot tell"})
 
     def stop(self, why: str) -> None:
         """The cell stopped the search (a server gone, the budget spent, an interrupt)."""
@@ -77,6 +94,7 @@ class RateSweep:
 
     def outcome(self) -> Sweep:
         lo, hi = self.bracket()
+        met, missed, undecided = self.confident()
         return {
             "slo": slo_json(self.slos),
             "start_rps": self.plan.start,
@@ -88,4 +106,8 @@ class RateSweep:
             "failing_rps": hi,
             "goodput_rps": self.goodputs.get(lo) if lo is not None else None,
             "stopped": self.stopped,
+            "decisions": list(self.decisions),
+            "best_met_rps": met,
+            "lowest_missed_rps": missed,
+            "undecided_rps": undecided,
         }
