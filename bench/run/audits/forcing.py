@@ -74,10 +74,13 @@ def run(client: httpx.Client, model: str, prompts: Sequence[Prompt], ours: Seque
             for k, token in enumerate(answer.tokens[:AGREE_TOKENS]):
                 ids = head + list(answer.tokens[:k])
                 body = {"model": model, "prompt": ids, "temperature": 0, "max_tokens": 1, "return_token_ids": True}
-                response = client.post("/v1/completions", json={**body, **logprobs})
-                if logprobs and response.status_code in (400, 422):  # it refuses logprobs (or wants a bool)
-                    logprobs = {}
-                    response = client.post("/v1/completions", json=body)
+                try:
+                    response = client.post("/v1/completions", json={**body, **logprobs})
+                    if logprobs and response.status_code in (400, 422):  # it refuses logprobs (or wants a bool)
+                        logprobs = {}
+                        response = client.post("/v1/completions", json=body)
+                except httpx.HTTPError as exc:  # the server went away or stopped answering: what was fed stands
+                    raise NotOffered(f"{type(exc).__name__}: {exc}") from exc
                 picked, text = _pick(response, len(ids))
                 positions += 1
                 if (picked == token) if picked is not None else (text == decode(token)):
