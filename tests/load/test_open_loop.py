@@ -233,7 +233,6 @@ def test_an_interrupt_ends_an_open_loop_level_and_keeps_what_it_finished():
     previous = signal.signal(signal.SIGALRM, _ctrl_c)
     try:
         with ScriptServer() as srv:
-            t0 = time.perf_counter()
             with pytest.raises(LevelInterrupted) as caught:  # a KeyboardInterrupt that carries the level
                 run_level(open_level(srv.base_url, 10.0, 200, burstiness=50.0, max_concurrency=4, progress=arm),
                           prompts("stream 3 0.02"), [])
@@ -242,9 +241,8 @@ def test_an_interrupt_ends_an_open_loop_level_and_keeps_what_it_finished():
         signal.signal(signal.SIGALRM, previous)
     kept: LevelRun = caught.value.level_run
     assert kept.partial and kept.stop_reason.startswith("interrupted")
-    # what finished is kept; the 20 s schedule of 200 did not run on
+    # what finished is kept; the 20 s schedule of 200 did not run on (however slow the host)
     assert 3 <= len(kept.records) < 200 and all(r.ok for r in kept.records)
-    assert time.perf_counter() - t0 < 19
     assert kept.schedule == arrival_offsets(10.0, 50.0, 200, seed=0)
 
 
