@@ -32,6 +32,17 @@ DEFAULT_TIMEOUT_S = 900
 # httpcore is never dropped.
 TESTS_DIR = Path(__file__).resolve().parent
 
+# The servers the suite starts compute on one thread each, unless the run's environment names a
+# count. A CPU server's default (a thread per core, spinning while it waits for work) is right for
+# a benchmark on an idle machine but pathological on a shared one: beside `stress-ng --cpu 2`,
+# llama-server with its default 2 threads took 32x as long for the same requests, with one thread
+# twice as long (docs/measurements.md). The tests check verdicts, bytes and plumbing, not speed,
+# and the product keeps each framework's defaults. vLLM on CPU already keeps to one OpenMP thread
+# on 2 cores (it reserves a core for its scheduler).
+ONE_THREAD = {"LLAMA_ARG_THREADS": "1", "OMP_NUM_THREADS": "1"}
+for _name, _value in ONE_THREAD.items():
+    os.environ.setdefault(_name, _value)
+
 
 HOST_LOCK_FLAG = "--host-lock-timeout"
 
