@@ -26,7 +26,9 @@ def annotations_for(levels: Sequence[Level]) -> tuple[str, ...]:
     prompts were answered at least 10% faster than their first time (bench.core.metrics.audits).
     `throttled`: heat or power held a GPU's clock down while a level ran; `gpu-idle`: a level kept the
     GPU of a server that holds GPU memory under 20% busy on average, so the GPU was not what bounded
-    it (the client, the CPU or the server's scheduling was; bench.core.figures.gpu)."""
+    it (the client, the CPU or the server's scheduling was; bench.core.figures.gpu). `over-saturated`:
+    a level's queue grew without bound and the level was stopped early; its figures are those of the
+    requests that ended before the stop (bench.core.figures.saturation)."""
     notes = []
     if any(lv.get("itl_per_chunk") for lv in levels):
         notes.append("chunk-bundling")
@@ -38,6 +40,8 @@ def annotations_for(levels: Sequence[Level]) -> tuple[str, ...]:
         notes.append("throttled")
     if any(_gpu_idle(lv) for lv in levels):
         notes.append("gpu-idle")
+    if any("over_saturated" in lv for lv in levels):
+        notes.append("over-saturated")
     return (*notes, *fired(levels))
 
 

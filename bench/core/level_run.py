@@ -81,6 +81,9 @@ class OpenLoop:
     seed: int = 0
     ramp: Ramp | None = None  # --ramp-up: the rate rises to `rate` over the level
     trace: TraceSchedule | None = None  # --trace-file: the file's offsets are the schedule, not gamma draws
+    # --stop-over-saturated (and a sweep's levels): end the level once its queue is seen growing
+    # without bound (bench.core.figures.saturation)
+    stop_over_saturated: bool = False
 
     @property
     def arrivals(self) -> str:
@@ -210,6 +213,9 @@ class LevelRun:
     # With --duration: what ended the measured phase, "duration" or "requests" (every request asked
     # for was sent first); None without a duration. Neither is a cut: the level is complete.
     ended_by: str | None = None
+    # An open-loop level the over-saturation stop ended: the figure's block less `rounds`
+    # (bench.core.figures.saturation.OverSaturated); None where it ran to its end.
+    over_saturated: Mapping[str, Any] | None = None
 
 
 class CarriedInterrupt(KeyboardInterrupt):

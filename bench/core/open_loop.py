@@ -56,6 +56,8 @@ class Load(_LoadRequired, total=False):
     ramp_up: Annotated[LoadRamp, Doc("--ramp-up: its shape, and --ramp-up-start (null: a tenth of each level's rate).")]
     duration_s: Annotated[float, Doc("--duration: each level's measured phase bound in time, seconds.",
                                      exclusiveMinimum=0)]
+    stop_over_saturated: Annotated[bool, Doc("An open-loop level ended once its queue was seen growing without bound "
+                                             "(--stop-over-saturated, or a sweep); absent where none would.")]
 
 
 class LoadTrace(TypedDict):

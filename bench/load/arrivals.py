@@ -18,18 +18,22 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from bisect import insort
 from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
 
+from bench.core.figures.saturation import growth
 from bench.core.level_run import LevelConfig, LevelRun, OpenLoop, Ramp
 from bench.load.closed_loop import ClosedLoopLevel
 from bench.load.interrupts import retrieve
+from bench.load.request import SATURATED
 from bench.setup.prompts import Prompt
 
 _perf = time.perf_counter
 NAP_S = 0.05  # the dispatcher sleeps at most this long at a time, so a stopping level is seen soon
+CHECK_S = 0.25  # how often a level under the over-saturation stop looks at its queue
 
 
 def arrival_offsets(rate: float, burstiness: float, n: int, seed: int) -> tuple[float, ...]:
@@ -81,6 +85,7 @@ class OpenLoopLevel(ClosedLoopLevel):
         ol = cfg.open_loop
         if ol is None:
             raise ValueError("an open-loop level needs LevelConfig.open_loop")
+        self.ol = ol
         self.cap = ol.max_concurrency
         self.schedule = schedule(ol, cfg.requests)
         self.holding = 0  # requests admitted and not yet released: what the cap counts
@@ -89,10 +94,15 @@ class OpenLoopLevel(ClosedLoopLevel):
         # taken), and the dispatcher's wait for one when none is free.
         self._free: deque[float] = deque([-math.inf] * (self.cap or 0))
         self._vacancy: asyncio.Future[float] | None = None
+        # The over-saturation stop's evidence: when each request ended (offsets from t0, in order),
+        # the shortest arrival-to-end time, and what it found (bench.core.figures.saturation).
+        self.ends: list[float] = []
+        self.shortest: float | None = None
+        self.over_saturated: dict[str, object] | None = None
 
     async def run(self) -> LevelRun:
         run = await super().run()
-        run.schedule, run.peak_in_flight = self.schedule, self.peak
+        run.schedule, run.peak_in_flight, run.over_saturated = self.schedule, self.peak, self.over_saturated
         return run
 
     def interrupted_run(self, why: BaseException) -> LevelRun:
@@ -100,11 +110,26 @@ class OpenLoopLevel(ClosedLoopLevel):
         run.schedule, run.peak_in_flight = self.schedule, self.peak
         return run
 
+    async def _saturation_watch(self) -> None:
+        """Every CHECK_S while requests are due or in flight: the queue's growth; once it shows the
+        level over-saturated, nothing more is sent and what is in flight is cut."""
+        while self.stop_reason is None:
+            await asyncio.sleep(CHECK_S)
+            found = growth(self.schedule, self.ends, _perf() - self.t0, self.shortest)
+            if found.over_saturated and self.stop_reason is None:
+                unsent = len(self.schedule) - self.next_index
+                self.stop_reason = found.text()
+                cut = self._cancel_all(SATURATED)
+                self.over_saturated = {"reason": found.text(), "window_start_s": found.start_s,
+                                       "window_end_s": found.end_s, "arrived": found.arrived, "ended": found.ended,
+                                       "cut": cut, "unsent": unsent}
+
     async def _measure(self) -> None:
         """Send each request at its arrival (or when the cap lets it go), each in its own task;
         then wait for them all. A stopping level sends nothing more."""
         loop = asyncio.get_running_loop()
         tasks: list[asyncio.Task] = []
+        watch = asyncio.ensure_future(self._saturation_watch()) if self.ol.stop_over_saturated else None
         try:
             for i, offset in enumerate(self.schedule):
                 t_sched = self.t0 + offset
@@ -135,6 +160,10 @@ class OpenLoopLevel(ClosedLoopLevel):
                     task.cancel()
                     task.add_done_callback(retrieve)
             raise
+        finally:
+            if watch is not None:
+                watch.cancel()
+                watch.add_done_callback(retrieve)
 
     async def _arrival(self, i: int, t_sched: float, t_admitted: float) -> None:
         prompt, body = self.measured[i % len(self.measured)]  # = prompts[i % len(prompts)]
@@ -142,8 +171,13 @@ class OpenLoopLevel(ClosedLoopLevel):
         try:
             flight = await self._request(i, prompt, body, warmup=False, t_sched=t_sched, t_admitted=t_admitted)
             released_at = flight.released_at
+            if flight.reason == SATURATED:  # cut by the over-saturation stop: ours to end, not a failure
+                return
             self.records.append(flight.record)
             self.failed += not flight.record.ok
+            ended = (flight.record.t_end or _perf()) - self.t0
+            insort(self.ends, ended)
+            self.shortest = min(self.shortest or math.inf, ended - (t_sched - self.t0))
         finally:
             self._release(released_at or _perf())
 

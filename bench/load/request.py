@@ -33,6 +33,7 @@ LOST_PAUSE_S = 0.02
 
 # Why the level cancelled a request; each becomes its own error message.
 TIMEOUT, DEADLINE, STALL, SERVER_GONE = "timeout", "deadline", "stall", "server gone"
+SATURATED = "over-saturated"  # cut by the over-saturation stop (bench.core.figures.saturation): never a record
 
 
 class Flight:
@@ -43,7 +44,7 @@ class Flight:
     def __init__(self, record: RequestRecord) -> None:
         self.record = record
         self.stream = ChatStream(record)
-        self.reason: str | None = None  # TIMEOUT, DEADLINE, STALL or SERVER_GONE
+        self.reason: str | None = None  # TIMEOUT, DEADLINE, STALL, SERVER_GONE or SATURATED
         self.released_at = 0.0  # when the response ended and its connection was let go: the slot is open again
 
 
@@ -128,7 +129,8 @@ class ChatClient:
             kind = ErrorType.TRUNCATED if headers_seen else ErrorType.CONNECT
             flight.stream.fail(kind, f"the server went away after {waited:.2f} s in flight; {stage}", now)
         else:
-            why = "by the hang watchdog" if flight.reason == STALL else "at the level deadline"
+            why = {STALL: "by the hang watchdog", SATURATED: "by the over-saturation stop"}.get(
+                flight.reason or "", "at the level deadline")
             flight.stream.fail(ErrorType.CANCELLED, f"cancelled {why} after {waited:.2f} s in flight; {stage}", now)
 
 

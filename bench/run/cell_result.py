@@ -129,6 +129,8 @@ def _load(plan: LoadPlan) -> Load:
         load["ramp_up"] = {"shape": plan.ramp_up, "start_rps": plan.ramp_up_start}
     if plan.duration_s is not None:
         load["duration_s"] = plan.duration_s
+    if plan.stops_over_saturated:
+        load["stop_over_saturated"] = True
     return load
 
 

@@ -43,6 +43,13 @@ class LoadPlan:
     ramp_up: str | None = None  # --ramp-up: linear or exponential
     ramp_up_start: float | None = None  # --ramp-up-start; None: a tenth of each level's rate
     duration_s: float | None = None  # --duration: each level's measured phase bound in time
+    # --stop-over-saturated: an open-loop level whose queue grows without bound ends early (a sweep's
+    # levels always do; bench.core.figures.saturation)
+    stop_over_saturated: bool = False
+
+    @property
+    def stops_over_saturated(self) -> bool:
+        return self.stop_over_saturated or self.sweep is not None
 
     @property
     def open_loop(self) -> bool:

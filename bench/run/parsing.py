@@ -16,19 +16,38 @@ from bench.setup.traces import load_trace
 RAMP_SHAPES = ("linear", "exponential")
 LOAD_OPTIONS = ("request_rate", "concurrency", "burstiness", "max_concurrency", "arrival_seed", "slo",
                 "sweep_levels", "sweep_tolerance", "rounds", "trace_file", "ramp_up", "ramp_up_start",
-                "duration")  # load_plan's arguments, as the options' dests name them
+                "duration", "stop_over_saturated")  # load_plan's arguments, as the options' dests name them
 
 
 def load_plan(request_rate: str | None, *, concurrency: str | None = None, burstiness: float | None = None,
               max_concurrency: int | None = None, arrival_seed: int | None = None, slo: str | None = None,
               sweep_levels: int | None = None, sweep_tolerance: float | None = None,
               rounds: int | None = None, trace_file: str | None = None, ramp_up: str | None = None,
-              ramp_up_start: float | None = None, duration: str | None = None) -> LoadPlan | None:
+              ramp_up_start: float | None = None, duration: str | None = None,
+              stop_over_saturated: bool = False) -> LoadPlan | None:
     """The options of open-loop levels (--request-rate R[,R2..] | sweep[:START], --trace-file,
     --burstiness, --max-concurrency, --arrival-seed, --sweep-levels, --sweep-tolerance, --ramp-up,
-    --ramp-up-start), --duration and --slo as a LoadPlan; None when none is given (closed-loop levels,
-    as always). ValueError says what is wrong, and --rounds with a sweep is wrong: a sweep chooses
-    each rate from the level before, so a second round would not repeat the first one's levels."""
+    --ramp-up-start, --stop-over-saturated), --duration and --slo as a LoadPlan; None when none is
+    given (closed-loop levels, as always). ValueError says what is wrong, and --rounds with a sweep
+    is wrong: a sweep chooses each rate from the level before, so a second round would not repeat
+    the first one's levels."""
+    plan = _plan(request_rate, concurrency=concurrency, burstiness=burstiness, max_concurrency=max_concurrency,
+                 arrival_seed=arrival_seed, slo=slo, sweep_levels=sweep_levels, sweep_tolerance=sweep_tolerance,
+                 rounds=rounds, trace_file=trace_file, ramp_up=ramp_up, ramp_up_start=ramp_up_start,
+                 duration=duration)
+    if not stop_over_saturated:
+        return plan
+    if plan is None or not plan.open_loop:
+        raise ValueError("--stop-over-saturated ends an open-loop level whose queue grows without bound, and "
+                         "closed-loop levels have no queue to grow (each slot waits for its last request): give "
+                         "--request-rate R or --trace-file")
+    return replace(plan, stop_over_saturated=True)
+
+
+def _plan(request_rate: str | None, *, concurrency: str | None, burstiness: float | None,
+          max_concurrency: int | None, arrival_seed: int | None, slo: str | None, sweep_levels: int | None,
+          sweep_tolerance: float | None, rounds: int | None, trace_file: str | None, ramp_up: str | None,
+          ramp_up_start: float | None, duration: str | None) -> LoadPlan | None:
     duration_s = _duration(duration)
     if trace_file is not None:
         return _trace_plan(trace_file, request_rate, concurrency, burstiness, max_concurrency, arrival_seed, slo,

@@ -120,3 +120,42 @@ def test_an_slo_sweep_reports_goodput_and_the_highest_rate_meeting_it(tmp_path):
     report = (path.parent / "REPORT.md").read_text()
     assert "## SLO sweep" in report and "| Goodput (req/s) |" in report
     assert "| At 95% confidence |" in report and "| SLO at 95% confidence |" in report
+
+
+def test_a_sweep_from_far_above_capacity_stops_over_saturated_levels_and_answers_with_confidence(tmp_path):
+    """--max-concurrency 1 holds the server to one request at a time, so it serves at most 1/S
+    requests a second, S the time of one request (tens of milliseconds at least for the tiny model's
+    answers on any host here): a sweep that starts at 300 req/s starts far above it, whatever the
+    host. Its first level's queue grows from the start and the over-saturation stop ends it early,
+    marked, as missed; the sweep halves down from there. How far down it must go before a level is
+    met is the host's speed; the answer's shape is cellbench's: the highest rate met at 95%, the
+    lowest missed above it, the undecided ones apart."""
+    proc, results = cellbench(tmp_path, "--request-rate", "sweep:300", "--max-concurrency", "1", "--requests",
+                              "6000", "--duration", "8s", "--warmup", "1", "--slo", "ttft_p90=60s",
+                              "--sweep-levels", "6", "--share-server")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    path, result = only_result(results)
+    sweep, levels = result["sweep"], result["levels"]
+    first = levels[0]
+    assert first["request_rate"] == 300 and first["partial"] and first["stop_reason"].startswith("over-saturated")
+    over = first["over_saturated"]
+    assert over["reason"] == first["stop_reason"] and over["arrived"] >= 30
+    assert over["arrived"] - over["ended"] >= max(0.25 * over["arrived"], 3 * over["arrived"] ** 0.5)
+    assert over["cut"] <= 1, "one place: at most one request was in flight to cut"
+    assert first["num_requests"] + over["cut"] + over["unsent"] <= 6000 and over["unsent"] > 0
+    assert first["failed"] == 0, "the cut requests are not the server's failures"
+    assert first["goodput"]["slo_decision"] == "missed" and sweep["decisions"][0] == "missed"
+    assert result["run_config"]["load"]["stop_over_saturated"] is True
+    assert "over-saturated" in result["verdict"]["annotations"]
+    assert_ok_unless_client_limited(result["verdict"], "llamacpp-chat sweep from 300 req/s")
+    # the answer with 95% confidence, consistent with each level's decision
+    decided = dict(zip(sweep["rates"], sweep["decisions"], strict=True))
+    assert sweep["lowest_missed_rps"] is not None and decided[sweep["lowest_missed_rps"]] == "missed"
+    if sweep["best_met_rps"] is not None:
+        assert decided[sweep["best_met_rps"]] == "met" and sweep["best_met_rps"] < sweep["lowest_missed_rps"]
+    assert sweep["undecided_rps"] == sorted(r for r, d in decided.items() if d == "cannot tell")
+    for level in levels:  # every level that stopped so is marked, and counted as missed
+        if "over_saturated" in level:
+            assert level["goodput"]["slo_decision"] == "missed" and level["stop_reason"].startswith("over-saturated")
+    report = (path.parent / "REPORT.md").read_text()
+    assert "| Cut when over-saturated (requests) |" in report and "over-saturated" in report

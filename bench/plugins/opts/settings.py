@@ -127,6 +127,9 @@ OPTIONS: tuple[Option, ...] = (
            metavar="linear|exponential", choices=("linear", "exponential"), into="load.plan"),
     Option("--ramp-up-start", "--ramp-up: the rate it starts from, requests/s", type=float, metavar="R0",
            shown="a tenth of each level's rate", into="load.plan"),
+    Option("--stop-over-saturated", "open loop: end a level once its queue is seen growing without bound (the "
+           "server does not keep up with the offered rate), its figures kept and marked; a sweep's levels always do",
+           action="store_true", brief="open loop: end a level whose queue grows without bound", into="load.plan"),
     Option("--duration", "bound each level's measured phase in time as --requests bounds it in count: no request is "
            "sent after it, those in flight finish; whichever comes first ends the level", metavar="90|90s|5m|1.5h",
            shown="none", brief="bound each level's measured phase in time (whichever of it and --requests is first)",

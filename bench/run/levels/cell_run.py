@@ -277,7 +277,7 @@ class CellRun:
         if (gone := self._gone_during(server, run)) is not None:
             self.server_exit = gone
             return False
-        if run.stop_reason is None:
+        if run.stop_reason is None or run.over_saturated is not None:  # over-saturated: marked, on to the next
             return True
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             self.capped = f"cell budget of {self.cfg.cell_budget_s:g} s reached at {at}: {run.stop_reason}"

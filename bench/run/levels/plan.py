@@ -47,13 +47,15 @@ class LevelPlan:
         if plan is None or not plan.open_loop:
             return list(self.cfg.load.concurrency)
         if (trace := plan.trace_schedule()) is not None:  # one level: the trace, at the rate its offsets offer
-            return [OpenLoop(trace.offered_rate, max_concurrency=plan.max_concurrency, seed=plan.seed, trace=trace)]
+            return [OpenLoop(trace.offered_rate, max_concurrency=plan.max_concurrency, seed=plan.seed, trace=trace,
+                             stop_over_saturated=plan.stops_over_saturated)]
         return [self.open_loop(rate) for rate in plan.rates]
 
     def open_loop(self, rate: float) -> OpenLoop:
         plan = self.cfg.load.plan
         assert plan is not None, "open-loop levels come from a load plan"
-        return OpenLoop(rate, plan.burstiness, plan.max_concurrency, plan.seed, ramp=plan.ramp(rate))
+        return OpenLoop(rate, plan.burstiness, plan.max_concurrency, plan.seed, ramp=plan.ramp(rate),
+                        stop_over_saturated=plan.stops_over_saturated)
 
     def requests(self, point: Point) -> int:
         """A level's measured requests: --requests, or a trace's entries."""
