@@ -125,9 +125,11 @@ def test_idle_power_is_each_sources_mean_over_the_span(no_sources, monkeypatch):
     assert 1.5 <= took < 10.0
     assert gpu_idle["device"] == "gpu" and gpu_idle["source"] == "nvidia-smi" and gpu_idle["samples"] == 7
     assert gpu_idle["watts"] == pytest.approx(sum(FakeGpu.WATTS) / 7), "the mean of the readings"
-    assert 1.4 <= gpu_idle["seconds"] <= took
+    assert 1.4 <= gpu_idle["seconds"] <= took + 0.001  # rounded to the millisecond
     assert cpu_idle["device"] == "cpu" and cpu_idle["source"] == "rapl" and cpu_idle["samples"] == 7
-    assert cpu_idle["watts"] == pytest.approx(40.0, rel=1e-3), "the counters' joules over their span"
+    # A reading's time and its counter are taken a moment apart, and on a busy host that moment can
+    # be milliseconds (the scheduler's time slice) of the 1.5 s span: 5% holds a 75 ms preemption.
+    assert cpu_idle["watts"] == pytest.approx(40.0, rel=0.05), "the counters' joules over their span"
     assert made[0].closed, "the GPU reader (metalstat's process on a Mac) is closed"
 
 
