@@ -56,6 +56,7 @@ class Load(_LoadRequired, total=False):
     ramp_up: Annotated[LoadRamp, Doc("--ramp-up: its shape, and --ramp-up-start (null: a tenth of each level's rate).")]
     duration_s: Annotated[float, Doc("--duration: each level's measured phase bound in time, seconds.",
                                      exclusiveMinimum=0)]
+    concurrency_sweep: Annotated[dict[str, Any], Doc("--concurrency sweep: {start, tolerance, max_levels}.")]
     stop_over_saturated: Annotated[bool, Doc("An open-loop level ended once its queue was seen growing without bound "
                                              "(--stop-over-saturated, or a sweep); absent where none would.")]
 
@@ -105,6 +106,34 @@ class Sweep(_SweepRequired, total=False):
     lowest_missed_rps: Annotated[float | None, Doc("The lowest rate above best_met_rps missed with 95% confidence; "
                                                    "null when none was.")]
     undecided_rps: Annotated[list[float], Doc("The rates whose levels could not be decided either way at 95%.")]
+
+
+class ConcurrencySweepBlock(TypedDict):
+    """--concurrency sweep: the highest closed-loop concurrency whose level met every SLO, found by doubling (or
+    halving) from `start` and bisecting over whole numbers of slots, at most max_levels levels
+    (bench.run.levels.sweep.ConcurrencySweep); with 95% confidence, the highest met, the lowest missed and those
+    undecided."""
+
+    slo: Annotated[SloLimits, Doc("--slo: each SLO's limit in ms, by name.", propertyNames=SLO_NAMES)]
+    start: Annotated[int, Doc("The first concurrency tried.", minimum=1)]
+    tolerance: Annotated[float, Doc("The search stops once the lowest failing concurrency is within this share above "
+                                    "the highest passing one (or no whole number lies between).", exclusiveMinimum=0)]
+    max_levels: Annotated[int, Doc("The most levels the search may run.", minimum=1)]
+    concurrencies: Annotated[list[Annotated[int, Doc(minimum=1)]],
+                             Doc("The concurrencies run, in order (each a level of `levels`).")]
+    passed: Annotated[list[bool], Doc("Whether each met the SLOs (its level's goodput.slo_met).")]
+    best_concurrency: Annotated[int | None, Doc("The highest that met the SLOs; null when none did.")]
+    failing_concurrency: Annotated[int | None, Doc("The lowest above it that did not; null when none failed.")]
+    goodput_rps: Annotated[float | None, Doc("The goodput of the best_concurrency level; null without one.")]
+    stopped: Annotated[str, Doc("Why the search stopped: within the tolerance, nothing left between, c=1 missed, the "
+                                "level cap, the cell stopping.")]
+    decisions: Annotated[list[SloDecision | None], Doc("Each level's goodput.slo_decision, in `concurrencies`' "
+                                                       "order.")]
+    best_met_concurrency: Annotated[int | None, Doc("The highest concurrency met with 95% confidence; null when none "
+                                                    "was.")]
+    lowest_missed_concurrency: Annotated[int | None, Doc("The lowest above best_met_concurrency missed with 95% "
+                                                         "confidence; null when none was.")]
+    undecided_concurrencies: Annotated[list[int], Doc("The concurrencies whose levels could not be decided at 95%.")]
 
 
 @dataclass(frozen=True)

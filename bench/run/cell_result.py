@@ -39,6 +39,7 @@ from bench.run.config import CellConfig, LoadPlan
 from bench.run.fixes import verified_fix
 from bench.run.levels.cell_run import CellRun
 from bench.run.levels.plan import point_json
+from bench.run.levels.sweep import ConcurrencySweep
 from bench.setup.installs.cache import UNKNOWN_VERSION, Installation
 from bench.setup.prompts import PromptSet
 
@@ -78,8 +79,10 @@ def assemble(cfg: CellConfig, run: CellRun, *, machine: MachineBlock, prompt_set
     }
     if cfg.model_source is not None:
         result["model"]["profile_source"] = cfg.model_source
-    if (sweep := run.sweep_outcome(final=final)) is not None:
-        result["sweep"] = sweep
+    if isinstance(search := run.finished_search(final=final), ConcurrencySweep):
+        result["concurrency_sweep"] = search.concurrency_outcome()
+    elif search is not None:
+        result["sweep"] = search.outcome()
     if run.fidelity.block is not None:
         result["fidelity"] = run.fidelity.block
     if unfinished is not None:
@@ -141,7 +144,11 @@ def _sent(plan: LoadPlan) -> Load:
                                            "entries": len(trace.entries), "skipped": trace.skipped},
                 "max_concurrency": plan.max_concurrency, "seed": plan.seed, "slo": slo}
     if not plan.open_loop:
-        return {"mode": "closed", "slo": slo}
+        closed: Load = {"mode": "closed", "slo": slo}
+        if (search := plan.concurrency_sweep) is not None:
+            closed["concurrency_sweep"] = {"start": int(search.start), "tolerance": search.tolerance,
+                                           "max_levels": search.max_levels}
+        return closed
     sweep = plan.sweep
     load: Load = {"mode": "open", "request_rates": [rate_json(r) for r in plan.rates], "burstiness": plan.burstiness,
                   "max_concurrency": plan.max_concurrency, "seed": plan.seed, "slo": slo,

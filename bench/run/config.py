@@ -31,10 +31,12 @@ stops it early when it can."""
 @dataclass(frozen=True)
 class LoadPlan:
     """--request-rate and its companions: open-loop levels at `rates` (or a `sweep` for the highest
-    rate meeting `slos`), or, with only --slo, the closed-loop levels judged against `slos`."""
+    rate meeting `slos`), or, with only --slo, the closed-loop levels judged against `slos` (or a
+    `concurrency_sweep` for the highest concurrency meeting them)."""
 
     rates: tuple[float, ...] = ()  # requests/s, each a level (math.inf: all at once); () for none or a sweep
     sweep: SweepPlan | None = None
+    concurrency_sweep: SweepPlan | None = None  # --concurrency sweep: closed-loop levels searched
     burstiness: float = 1.0
     max_concurrency: int | None = None
     seed: int = 0

@@ -123,11 +123,17 @@ def _rate_plan(rates: str | None, concurrency: str | None, burstiness: float | N
     if rates is not None and concurrency is not None:
         raise ValueError("--concurrency and --request-rate name two kinds of level: give one")
     if rates is None:
+        searched = concurrency is not None and _is_sweep(concurrency)
         named = [name for name, value in (("--burstiness", burstiness), ("--max-concurrency", max_concurrency),
-                                          ("--arrival-seed", seed), ("--sweep-levels", sweep_levels),
-                                          ("--sweep-tolerance", sweep_tolerance)) if value is not None]
+                                          ("--arrival-seed", seed)) if value is not None]
+        if not searched:
+            named += [name for name, value in (("--sweep-levels", sweep_levels),
+                                               ("--sweep-tolerance", sweep_tolerance)) if value is not None]
         if named:
             raise ValueError(f"{', '.join(named)} shape open-loop levels: give --request-rate or --trace-file too")
+        if searched:
+            assert concurrency is not None
+            return _concurrency_sweep(concurrency, slo, sweep_levels, sweep_tolerance, rounds)
         return None if slo is None else LoadPlan(slos=parse_slos(slo))
     if burstiness is not None and not burstiness > 0:
         raise ValueError(f"--burstiness takes a gamma shape more than 0 (1: Poisson), got {burstiness:g}")
@@ -137,7 +143,7 @@ def _rate_plan(rates: str | None, concurrency: str | None, burstiness: float | N
     plan = LoadPlan(burstiness=LoadPlan.burstiness if burstiness is None else burstiness,
                     max_concurrency=max_concurrency, seed=LoadPlan.seed if seed is None else seed, slos=slos)
     text = rates.strip().lower()
-    if text == "sweep" or text.startswith("sweep:"):
+    if _is_sweep(text):
         if not slos:
             raise ValueError("--request-rate sweep looks for the highest rate meeting an SLO: give --slo too")
         if rounds is not None and rounds > 1:
@@ -154,8 +160,32 @@ def _rate_plan(rates: str | None, concurrency: str | None, burstiness: float | N
                              f"and --sweep-levels 1 or more, got {rates!r}")
         return replace(plan, sweep=sweep)
     if sweep_levels is not None or sweep_tolerance is not None:
-        raise ValueError("--sweep-levels and --sweep-tolerance bound --request-rate sweep")
+        raise ValueError("--sweep-levels and --sweep-tolerance bound --request-rate sweep and --concurrency sweep")
     return replace(plan, rates=_rates(text))
+
+
+def _is_sweep(text: str) -> bool:
+    text = text.strip().lower()
+    return text == "sweep" or text.startswith("sweep:")
+
+
+def _concurrency_sweep(text: str, slo: str | None, sweep_levels: int | None, sweep_tolerance: float | None,
+                       rounds: int | None) -> LoadPlan:
+    """--concurrency sweep[:START]: closed-loop levels searched for the highest concurrency meeting --slo."""
+    if slo is None:
+        raise ValueError("--concurrency sweep looks for the highest concurrency meeting an SLO: give --slo too")
+    if rounds is not None and rounds > 1:
+        raise ValueError(f"--rounds {rounds} cannot repeat --concurrency sweep: a sweep chooses each level from the "
+                         "one before, so its rounds would not measure the same levels; give the levels "
+                         "(--concurrency 1,2,4,..) to repeat them")
+    start = text.strip().lower().removeprefix("sweep").removeprefix(":") or "1"
+    plan = SweepPlan(start=int(start) if start.isdigit() else 0,
+                     tolerance=SweepPlan.tolerance if sweep_tolerance is None else sweep_tolerance,
+                     max_levels=SweepPlan.max_levels if sweep_levels is None else sweep_levels)
+    if plan.start < 1 or not plan.tolerance > 0 or plan.max_levels < 1:
+        raise ValueError(f"--concurrency sweep[:START] takes a whole start of 1 or more, --sweep-tolerance more "
+                         f"than 0 and --sweep-levels 1 or more, got {text!r}")
+    return LoadPlan(slos=parse_slos(slo), concurrency_sweep=plan)
 
 
 def _rates(text: str) -> tuple[float, ...]:

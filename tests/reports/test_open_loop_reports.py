@@ -190,7 +190,8 @@ def test_report_gives_each_frameworks_slo_sweep(tmp_path):
     report = write_report(paths.split_dir, comparison).read_text()
     section = report.split("## SLO sweep\n", 1)[1].split("\n## ", 1)[0]
     assert ("| vllm | ttft_p99=300ms, tpot_p99=20ms | 3 req/s | 1.50 | 4 req/s | none met, missed from 4 req/s, "
-            "undecided: 2 req/s, 3 req/s | 2 met, 4 missed, 3 met | the level cap: 4 levels run |") in section
+            "undecided: 2 req/s, 3 req/s | 2 req/s met, 4 req/s missed, 3 req/s met | "
+            "the level cap: 4 levels run |") in section
     assert "| Goodput (req/s) | " in report
     # with 95% confidence: 12 of 12 within cannot show a p99 (that takes 299), 0 of 12 shows a miss
     decided = {s.split("\n", 1)[0]: next(line for line in s.splitlines() if line.startswith("| SLO at 95% "))

@@ -49,7 +49,7 @@ from bench.core.metrics.blocks import Uncertainty as Uncertainty
 from bench.core.metrics.blocks import Warmup as Warmup
 from bench.core.metrics.reasoning import Reasoning as Reasoning
 from bench.core.metrics.stats.statistics import Stats as Stats
-from bench.core.open_loop import Load, Sweep
+from bench.core.open_loop import ConcurrencySweepBlock, Load, Sweep
 from bench.core.records import ErrorSample as ErrorSample
 from bench.core.result.server import LevelName, Server
 from bench.core.result.server import ReportedVersion as ReportedVersion
@@ -142,7 +142,7 @@ class Prompts(_PromptsRequired, total=False):
 class _RunConfigRequired(TypedDict):
     levels: Annotated[list[LevelName], Doc("The levels asked for, in order: concurrency levels (closed loop), or "
                                            "open-loop levels' labels (\"4 req/s\", \"inf req/s\"), or [\"sweep\"] for "
-                                           "--request-rate sweep.", minItems=1)]
+                                           "--request-rate sweep and --concurrency sweep.", minItems=1)]
     requests_per_level: Annotated[int, Doc("Measured requests per level.", minimum=1)]
 
 
@@ -305,6 +305,8 @@ class Result(_ResultRequired, total=False):
     sweep: Annotated[Sweep, Doc("--request-rate sweep: the highest request rate whose level met every SLO, found by "
                                 "doubling (or halving) from start_rps and then bisecting to the tolerance, at most "
                                 "max_levels levels (bench.run.levels.sweep).")]
+    concurrency_sweep: Annotated[ConcurrencySweepBlock, Doc("--concurrency sweep: the highest closed-loop concurrency "
+                                                            "whose level met every SLO (bench.run.levels.sweep).")]
     # imported results only
     imported: Annotated[Imported, Doc("Present only in a result converted from another benchmark's result file "
                                       "(`cellbench import`, bench.imports), never in a measured one: where it came "

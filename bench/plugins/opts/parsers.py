@@ -21,7 +21,10 @@ from bench.run.scrape.scraper import INTERVAL_S
 
 
 def levels(text: str | None) -> tuple[int, ...]:
-    """--concurrency `1,8,16` -> (1, 8, 16); not given: the default levels."""
+    """--concurrency `1,8,16` -> (1, 8, 16); not given, or `sweep[:START]` (a search: the load plan
+    holds it), the default levels."""
+    if text is not None and text.strip().lower().split(":")[0] == "sweep":
+        text = None
     try:
         return concurrency_levels(text or levels_text())
     except ValueError as exc:

@@ -102,8 +102,9 @@ class Settings:
 OPTIONS: tuple[Option, ...] = (
     Option("--model", "model profile name (models/<name>.yaml) or a profile path",
            shown=f"$APPLEBENCH_MODEL, else {DEFAULT_MODEL}", into="model"),
-    Option("--concurrency", "closed-loop concurrency levels", shown=levels_text(), parse=parsers.levels,
-           into="load.concurrency"),
+    Option("--concurrency", "closed-loop concurrency levels, or sweep[:START]: the highest concurrency meeting --slo, "
+           "searched from START (1)", shown=levels_text(), metavar="C[,C2..]|sweep[:START]", parse=parsers.levels,
+           brief="closed-loop concurrency levels, or sweep", into="load.concurrency"),
     Option("--request-rate", "open-loop levels instead: requests/s each (inf: all at once) on a seeded Poisson "
            "schedule; sweep: the highest rate meeting --slo", shown="none: closed loop",
            metavar="R[,R2..]|sweep[:START]", brief="open-loop levels: requests/s each (inf: all at once), or sweep",
@@ -115,9 +116,9 @@ OPTIONS: tuple[Option, ...] = (
            into="load.plan"),
     Option("--slo", "SLOs each level's goodput is judged by", metavar="ttft_p99=500ms,...", shown="none",
            into="load.plan"),
-    Option("--sweep-levels", "--request-rate sweep: at most this many levels", type=int,
+    Option("--sweep-levels", "a sweep (--request-rate or --concurrency): at most this many levels", type=int,
            shown=str(SweepPlan.max_levels), into="load.plan"),
-    Option("--sweep-tolerance", "--request-rate sweep: relative precision", type=float,
+    Option("--sweep-tolerance", "a sweep (--request-rate or --concurrency): relative precision", type=float,
            shown=f"{SweepPlan.tolerance:g}", into="load.plan"),
     Option("--trace-file", "one open-loop level replaying a request trace (mooncake JSONL or BurstGPT CSV): its "
            "arrival times, input and output lengths, prompts made to the input lengths with the model's tokenizer "

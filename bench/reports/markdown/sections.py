@@ -3,13 +3,14 @@ imported results' notes, the suite's overhead, the audits, and the plots' captio
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core.level_run import LevelKey, key_label, level_key, rate_text
 from bench.core.metrics import audit_lines
 from bench.core.metrics import table as metric_table
-from bench.core.open_loop import Sweep
+from bench.core.open_loop import ConcurrencySweepBlock, Sweep
 from bench.core.result import imported
 from bench.core.result.model import Level, Result
 from bench.reports import between, plots
@@ -88,41 +89,76 @@ def level_section(comparison: Comparison, level: LevelKey | int, relabel: Callab
 
 
 def sweep_section(comparison: Comparison) -> list[str]:
-    """Each framework's `--request-rate sweep`: the highest rate that met the SLOs, and how it was found."""
+    """Each framework's `--request-rate sweep` and `--concurrency sweep`: the highest load that met
+    the SLOs, and how it was found."""
     rows, marks = [], standings(comparison)
     for fw in comparison["frameworks"]:
-        sweep = comparison["results"][fw].get("sweep")
-        if sweep is None:
-            continue
-        slo = ", ".join(f"{name}={limit:g}ms" for name, limit in sweep["slo"].items())
-        tried = ", ".join(f"{rate_text(r)} {'met' if ok else 'missed'}"
-                          for r, ok in zip(sweep["rates"], sweep["passed"], strict=True))
-        best = "none met the SLO" if sweep["best_rps"] is None else f"{rate_text(sweep['best_rps'])} req/s"
-        rows.append([_column(comparison, fw, marks[fw]), slo, best, num(sweep["goodput_rps"], 2),
-                     "—" if sweep["failing_rps"] is None else f"{rate_text(sweep['failing_rps'])} req/s",
-                     _confident(sweep), tried, sweep["stopped"]])
+        result = comparison["results"][fw]
+        for search in _searches(result.get("sweep"), result.get("concurrency_sweep")):
+            slo = ", ".join(f"{name}={limit:g}ms" for name, limit in search.slo.items())
+            tried = ", ".join(f"{search.name(x)} {'met' if ok else 'missed'}"
+                              for x, ok in zip(search.loads, search.passed, strict=True))
+            rows.append([_column(comparison, fw, marks[fw]), slo,
+                         "none met the SLO" if search.best is None else search.name(search.best),
+                         num(search.goodput_rps, 2), "—" if search.failing is None else search.name(search.failing),
+                         search.confident(), tried, search.stopped])
     if not rows:
         return []
-    header = ["Framework", "SLO", "Highest rate meeting the SLO", "Goodput there (req/s)", "Lowest rate missing it",
-              "At 95% confidence", "Rates run (req/s)", "Stopped"]
-    return ["## SLO sweep", "", "Open-loop levels from the start rate, doubled (or halved) until the SLO's outcome "
-            "changed, then bisected to the tolerance; a rate meets the SLO when every SLO's attainment reached its "
-            "percentile, the level ran to its end and it sent at 90% of its offered rate or more. Those outcomes "
-            "read each level's measured shares as the truth; *At 95% confidence* judges them by an exact binomial "
-            "test, keeping the levels it cannot decide apart (docs/metrics.md).",
+    header = ["Framework", "SLO", "Highest load meeting the SLO", "Goodput there (req/s)", "Lowest load missing it",
+              "At 95% confidence", "Levels run", "Stopped"]
+    return ["## SLO sweep", "", "Levels from the start (a request rate, or a concurrency), doubled (or halved) until "
+            "the SLO's outcome changed, then bisected to the tolerance; a level meets the SLO when every SLO's "
+            "attainment reached its percentile, the level ran to its end and, open-loop, it sent at 90% of its offered "
+            "rate or more (a level stopped over-saturated misses it). Those outcomes read each level's measured "
+            "shares as the truth; *At 95% confidence* judges them by an exact binomial test, keeping the levels it "
+            "cannot decide apart (docs/metrics.md).",
             "", *table(header, rows), ""]
 
 
-def _confident(sweep: Sweep) -> str:
-    """"met up to 2 req/s, missed from 4 req/s, undecided: 3 req/s"; — for a sweep written without it."""
-    if "decisions" not in sweep:
-        return "—"
-    met, missed, undecided = sweep["best_met_rps"], sweep["lowest_missed_rps"], sweep["undecided_rps"]
-    parts = ["none met" if met is None else f"met up to {rate_text(met)} req/s",
-             "none missed" if missed is None else f"missed from {rate_text(missed)} req/s"]
-    if undecided:
-        parts.append("undecided: " + ", ".join(f"{rate_text(r)} req/s" for r in undecided))
-    return ", ".join(parts)
+@dataclass(frozen=True)
+class _Search:
+    """A sweep block as the table reads it, whichever load it searched."""
+
+    unit: str  # " req/s", or "" for concurrency ("c=4")
+    slo: Mapping[str, float]
+    loads: list[float]
+    passed: list[bool]
+    best: float | None
+    failing: float | None
+    goodput_rps: float | None
+    stopped: str
+    decided: bool  # written with the verdicts at 95% (a sweep of earlier results lacks them)
+    met: float | None = None
+    missed: float | None = None
+    undecided: tuple[float, ...] = ()
+
+    def name(self, load: float) -> str:
+        return f"{rate_text(load)} req/s" if self.unit else f"c={load:g}"
+
+    def confident(self) -> str:
+        """"met up to 2 req/s, missed from 4 req/s, undecided: 3 req/s"; — for a sweep written without it."""
+        if not self.decided:
+            return "—"
+        parts = ["none met" if self.met is None else f"met up to {self.name(self.met)}",
+                 "none missed" if self.missed is None else f"missed from {self.name(self.missed)}"]
+        if self.undecided:
+            parts.append("undecided: " + ", ".join(self.name(x) for x in self.undecided))
+        return ", ".join(parts)
+
+
+def _searches(rates: Sweep | None, slots: ConcurrencySweepBlock | None) -> list[_Search]:
+    found = []
+    if rates is not None:
+        found.append(_Search(" req/s", rates["slo"], rates["rates"], rates["passed"], rates["best_rps"],
+                             rates["failing_rps"], rates["goodput_rps"], rates["stopped"], "decisions" in rates,
+                             rates.get("best_met_rps"), rates.get("lowest_missed_rps"),
+                             tuple(rates.get("undecided_rps", ()))))
+    if slots is not None:
+        found.append(_Search("", slots["slo"], [float(c) for c in slots["concurrencies"]], slots["passed"],
+                             slots["best_concurrency"], slots["failing_concurrency"], slots["goodput_rps"],
+                             slots["stopped"], True, slots["best_met_concurrency"], slots["lowest_missed_concurrency"],
+                             tuple(slots["undecided_concurrencies"])))
+    return found
 
 
 def _origin(result: Result) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 from bench.core.level_run import LevelInterrupted, level_label, sidecar_key
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
-from bench.core.open_loop import Sweep, goodput
+from bench.core.open_loop import goodput
 from bench.core.records import ErrorType, RequestRecord
 from bench.core.result.files import CellPaths
 from bench.core.result.model import Level, ReportedVersion, Server
@@ -25,6 +25,7 @@ from bench.run.audits import cache as cache_audit
 from bench.run.audits import fidelity
 from bench.run.config import CellConfig, Launcher
 from bench.run.levels.plan import LevelPlan, Step, point_json, point_text, step_text
+from bench.run.levels.sweep import RateSweep
 from bench.run.scrape.watch import ServerWatch
 from bench.run.server.exits import ServerStartError
 from bench.run.server.probes import Endpoint, list_models, reported_version
@@ -95,16 +96,13 @@ class CellRun:
             if all(self._run_group(group, sidecar) for group in groups) and fidelity.needs_own_server(self):
                 self._run_group([], sidecar, purpose="fidelity")
 
-    def sweep_outcome(self, *, final: bool = True) -> Sweep | None:
-        """The sweep's result block (bench.run.levels.sweep), None without a sweep; not `final`: as it
-        stands between two levels, the search left running."""
-        if self.plan.search is None:
-            return None
-        if not final:
-            return self.plan.search.outcome()
-        if self.plan.search.stopped in ("not started", "running"):  # the cell stopped it
-            self.plan.search.stop(self.capped or self.server_exit or self.start_failure or "it ended")
-        return self.plan.search.outcome()
+    def finished_search(self, *, final: bool = True) -> RateSweep | None:
+        """The sweep (bench.run.levels.sweep), None without one; `final`: stopped, saying why, where the
+        cell stopped it (not final: as it stands between two levels, the search left running)."""
+        search = self.plan.search
+        if search is not None and final and search.stopped in ("not started", "running"):  # the cell stopped it
+            search.stop(self.capped or self.server_exit or self.start_failure or "it ended")
+        return search
 
     def _run_group(self, points: Iterable[Step], sidecar: RequestLog, purpose: ServerPurpose | None = None) -> bool:
         """One server for `points` (a list of (level, round), or a sweep's rates as they come), or for
@@ -189,7 +187,7 @@ class CellRun:
                             api_key=srv.api_key)
         port = self._port()
         key = srv.api_key
-        ctx = ServeContext(self.install, self.model, srv.host, port, self.cfg.split, self._sized_for(),
+        ctx = ServeContext(self.install, self.model, srv.host, port, self.cfg.split, self.plan.sized_for(),
                            self.platform_tag, api_key=key.value if key else None)
         command = replace(self.adapter.command(ctx, metrics=srv.server_metrics_s is not None),
                           cpus=self.cfg.client.cpus.server, secrets=(key.value,) if key else ())
@@ -202,14 +200,6 @@ class CellRun:
         return self.launch(command, replace(self.adapter, startup_timeout_s=self._ready_timeout()), srv.host,
                            port, log_path, memory_limit_bytes=srv.memory_limit_bytes,
                            budget_s=self._budget_left(), hang_s=self.cfg.hang_s, api_key=key)
-
-    def _sized_for(self) -> int:
-        """The requests in flight a server is started for: the highest concurrency level, or the
-        open-loop levels' --max-concurrency (without one: as for the concurrency levels)."""
-        plan = self.cfg.load.plan
-        if plan is not None and plan.open_loop and plan.max_concurrency is not None:
-            return plan.max_concurrency
-        return max(self.cfg.load.concurrency)
 
     def _budget_left(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.perf_counter())
@@ -269,10 +259,10 @@ class CellRun:
         self._keep(run, sidecar, k)
         if self.on_level is not None:  # the result, rewritten with this level (bench.run.cell)
             self.on_level()
-        if self.plan.search is not None and open_loop is not None:
+        if self.plan.search is not None:  # a sweep's level: the search's next step from its outcome
             judged = self.summaries[-1].get("goodput") if run.records else None
             met = bool(judged and judged["slo_met"])
-            self.plan.search.record(open_loop.rate, met, judged and judged["goodput_rps"],
+            self.plan.search.record(open_loop.rate if open_loop else concurrency, met, judged and judged["goodput_rps"],
                                     judged.get("slo_decision") if judged else None)
         if (gone := self._gone_during(server, run)) is not None:
             self.server_exit = gone

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 
 from bench.core.level_run import OpenLoop
 from bench.run.config import CellConfig
-from bench.run.levels.sweep import RateSweep
+from bench.run.levels.sweep import ConcurrencySweep, RateSweep
 
 Point = int | OpenLoop
 """A level to run: a closed-loop concurrency, or an open-loop schedule."""
@@ -38,7 +38,11 @@ class LevelPlan:
     def __init__(self, cfg: CellConfig) -> None:
         self.cfg = cfg
         plan = cfg.load.plan
-        self.search = RateSweep(plan.sweep, plan.slos) if plan is not None and plan.sweep is not None else None
+        self.search: RateSweep | None = None
+        if plan is not None and plan.sweep is not None:
+            self.search = RateSweep(plan.sweep, plan.slos)
+        elif plan is not None and plan.concurrency_sweep is not None:
+            self.search = ConcurrencySweep(plan.concurrency_sweep, plan.slos)
         self.rounds = 1 if self.search is not None else cfg.load.rounds  # a sweep's levels are never repeated
 
     def points(self) -> list[Point]:
@@ -64,8 +68,19 @@ class LevelPlan:
 
     def swept(self) -> Iterator[Step]:
         assert self.search is not None
-        while (rate := self.search.next_rate()) is not None:
-            yield self.open_loop(rate), 1
+        while (load := self.search.next_rate()) is not None:
+            yield (int(load) if isinstance(self.search, ConcurrencySweep) else self.open_loop(load)), 1
+
+    def sized_for(self) -> int:
+        """The requests in flight a server is started for: the highest concurrency level (a
+        concurrency sweep's highest reach: its start doubled at every level), or the open-loop
+        levels' --max-concurrency (without one: as for the concurrency levels)."""
+        plan = self.cfg.load.plan
+        if plan is not None and plan.open_loop and plan.max_concurrency is not None:
+            return plan.max_concurrency
+        if plan is not None and (search := plan.concurrency_sweep) is not None:
+            return int(search.start) * 2 ** (search.max_levels - 1)
+        return max(self.cfg.load.concurrency)
 
     def steps(self) -> list[Step]:
         """Every (level, round) to measure, round-major: all the levels of round 1, then of round 2, ..."""

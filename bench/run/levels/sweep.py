@@ -19,6 +19,11 @@ is apart: each level's `slo_decision` (bench.core.metrics.stats.attainment), `be
 highest rate met at 95%, `lowest_missed_rps` the lowest missed at 95% above it, and the rates
 neither could decide (`undecided_rps`) kept apart: the limit lies between the two, and the
 undecided levels say where more requests would have to be measured.
+
+`--concurrency sweep` searches closed-loop levels the same way (`ConcurrencySweep`), over whole
+numbers of slots: doubled from `start` (1 unless given), halved down to 1, bisected to the nearest
+whole number; it stops, besides the above, when no whole number lies between the two sides or
+when c=1 already missed. Its answer is the result's `concurrency_sweep` block.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bench.core.metrics.stats.attainment import Decision
-from bench.core.open_loop import Slo, Sweep, round_rate, slo_json
+from bench.core.open_loop import ConcurrencySweepBlock, Slo, Sweep, round_rate, slo_json
 
 
 @dataclass(frozen=True)
@@ -53,26 +58,44 @@ class RateSweep:
         hi = min((r for r, ok in self.tried if not ok and (lo is None or r > lo)), default=None)
         return lo, hi
 
+    unit = " req/s"  # how a level is named in `stopped`: "4 req/s", or "c=4" (`name`)
+
+    def name(self, load: float) -> str:
+        return f"{load:g}{self.unit}"
+
+    def up(self, load: float) -> float:
+        return round_rate(load * 2)
+
+    def down(self, load: float) -> float | None:
+        """The next level below a failing `load`; None where there is none."""
+        return round_rate(load / 2)
+
+    def between(self, lo: float, hi: float) -> float:
+        return round_rate((lo + hi) / 2)
+
     def next_rate(self) -> float | None:
-        """The next rate to run, or None when the search is over (`stopped` says why)."""
+        """The next level to run, or None when the search is over (`stopped` says why)."""
         if not self.tried:
             self.stopped = "running"
             return self.plan.start
         lo, hi = self.bracket()
         if lo is not None and hi is not None and hi <= lo * (1 + self.plan.tolerance) * (1 + 1e-9):
-            self.stopped = f"within the tolerance: {hi:g} req/s failed, {lo:g} passed"
+            self.stopped = f"within the tolerance: {self.name(hi)} failed, {self.name(lo)} passed"
             return None
         if len(self.tried) >= self.plan.max_levels:
             self.stopped = f"the level cap: {self.plan.max_levels} levels run"
             return None
         if hi is None:
-            rate = round_rate(lo * 2) if lo is not None else self.plan.start
+            rate: float | None = self.up(lo) if lo is not None else self.plan.start
         elif lo is None:
-            rate = round_rate(hi / 2)
+            rate = self.down(hi)
+            if rate is None:
+                self.stopped = f"{self.name(hi)} failed, and there is no level below it"
+                return None
         else:
-            rate = round_rate((lo + hi) / 2)
-        if any(rate == r for r, _ in self.tried):  # rounding met a rate already run: nothing left between
-            self.stopped = f"no rate left between {lo:g} and {hi:g} req/s at 3 significant digits"
+            rate = self.between(lo, hi)
+        if any(rate == r for r, _ in self.tried):  # rounding met a level already run: nothing left between
+            self.stopped = f"no level left between {self.name(lo or 0)} and {self.name(hi or 0)}"
             return None
         return rate
 
@@ -110,4 +133,42 @@ class RateSweep:
             "best_met_rps": met,
             "lowest_missed_rps": missed,
             "undecided_rps": undecided,
+        }
+
+
+class ConcurrencySweep(RateSweep):
+    """`--concurrency sweep`: the same search over closed-loop levels, whole numbers of slots."""
+
+    unit = ""
+
+    def name(self, load: float) -> str:
+        return f"c={load:g}"
+
+    def up(self, load: float) -> float:
+        return int(load) * 2
+
+    def down(self, load: float) -> float | None:
+        return int(load) // 2 or None
+
+    def between(self, lo: float, hi: float) -> float:
+        return (int(lo) + int(hi)) // 2
+
+    def concurrency_outcome(self) -> ConcurrencySweepBlock:
+        lo, hi = self.bracket()
+        met, missed, undecided = self.confident()
+        return {
+            "slo": slo_json(self.slos),
+            "start": int(self.plan.start),
+            "tolerance": self.plan.tolerance,
+            "max_levels": self.plan.max_levels,
+            "concurrencies": [int(c) for c, _ in self.tried],
+            "passed": [ok for _, ok in self.tried],
+            "best_concurrency": None if lo is None else int(lo),
+            "failing_concurrency": None if hi is None else int(hi),
+            "goodput_rps": self.goodputs.get(lo) if lo is not None else None,
+            "stopped": self.stopped,
+            "decisions": list(self.decisions),
+            "best_met_concurrency": None if met is None else int(met),
+            "lowest_missed_concurrency": None if missed is None else int(missed),
+            "undecided_concurrencies": [int(c) for c in undecided],
         }
