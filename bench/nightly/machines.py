@@ -32,7 +32,7 @@ _DEFAULTS: dict[str, Any] = {
     "model": DEFAULT_MODEL, "splits": list(SPLITS), "requests": None, "frameworks": None,
     "cell_budget": {split: f"{seconds / 60:g}m" for split, seconds in DEFAULT_CELL_BUDGET_S.items()},
     "setup_minutes": 60, "eval": False, "eval_minutes": 240,
-    "pytest_args": [], "rounds": 1,
+    "pytest_args": [], "rounds": 1, "price_kwh": None, "price_hour": None,
 }
 _MACHINE_ONLY = {"name", "labels", "platform"}
 
@@ -58,6 +58,8 @@ class NightlyMachine:
     eval_minutes: float
     pytest_args: tuple[str, ...] = field(default=())
     rounds: int = 1  # --rounds; each cell's budget is cell_budget_minutes x rounds
+    price_kwh: float | None = None  # --price-kwh: electricity per kWh, for each level's cost
+    price_hour: float | None = None  # --price-hour: the machine per hour (its cloud price, or cost spread over hours)
 
     def cell_minutes(self, split: str) -> float:
         """A cell's budget: the split's, once per round."""
@@ -110,11 +112,16 @@ def _machine(entry: dict[str, Any], defaults: dict[str, Any], where: str) -> Nig
         raise MachinesError(f"{where}: requests is a count of 1 or more, got {v['requests']!r}")
     if not isinstance(v["rounds"], int) or isinstance(v["rounds"], bool) or v["rounds"] < 1:
         raise MachinesError(f"{where}: rounds is a count of 1 or more, got {v['rounds']!r}")
+    for price in ("price_kwh", "price_hour"):
+        value = v[price]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            raise MachinesError(f"{where}: {price} is a price of 0 or more (null: none), got {value!r}")
     return NightlyMachine(name=name, labels=tuple(labels), platform=v["platform"], model=str(v["model"]), splits=splits,
                    requests=v["requests"], frameworks=frameworks, cell_budget_minutes=budgets,
                    setup_minutes=_minutes(v["setup_minutes"], f"{where}.setup_minutes"), eval=bool(v["eval"]),
                    eval_minutes=_minutes(v["eval_minutes"], f"{where}.eval_minutes"),
-                   pytest_args=tuple(str(a) for a in v["pytest_args"]), rounds=v["rounds"])
+                   pytest_args=tuple(str(a) for a in v["pytest_args"]), rounds=v["rounds"],
+                   price_kwh=v["price_kwh"], price_hour=v["price_hour"])
 
 
 def load_machines(path: Path = MACHINES_FILE) -> list[NightlyMachine]:
@@ -177,7 +184,10 @@ def matrix_entry(machine: NightlyMachine, inputs: Inputs) -> dict[str, Any] | No
     with_eval = machine.eval if inputs.eval is None else (inputs.eval and machine.eval)
     budget = ",".join(f"{s}={machine.cell_minutes(s):g}m" for s in splits)
     pytest_args = ["--cell-budget", budget, *(["--requests", str(requests)] if requests else []),
-                   *(["--rounds", str(machine.rounds)] if machine.rounds > 1 else []), *machine.pytest_args]
+                   *(["--rounds", str(machine.rounds)] if machine.rounds > 1 else []),
+                   *(["--price-kwh", f"{machine.price_kwh:g}"] if machine.price_kwh is not None else []),
+                   *(["--price-hour", f"{machine.price_hour:g}"] if machine.price_hour is not None else []),
+                   *machine.pytest_args]
     return {
         "name": machine.name,
         "labels": list(machine.labels),

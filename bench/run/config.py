@@ -127,11 +127,13 @@ class BudgetSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ReportingSettings:
-    """How a cell's verdict is judged and its progress shown."""
+    """How a cell's verdict is judged, its progress shown and its output valued."""
 
     degraded_threshold: float = DEFAULT_DEGRADED_THRESHOLD  # --degraded-threshold: failure share that degrades
     strict_verdicts: bool = False  # --strict-verdicts: degraded and capped cells fail the run
     progress_interval_s: float = DEFAULT_INTERVAL_S  # --progress-interval: between a level's progress lines
+    price_kwh: float | None = None  # --price-kwh: electricity per kWh, for each level's cost (bench.core.figures.cost)
+    price_hour: float | None = None  # --price-hour: the machine per hour, likewise
 
 
 @dataclass(frozen=True)

@@ -58,10 +58,21 @@ def only_result(results: Path) -> tuple[Path, dict]:
 
 
 def test_the_issues_command_gives_levels_labelled_by_rate_sent_on_their_schedule(tmp_path):
-    proc, results = cellbench(tmp_path, "--request-rate", "4", "--requests", "40")
+    proc, results = cellbench(tmp_path, "--request-rate", "4", "--requests", "40", "--price-kwh", "0.3",
+                              "--price-hour", "2.5")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     path, result = only_result(results)
     (level,) = result["levels"]
+    # its cost at those prices: the hour's share over its tokens; the energy part where this machine reads power
+    cost, tokens = level["cost"], level["output_tokens_total"]
+    assert (cost["price_kwh"], cost["price_hour"]) == (0.3, 2.5)
+    assert cost["time_per_mtok"] == pytest.approx(2.5 * level["wall_time_s"] / 3600 / tokens * 1e6)
+    if level["energy"].get("sources"):
+        assert cost["energy_per_mtok"] is not None and cost["per_mtok"] == pytest.approx(
+            cost["energy_per_mtok"] + cost["time_per_mtok"])
+    else:
+        assert cost["energy_per_mtok"] is None and cost["per_mtok"] is None
+        assert cost["unknown"] == [f"energy: {level['energy']['note']}"]
     assert level["request_rate"] == 4 and "concurrency" not in level
     assert result["run_config"]["levels"] == ["4 req/s"] and result["servers"][0]["levels"] == ["4 req/s"]
     assert result["run_config"]["load"] == {"mode": "open", "request_rates": [4], "burstiness": 1.0,
@@ -86,6 +97,7 @@ def test_the_issues_command_gives_levels_labelled_by_rate_sent_on_their_schedule
     assert f"llamacpp-chat {result['verdict']['verdict']}: 4 req/s " in proc.stdout
     report = (path.parent / "REPORT.md").read_text()
     assert "## Request rate 4 req/s" in report and "## Concurrency" not in report
+    assert "| Of it, the machine's time (currency) |" in report
     assert (path.parent / "plots" / "throughput_rate.png").is_file()
 
 

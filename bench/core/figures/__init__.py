@@ -14,7 +14,7 @@ import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
-from bench.core.figures.declare import LevelFigure, Sampled
+from bench.core.figures.declare import LevelFigure, Prices, Sampled
 from bench.core.level_run import LevelRun
 from bench.core.metrics.blocks import Level
 
@@ -46,6 +46,11 @@ def measured(run: LevelRun) -> dict[str, Mapping[str, Any]]:
 def watched(seen: Sampled) -> dict[str, Mapping[str, Any]]:
     """Each figure the server's watch measures (`watch`), over what it sampled while a level ran."""
     return {f.key: block for f in FIGURES if f.watch is not None and (block := f.watch(seen)) is not None}
+
+
+def derived(level: Mapping[str, Any], prices: Prices) -> dict[str, Mapping[str, Any]]:
+    """Each figure derived from the finished level's other blocks (`derive`), with the run's prices."""
+    return {f.key: block for f in FIGURES if f.derive is not None and (block := f.derive(level, prices)) is not None}
 
 
 def block_of(level: Mapping[str, object], key: str) -> Mapping[str, Any]:

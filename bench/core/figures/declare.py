@@ -7,10 +7,12 @@ One declaration says
 - its type: a TypedDict whose fields carry their descriptions (`Annotated[float | None,
   Doc("...")]`); the result schema's entry for it is generated from that type
   (bench.core.schema.types, written by `python -m bench.core.schema.generate`);
-- how it is measured: `measure(run)` over the level's `LevelRun` (what the client saw), or
+- how it is measured: `measure(run)` over the level's `LevelRun` (what the client saw),
   `watch(seen)` over what the server's watch sampled while the level ran (`Sampled`: the server's
   memory and the GPUs, once a second; bench.run.scrape.watch calls it once the server has
-  stopped); None where the level has nothing to say (then the level has no such key);
+  stopped), or `derive(level, prices)` from the finished level's other blocks and the run's
+  `Prices`, as the result is written; None where the level has nothing to say (then the level
+  has no such key);
 - how rounds pool it (`pool`: the combined level's block from the rounds' blocks; `by_field`
   pools each field with its own rule: median, total, worst, ...; `median_of_rounds` gives each
   field the rounds' median and its 95% interval across them, in the block's `ci95`);
@@ -137,6 +139,19 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Prices:
+    """What a derived figure is given beside the level: the run's prices (--price-kwh, --price-hour),
+    None where not given."""
+
+    kwh: float | None = None  # money per kWh of electricity
+    hour: float | None = None  # money per hour of the machine
+
+    @property
+    def given(self) -> bool:
+        return self.kwh is not None or self.hour is not None
+
+
+@dataclass(frozen=True)
 class LevelFigure(Generic[Block]):
     key: str  # the level's key
     block: type[Block]  # a TypedDict, its fields `Annotated[..., Doc(...)]`
@@ -144,14 +159,17 @@ class LevelFigure(Generic[Block]):
     pool: Callable[[list[Block]], Block]
     rows: tuple[Row, ...]
     measure: Callable[[LevelRun], Block | None] | None = None  # from the client's records, or
-    watch: Callable[[Sampled], Block | None] | None = None  # from the server's watch: one of the two
+    watch: Callable[[Sampled], Block | None] | None = None  # from the server's watch, or
+    # from the finished level's other blocks and the run's prices, as the result is written (after
+    # its rounds are pooled): one of the three
+    derive: Callable[[Mapping[str, Any], Prices], Block | None] | None = None
     # per tool of the crosswalk (bench.core.crosswalk.TOOLS), an entry per row, in the rows' order
     # (`none(...)` where the tool has no equivalent)
     peers: Mapping[str, Sequence[PeerMetric]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if (self.measure is None) == (self.watch is None):
-            raise ValueError(f"level figure {self.key}: give `measure` or `watch`, one of them")
+        if [self.measure, self.watch, self.derive].count(None) != 2:
+            raise ValueError(f"level figure {self.key}: give `measure`, `watch` or `derive`, one of them")
         fields = set(vars(self.block)["__annotations__"])
         if unknown := [row.field for row in self.rows if row.field not in fields]:
             raise ValueError(f"level figure {self.key}: rows name fields its block lacks: {unknown}")

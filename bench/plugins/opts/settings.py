@@ -171,6 +171,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("--degraded-threshold", "failure share that makes a cell degraded", type=float,
            default=DEFAULT_DEGRADED_THRESHOLD, takes="a failure share from 0 to 1", valid=lambda v: 0 <= v <= 1,
            into="reporting.degraded_threshold"),
+    Option("--price-kwh", "electricity's price per kWh: each level's cost per million output tokens from its energy "
+           "(above idle where known)", type=float, metavar="PRICE", shown="none", takes="a price, 0 or more",
+           valid=lambda v: v >= 0, brief="electricity per kWh, for each level's cost per million output tokens",
+           into="reporting.price_kwh"),
+    Option("--price-hour", "the machine's price per hour: each level's cost per million output tokens from its wall "
+           "time", type=float, metavar="PRICE", shown="none", takes="a price, 0 or more", valid=lambda v: v >= 0,
+           brief="the machine per hour, for each level's cost per million output tokens", into="reporting.price_hour"),
     Option("--strict-verdicts", "degraded and capped cells fail the run", action="store_true",
            into="reporting.strict_verdicts"),
     Option("--host-lock-timeout", "seconds to wait for another cell's host lock; then the cell is failed, naming "

@@ -8,6 +8,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from bench.core import figures
+from bench.core.figures.declare import Prices
 from bench.core.level_run import LevelInterrupted, level_label, sidecar_key
 from bench.core.metrics import summarize_level
 from bench.core.metrics.audits import NOT_SENT
@@ -85,8 +87,12 @@ class CellRun:
 
     def levels(self) -> list[Level]:
         """The result's levels: each level's rounds combined (bench.core.rounds), or with
-        one round the summaries as measured."""
-        return combined_levels(self.summaries, asked=self.plan.rounds)
+        one round the summaries as measured; then the figures derived from them (a cost at the prices)."""
+        levels = combined_levels(self.summaries, asked=self.plan.rounds)
+        prices = Prices(self.cfg.reporting.price_kwh, self.cfg.reporting.price_hour)
+        for level in levels:
+            figures.attach(level, figures.derived(level, prices))
+        return levels
 
     def execute(self) -> None:
         steps: Iterable[Step] = self.plan.todo()
