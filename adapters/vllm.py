@@ -89,6 +89,9 @@ def serve(ctx: ServeContext) -> ServeCommand:
         "--host", ctx.host,
         "--port", str(ctx.port),
         "--max-model-len", str(context),
+        # usage.prompt_tokens_details.cached_tokens in every response: each request's prefix-cache hits
+        # (bench.core.figures.prefix_cache); off by default in vLLM 0.32.0
+        "--enable-prompt-tokens-details",
     ]
     return ServeCommand(argv=argv, env=env)
 

@@ -89,6 +89,9 @@ class RequestRecord:
     chunk_times: list[float] = field(default_factory=list)  # arrival of every output-bearing event
     usage_completion_tokens: int | None = None
     usage_prompt_tokens: int | None = None
+    # usage.prompt_tokens_details.cached_tokens: prompt tokens its server took from its prefix cache;
+    # None when the server did not say
+    usage_cached_tokens: int | None = None
     # usage.completion_tokens_details.reasoning_tokens (vLLM, SGLang, OpenAI); None when not reported
     usage_reasoning_tokens: int | None = None
     finish_reason: str | None = None
@@ -130,6 +133,8 @@ class RequestRecord:
         data = asdict(self)
         if self.usage_reasoning_tokens is None:  # no reasoning count in the usage: its line is as it always was
             del data["usage_reasoning_tokens"]
+        if self.usage_cached_tokens is None:  # no cached count in the usage: likewise
+            del data["usage_cached_tokens"]
         if self.t_admitted is None:  # a closed-loop record: its line is as it always was
             del data["t_admitted"]
         if not self.reused_connection and self.retried is None:  # a request on a connection of its own

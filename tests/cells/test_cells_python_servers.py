@@ -23,6 +23,7 @@ import pytest
 
 import adapters
 from bench.base.paths import PROJECT_ROOT
+from bench.core.figures.prefix_cache import NOT_SENT
 from bench.core.result.files import validate
 from bench.setup import model_files, profiles
 from bench.setup.adapter import Adapter
@@ -60,6 +61,9 @@ def test_pip_venv_failure_names_the_build_log(tmp_path, monkeypatch):
     with pytest.raises(InstallError, match=str(build_log_path(recipe))):
         ensure_installed(recipe)
     assert not (install_dir(recipe) / "install.json").exists()
+
+
+SEND_CACHED_TOKENS = ("mlx_lm", "vllm")  # usage.prompt_tokens_details.cached_tokens, measured (docs/metrics.md)
 
 
 @pytest.fixture(scope="module", params=["mlx_lm", "hf_transformers", "vllm", "vllm_mlx"])
@@ -162,6 +166,14 @@ def test_chat_cell_ok_with_server_usage(tmp_path, framework):
         if caps.ignore_eos:
             assert all(r["finish_reason"] == "length" for r in ok), \
                 "ignore_eos is honoured: every reply runs to max_tokens"
+        # prefix-cache hits as the server told each request: measured to be sent by vLLM (asked for
+        # by its adapter) and mlx-lm here, not by transformers serve or vllm-mlx, which say unknown
+        cache = level["prefix_cache"]
+        if adapter.name in SEND_CACHED_TOKENS:
+            assert cache["reporting"] == len(ok) and cache["unknown"] is None, cache
+            assert cache["cached_tokens"] == sum(r["usage_cached_tokens"] for r in ok)
+        else:
+            assert (cache["reporting"], cache["hit_share"], cache["unknown"]) == (0, None, NOT_SENT), cache
         if adapter.server_metrics is not None:  # the server's own count (vLLM: /metrics, on by default)
             seen = level["server_metrics"]
             level_records = [r for r in records if r["concurrency"] == level["concurrency"]]  # warm-up included
@@ -173,6 +185,13 @@ def test_chat_cell_ok_with_server_usage(tmp_path, framework):
             running = seen["gauges"].get("running")  # none for a level shorter than the 2 s between scrapes
             assert running is None or 0 <= running["max"] <= level["concurrency"], seen["gauges"]
             assert level["client"]["limited_by"] != "server", level["client"]  # c <= its batch: nothing queued long
+            # its prefix-cache counters count what each request's usage said, warm-up included (the c=2
+            # level repeats c=1's prompts on the shared server: hits)
+            told = [r for r in level_records if r["usage_prompt_tokens"] is not None]
+            assert seen["counters"]["prefix_cache_hits"] == sum(r["usage_cached_tokens"] for r in told)
+            assert seen["counters"]["prefix_cache_queries"] == sum(r["usage_prompt_tokens"] for r in told)
+            agreement = level["prefix_cache_agreement"]
+            assert agreement["agree"] or agreement["why"], agreement
 
 
 @integration

@@ -323,8 +323,8 @@ def test_summary_keys_served_models_and_partial():
         "output_tokens_total", "input_tokens_total", "chunks_total", "output_throughput_tps", "request_throughput_rps",
         "input_throughput_tps", "total_token_throughput_tps", "tokens_per_chunk", "usage_available", "itl_per_chunk",
         "chunk_divergence", "audits", "ttft_ms", "ttfb_ms", "tpot_ms", "itl_ms", "e2el_ms", "decode_tps",
-        "schedule_lag_ms", "errors", "error_samples", "dominant_error", "served_models", "client", "prompt_reuse",
-        "warmup", "throughput_ci95", "uncertainty",
+        "schedule_lag_ms", "prefix_cache", "errors", "error_samples", "dominant_error", "served_models", "client",
+        "prompt_reuse", "warmup", "throughput_ci95", "uncertainty",
     ]  # fmt: skip
     assert s["served_models"] == ["a", "b"]
     assert s["partial"] is True and s["stop_reason"] == "deadline"

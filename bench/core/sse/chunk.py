@@ -102,6 +102,10 @@ def apply_usage(usage: Any, rec: RequestRecord) -> None:
     prompt = usage.get("prompt_tokens")
     if type(prompt) is int:
         rec.usage_prompt_tokens = prompt
+    asked = usage.get("prompt_tokens_details")  # servers with a prefix cache: how many prompt tokens it served
+    cached = asked.get("cached_tokens") if isinstance(asked, dict) else None
+    if type(cached) is int:
+        rec.usage_cached_tokens = cached
     details = usage.get("completion_tokens_details")  # reasoning models: how many of the tokens were thinking
     reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
     if type(reasoning) is int:
