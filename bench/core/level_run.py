@@ -22,6 +22,7 @@ from bench.base.defaults import DEFAULT_WARMUP
 from bench.base.doc import Doc
 from bench.core.client_settings import ClientSettings
 from bench.core.records import RequestRecord
+from bench.core.sessions import Sessions
 from bench.host.cpus.usage import CpuUse
 
 
@@ -145,6 +146,7 @@ class LevelConfig:
     # --duration: no measured request is sent after the measured phase's start + this many seconds;
     # those in flight finish. Whichever of it and `requests` comes first ends the level.
     duration_s: float | None = None
+    sessions: Sessions | None = None  # a session level: `concurrency` conversations at a time (bench.load.sessions)
 
     @property
     def label(self) -> str:

@@ -57,6 +57,9 @@ class Load(_LoadRequired, total=False):
     duration_s: Annotated[float, Doc("--duration: each level's measured phase bound in time, seconds.",
                                      exclusiveMinimum=0)]
     concurrency_sweep: Annotated[dict[str, Any], Doc("--concurrency sweep: {start, tolerance, max_levels}.")]
+    sessions: Annotated[dict[str, Any], Doc("--sessions: {count, turns (null: every user turn), think_s, think "
+                                            "(fixed or exponential), header (null: none)}: each level's "
+                                            "conversations (bench.load.sessions).")]
     stop_over_saturated: Annotated[bool, Doc("An open-loop level ended once its queue was seen growing without bound "
                                              "(--stop-over-saturated, or a sweep); absent where none would.")]
 

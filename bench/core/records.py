@@ -109,6 +109,12 @@ class RequestRecord:
     # The response's Content-Encoding when the server compressed the stream though asked not to
     # (gzip, deflate: decoded, each piece stamped when its compressed bytes arrived); None: identity
     content_encoding: str | None = None
+    # A session level's turn (bench.load.sessions): its session, its turn (0-based), the answer's whole
+    # text (the next turn's history holds it), and the SHA-256 of the messages it sent
+    session: int | None = None
+    turn: int | None = None
+    answer_text: str | None = None
+    history_sha256: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -143,6 +149,8 @@ class RequestRecord:
             del data["max_tokens"]
         if self.content_encoding is None:  # an uncompressed stream: its line is as it always was
             del data["content_encoding"]
+        if self.session is None:  # not a session's turn: likewise
+            del data["session"], data["turn"], data["answer_text"], data["history_sha256"]
         if self.error is not None:
             data["error"]["type"] = self.error.type.value
             if self.error.retry_after is None:

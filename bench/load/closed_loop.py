@@ -156,10 +156,12 @@ class ClosedLoopLevel:
             t_sched = flight.released_at
 
     async def _request(self, index: int, prompt: Prompt, body: bytes, *, warmup: bool, t_sched: float,
-                       t_admitted: float | None = None) -> Flight:
-        flight = Flight(RequestRecord(index=index, prompt_name=prompt.name, warmup=warmup, t_sched=t_sched,
-                                      t_admitted=t_admitted, max_tokens=asked_max_tokens(self.cfg, prompt)))
-        task = asyncio.ensure_future(self.client.exchange(flight, body))
+                       t_admitted: float | None = None, record: RequestRecord | None = None,
+                       headers: bytes = b"") -> Flight:
+        """One request in flight until it ends; `record`: one made by the caller (a session's turn)."""
+        flight = Flight(record or RequestRecord(index=index, prompt_name=prompt.name, warmup=warmup, t_sched=t_sched,
+                                                t_admitted=t_admitted, max_tokens=asked_max_tokens(self.cfg, prompt)))
+        task = asyncio.ensure_future(self.client.exchange(flight, body, headers))
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.cfg.client.request_timeout_s, self._cancel, task, TIMEOUT)
         self.in_flight[task] = flight

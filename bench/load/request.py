@@ -83,14 +83,16 @@ class ChatClient:
     def close(self) -> None:
         self.connector.close()
 
-    async def exchange(self, flight: Flight, body: bytes) -> None:
+    async def exchange(self, flight: Flight, body: bytes, headers: bytes = b"") -> None:
         """POST `body` and stream the answer into `flight`'s record; every failure ends as the
-        record's typed error. A cancellation not asked for through `flight.reason` propagates."""
+        record's typed error. A cancellation not asked for through `flight.reason` propagates.
+        `headers`: this request's own header lines ("Name: value\\r\\n" each; a session's)."""
         rec = flight.record
         response = _ChatResponse(flight, self.on_output)
+        head = self._head if not headers else self._head.replace(b"Content-Length: ", headers + b"Content-Length: ")
         try:
             rec.t_send = _perf()
-            await self.connector.exchange(b"%s%d\r\n\r\n%s" % (self._head, len(body), body), response)
+            await self.connector.exchange(b"%s%d\r\n\r\n%s" % (head, len(body), body), response)
         except asyncio.CancelledError:
             if flight.reason is None:  # not ours: pytest's timeout, loop shutdown
                 raise

@@ -19,6 +19,7 @@ from bench.host.cpus import placement
 from bench.load.arrivals import OpenLoopLevel
 from bench.load.closed_loop import ClosedLoopLevel
 from bench.load.interrupts import Interrupts
+from bench.load.sessions import SessionLevel
 from bench.setup.prompts import Prompt
 
 try:
@@ -44,7 +45,8 @@ def run_level(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Seque
         raise ValueError("no prompts for the measured requests")
     if cfg.warmup and not warmup_prompts:
         raise ValueError("no warm-up prompts")
-    level = ClosedLoopLevel(cfg, prompts, warmup_prompts) if ol is None else OpenLoopLevel(cfg, prompts, warmup_prompts)
+    kind = SessionLevel if cfg.sessions is not None else ClosedLoopLevel if ol is None else OpenLoopLevel
+    level = kind(cfg, prompts, warmup_prompts)
     interrupts = Interrupts()
     try:
         with placement.pinned(cfg.client_cpus), interrupts.unraisable(), _quiet_gc():

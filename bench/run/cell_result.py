@@ -118,8 +118,13 @@ def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConf
         "prompts": {"source": str(prompt_set.source), "format": prompt_set.format,
                     "count": len(prompt_set.prompts), "tools_param": cfg.client.tools_param},
     }
-    if cfg.load.plan is not None:
-        block["load"] = _load(cfg.load.plan)
+    asked = cfg.load.sessions
+    if cfg.load.plan is not None or asked is not None:
+        block["load"] = _load(cfg.load.plan) if cfg.load.plan is not None else {"mode": "closed", "slo": None}
+    if asked is not None:
+        block["load"]["sessions"] = {"count": asked.count, "turns": asked.turns, "think_s": asked.think_s,
+                                     "think": "exponential" if asked.think_drawn else "fixed",
+                                     "header": asked.header}
     if run.plan.rounds > 1:  # absent with one round, as in every result written before rounds
         block["rounds"] = run.plan.rounds
     return block

@@ -70,6 +70,19 @@ class LoadPlan:
                              trace.skipped)
 
 
+@dataclass(frozen=True)
+class SessionPlan:
+    """--sessions and its companions: each closed-loop level runs `count` conversations of the cell's
+    prompts, at most `turns` turns each, `think_s` between turns (drawn: exponential of that mean),
+    `header` naming each session (bench.load.sessions)."""
+
+    count: int
+    turns: int | None = None  # --session-turns; None: every user turn of the conversation
+    think_s: float = 0.0  # --think-time
+    think_drawn: bool = False  # --think-time exp:S
+    header: str | None = None  # --session-header
+
+
 RAMP_START_SHARE = 0.1  # --ramp-up without --ramp-up-start starts each level at a tenth of its rate
 
 # The weekly run's caps (a chat cell 45 minutes, an agent cell 90): a cell that has not finished by
@@ -93,6 +106,7 @@ class LoadSettings:
     cache_audit: bool = False  # --cache-audit: after the last level, repeated prompts against first ones
     fidelity: bool = False  # --fidelity: after the last level, greedy answers against the reference stack's
     fidelity_reference: str = "hf_transformers"  # --fidelity-reference: the stack the answers are compared with
+    sessions: SessionPlan | None = None  # --sessions: conversations with the server's own answers (bench.load.sessions)
 
 
 @dataclass(frozen=True, kw_only=True)

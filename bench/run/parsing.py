@@ -4,12 +4,13 @@ raises ValueError in the option's own words; the pytest layer makes it a usage e
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
 from bench.base.defaults import SPLITS
 from bench.core.open_loop import parse_slos
-from bench.run.config import LoadPlan
+from bench.run.config import LoadPlan, SessionPlan
 from bench.run.levels.sweep import SweepPlan
 from bench.setup.traces import load_trace
 
@@ -264,3 +265,37 @@ def cell_budgets(text: str | None) -> dict[str, float]:
     if set(budgets) - set(SPLITS) or not budgets or any(not b > 0 for b in budgets.values()):
         raise ValueError(f"{takes}: splits are {', '.join(SPLITS)}, durations more than 0")
     return budgets
+
+
+SESSION_OPTIONS = ("sessions", "session_turns", "think_time", "session_header")  # session_plan's, as dests
+
+
+def session_plan(sessions: int | None, *, session_turns: int | None = None, think_time: str | None = None,
+                 session_header: str | None = None, plan: LoadPlan | None = None) -> SessionPlan | None:
+    """--sessions N, --session-turns K, --think-time S|exp:S and --session-header NAME as a
+    SessionPlan; None without --sessions. ValueError says what is wrong."""
+    if sessions is None:
+        named = [n for n, v in (("--session-turns", session_turns), ("--think-time", think_time),
+                                ("--session-header", session_header)) if v is not None]
+        if named:
+            raise ValueError(f"{', '.join(named)} shape session levels: give --sessions N too")
+        return None
+    if sessions < 1 or (session_turns is not None and session_turns < 1):
+        raise ValueError(f"--sessions and --session-turns take a count of 1 or more, got {sessions}, {session_turns}")
+    if plan is not None and plan.open_loop:
+        raise ValueError("--sessions runs conversations on closed-loop levels (--concurrency: sessions at a time); "
+                         "--request-rate and --trace-file send on a schedule of their own: give one")
+    if plan is not None and plan.concurrency_sweep is not None:
+        raise ValueError("--concurrency sweep searches single requests; give --concurrency levels with --sessions")
+    text = (think_time or "0").strip().lower()
+    drawn = text.startswith("exp:")
+    try:
+        think = _duration_s(text.removeprefix("exp:"))
+    except ValueError:
+        think = -1.0
+    if not 0 <= think < float("inf"):
+        raise ValueError(f"--think-time takes a time of 0 or more (2, 2s, 1.5m), or exp:MEAN for one drawn per turn, "
+                         f"got {think_time!r}")
+    if session_header is not None and not re.fullmatch(r"[A-Za-z0-9-]+", session_header):
+        raise ValueError(f"--session-header takes a header name (letters, digits, -), got {session_header!r}")
+    return SessionPlan(sessions, session_turns, think, drawn, session_header)

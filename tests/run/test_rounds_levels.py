@@ -15,12 +15,14 @@ from bench.run.levels.plan import step_text
 from bench.run.parsing import load_plan
 from bench.run.writes.names import file_label
 from bench.setup import profiles
+from bench.setup.prompt_files import load_split
 
 
 def _run(tmp_path: Path, load: LoadSettings) -> CellRun:
     config = CellConfig("llamacpp", "chat", profiles.load_profile("tiny"), tmp_path, "20261201T000000Z-abcd", load=load)
     paths = cell_paths(tmp_path, "tiny", "host", "chat", "llamacpp", config.run_id)
-    return CellRun(config, adapters.get("llamacpp"), None, None, None, paths, None, "linux-x86_64")  # type: ignore[arg-type]
+    return CellRun(config, adapters.get("llamacpp"), None, None, load_split("chat"), paths, None,  # type: ignore[arg-type]
+                   "linux-x86_64")
 
 
 def test_rounds_run_round_major(tmp_path: Path):

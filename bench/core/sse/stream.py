@@ -59,6 +59,8 @@ class ChatStream:
                     rec.chunk_times.append(now)  # its first token and answer were stamped when it was learned
                     if len(rec.output_text_head) < HEAD_CHARS:
                         rec.output_text_head = (rec.output_text_head + text)[:HEAD_CHARS]
+                    if rec.answer_text is not None:  # a session's turn keeps its whole answer
+                        rec.answer_text += text
                     return
             # The read is exactly one `data: ` event ended by a blank line: its payload is what
             # `dec.feed` would return, taken without splitting lines.
@@ -131,6 +133,8 @@ class ChatStream:
                 rec.t_first_answer = now
             if len(rec.output_text_head) < HEAD_CHARS:
                 rec.output_text_head = (rec.output_text_head + text)[:HEAD_CHARS]
+            if answer and rec.answer_text is not None:
+                rec.answer_text += text
             if read is not None and answer and finish is None and usage is None and self._learned < _LEARN_TIMES:
                 self._repeat = RepeatedChunk.learn(read, text)
                 self._learned += 1

@@ -90,6 +90,8 @@ def run_level_procs(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts:
     `cfg.server_gone` when there is one, lets each worker see the server end without asking."""
     if cfg.open_loop is not None and plan.procs > 1:  # its schedule is one process's
         plan = ProcPlan(1, plan.cpus[:1], f"{plan.how}; an open-loop level runs on one process")
+    if cfg.sessions is not None and plan.procs > 1:  # its conversations are dealt out as slots free up
+        plan = ProcPlan(1, plan.cpus[:1], f"{plan.how}; a session level runs on one process")
     # One process needs no split (nor has an open-loop level any slots to split).
     shares = split(cfg.concurrency, cfg.requests, plan.procs) if plan.procs > 1 else []
     if len(shares) < 2:

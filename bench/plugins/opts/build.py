@@ -29,8 +29,9 @@ from bench.run.config import (
     LoadSettings,
     ReportingSettings,
     ServerSettings,
+    SessionPlan,
 )
-from bench.run.parsing import LOAD_OPTIONS, load_plan
+from bench.run.parsing import LOAD_OPTIONS, SESSION_OPTIONS, load_plan, session_plan
 from bench.setup import profiles, traces
 from bench.setup.prompt_files import PromptFileError, load_prompts
 
@@ -64,7 +65,7 @@ def build(config: pytest.Config) -> Settings:
         **own,
         profile=profile,
         model_source=model_source,
-        load=LoadSettings(**fields["load"], plan=_load(raw)),
+        load=LoadSettings(**fields["load"], plan=(plan := _load(raw)), sessions=_sessions(raw, plan)),
         server=ServerSettings(**server, api_key=_api_key(parsed["api_key"], profile, server["endpoint"])),
         client=ClientSettings(**fields["client"], cpus=cpus, client_procs=_client_procs(parsed["client_procs"], cpus)),
         budget=BudgetSettings(**fields["budget"], cell_budget_s={**DEFAULT_CELL_BUDGET_S, **budgets},
@@ -142,6 +143,14 @@ def _load(raw: dict[str, Any]) -> LoadPlan | None:
     """--request-rate, its companions and --slo (bench.run.parsing.load_plan)."""
     try:
         return load_plan(**{name: raw[name] for name in LOAD_OPTIONS})
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _sessions(raw: dict[str, Any], plan: LoadPlan | None) -> SessionPlan | None:
+    """--sessions and its companions (bench.run.parsing.session_plan)."""
+    try:
+        return session_plan(**{name: raw[name] for name in SESSION_OPTIONS}, plan=plan)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
 

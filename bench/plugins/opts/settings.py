@@ -49,7 +49,8 @@ _BUDGETS = ",".join(f"{split}={seconds / 60:g}m" for split, seconds in DEFAULT_C
 _HANG = ",".join(f"{split}={seconds / 60:g}" for split, seconds in DEFAULT_HANG_S.items())  # chat=30,agent=45
 # The fields whose value several options (or one, with the environment or the host) make:
 # bench.plugins.opts.build resolves each; `budget.cell_budget_s` fills `budget.cell_budget_named` too.
-RESOLVED = ("load.plan", "server.api_key", "client.cpus", "client.client_procs", "budget.cell_budget_s")
+RESOLVED = ("load.plan", "load.sessions", "server.api_key", "client.cpus", "client.client_procs",
+            "budget.cell_budget_s")
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,16 @@ OPTIONS: tuple[Option, ...] = (
            "sent after it, those in flight finish; whichever comes first ends the level", metavar="90|90s|5m|1.5h",
            shown="none", brief="bound each level's measured phase in time (whichever of it and --requests is first)",
            into="load.plan"),
+    Option("--sessions", "each closed-loop level runs N conversations of the prompts, --concurrency at a time: every "
+           "turn carries the history so far with the server's own answers", type=int, metavar="N", shown="none",
+           brief="conversations per level, each turn with the server's own answers", into="load.sessions"),
+    Option("--session-turns", "--sessions: at most K turns per conversation", type=int, metavar="K",
+           shown="every user turn", into="load.sessions"),
+    Option("--think-time", "--sessions: the pause between a turn's answer and the next turn (exp:S: drawn, mean S)",
+           metavar="S|exp:S", shown="0", into="load.sessions"),
+    Option("--session-header", "--sessions: send this header naming the session with every turn (for routers that "
+           "keep a session on one replica)", metavar="NAME", shown="none",
+           brief="--sessions: a header naming the session on every turn", into="load.sessions"),
     Option("--requests", "measured requests per level", type=int, default=DEFAULT_REQUESTS,
            takes="a count of measured requests per level, 1 or more", valid=lambda v: v >= 1, into="load.requests"),
     Option("--warmup", "warm-up requests per level, not measured", type=int, default=DEFAULT_WARMUP,

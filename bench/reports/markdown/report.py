@@ -20,6 +20,7 @@ from bench.reports.markdown.sections import (
     section_title,
     sweep_section,
 )
+from bench.reports.markdown.sessions import sessions_section
 from bench.reports.markdown.text import bullets
 
 REPORT_FILE = "REPORT.md"
@@ -40,6 +41,7 @@ def render_report(comparison: Comparison, plot_files: list[Path], floors: Floors
         body += between.between_section(comparison, plots.all_levels(comparison), floors, section_title, fidelity)
         body += frontier_section(comparison, section_title)
         body += sweep_section(comparison)
+        body += sessions_section(comparison)
     notes = [
         *bullets("Methodology warnings", comparison["methodology_warnings"],
                   "None: every framework ran with the same levels, requests, warm-up, server sharing and prompts."),

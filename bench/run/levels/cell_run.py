@@ -65,7 +65,7 @@ class CellRun:
         self.deadline = None if cfg.cell_budget_s is None else budget_from + cfg.cell_budget_s
         self.extra_body = self._extra_body()
         self.shared = cfg.server.share_server or cfg.server.endpoint is not None  # an endpoint: one server throughout
-        self.plan = LevelPlan(cfg)
+        self.plan = LevelPlan(cfg, prompt_set.prompts)
 
     def _extra_body(self) -> dict[str, Any]:
         body = dict(self.cfg.profile.sampling)
@@ -252,6 +252,7 @@ class CellRun:
             server_warmed=_warmed_by(self.shared, len(self.summaries), self.cfg.server.endpoint),
             headers=self.cfg.server.api_key.headers if self.cfg.server.api_key else {},
             duration_s=self.cfg.load.plan.duration_s if self.cfg.load.plan else None,
+            sessions=self.plan.sessions,
         )
         procs = plan_level(self.cfg.client.client_procs, concurrency, level_cfg.requests,
                            self.summaries[-1] if self.summaries else None)  # auto plans from the level before

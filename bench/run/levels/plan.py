@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from bench.core.level_run import OpenLoop
+from bench.core.sessions import Sessions
 from bench.run.config import CellConfig
 from bench.run.levels.sweep import ConcurrencySweep, RateSweep
+from bench.setup.prompts import Prompt
+from bench.setup.sessions import conversations
 
 Point = int | OpenLoop
 """A level to run: a closed-loop concurrency, or an open-loop schedule."""
@@ -35,8 +38,11 @@ class LevelPlan:
     concurrencies, its open-loop rates or trace, or a sweep's rates as the search chooses them;
     each level `rounds` times, round-major."""
 
-    def __init__(self, cfg: CellConfig) -> None:
+    def __init__(self, cfg: CellConfig, prompts: Sequence[Prompt] = ()) -> None:
         self.cfg = cfg
+        asked = cfg.load.sessions  # --sessions: each level runs these conversations (bench.load.sessions)
+        self.sessions = None if asked is None else Sessions(
+            conversations(prompts, asked.count, asked.turns), asked.think_s, asked.think_drawn, asked.header)
         plan = cfg.load.plan
         self.search: RateSweep | None = None
         if plan is not None and plan.sweep is not None:
@@ -62,7 +68,9 @@ class LevelPlan:
                         stop_over_saturated=plan.stops_over_saturated)
 
     def requests(self, point: Point) -> int:
-        """A level's measured requests: --requests, or a trace's entries."""
+        """A level's measured requests: --requests, a trace's entries, or its sessions' turns."""
+        if self.sessions is not None:
+            return self.sessions.turns
         requests = self.cfg.load.requests
         return point.measured(requests) if isinstance(point, OpenLoop) else requests
 
