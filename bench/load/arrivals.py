@@ -177,7 +177,8 @@ class OpenLoopLevel(ClosedLoopLevel):
             self.failed += not flight.record.ok
             ended = (flight.record.t_end or _perf()) - self.t0
             insort(self.ends, ended)
-            self.shortest = min(self.shortest or math.inf, ended - (t_sched - self.t0))
+            took = ended - (t_sched - self.t0)
+            self.shortest = took if self.shortest is None else min(self.shortest, took)
         finally:
             self._release(released_at or _perf())
 

@@ -29,9 +29,9 @@ offered 1.5x was (half of them within the first 30% of the schedule, the latest 
 every one offered 2x or 4x within the first 35%; of those offered 1.2x, 8 of 30.
 
 The stop cancels the requests still in flight: they are the level's `cut`, not its failures
-(they were ours to end), and the arrivals not yet due are `unsent`. The level's figures are those
-of the requests that ended before it, marked: its `stop_reason` is the rule's finding and the
-block says what was left out. The same idea (stop a level whose queue is seen to grow, judged on
+(they were ours to end), and the arrivals never sent (not yet due, or waiting for a place under
+--max-concurrency) are `unsent`. The level's figures are those of the requests that ended
+before it, marked: its `stop_reason` is the rule's finding and the block says what was left out. The same idea (stop a level whose queue is seen to grow, judged on
 its trend) is guidellm's `--stop-over-saturated`; the thresholds and the counts are cellbench's.
 """
 
@@ -103,7 +103,8 @@ class OverSaturated(TypedDict):
     ended: Annotated[int, Doc("Requests that ended in it, failed ones included.", minimum=0)]
     cut: Annotated[int, Doc("Requests in flight when the level stopped, cancelled and left out of its figures "
                             "(they were not the server's failures).", minimum=0)]
-    unsent: Annotated[int, Doc("Arrivals of the schedule not yet due, never sent.", minimum=0)]
+    unsent: Annotated[int, Doc("Arrivals of the schedule never sent: not yet due, or due and waiting for a place "
+                               "under --max-concurrency.", minimum=0)]
     rounds: Annotated[int, Doc("Rounds that stopped so (1 for one round).", minimum=1)]
 
 
