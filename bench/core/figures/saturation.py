@@ -31,8 +31,9 @@ every one offered 2x or 4x within the first 35%; of those offered 1.2x, 8 of 30.
 The stop cancels the requests still in flight: they are the level's `cut`, not its failures
 (they were ours to end), and the arrivals never sent (not yet due, or waiting for a place under
 --max-concurrency) are `unsent`. The level's figures are those of the requests that ended
-before it, marked: its `stop_reason` is the rule's finding and the block says what was left out. The same idea (stop a level whose queue is seen to grow, judged on
-its trend) is guidellm's `--stop-over-saturated`; the thresholds and the counts are cellbench's.
+before it, marked: its `stop_reason` is the rule's finding and the block says what was left
+out. The same idea (stop a level whose queue is seen to grow, judged on its trend) is guidellm's
+`--stop-over-saturated`; the thresholds and the counts are cellbench's.
 """
 
 from __future__ import annotations

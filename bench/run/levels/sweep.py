@@ -58,10 +58,9 @@ class RateSweep:
         hi = min((r for r, ok in self.tried if not ok and (lo is None or r > lo)), default=None)
         return lo, hi
 
-    unit = " req/s"  # how a level is named in `stopped`: "4 req/s", or "c=4" (`name`)
-
     def name(self, load: float) -> str:
-        return f"{load:g}{self.unit}"
+        """A level as `stopped` names it: "4 req/s" (a concurrency sweep's: "c=4")."""
+        return f"{load:g} req/s"
 
     def up(self, load: float) -> float:
         return round_rate(load * 2)
@@ -138,8 +137,6 @@ class RateSweep:
 
 class ConcurrencySweep(RateSweep):
     """`--concurrency sweep`: the same search over closed-loop levels, whole numbers of slots."""
-
-    unit = ""
 
     def name(self, load: float) -> str:
         return f"c={load:g}"
