@@ -57,9 +57,13 @@ class Load(_LoadRequired, total=False):
     duration_s: Annotated[float, Doc("--duration: each level's measured phase bound in time, seconds.",
                                      exclusiveMinimum=0)]
     concurrency_sweep: Annotated[dict[str, Any], Doc("--concurrency sweep: {start, tolerance, max_levels}.")]
-    sessions: Annotated[dict[str, Any], Doc("--sessions: {count, turns (null: every user turn), think_s, think "
-                                            "(fixed or exponential), header (null: none)}: each level's "
-                                            "conversations (bench.load.sessions).")]
+    sessions: Annotated[dict[str, Any], Doc("--sessions: {count (null: each of the file's once), turns (null: every "
+                                            "user turn), think_s, think (fixed, exponential, or recorded: a Weka "
+                                            "trace's own pauses, think_s null), header (null: none)}, with "
+                                            "--session-rate rate_per_s, with --sessions-file file {name, format "
+                                            "(conversations or weka), and for weka traces, sha256 (one per trace), "
+                                            "subagents_not_replayed}: each level's conversations "
+                                            "(bench.load.sessions).")]
     stop_over_saturated: Annotated[bool, Doc("An open-loop level ended once its queue was seen growing without bound "
                                              "(--stop-over-saturated, or a sweep); absent where none would.")]
 

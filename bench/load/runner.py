@@ -41,7 +41,7 @@ def run_level(cfg: LevelConfig, prompts: Sequence[Prompt], warmup_prompts: Seque
         raise ValueError(f"bad level: concurrency={cfg.concurrency}, requests={cfg.requests}, warmup={cfg.warmup}")
     if ol is not None and (not ol.rate > 0 or not ol.burstiness > 0 or (ol.max_concurrency or 1) < 1):
         raise ValueError(f"bad open-loop level: {ol}")
-    if cfg.requests and not prompts:
+    if cfg.requests and not prompts and cfg.sessions is None:  # a session level's turns are its conversations'
         raise ValueError("no prompts for the measured requests")
     if cfg.warmup and not warmup_prompts:
         raise ValueError("no warm-up prompts")

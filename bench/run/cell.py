@@ -171,6 +171,10 @@ def _prompts(cfg: CellConfig) -> PromptSet:
         synth = traces.Synthesiser(traces.tokenizer_path(cfg.profile.builtin, cfg.profile.name), seed=plan.seed)
         return PromptSet(traces.trace_prompts(trace, synth), load_split(cfg.split).warmup, trace.path,
                          f"{trace.format} trace")
+    if (asked := cfg.load.sessions) is not None and asked.file is not None:  # --sessions-file
+        if asked.weka:  # made to the traces' lengths when the levels are planned; the split's warm-up
+            return PromptSet((), load_split(cfg.split).warmup, asked.file, "weka trace")
+        return load_prompts(asked.file, split_hint=cfg.split, tools_param=cfg.client.tools_param)
     if cfg.prompts is not None:
         return load_prompts(cfg.prompts, split_hint=cfg.split, tools_param=cfg.client.tools_param)
     return load_split(cfg.split, tools_param=cfg.client.tools_param)

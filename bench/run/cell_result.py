@@ -123,8 +123,13 @@ def _run_config(cfg: CellConfig, run: CellRun, prompt_set: PromptSet) -> RunConf
         block["load"] = _load(cfg.load.plan) if cfg.load.plan is not None else {"mode": "closed", "slo": None}
     if asked is not None:
         block["load"]["sessions"] = {"count": asked.count, "turns": asked.turns, "think_s": asked.think_s,
-                                     "think": "exponential" if asked.think_drawn else "fixed",
+                                     "think": ("recorded" if asked.think_s is None else
+                                               "exponential" if asked.think_drawn else "fixed"),
                                      "header": asked.header}
+        if asked.rate_per_s is not None:
+            block["load"]["sessions"]["rate_per_s"] = asked.rate_per_s
+        if (source := asked.file_json()) is not None:
+            block["load"]["sessions"]["file"] = source
     if run.plan.rounds > 1:  # absent with one round, as in every result written before rounds
         block["rounds"] = run.plan.rounds
     return block

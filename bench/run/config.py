@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.base.defaults import DEFAULT_DEGRADED_THRESHOLD, DEFAULT_LEVELS, DEFAULT_REQUESTS, DEFAULT_WARMUP
 from bench.core.client_settings import ClientSettings
@@ -20,6 +21,7 @@ from bench.run.scrape.scraper import INTERVAL_S as SCRAPE_INTERVAL_S
 from bench.run.server.process import ServerProcess
 from bench.setup import profiles
 from bench.setup.traces import Trace
+from bench.setup.traces.weka import WEKA, WekaTrace
 
 Launcher = Callable[..., ServerProcess]
 """`launch(command, adapter, host, port, log_path, memory_limit_bytes=None, budget_s=None,
@@ -73,14 +75,28 @@ class LoadPlan:
 @dataclass(frozen=True)
 class SessionPlan:
     """--sessions and its companions: each closed-loop level runs `count` conversations of the cell's
-    prompts, at most `turns` turns each, `think_s` between turns (drawn: exponential of that mean),
-    `header` naming each session (bench.load.sessions)."""
+    prompts or of `file`, at most `turns` turns each, `think_s` between turns (drawn: exponential of
+    that mean; None: the pauses a recorded trace gives), `header` naming each session, started as
+    slots free up or at `rate_per_s` (bench.load.sessions)."""
 
-    count: int
+    count: int | None  # --sessions; None: each conversation of --sessions-file once
     turns: int | None = None  # --session-turns; None: every user turn of the conversation
-    think_s: float = 0.0  # --think-time
+    think_s: float | None = 0.0  # --think-time
     think_drawn: bool = False  # --think-time exp:S
     header: str | None = None  # --session-header
+    file: Path | None = None  # --sessions-file: a conversation file (as --prompts reads) or Weka traces
+    weka: tuple[WekaTrace, ...] = ()  # the file's Weka traces, read once at parse; () for a conversation file
+    rate_per_s: float | None = None  # --session-rate
+
+    def file_json(self) -> dict[str, Any] | None:
+        """run_config.load.sessions.file: what --sessions-file replayed; None without one."""
+        if self.file is None:
+            return None
+        if not self.weka:
+            return {"name": self.file.name, "format": "conversations"}
+        return {"name": self.file.name, "format": WEKA, "traces": len(self.weka),
+                "sha256": [t.sha256 for t in self.weka],
+                "subagents_not_replayed": sum(t.subagents for t in self.weka)}
 
 
 RAMP_START_SHARE = 0.1  # --ramp-up without --ramp-up-start starts each level at a tenth of its rate

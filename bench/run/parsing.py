@@ -4,6 +4,7 @@ raises ValueError in the option's own words; the pytest layer makes it a usage e
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from bench.core.open_loop import parse_slos
 from bench.run.config import LoadPlan, SessionPlan
 from bench.run.levels.sweep import SweepPlan
 from bench.setup.traces import load_trace
+from bench.setup.traces.weka import WekaTrace, is_weka, load_weka
 
 RAMP_SHAPES = ("linear", "exponential")
 LOAD_OPTIONS = ("request_rate", "concurrency", "burstiness", "max_concurrency", "arrival_seed", "slo",
@@ -267,26 +269,34 @@ def cell_budgets(text: str | None) -> dict[str, float]:
     return budgets
 
 
-SESSION_OPTIONS = ("sessions", "session_turns", "think_time", "session_header")  # session_plan's, as dests
+SESSION_OPTIONS = ("sessions", "session_turns", "think_time", "session_header", "sessions_file",
+                   "session_rate")  # session_plan's, as dests
 
 
 def session_plan(sessions: int | None, *, session_turns: int | None = None, think_time: str | None = None,
-                 session_header: str | None = None, plan: LoadPlan | None = None) -> SessionPlan | None:
-    """--sessions N, --session-turns K, --think-time S|exp:S and --session-header NAME as a
-    SessionPlan; None without --sessions. ValueError says what is wrong."""
-    if sessions is None:
+                 session_header: str | None = None, sessions_file: str | None = None,
+                 session_rate: float | None = None, plan: LoadPlan | None = None) -> SessionPlan | None:
+    """--sessions N, --sessions-file PATH, --session-turns K, --think-time S|exp:S, --session-rate R
+    and --session-header NAME as a SessionPlan; None without --sessions or --sessions-file.
+    ValueError says what is wrong (a Weka trace's TraceError names the file and the request)."""
+    if sessions is None and sessions_file is None:
         named = [n for n, v in (("--session-turns", session_turns), ("--think-time", think_time),
-                                ("--session-header", session_header)) if v is not None]
+                                ("--session-header", session_header), ("--session-rate", session_rate))
+                 if v is not None]
         if named:
-            raise ValueError(f"{', '.join(named)} shape session levels: give --sessions N too")
+            raise ValueError(f"{', '.join(named)} shape session levels: give --sessions N or --sessions-file PATH too")
         return None
-    if sessions < 1 or (session_turns is not None and session_turns < 1):
+    if (sessions is not None and sessions < 1) or (session_turns is not None and session_turns < 1):
         raise ValueError(f"--sessions and --session-turns take a count of 1 or more, got {sessions}, {session_turns}")
+    if session_rate is not None and not 0 < session_rate < float("inf"):
+        raise ValueError(f"--session-rate takes sessions per second, more than 0, got {session_rate}")
     if plan is not None and plan.open_loop:
         raise ValueError("--sessions runs conversations on closed-loop levels (--concurrency: sessions at a time); "
                          "--request-rate and --trace-file send on a schedule of their own: give one")
     if plan is not None and plan.concurrency_sweep is not None:
         raise ValueError("--concurrency sweep searches single requests; give --concurrency levels with --sessions")
+    path = None if sessions_file is None else Path(sessions_file)
+    weka = () if path is None else _weka(path)
     text = (think_time or "0").strip().lower()
     drawn = text.startswith("exp:")
     try:
@@ -298,4 +308,20 @@ def session_plan(sessions: int | None, *, session_turns: int | None = None, thin
                          f"got {think_time!r}")
     if session_header is not None and not re.fullmatch(r"[A-Za-z0-9-]+", session_header):
         raise ValueError(f"--session-header takes a header name (letters, digits, -), got {session_header!r}")
-    return SessionPlan(sessions, session_turns, think, drawn, session_header)
+    return SessionPlan(sessions, session_turns, None if weka and think_time is None else think, drawn,
+                       session_header, path, weka, session_rate)
+
+
+def _weka(path: Path) -> tuple[WekaTrace, ...]:
+    """--sessions-file's Weka traces (a folder of them, or one file that is one); () for a
+    conversation file, which the cell reads as --prompts reads one."""
+    if not path.exists():
+        raise ValueError(f"--sessions-file {path}: no such file or folder")
+    if not path.is_dir():
+        try:
+            doc = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return ()  # JSONL, or not JSON: the prompt-file reader says what it is
+        if not is_weka(doc):
+            return ()
+    return load_weka(path)

@@ -1,7 +1,9 @@
 """Session levels against the real llama-server on the built-in tiny model: the agent split's
 conversations, and a ShareGPT file written here, each turn carrying the server's own previous
 answers. The request log proves what each turn sent: its record's SHA-256 of the messages equals
-that of the history rebuilt from the prompt file and the earlier turns' recorded answers."""
+that of the history rebuilt from the prompt file and the earlier turns' recorded answers. And
+recorded agent sessions (Weka traces written here) arriving at a session rate: each turn whole,
+its prefix taken from llama-server's cache where the recording shares it."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from bench.setup.prompt_files import load_prompts, load_split
-from bench.setup.sessions import conversations
+from bench.setup.sessions import conversations, recorded
+from bench.setup.traces import Synthesiser, tokenizer_path
+from bench.setup.traces.weka import load_weka
 from tests.cells.test_open_loop_cells import cellbench, only_result
+from tests.setup.test_weka import agent_session
 from tests.support.busy import TEST_TIMEOUT_S, assert_ok_unless_client_limited
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(TEST_TIMEOUT_S)]
@@ -89,3 +94,36 @@ def test_a_sharegpt_files_conversations(tmp_path):
     assert (block["sessions"], block["completed"], block["turns"]) == (3, 3, 9)
     assert all(r["answer_text"] not in ("Blue.", "Red.") or r["output_text_head"] == r["answer_text"]
                for r in records), "the recorded answers are the server's, not the file's"
+
+
+def test_recorded_agent_sessions_from_weka_traces_at_a_session_rate(tmp_path):
+    """Two traces of 4 turns (64 to 112 tokens, 16-token blocks), each turn opening with the last
+    one's full blocks: every turn sent whole as synthesised, at its recorded output length; the
+    sessions arrive at 20/s with 2 places; llama-server answers each later turn's shared prefix
+    from its cache."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for name in ("trace_0001", "trace_0002"):
+        (traces / f"{name}.json").write_text(json.dumps(agent_session(name, first=64, growth=16, out=6)))
+    proc, results = cellbench(tmp_path, "--sessions-file", str(traces), "--session-rate", "20", "--concurrency", "2",
+                              "--warmup", "1")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    path, result = only_result(results)
+    assert_ok_unless_client_limited(result["verdict"], "llamacpp-chat in Weka sessions")
+    records = _sent(path, result)
+    made = recorded(load_weka(traces), Synthesiser(tokenizer_path("tiny", "tiny")))
+    for r in records:  # each turn is the synthesised prompt, whole: no answer spliced in
+        sent = [{"role": "user", "content": made[r["session"]].turns[r["turn"]]}]
+        assert r["history_sha256"] == hashlib.sha256(json.dumps(sent, sort_keys=True).encode()).hexdigest()
+        assert r["max_tokens"] == 6
+    firsts = [r for r in records if r["turn"] == 0]
+    assert len(firsts) == 2 and all(r["t_admitted"] >= r["t_sched"] for r in firsts), "arrivals kept apart"
+    block = result["levels"][0]["sessions"]
+    assert (block["sessions"], block["completed"], block["turns"]) == (2, 2, 8)
+    turns = block["by_turn"]
+    assert [t["prompt_tokens_mean"] - turns[0]["prompt_tokens_mean"] for t in turns] == [0, 16, 32, 48]
+    assert all(t["cached_share"] > 0.6 for t in turns[1:]), turns
+    load = result["run_config"]["load"]["sessions"]
+    assert (load["count"], load["think"], load["think_s"], load["rate_per_s"]) == (None, "recorded", None, 20.0)
+    assert load["file"]["format"] == "weka" and load["file"]["traces"] == 2
+    assert result["run_config"]["prompts"]["format"] == "weka trace"

@@ -88,7 +88,7 @@ def test_pytest_help_lists_the_reference_flags_with_the_same_defaults():
 
 def test_every_option_is_declared_once_and_has_a_default_in_its_help():
     names = [option.flag for option in every_option()]
-    assert len(names) == len(set(names)) == 68
+    assert len(names) == len(set(names)) == 70
     for option in every_option():
         assert option.help_text().endswith(f"[{option.default_text()}]"), option.flag
     assert all(f in dict(declared(EvalSettings)) for f in EvalSettings.__dataclass_fields__)

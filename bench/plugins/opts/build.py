@@ -87,6 +87,11 @@ def build(config: pytest.Config) -> Settings:
             traces.check_tokenizer(profile.builtin, profile.name)
         except traces.TokenizerMissing as exc:
             raise pytest.UsageError(str(exc)) from None
+    if built.load.sessions is not None and built.load.sessions.weka:
+        try:
+            traces.check_tokenizer(profile.builtin, profile.name)
+        except traces.TokenizerMissing as exc:
+            raise pytest.UsageError(str(exc).replace("--trace-file", "--sessions-file's Weka trace")) from None
     return built
 
 

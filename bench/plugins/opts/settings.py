@@ -139,10 +139,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("--sessions", "each closed-loop level runs N conversations of the prompts, --concurrency at a time: every "
            "turn carries the history so far with the server's own answers", type=int, metavar="N", shown="none",
            brief="conversations per level, each turn with the server's own answers", into="load.sessions"),
+    Option("--sessions-file", "sessions from a file: its conversations (ShareGPT, JSONL, as --prompts reads), or "
+           "recorded agent sessions as Weka KV-cache-tester traces (a file or a folder of them), each turn made to "
+           "its recorded length and shared cache blocks with the model's tokenizer", metavar="PATH", shown="none",
+           brief="sessions from a conversation file or Weka agent traces", into="load.sessions"),
+    Option("--session-rate", "--sessions: start sessions at R per second (Poisson), at most --concurrency under way",
+           type=float, metavar="R", shown="as slots free up", into="load.sessions"),
     Option("--session-turns", "--sessions: at most K turns per conversation", type=int, metavar="K",
            shown="every user turn", into="load.sessions"),
     Option("--think-time", "--sessions: the pause between a turn's answer and the next turn (exp:S: drawn, mean S)",
-           metavar="S|exp:S", shown="0", into="load.sessions"),
+           metavar="S|exp:S", shown="0; a Weka trace's recorded pauses", into="load.sessions"),
     Option("--session-header", "--sessions: send this header naming the session with every turn (for routers that "
            "keep a session on one replica)", metavar="NAME", shown="none",
            brief="--sessions: a header naming the session on every turn", into="load.sessions"),

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from bench.core.level_run import OpenLoop
-from bench.core.sessions import Sessions
+from bench.core.sessions import Conversation, Sessions
 from bench.run.config import CellConfig
 from bench.run.levels.sweep import ConcurrencySweep, RateSweep
 from bench.setup.prompts import Prompt
-from bench.setup.sessions import conversations
+from bench.setup.sessions import conversations, recorded
+from bench.setup.traces import Synthesiser, tokenizer_path
 
 Point = int | OpenLoop
 """A level to run: a closed-loop concurrency, or an open-loop schedule."""
@@ -42,7 +43,8 @@ class LevelPlan:
         self.cfg = cfg
         asked = cfg.load.sessions  # --sessions: each level runs these conversations (bench.load.sessions)
         self.sessions = None if asked is None else Sessions(
-            conversations(prompts, asked.count, asked.turns), asked.think_s, asked.think_drawn, asked.header)
+            self._conversations(prompts), asked.think_s, asked.think_drawn, asked.header,
+            rate_per_s=asked.rate_per_s)
         plan = cfg.load.plan
         self.search: RateSweep | None = None
         if plan is not None and plan.sweep is not None:
@@ -50,6 +52,15 @@ class LevelPlan:
         elif plan is not None and plan.concurrency_sweep is not None:
             self.search = ConcurrencySweep(plan.concurrency_sweep, plan.slos)
         self.rounds = 1 if self.search is not None else cfg.load.rounds  # a sweep's levels are never repeated
+
+    def _conversations(self, prompts: Sequence[Prompt]) -> tuple[Conversation, ...]:
+        """The sessions: the prompts' conversations, or --sessions-file's Weka traces made whole."""
+        asked = self.cfg.load.sessions
+        assert asked is not None
+        if not asked.weka:
+            return conversations(prompts, asked.count, asked.turns)
+        synth = Synthesiser(tokenizer_path(self.cfg.profile.builtin, self.cfg.profile.name))
+        return recorded(asked.weka, synth, asked.count, asked.turns)
 
     def points(self) -> list[Point]:
         """The levels asked for, in order (a sweep's are chosen as it goes: `swept`)."""

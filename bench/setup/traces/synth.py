@@ -58,32 +58,37 @@ class Synthesiser:
 
         self.tokenizer = Tokenizer.from_file(str(path))
         self.seed = seed
-        self._blocks: dict[int, tuple[str, ...]] = {}
+        self._blocks: dict[tuple[int, int, tuple[int, ...]], tuple[str, ...]] = {}
         self.words = _single_token_words(self.tokenizer)
         if len(self.words) < 16:
             raise ValueError(f"{path}: only {len(self.words)} words of one token each; too few to make prompts")
 
-    def _draw(self, stream: int, key: int, n: int) -> list[str]:
-        rng = np.random.default_rng([self.seed, stream, key % 2**63])
+    def _draw(self, stream: int, key: int, n: int, scope: tuple[int, ...] = ()) -> list[str]:
+        rng = np.random.default_rng([self.seed, stream, key % 2**63, *scope])
         return [self.words[i] for i in rng.integers(0, len(self.words), size=n)]
 
-    def block(self, hash_id: int) -> tuple[str, ...]:
-        """The 512 words hash id `hash_id` stands for (drawn once per synthesiser)."""
-        if hash_id not in self._blocks:
-            self._blocks[hash_id] = tuple(self._draw(_BLOCK, hash_id, HASH_BLOCK_TOKENS))
-        return self._blocks[hash_id]
+    def block(self, hash_id: int, size: int = HASH_BLOCK_TOKENS, scope: tuple[int, ...] = ()) -> tuple[str, ...]:
+        """The `size` words hash id `hash_id` stands for (drawn once per synthesiser); `scope` keeps
+        apart the blocks of conversations whose ids are their own (a Weka trace's local ids)."""
+        key = (hash_id, size, scope)
+        if key not in self._blocks:
+            self._blocks[key] = tuple(self._draw(_BLOCK, hash_id, size, scope))
+        return self._blocks[key]
 
-    def words_for(self, entry: TraceEntry, position: int) -> list[str]:
-        """The entry's input as words: its shared blocks, then words of its own, cut to its length."""
+    def words_for(self, entry: TraceEntry, position: int, block_size: int = HASH_BLOCK_TOKENS,
+                  scope: tuple[int, ...] = (), own: tuple[int, ...] = ()) -> list[str]:
+        """The entry's input as words: its shared blocks, then words of its own (drawn for
+        `position` within `own`), cut to its length."""
         words: list[str] = []
         for hash_id in entry.hash_ids:
-            words.extend(self.block(hash_id))
+            words.extend(self.block(hash_id, block_size, scope))
         if len(words) < entry.input_tokens:
-            words.extend(self._draw(_OWN, position, entry.input_tokens - len(words)))
+            words.extend(self._draw(_OWN, position, entry.input_tokens - len(words), own))
         return words[: entry.input_tokens]
 
-    def text(self, entry: TraceEntry, position: int) -> str:
-        return " ".join(self.words_for(entry, position))
+    def text(self, entry: TraceEntry, position: int, block_size: int = HASH_BLOCK_TOKENS,
+             scope: tuple[int, ...] = (), own: tuple[int, ...] = ()) -> str:
+        return " ".join(self.words_for(entry, position, block_size, scope, own))
 
     def count(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
