@@ -75,8 +75,8 @@ def test_the_agent_splits_conversations_with_the_servers_own_answers(tmp_path):
 
 
 def test_a_sharegpt_files_conversations(tmp_path):
-    """ShareGPT's own shape: `conversations` of `from`/`value` turns; the recorded gpt turns are
-    replaced by the server's."""
+    """ShareGPT's own shape through --sessions-file: `conversations` of `from`/`value` turns; the
+    recorded gpt turns are replaced by the server's."""
     talks = [{"id": f"talk{i}", "conversations": [
         {"from": "system", "value": "You are terse."},
         {"from": "human", "value": f"Name a colour, {i}."}, {"from": "gpt", "value": "Blue."},
@@ -84,7 +84,7 @@ def test_a_sharegpt_files_conversations(tmp_path):
         {"from": "human", "value": "Which is warmer?"}]} for i in range(3)]
     path = tmp_path / "talks.json"
     path.write_text(json.dumps(talks))
-    proc, results = cellbench(tmp_path, "--prompts", str(path), "--sessions", "3", "--concurrency", "2",
+    proc, results = cellbench(tmp_path, "--sessions-file", str(path), "--sessions", "3", "--concurrency", "2",
                               "--warmup", "0", "--session-header", "X-Session-Id")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     path_out, result = only_result(results)
@@ -92,6 +92,7 @@ def test_a_sharegpt_files_conversations(tmp_path):
     _proves_the_history(records, path, "chat", 3, None)
     block = result["levels"][0]["sessions"]
     assert (block["sessions"], block["completed"], block["turns"]) == (3, 3, 9)
+    assert result["run_config"]["load"]["sessions"]["file"] == {"name": "talks.json", "format": "conversations"}
     assert all(r["answer_text"] not in ("Blue.", "Red.") or r["output_text_head"] == r["answer_text"]
                for r in records), "the recorded answers are the server's, not the file's"
 
