@@ -3,14 +3,14 @@ the server's own answers (docs/metrics.md, Sessions).
 
 `concurrency` slots each take the next conversation (`LevelConfig.sessions`) and run it to its
 end; with a session rate (`Sessions.rate_per_s`) each conversation instead starts at its arrival
-(a Poisson process seeded by the level's seed), waiting for a place while `concurrency` of them are
-under way: its first turn's `t_sched` is the arrival and `t_admitted` the place, so the wait is
-the queueing delay. Turn k's request holds the conversation's opening messages, then every earlier
-user turn followed by the server's whole answer to it, then user turn k; a recorded agent session
-(`Conversation.recorded`) sends each turn whole, as recorded. After each answer the session waits
-the think time (fixed, drawn from an exponential of that mean and seeded per session, or the one
-recorded) before the next turn. A turn that fails ends its session: a history without its answer would not be the
-conversation any more. Each turn's record says its session, its turn index, the answer's whole
+(a Poisson process seeded by `Sessions.seed`), waiting for a place while `concurrency` of them
+are under way: its first turn's `t_sched` is the arrival and `t_admitted` the place, so the wait
+is the queueing delay. Turn k's request holds the conversation's opening messages, then every
+earlier user turn followed by the server's whole answer to it, then user turn k; a recorded agent
+session (`Conversation.recorded`) sends each turn whole, as recorded. After each answer the
+session waits the think time (fixed, drawn from an exponential of that mean and seeded per
+session, or the one recorded) before the next turn. A turn that fails ends its session: a history
+without its answer would not be the conversation any more. Each turn's record says its session, its turn index, the answer's whole
 text and the SHA-256 of the messages it sent, so the request log proves what each turn carried;
 with `Sessions.header` every turn also sends that header naming its session (routers that keep
 a session's requests on one replica read one).
