@@ -10,10 +10,10 @@ earlier user turn followed by the server's whole answer to it, then user turn k;
 session (`Conversation.recorded`) sends each turn whole, as recorded. After each answer the
 session waits the think time (fixed, drawn from an exponential of that mean and seeded per
 session, or the one recorded) before the next turn. A turn that fails ends its session: a history
-without its answer would not be the conversation any more. Each turn's record says its session, its turn index, the answer's whole
-text and the SHA-256 of the messages it sent, so the request log proves what each turn carried;
-with `Sessions.header` every turn also sends that header naming its session (routers that keep
-a session's requests on one replica read one).
+without its answer would not be the conversation any more. Each turn's record says its session,
+its turn index, the answer's whole text and the SHA-256 of the messages it sent, so the request
+log proves what each turn carried; with `Sessions.header` every turn also sends that header
+naming its session (routers that keep a session's requests on one replica read one).
 
 Everything else is the closed loop's: warm-up, the request machinery, deadlines, the watchdog,
 progress (counted in turns).

@@ -37,7 +37,8 @@ def weka_trace(trace_id: str, requests: list[dict], block_size: int = 16, scope:
 def agent_session(trace_id: str, turns: int = 4, first: int = 40, growth: int = 24, out: int = 8) -> dict:
     """An agent whose every turn resends the last one's prompt, its answer and a tool result: turn
     k+1's hash ids open with turn k's full blocks, as the recorded cache saw them."""
-    requests, n, ids = [], first, []
+    requests: list[dict] = []
+    n, ids = first, list[int]()
     for k in range(turns):
         full = n // 16
         ids = ids[:full] + [1000 * k + j for j in range(len(ids[:full]), full)]
