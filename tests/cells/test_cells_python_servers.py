@@ -116,8 +116,9 @@ def expected_id(adapter: Adapter) -> str:
 def test_chat_cell_ok_with_server_usage(tmp_path, framework):
     adapter, install = framework
     requests = 6
-    # vLLM: one server for both levels, so the test pays its start-up once.
-    shared = ["--share-server"] if adapter.name == "vllm" else []
+    # vLLM and transformers: one server for both levels, so the test pays their start-up once (mlx-lm
+    # and vllm-mlx keep a server per level, the default).
+    shared = ["--share-server"] if adapter.name in ("vllm", "hf_transformers") else []
     # transformers: the fidelity run, on a server of its own (its batching keeps its first request's sampling)
     fidelity = ["--fidelity"] if not adapter.capabilities.sampling_per_request else []
     proc = run_pytest("-m", f"chat and {adapter.name}", "--requests", str(requests), "--concurrency", "1,2",
@@ -138,7 +139,7 @@ def test_chat_cell_ok_with_server_usage(tmp_path, framework):
     if fidelity:  # greedy on a fresh server: both passes alike, though the levels before were sampled
         block, own = result["fidelity"], result["servers"][-1]
         assert (own["purpose"], own["levels"]) == ("fidelity", []) and own["exit"]["stopped_by_us"], own
-        assert [s["levels"] for s in result["servers"][:-1]] == [[1], [2]]
+        assert [s["levels"] for s in result["servers"][:-1]] == [[1, 2]], "the levels' shared server, then its own"
         assert block["self"]["identical"] == block["prompts"] == 16, block["self"]
         assert "purpose" not in result["servers"][0] and "error" not in block
 
@@ -202,7 +203,7 @@ def test_agent_cell_on_transformers(tmp_path):
     if not adapter.runs_here():
         pytest.skip("transformers serve does not run here")
     ensure_installed(adapter.recipe)
-    proc = run_pytest("-m", "agent and hf_transformers", "--requests", "4", "--concurrency", "2", "--warmup", "1",
+    proc = run_pytest("-m", "agent and hf_transformers", "--requests", "2", "--concurrency", "2", "--warmup", "1",
                       "--port", "0", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     result, _ = only_result(tmp_path, adapter.name, "agent")

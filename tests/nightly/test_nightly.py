@@ -209,10 +209,10 @@ def night(tmp_path_factory: pytest.TempPathFactory) -> dict:
     needs = {"plan": {"result": "success", "outputs": plan.outputs}}
     assert workflow.Context(needs=needs).condition(wf["jobs"]["machine"]["if"])
     machine = workflow.run_job(wf, "machine", workflow.Context(inputs=inputs, matrix=cpu, needs=needs), ws, store, {})
-    hand = {}
+    hand = {}  # at one level and without the fidelity pass: the agent split's three cost half a minute a cell
     for name, splits in (("lab-b", "chat,agent"), ("lab-c", "chat")):  # lab-c sends no agent split
-        cmd = (f"CELLBENCH_MACHINE={name} .venv/bin/cellbench weekly --no-branch --splits {splits} "
-               f"--frameworks llamacpp --results-dir {store}/nightly-{name}/results -- --requests 2")
+        cmd = (f"CELLBENCH_MACHINE={name} .venv/bin/cellbench weekly --no-branch --no-fidelity --splits {splits} "
+               f"--frameworks llamacpp --results-dir {store}/nightly-{name}/results -- --requests 2 --concurrency 1")
         hand[name] = subprocess.run(["bash", "-c", cmd], cwd=ws, capture_output=True, text=True, timeout=1800,
                                     stdin=subprocess.DEVNULL)
     return {"root": root, "ws": ws, "store": store, "wf": wf, "plan": plan, "entries": entries, "cpu": cpu,
