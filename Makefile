@@ -1,6 +1,7 @@
 # Entry points, all self-installing on a fresh machine:
 #   make bench       the chat split on every framework that runs here, on the built-in tiny model
-#   make test        lint, then the suite's own tests, all but the speed ones (`perf`; what CI runs through .ci/run)
+#   make test        lint, then the suite's own tests, all but the speed ones (`perf`), on 2 xdist workers
+#                    (what CI runs through .ci/run)
 #   make test-fast   the tests that need no inference server, no pytest or cellbench run in a subprocess,
 #                    no browser and no venv (`-m "$(FAST)"` below), on 2 workers
 #   make test-gpu    the GPU tier: a real transformers cell on CUDA (skipped, saying why, without a GPU)
@@ -12,6 +13,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 ARGS   ?=
+# `make test` runs on two xdist workers, a module's tests on one of them, each worker with a cellbench
+# cache of its own and the host lock held shared (tests/support/workers.py, docs/testing.md).
+WORKERS ?= 2
 # `make bench` measures 32 requests per level, then each stack's greedy answers (--fidelity);
 # BENCH_REQUESTS=100 is the SiliconBench-sized run.
 # One round (intervals within-run only); BENCH_ROUNDS=3 repeats every level three times for
@@ -36,7 +40,7 @@ bench: setup
 
 test: setup chromium lint
 	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm vllm_mlx aiperf guidellm
-	$(PY) -m pytest tests -p no:cacheprovider -m "not perf" $(ARGS)
+	$(PY) -m pytest tests -p no:cacheprovider -m "not perf" -n $(WORKERS) --dist loadgroup --benchmark-disable $(ARGS)
 
 # No framework install, no server, no browser: what a change to the engine, the reports or the
 # pytest layer needs checked, in under a minute and a half (docs/measurements.md). `make test` runs

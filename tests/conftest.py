@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpcore  # noqa: F401  # see below
@@ -12,9 +15,11 @@ import pytest
 import pytest_timeout
 
 import adapters
+from bench.base.paths import cache_root, host_lock_path
 from bench.plugins.options import SETTINGS, settings
 from bench.setup.installs.cache import NotInstalled, ensure_installed
 from tests.support.busy import HOST_LOCK_WAIT_S
+from tests.support.workers import HostBusy, host_shared, worker_cache
 
 # Every test in tests/ gets this timeout unless it carries its own `timeout` marker or the run
 # names one (--timeout, PYTEST_TIMEOUT, `timeout =` in an ini): a hung test then fails with
@@ -59,6 +64,9 @@ def pytest_configure(config: pytest.Config) -> None:
     PYTEST_ADDOPTS, where a flag given later on its command line still wins. A run that names
     --host-lock-timeout itself has its value everywhere instead."""
     if hasattr(config, "workerinput"):
+        config.stash[HOST_LOCK] = host_lock_path()
+        config.stash[WORKER_CACHE] = worker_cache(config.workerinput["workerid"], cache_root())
+        os.environ["CELLBENCH_CACHE"] = str(config.stash[WORKER_CACHE])
         return
     addopts = os.environ.get("PYTEST_ADDOPTS", "")
     if not _names_the_flag([*map(str, config.invocation_params.args), *shlex.split(addopts)]):
@@ -71,7 +79,48 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PYTEST_ADDOPTS"] = f"{addopts} {HOST_LOCK_FLAG} {bound:g}".strip()
 
 
+# With `--dist loadgroup` (`make test`), a module's tests run on one worker, in order, so a
+# module-scoped fixture (a nightly replay, a framework's install) is made once; modules that look at
+# the same processes share a group: test_killed_run leaves an orphaned llama-server for its next
+# session, which test_cells_llamacpp's leak check would take for one of its own. Each worker has a
+# cache of its own and holds the host lock shared (tests/support/workers.py).
+SAME_WORKER = {"tests/cells/test_killed_run.py": "llama-server-orphans",
+               "tests/cells/test_cells_llamacpp.py": "llama-server-orphans"}
+WORKER_CACHE = pytest.StashKey[Path]()
+HOST_LOCK = pytest.StashKey[Path]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(WORKER_CACHE, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)  # the links go, never what they point to
+
+
+@pytest.fixture(autouse=True)
+def _host_shared_by_the_workers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An xdist worker's integration test holds the real host lock shared (tests/support/workers.py)."""
+    lock = request.config.stash.get(HOST_LOCK, None)
+    if lock is None or request.node.get_closest_marker("integration") is None:
+        yield
+        return
+    bound = settings(request.config).budget.host_lock_timeout_s
+    with contextlib.ExitStack() as held:
+        busy = None
+        try:
+            held.enter_context(host_shared(lock, bound, controller=os.getppid()))  # the controller: the worker's parent
+        except HostBusy as exc:
+            busy = str(exc)
+        if busy is not None:
+            pytest.fail(busy, pytrace=False)
+        yield
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.relative_to(config.rootpath).as_posix() if TESTS_DIR in item.path.parents else None
+        if module is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(SAME_WORKER.get(module, module)))
     if pytest_timeout.get_env_settings(config).timeout is not None:
         return  # the run chose a timeout for every test
     for item in items:

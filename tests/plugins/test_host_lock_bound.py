@@ -1,17 +1,21 @@
 """The suite's bound on another session's host lock (tests/conftest.py, tests/support/busy.py): a
 pytest session a test starts, naming no --host-lock-timeout of its own, waits HOST_LOCK_WAIT_S for
 a lock someone else holds (HOST_LOCK_WAIT_S, or the bound this run named), then fails its cell
-naming the holder, instead of the product's hour."""
+naming the holder, instead of the product's hour; and the host lock `make test`'s two workers hold
+shared (tests/support/workers.py)."""
 
 from __future__ import annotations
 
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from typing import IO
 
+import psutil
 import pytest
 
 from bench.base.clock import now_iso
@@ -20,6 +24,7 @@ from bench.host.ports import free_port
 from bench.plugins.options import settings
 from tests.cells.test_open_loop_cells import private_cache
 from tests.run.test_endpoint import write_profile
+from tests.support.workers import HostBusy, host_shared
 
 
 @pytest.mark.integration
@@ -50,3 +55,41 @@ def test_a_session_a_test_starts_gives_up_on_a_held_host_lock_naming_the_holder(
     said = (f"host busy: waited {bound:g} s for the host lock {lock}, "
             f"held by pid {os.getpid()} (a benchmark beside the suite) for ")
     assert said in out, out[-3000:]
+
+
+# ------------------------------------------------------------------ the suite's workers share the host
+
+
+def _hold_exclusive(path, record: dict) -> IO[str]:
+    handle = path.open("a+")
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    handle.write(json.dumps(record) + "\n")
+    handle.flush()
+    return handle
+
+
+def test_the_workers_share_the_host_lock_and_keep_other_sessions_off_it(tmp_path):
+    lock = tmp_path / "host.lock"
+    me = psutil.Process()
+    with host_shared(lock, 1.0, controller=me.pid), host_shared(lock, 1.0, controller=me.pid):  # both workers
+        record = json.loads(lock.read_text())  # whoever waits is told the suite holds the host
+        assert (record["pid"], record["since"]) == (me.pid, me.create_time())
+        assert record["command"] == " ".join(me.cmdline())
+        with lock.open("a+") as other, pytest.raises(BlockingIOError):  # a cell of another session waits
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with lock.open("a+") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # and gets the host once the tests are done
+
+
+def test_a_worker_gives_up_on_another_sessions_host_lock_naming_the_holder(tmp_path):
+    lock = tmp_path / "host.lock"
+    holder = _hold_exclusive(lock, {"pid": 4242, "command": "a benchmark beside the suite", "since": time.time() - 90})
+    try:
+        started = time.monotonic()
+        with pytest.raises(HostBusy) as caught, host_shared(lock, 1.0, controller=os.getpid()):
+            pass
+        assert 1.0 <= time.monotonic() - started
+        assert re.fullmatch(rf"host busy: waited 1 s for the host lock {re.escape(str(lock))}, held by pid 4242 "
+                            r"\(a benchmark beside the suite\) for 9\d s", str(caught.value)), caught.value
+    finally:
+        holder.close()
