@@ -1,7 +1,7 @@
 """The pytest-html report's cellbench parts (bench.reports.review.columns renders them).
 
 Active with pytest-html only. On the process that ran a cell, the cell's extras (summary, plot,
-result JSON, server log tails) are built when its call report is made: only that process has
+result JSON, server log tails, request timelines) are built when its call report is made: only that process has
 the cell's files, so under xdist the extras travel on the report as pytest-html's own
 `report.extras`. On the controller, `HtmlReport` implements `pytest_cellbench_cell_finished`:
 it keeps each benchmark cell's record for the cell's row (the verdict and numbers columns,
@@ -25,6 +25,7 @@ from bench.plugins.transport import finished
 from bench.plugins.verdicts import cell_outcome
 from bench.reports.review import columns
 from bench.reports.review import summary as review_summary
+from bench.reports.timeline import svg as timeline_svg
 
 HTML_REPORT = pytest.StashKey["HtmlReport"]()
 
@@ -40,8 +41,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     cell, outcome = finished(item), cell_outcome(item)
     if report.when == "call" and cell is not None and outcome is not None and html_path(item.config) is not None:
-        report.extras = [*getattr(report, "extras", []), *columns.extras_for(cell.to_json(), outcome.result)]
+        report.extras = [*getattr(report, "extras", []), *columns.extras_for(cell.to_json(), outcome.result),
+                         *_timelines(cell.result_path, outcome.result)]
     return report
+
+
+def _timelines(result_path: str | None, result: object) -> list[dict]:
+    """The cell's request timelines as a pytest-html extra (bench.reports.timeline.svg), if it logged requests."""
+    from pytest_html import extras  # only called when pytest-html is active
+
+    drawn = timeline_svg.timelines_html(result_path, result)
+    return [] if drawn is None else [extras.html(drawn)]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -72,13 +72,13 @@ def comparison_rows(comparison: Comparison) -> Iterator[tuple[Any, ...]]:
                 marks[framework].short())
         for level in result.get("levels") or []:
             key = level_key(level)
-            where = (_level_text(key), key[1] if key[0] == "concurrency" else "",
+            where = (level_text(key), key[1] if key[0] == "concurrency" else "",
                      level["request_rate"] if key[0] != "concurrency" else "")
             for row in _level_rows(level):
                 yield (*cell, *where, *row)
 
 
-def _level_text(key: tuple[Any, ...]) -> str:
+def level_text(key: tuple[Any, ...]) -> str:
     """c=8, rate=4, or a trace's or ramp's label ("trace t.jsonl", "rate=4, linear ramp from 0.4 req/s")."""
     if key[0] == "trace":
         return key_label(key)
@@ -179,7 +179,7 @@ def requests_csv(sidecar: Path) -> Path:
             # a failed request has no TTFT or TPOT: the table takes those over the successful ones
             values = [None if error is not None and m.over == "successful" else m.of(record) for m in per_request]
             writer.writerow([
-                _level_text(level_key(raw)),
+                level_text(level_key(raw)),
                 *(_flat(error if name == "error" else raw.get(name)) for name in columns),
                 len(raw.get("chunk_times") or []),
                 *("" if v is None or isinstance(v, list) else v * m.scale for v, m in zip(values, per_request,

@@ -23,6 +23,9 @@ from its result files as the rebuild would, with the level tables' metric rows n
 names them (bench.core.crosswalk), cellbench's name beside each, and a note under the title. The
 committed REPORT.md keeps cellbench's names: a report another tool's names were put on would be a
 second report of the same files, easy to take for the first, diff or commit by mistake.
+
+`--timeline-trace` also writes each result's requests as a Chrome trace event file beside its
+request log (bench.reports.timeline.trace), for Perfetto or chrome://tracing.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from bench.base.defaults import SPLITS
 from bench.base.flags import add_results_name
@@ -47,6 +51,7 @@ from bench.reports.csv_export import comparison_csv, requests_csv, write_compari
 from bench.reports.markdown import write_report
 from bench.reports.merged import gather
 from bench.reports.standing import ThisRunIds
+from bench.reports.timeline import trace as timeline_trace
 
 
 def split_dirs(results_root: Path, *, model: str | None = None, machine: str | None = None) -> Iterator[Path]:
@@ -131,6 +136,13 @@ def report_as(split_dir: Path, tool: str, *, this_run: str | None = None, other_
                                   note=(peer_note(tool),))
 
 
+def _about(result: Mapping[str, Any]) -> dict[str, Any]:
+    """What a timeline trace says of its cell: the run, the verdict, the framework's version."""
+    return {"run_id": result.get("run_id"), "verdict": (result.get("verdict") or {}).get("verdict"),
+            "framework_version": (result.get("framework") or {}).get("version"),
+            "requests_file": result["requests_file"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     args_given = list(argv if argv is not None else sys.argv[1:])
     if any(a == "--merge" or a.startswith("--merge=") for a in args_given):
@@ -146,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="print every split's figures as one CSV (bench.reports.csv_export); writes nothing")
     parser.add_argument("--requests-csv", action="store_true",
                         help="also write each result's per-request log as <result>.requests.csv beside its sidecar")
+    parser.add_argument("--timeline-trace", action="store_true",
+                        help="also write each result's requests as a Chrome trace event file, <result>.trace.json "
+                             "beside its log, for Perfetto or chrome://tracing (bench.reports.timeline.trace)")
     parser.add_argument("--as", dest="as_tool", choices=crosswalk.TOOLS,
                         help="print each REPORT.md with this tool's metric names beside cellbench's (docs/metrics.md, "
                              "Names in other tools); writes nothing")
@@ -177,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         comparison, written = rebuild_split(split_dir, **which)
         if args.requests_csv:
             written += [requests_csv(split_dir / str(r["requests_file"])) for r in comparison["results"].values()
+                        if r.get("requests_file") and (split_dir / str(r["requests_file"])).is_file()]
+        if args.timeline_trace:
+            write = timeline_trace.write_trace
+            written += [write(split_dir / str(r["requests_file"]), f"{name} {r['split']}", _about(r))
+                        for name, r in comparison["results"].items()
                         if r.get("requests_file") and (split_dir / str(r["requests_file"])).is_file()]
         for path in written:
             print(path)

@@ -452,3 +452,47 @@ def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama
     assert table.column("failure_rate")["bench/test_cells.py::test_cell[llamacpp-chat]"] == "0.0%"
     assert "server log c2" in dom and "data:image/png;base64," in dom
     assert result["framework"]["version"] in " ".join(table.environment)
+    # a timeline per level, a bar per logged request (warm-ups included), as the browser built the page
+    logged = [json.loads(line) for line in (chat / result["requests_file"]).read_text().splitlines()]
+    drawn = Timelines(dom)
+    assert list(drawn.levels) == ["c=1", "c=2"], drawn.levels
+    for level in result["levels"]:
+        c = level["concurrency"]
+        assert drawn.levels[f"c={c}"] == sum(1 for r in logged if r["concurrency"] == c), drawn.levels
+        caption = next(t for t in drawn.captions if t.startswith(f"llamacpp chat c={c}:"))
+        lanes = re.search(r"on (\d+) lanes?,", caption)
+        assert lanes is not None and 1 <= int(lanes.group(1)) <= c, caption
+
+
+class Timelines(HTMLParser):
+    """The request timelines in the rendered page: per level, how many request bars its SVG holds,
+    and each figure's caption."""
+
+    def __init__(self, dom: str) -> None:
+        super().__init__()
+        self.levels: dict[str, int] = {}
+        self.captions: list[str] = []
+        self._level: str | None = None
+        self._caption = False
+        self.feed(dom)
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "figure" and a.get("class") == "timeline":
+            self._level = a["data-level"]
+            self.levels[self._level] = 0
+        elif tag == "g" and a.get("class") == "request" and self._level is not None:
+            self.levels[self._level] += 1
+        elif tag == "figcaption":
+            self._caption = True
+            self.captions.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "figure":
+            self._level = None
+        elif tag == "figcaption":
+            self._caption = False
+
+    def handle_data(self, data: str) -> None:
+        if self._caption:
+            self.captions[-1] += data

@@ -5,7 +5,7 @@ never a rate level's (REPORT.md, the HTML report and `cellbench compare` read th
 from __future__ import annotations
 
 from bench.core.level_run import OpenLoop, Ramp, TraceSchedule
-from bench.reports.csv_export import _level_text
+from bench.reports.csv_export import level_text
 from bench.reports.plots import latency_png
 
 TRACE = OpenLoop(2.0, max_concurrency=4, trace=TraceSchedule("my trace.jsonl", "0123abcd" * 8, "mooncake", (0.0, 1.0)))
@@ -19,6 +19,6 @@ def test_a_trace_or_ramp_level_has_a_plot_of_its_own():
 
 
 def test_the_csv_names_a_trace_or_ramp_level_by_its_label():
-    assert _level_text(TRACE.key) == "trace my trace.jsonl"
-    assert _level_text(RAMPED.key) == "rate=4, linear ramp from 0.4 req/s"
-    assert _level_text(OpenLoop(4.0).key) == "rate=4" and _level_text(("concurrency", 8)) == "c=8"
+    assert level_text(TRACE.key) == "trace my trace.jsonl"
+    assert level_text(RAMPED.key) == "rate=4, linear ramp from 0.4 req/s"
+    assert level_text(OpenLoop(4.0).key) == "rate=4" and level_text(("concurrency", 8)) == "c=8"
