@@ -27,6 +27,7 @@ from bench.core.result.model import Level, Result, RunConfig, Stats
 from bench.reports.comparison import Comparison, standings
 from bench.reports.drawing import CONCURRENCY_AXIS, RATE_AXIS, figure, log2_axis, marked, note_unlike, png, save, unlike
 from bench.reports.lenses import FRONTIER_PNG, write_frontier
+from bench.reports.lenses.latency import LATENCY_FRONTIER_PNG, write_latency_frontier
 from bench.reports.standing import shown
 
 PLOTS_DIR = "plots"
@@ -279,9 +280,10 @@ def write_plots(comparison: Comparison, split_dir: Path) -> list[Path]:
         resources = resources_over_time(comparison, split_dir)
         written += [resources] if resources else []
         memory = write_frontier(comparison, split_dir / PLOTS_DIR)
-        written += [memory] if memory else []
+        latency = write_latency_frontier(comparison, split_dir / PLOTS_DIR)
+        written += [p for p in (memory, latency) if p]
     for old in (split_dir / PLOTS_DIR).glob("*.png"):
-        ours = old.name in (THROUGHPUT_PNG, THROUGHPUT_RATE_PNG, RESOURCES_PNG, FRONTIER_PNG) or \
+        ours = old.name in (THROUGHPUT_PNG, THROUGHPUT_RATE_PNG, RESOURCES_PNG, FRONTIER_PNG, LATENCY_FRONTIER_PNG) or \
             old.name.startswith("latency_")
         if ours and old not in written:
             old.unlink()

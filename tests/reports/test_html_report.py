@@ -122,6 +122,8 @@ def test_row_numbers_are_the_highest_level_and_the_failure_rate_is_over_all_leve
         "level": 8, "output_tps": 321.0, "ttft_p50_ms": top["ttft_ms"]["p50"], "tpot_p50_ms": top["tpot_ms"]["p50"],
         "failure_rate": 3 / 12,
         "tps_by_level": {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in result["levels"]},
+        "latency_by_level": {str(lv["concurrency"]): [lv["ttft_ms"]["p50"], lv["ttft_ms"]["p90"], lv["e2el_ms"]["p50"]]
+                             for lv in result["levels"]},  # the summary's latency frontier
         "settings": settings_of(result["run_config"]),  # for the summary's not-comparable marks
         "standing_facts": {k: result[k] for k in ("run_id", "finished_at", "verdict")}  # its standing, decided
         | {"model": {k: result["model"][k] for k in ("requested", "served")}},  # on the controller
@@ -325,6 +327,22 @@ def test_the_summary_draws_the_memory_frontier_of_the_ok_cells_only():
                                               {"verdict": "ok", "framework": "vllm", "split": "chat",
                                                "row": {"tps_by_level": {"1": 1100.0}}}])
     assert "cellbench-frontier-plot" not in bare
+
+
+def test_the_summary_draws_latency_against_throughput_with_cells_not_ok_on_no_frontier():
+    def cell(fw: str, verdict: str, by_level: dict[str, tuple[float, float | None]]) -> dict:
+        return {"verdict": verdict, "framework": fw, "split": "chat",
+                "row": {"tps_by_level": {c: tps for c, (tps, _) in by_level.items()},
+                        "latency_by_level": {c: [ttft, ttft, None] for c, (_, ttft) in by_level.items()}}}
+    ok = cell("llamacpp", "ok", {"1": (50.0, 10.0), "2": (90.0, 15.0)})
+    page = html_summary.session_summary_html([ok, cell("vllm", "degraded", {"1": (500.0, 1.0)})])
+    (image,) = re.findall(r'<img class="cellbench-latency-frontier-plot" alt="([^"]+)" src="data:image/png;base64,',
+                          page)
+    assert image == "latency against output tok/s, chat"
+    # one level of one ok cell is no frontier to draw, however many cells that are not ok beside it
+    lone = html_summary.session_summary_html([cell("llamacpp", "ok", {"1": (50.0, 10.0)}),
+                                              cell("vllm", "failed", {"1": (500.0, 1.0), "2": (600.0, 2.0)})])
+    assert "cellbench-latency-frontier-plot" not in lone
 
 
 @pytest.mark.session

@@ -185,9 +185,11 @@ def test_warnings_suspicious_and_ignored_files_are_listed(built):
 def test_embedded_plots_exist_as_fixed_size_pngs(built):
     d, _, report = built
     links = re.findall(r"!\[[^]]+\]\((plots/[^)]+)\)", report)
-    assert links == ["plots/throughput.png", "plots/latency_c1.png", "plots/latency_c2.png", "plots/latency_c4.png"]
+    assert links == ["plots/throughput.png", "plots/latency_c1.png", "plots/latency_c2.png", "plots/latency_c4.png",
+                     "plots/latency_frontier.png"]
     sizes = {link: png_size((d / link).read_bytes()) for link in links}
     assert sizes.pop("plots/throughput.png") == (700, 450)
+    assert sizes.pop("plots/latency_frontier.png") == (1140, 340), "three panels: TTFT p50 and p90, E2E latency p50"
     assert set(sizes.values()) == {(900, 450)}
 
 
@@ -243,7 +245,8 @@ def test_python_m_bench_report_rebuilds_from_files_alone(built, tmp_path):
     assert proc.returncode == 0, proc.stderr
     written = [Path(line) for line in proc.stdout.splitlines()]
     assert written[:3] == [copy / "comparison.json", copy / "REPORT.md", copy / "comparison.csv"]
-    assert sorted(p.name for p in written[3:]) == [*(f"latency_c{c}.png" for c in (1, 2, 4)), "throughput.png"]
+    assert sorted(p.name for p in written[3:]) == [*(f"latency_c{c}.png" for c in (1, 2, 4)), "latency_frontier.png",
+                                                         "throughput.png"]
     assert all(p.is_file() for p in written)
     assert f"ignored {BROKEN}: unreadable:" in proc.stderr
     rebuilt = (copy / "REPORT.md").read_text()

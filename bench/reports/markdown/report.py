@@ -10,6 +10,7 @@ from bench.core.noise import Floors
 from bench.reports import between, plots
 from bench.reports.comparison import Comparison
 from bench.reports.lenses import FidelityView, fidelity_views, frontier_section
+from bench.reports.lenses.latency import latency_section
 from bench.reports.markdown.sections import (
     audits_section,
     caption,
@@ -40,6 +41,7 @@ def render_report(comparison: Comparison, plot_files: list[Path], floors: Floors
         body += between.interval_notes(comparison)
         body += between.between_section(comparison, plots.all_levels(comparison), floors, section_title, fidelity)
         body += frontier_section(comparison, section_title)
+        body += latency_section(comparison)
         body += sweep_section(comparison)
         body += sessions_section(comparison)
     notes = [

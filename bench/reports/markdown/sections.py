@@ -285,6 +285,8 @@ def caption(plot: Path, levels: list[LevelKey]) -> str:
         return "Server memory and CPU over the cell"
     if plot.name == plots.FRONTIER_PNG:
         return "Output throughput against server peak memory, per concurrency, the frontier marked"
+    if plot.name == plots.LATENCY_FRONTIER_PNG:
+        return "Latency against output throughput across levels, each framework's frontier and the overall one"
     level = next((key for key in levels if plots.latency_png(key) == plot.name), None)
     return f"TTFT and TPOT at {section_title(level).lower() if level else plot.stem}"
 

@@ -52,6 +52,7 @@ from bench.core.result.model import Level, MachineBlock, NoResult, Result
 from bench.core.verdicts import Verdict
 from bench.reports import between, standing
 from bench.reports.comparison import settings_of
+from bench.reports.lenses.latency import latencies
 from bench.reports.markdown.rows import figure_rows, server_rows
 from bench.reports.markdown.text import NULL
 from bench.reports.review.marks import previous_badge, previous_html, row_basis_badge, row_interval
@@ -93,12 +94,11 @@ def row_data(result: Result | NoResult) -> dict[str, Any]:
             row.update(output_tps_ci95=ci, interval_basis=between.interval_basis(top))
         if "request_rate" in top:  # an open-loop cell: its Level cell names the rate
             row.update(rate=rate_text(top["request_rate"]), level_label=level_label(top))
-    # Every level's output tok/s, for the summary's framework x concurrency table and, apart, its
-    # framework x request rate table (JSON keys: strings).
     if "run_config" in result:  # what the summary compares across a split's cells (not like with like)
         row["settings"] = settings_of(result["run_config"])
     row["standing_facts"] = standing.facts(result)  # its standing is decided on the controller, by this run
     row["tps_by_level"] = {str(lv["concurrency"]): lv["output_throughput_tps"] for lv in levels if "concurrency" in lv}
+    row["latency_by_level"] = {str(lv["concurrency"]): latencies(lv) for lv in levels if "concurrency" in lv}
     if memory := {str(lv["concurrency"]): peak for lv in levels  # the summary's memory frontier
                   if "concurrency" in lv and (peak := block_of(lv, "memory").get("peak_bytes"))}:
         row["memory_by_level"] = memory

@@ -49,7 +49,7 @@ def session_summary_html(cells: list[dict[str, Any]], this_run: str | None = Non
         tables.append(f'<table class="cellbench-throughput"><tr><th>cell</th><th>verdict</th>{heads}</tr>{body}</table>'
                       f"<p>Output tok/s at each {what}.{_legend_html(legend)}</p>" if measured else "")
         plots.append(_throughput_plots(measured, by, [marks[id(c)] for c in measured]))
-    plots[0] += _frontier_plots([c for c in cells if marks[id(c)].ok])
+    plots[0] += _frontier_plots([c for c in cells if marks[id(c)].ok]) + _latency_plots(cells, marks)
     skipped = sorted(f"{c.get('framework')} {c.get('split')}" for c in cells if c["verdict"] == "skipped")
     skipped_line = f"<p>Skipped: {escape(', '.join(skipped))}.</p>" if skipped else ""
     return (f'<div class="cellbench-summary">{verdict_css()}<h2>cellbench</h2>'
@@ -110,6 +110,28 @@ def _frontier_plots(ok: list[dict[str, Any]]) -> str:
             data = base64.b64encode(png(fig)).decode()
             images.append(f'<img class="cellbench-frontier-plot" alt="output tok/s against server peak memory, '
                           f'{escape(split)}" src="data:image/png;base64,{data}" width="720">')
+    return "".join(images)
+
+
+def _latency_plots(cells: list[dict[str, Any]], marks: dict[int, Any]) -> str:
+    """Per split, latency against output tok/s across levels, each framework's frontier and the overall
+    one (bench.reports.lenses.latency); a cell that does not stand ok drawn, on no frontier."""
+    from bench.reports.drawing import png
+    from bench.reports.lenses.latency import LATENCIES, draw  # matplotlib: only for a report
+    from bench.reports.lenses.latency import LatencyPoint as At
+
+    images = []
+    for split in sorted({str(c.get("split")) for c in cells if c.get("row")}, key=lambda s: (s != "chat", s)):
+        mine = [c for c in cells if str(c.get("split")) == split and c.get("row")]
+        panels = [(name, [At(str(c.get("framework")), f"c={level}", float(tps), float(figures[k]), marks[id(c)].ok)
+                          for c in mine for level, figures in c["row"].get("latency_by_level", {}).items()
+                          if figures[k] is not None and (tps := c["row"]["tps_by_level"].get(level)) is not None])
+                  for k, (_, _, name) in enumerate(LATENCIES)]
+        fig = draw(panels, sorted({str(c.get("framework")) for c in mine}), split)
+        if fig is not None:
+            data = base64.b64encode(png(fig)).decode()
+            images.append(f'<img class="cellbench-latency-frontier-plot" alt="latency against output tok/s, '
+                          f'{escape(split)}" src="data:image/png;base64,{data}" width="900">')
     return "".join(images)
 
 
