@@ -80,12 +80,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # With `--dist loadgroup` (`make test`), a module's tests run on one worker, in order, so a
-# module-scoped fixture (a nightly replay, a framework's install) is made once; modules that look at
-# the same processes share a group: test_killed_run leaves an orphaned llama-server for its next
-# session, which test_cells_llamacpp's leak check would take for one of its own. Each worker has a
-# cache of its own and holds the host lock shared (tests/support/workers.py).
+# module-scoped fixture (a nightly replay) is made once; modules that look at the same processes
+# share a group: test_killed_run leaves an orphaned llama-server for its next session, which
+# test_cells_llamacpp's leak check would take for one of its own. The Python servers' cells are
+# spread test by test (their fixture is per framework, and together they take minutes). Modules with
+# real servers go first, so the many short tests fill both workers at the end instead of one long
+# module running alone. Each worker has a cache of its own and holds the host lock shared
+# (tests/support/workers.py).
 SAME_WORKER = {"tests/cells/test_killed_run.py": "llama-server-orphans",
                "tests/cells/test_cells_llamacpp.py": "llama-server-orphans"}
+PER_TEST = {"tests/cells/test_cells_python_servers.py"}
 WORKER_CACHE = pytest.StashKey[Path]()
 HOST_LOCK = pytest.StashKey[Path]()
 
@@ -117,10 +121,14 @@ def _host_shared_by_the_workers(request: pytest.FixtureRequest) -> Iterator[None
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        module = item.path.relative_to(config.rootpath).as_posix() if TESTS_DIR in item.path.parents else None
-        if module is not None and item.get_closest_marker("xdist_group") is None:
+    modules = {item: item.path.relative_to(config.rootpath).as_posix() for item in items
+               if TESTS_DIR in item.path.parents}
+    for item, module in modules.items():
+        if module not in PER_TEST and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(SAME_WORKER.get(module, module)))
+    if config.getoption("dist", "no") == "loadgroup":
+        heavy = {modules.get(item) for item in items if item.get_closest_marker("integration")}
+        items.sort(key=lambda item: modules.get(item) not in heavy)  # stable: the order within each stays
     if pytest_timeout.get_env_settings(config).timeout is not None:
         return  # the run chose a timeout for every test
     for item in items:
