@@ -165,6 +165,8 @@ OWN_OPTIONS = {
     "import": ("bench.cli.imports", "convert SiliconBench's result files into cellbench results labelled imported"),
     "compare": ("bench.cli.decisions.compare",
                 "OLD NEW: per cell, level and figure: regression, improvement, no detectable change, cannot tell"),
+    "site": ("bench.cli.site", "RESULTS OUT: one static site over a results tree: tables, sparklines, trends across "
+             "weeks with compare's decisions"),
     "noise": ("bench.cli.decisions.noise",
               "FRAMEWORK: measure this machine's noise floor of one cell (its spread between identical runs)"),
     "perf": ("bench.perf.compare", "perf compare: cellbench's client beside the peers' on one null server; "

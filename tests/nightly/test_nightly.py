@@ -311,6 +311,8 @@ def test_the_merge_job_reports_silent_machines_and_tracks_the_issue_until_a_gree
     report = (ws / "merged" / "MERGED.md").read_text()
     assert "no result from lab-c" in report and "no result from m5-pro" in report
     assert "no result from m5-pro" in (ws / "merged" / "index.html").read_text()
+    site = (store / "site" / "index.html").read_text()  # the artifact `site`: every machine's splits
+    assert all(f'id="tiny-{m}-{s}"' in site for m in SPLITS for s in SPLITS[m]), "cellbench site over the night"
 
     def problems(machines: tuple[str, ...]) -> list[str]:
         """The tracking issue's line of each cell of `machines` that is not ok (bench.nightly.tracking)."""
