@@ -1,8 +1,10 @@
 """`cellbench site RESULTS OUT` (bench.cli.site): per model, machine and split a table whose rows
 that do not stand ok sit below, marked; sparklines over levels; provenance in each row's tooltip;
 per framework a trend across runs whose marks are the decisions `cellbench compare` makes; and a
-page that works offline in headless Chromium. On hand-made trees, and on one made by real cells
-on two machines over two runs, the second with the server on one CPU and a failed cell beside it."""
+page that works offline in headless Chromium, checked as a person sees it (what is drawn, where,
+in which order after a click: tests/support/layout.py). On hand-made trees, and on one made by
+real cells on two machines over two runs, the second with the server on one CPU and a failed
+cell beside it."""
 
 from __future__ import annotations
 
@@ -23,8 +25,9 @@ from bench.core.result.store import load_results
 from bench.host.ports import free_port
 from bench.reports.standing import standing_of
 from tests.cells.test_open_loop_cells import private_cache
-from tests.reports.test_html_report import rendered
+from tests.reports.test_html_report import chromium, rendered
 from tests.support.busy import HOST_LOCK_WAIT_S, SESSION_TIMEOUT_S
+from tests.support.layout import boxes, overlap
 from tests.support.results import MACHINE, write_cell
 
 
@@ -91,8 +94,9 @@ def compare_marks(split_dir: Path) -> dict[tuple[str, str, str], str]:
     return marks
 
 
-def test_a_hand_made_tree_of_two_machines_and_three_weeks(tmp_path, capsys):
-    root = tmp_path / "results"
+def hand_made_tree(root: Path) -> Path:
+    """Two machines, three weekly runs of llamacpp, vllm (half as fast in week 3) and ollama (3x as
+    fast, degraded in week 3); returns lab-b's chat folder."""
     for week, day in enumerate(("2026-11-23", "2026-11-30", "2026-12-07"), start=1):
         run_id = f"{day.replace('-', '')}T100000Z-{week:04x}"
         for slug in ("lab-a", "lab-b"):
@@ -100,6 +104,12 @@ def test_a_hand_made_tree_of_two_machines_and_three_weeks(tmp_path, capsys):
                 split_dir = write_cell(root, framework=fw, run_id=run_id, finished_at=f"{day}T10:00:30+00:00",
                                        levels=(1, 2, 4), requests=24, speed=speed, machine={**MACHINE, "slug": slug},
                                        failed=12 if (fw, week) == ("ollama", 3) else 0).parent
+    return split_dir
+
+
+def test_a_hand_made_tree_of_two_machines_and_three_weeks(tmp_path, capsys):
+    root = tmp_path / "results"
+    split_dir = hand_made_tree(root)
     out = tmp_path / "site"
     assert site_main([str(root), str(out)]) == 0
     assert capsys.readouterr().out.startswith(f"{out / 'index.html'}: 2 splits, 6 cells")
@@ -178,3 +188,26 @@ def test_real_cells_of_two_machines_and_two_runs_make_a_site_that_works_offline(
         runs, _ = load_results(split_dir)
         if all(standing_of(r.data).ok for r in runs if r.framework == "llamacpp"):  # else not judged: no mark
             assert {key[1] for key in marks} == {"output_throughput_tps", "ttft_ms.p50"}, marks
+    # as a person sees it: every section, table and chart drawn, inside the page, none over another
+    ok, sunk = "#tiny-lab-b-chat tbody.ok tr", "#tiny-lab-b-chat tbody.sunk tr"
+    drawn = boxes(chromium(), out / "index.html", ["section", "svg.spark", "svg.trend-chart", ok, sunk])
+    assert len(drawn["section"]) == 2 and all(b["shown"] for kind in drawn.values() for b in kind)
+    charts = drawn["svg.trend-chart"]
+    assert len(charts) == 2 * 2 and all(b["x"] >= 0 and b["x"] + b["w"] <= 1200 and b["h"] > 50 for b in charts)
+    assert not any(overlap(a, b) for i, a in enumerate(charts) for b in charts[i + 1:]), charts
+    assert drawn[ok][0]["y"] + drawn[ok][0]["h"] <= drawn[sunk][0]["y"], "the failed cell is drawn below"
+
+
+@pytest.mark.browser
+def test_sorting_the_site_by_a_column_keeps_what_is_not_ok_below(tmp_path):
+    root = tmp_path / "results"
+    hand_made_tree(root)
+    assert site_main([str(root), str(tmp_path / "site")]) == 0
+    header = "#tiny-lab-b-chat th[data-sort=num]"  # output tok/s: a first click sorts highest first, a second lowest
+    rows = "#tiny-lab-b-chat tr.cell td:first-child"
+    for clicks, order in (((header,), ["llamacpp", "vllm", "ollama"]),
+                          ((header, header), ["vllm", "llamacpp", "ollama"])):
+        drawn = boxes(chromium(), tmp_path / "site" / "index.html", [rows], clicks)
+        shown = [b["text"] for b in sorted(drawn[rows], key=lambda b: b["y"])]
+        assert shown == order, (clicks, shown)  # ollama, 3x faster but degraded, below whatever the sort
+
