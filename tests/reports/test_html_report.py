@@ -32,6 +32,7 @@ from bench.reports.review import columns
 from bench.reports.review import summary as html_summary
 from tests.plugins.test_plugin import cell_dir, hand_result, stand_in_cells
 from tests.support.busy import HOST_LOCK_WAIT_S, assert_ok_unless_client_limited
+from tests.support.layout import boxes
 
 CHROMIUM_HINT = ("tests/reports/test_html_report.py needs Chromium: "
                  "apt-get install -y --no-install-recommends chromium (as root), or set CHROMIUM=/path/to/chromium")
@@ -480,6 +481,13 @@ def test_real_session_leaves_every_report_and_a_rendered_verdict(tmp_path, llama
         caption = next(t for t in drawn.captions if t.startswith(f"llamacpp chat c={c}:"))
         lanes = re.search(r"on (\d+) lanes?,", caption)
         assert lanes is not None and 1 <= int(lanes.group(1)) <= c, caption
+    # as a person sees it with every row's details shown: each level's timeline drawn, and the
+    # summary's latency frontier where the cell stands ok (two levels: two points)
+    plot = "img.cellbench-latency-frontier-plot"
+    seen = boxes(chromium(), html, ["figure.timeline svg", plot], clicks=("#show_all_details",))
+    timelines = seen["figure.timeline svg"]
+    assert len(timelines) == 2 and all(b["shown"] and b["h"] > 20 for b in timelines), timelines
+    assert [b["shown"] for b in seen[plot]] == ([True] if verdict == "ok" else [])
 
 
 class Timelines(HTMLParser):
