@@ -40,7 +40,7 @@ bench: setup
 
 test: setup chromium lint
 	$(PY) -m bench.cli install llamacpp mlx_lm hf_transformers vllm vllm_mlx aiperf guidellm
-	$(PY) -m pytest tests -p no:cacheprovider -m "not perf" -n $(WORKERS) --dist loadgroup --benchmark-disable $(ARGS)
+	$(PY) -m pytest tests -p no:cacheprovider -m "not perf" -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --benchmark-disable $(ARGS)
 
 # No framework install, no server, no browser: what a change to the engine, the reports or the
 # pytest layer needs checked, in under a minute and a half (docs/measurements.md). `make test` runs

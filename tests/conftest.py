@@ -82,14 +82,16 @@ def pytest_configure(config: pytest.Config) -> None:
 # With `--dist loadgroup` (`make test`), a module's tests run on one worker, in order, so a
 # module-scoped fixture (a nightly replay) is made once; modules that look at the same processes
 # share a group: test_killed_run leaves an orphaned llama-server for its next session, which
-# test_cells_llamacpp's leak check would take for one of its own. The Python servers' cells are
-# spread test by test (their fixture is per framework, and together they take minutes). Modules with
-# real servers go first, so the many short tests fill both workers at the end instead of one long
-# module running alone. Each worker has a cache of its own and holds the host lock shared
+# test_cells_llamacpp's leak check would take for one of its own. The Python servers' cells stay one
+# group, one server at a time: transformers serve grew to 10-14 GB resident on the tiny model, and
+# with two at once (the chat and agent cells spread over both workers) the kernel's OOM killer
+# ended one mid-run on the 24 GiB machine.
+# Modules with real servers go first (`make test` gives --no-loadscope-reorder: xdist would
+# otherwise start the groups of most tests first), so the many short tests fill both workers at the
+# end instead of one long module running alone. Each worker has a cache of its own and holds the host lock shared
 # (tests/support/workers.py).
 SAME_WORKER = {"tests/cells/test_killed_run.py": "llama-server-orphans",
                "tests/cells/test_cells_llamacpp.py": "llama-server-orphans"}
-PER_TEST = {"tests/cells/test_cells_python_servers.py"}
 WORKER_CACHE = pytest.StashKey[Path]()
 HOST_LOCK = pytest.StashKey[Path]()
 
@@ -124,7 +126,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     modules = {item: item.path.relative_to(config.rootpath).as_posix() for item in items
                if TESTS_DIR in item.path.parents}
     for item, module in modules.items():
-        if module not in PER_TEST and item.get_closest_marker("xdist_group") is None:
+        if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(SAME_WORKER.get(module, module)))
     if config.getoption("dist", "no") == "loadgroup":
         heavy = {modules.get(item) for item in items if item.get_closest_marker("integration")}
