@@ -36,6 +36,7 @@ document.getElementById("page").addEventListener("load", () => {{
 
 
 def boxes(chromium: str, page: Path, selectors: list[str], clicks: tuple[str, ...] = ()) -> dict[str, list[dict]]:
+    page = page.resolve()
     harness = page.with_name(f".layout-{page.stem}.html")
     harness.write_text(HARNESS.format(page=page.name, selectors=json.dumps(selectors), clicks=json.dumps(clicks)))
     try:
