@@ -6,6 +6,7 @@ real one. docs/metrics.md ("Gaps that move together") quotes the figures these t
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from statistics import NormalDist
@@ -24,6 +25,14 @@ PHI, STEP, OWN = 0.6, 0.15, 0.15  # a request's gaps: AR(1) on the log scale; OW
 LOG_SD = math.sqrt(OWN ** 2 + STEP ** 2 / (1 - PHI ** 2))  # of one gap, over requests and gaps
 
 
+@functools.cache
+def ar1(width: int) -> np.ndarray:
+    """U with U[k, j] = PHI^(j - k) for j >= k, else 0: x @ U runs x[:, 0] on as the walk's start
+    and x[:, k] as its step k, walk_j = PHI walk_(j-1) + x_j, for every row at once."""
+    lag = np.arange(width)[None, :] - np.arange(width)[:, None]
+    return np.where(lag >= 0, PHI ** np.maximum(lag, 0), 0.0)
+
+
 def requests_gaps(rng: np.random.Generator, requests: int, slower: float = 1.0) -> list[np.ndarray]:
     """The ITL gaps (ms) of `requests` requests, 100 to 139 each, around 3 ms. Each request has a
     speed of its own (log sd OWN), and each gap follows the one before it (AR(1), PHI, steps of
@@ -33,10 +42,8 @@ def requests_gaps(rng: np.random.Generator, requests: int, slower: float = 1.0) 
     sizes = rng.integers(100, 140, requests)
     width = int(sizes.max())
     steps = rng.normal(0.0, STEP, (requests, width))
-    walk = np.empty((requests, width))
-    walk[:, 0] = rng.normal(0.0, STEP / math.sqrt(1 - PHI ** 2), requests)
-    for j in range(1, width):
-        walk[:, j] = PHI * walk[:, j - 1] + steps[:, j]
+    steps[:, 0] = rng.normal(0.0, STEP / math.sqrt(1 - PHI ** 2), requests)
+    walk = steps @ ar1(width)
     gaps = 3.0 * slower * np.exp(rng.normal(0.0, OWN, (requests, 1)) + walk)
     return [gaps[i, :size] for i, size in enumerate(sizes)]
 

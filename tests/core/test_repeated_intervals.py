@@ -17,6 +17,20 @@ def test_t_quantile_matches_the_published_tables(df: float, expected: float) -> 
     assert t_quantile(df) == pytest.approx(expected, abs=2e-4)
 
 
+def test_t_quantile_meets_the_closed_forms_and_refuses_what_it_cannot_integrate() -> None:
+    """Where t has a closed form (1 df: Cauchy, tan(pi (p - 1/2)); 2 df: (2p - 1) sqrt(2 / (4p(1 - p))))
+    the quantile is exact to 1e-9 at 95% and 99%; a fractional (Welch) df lies between its
+    neighbours; below 1 df (no caller's) it refuses rather than guess."""
+    for confidence in (0.95, 0.99):
+        p = (1 + confidence) / 2
+        assert t_quantile(1, confidence) == pytest.approx(math.tan(math.pi * (p - 0.5)), abs=1e-9)
+        assert t_quantile(2, confidence) == pytest.approx((2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p))), abs=1e-9)
+    assert t_quantile(1) > t_quantile(1.5) > t_quantile(2) > t_quantile(2.5) > t_quantile(3)
+    assert t_quantile(1 - 1e-12) == pytest.approx(t_quantile(1))  # Welch's df of two 1-df parts, rounded
+    with pytest.raises(ValueError, match="at least 1 degree of freedom"):
+        t_quantile(0.5)
+
+
 @pytest.mark.parametrize("rounds", [2, 3, 5])
 def test_rounds_interval_covers_the_true_median_in_about_95_percent_of_runs(rounds: int) -> None:
     """Rounds whose log values spread normally (run-to-run noise, 10%): the interval around their
