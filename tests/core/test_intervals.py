@@ -19,7 +19,7 @@ import pytest
 from bench.base.paths import PROJECT_ROOT
 from bench.core.metrics import PERCENTILES, stats_block
 from bench.core.metrics import table as metric_table
-from bench.core.metrics.stats.intervals import binomial_tails, intervals, needs_n, ranks
+from bench.core.metrics.stats.intervals import binomial_tails, intervals, needs_n, ranks, sorted_percentile
 from bench.core.result.files import read_result, validate
 from bench.core.result.model import Result
 from bench.reports.comparison import read_comparison, write_comparison
@@ -206,3 +206,15 @@ def test_the_docs_table_of_the_n_each_percentile_needs_is_the_codes():
     rows = re.findall(r"^\| p(\d+) \| (\d+) \| (\d+) \|$", section, re.M)
     assert [(int(q), int(n), int(equal)) for q, n, equal in rows] == [
         (q, needs_n(q), needs_n(q, equal_tails=True)) for q in PERCENTILES]
+
+
+def test_a_percentile_read_off_sorted_values_is_numpys_to_the_last_bit() -> None:
+    """`effective_n` reads the percentile of values it has sorted at its rank instead of calling
+    np.percentile (a partition of all of them): the very same float, or the values counted below
+    it could differ by one."""
+    rng = np.random.default_rng(8)
+    for size in [*range(1, 40), 101, 12_000]:
+        ordered = np.sort(rng.lognormal(1.0, 1.0, size))
+        ordered[size // 2:size // 2 + 2] = ordered[size // 2]  # ties, as clipped gaps give
+        for q in (0, 1, 12.5, 50, 90, 95, 99, 99.9, 100):
+            assert sorted_percentile(ordered, q) == float(np.percentile(ordered, q)), (size, q)

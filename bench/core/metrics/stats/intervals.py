@@ -74,6 +74,7 @@ def binomial_tails(n: int, p: float) -> tuple[np.ndarray, np.ndarray]:
     return np.minimum(below, 1.0), np.minimum(at_least, 1.0)
 
 
+@functools.lru_cache(maxsize=4096)  # a function of n and q alone; levels of one size ask for the same
 def ranks(n: int, q: float) -> tuple[int, int] | None:
     """1-based ranks (l, u), l < u, of the sorted sample of n whose [x_(l), x_(u)] covers the true
     q-th percentile (0 < q < 100) with probability P(l <= B < u) >= 95%, B ~ Binomial(n, q/100);
@@ -106,6 +107,7 @@ def _lowest(at_least: np.ndarray, limit: float, n: int) -> int | None:
     return rank if rank <= n else None
 
 
+@functools.lru_cache(maxsize=64)
 def needs_n(q: float, *, equal_tails: bool = False) -> int:
     """The smallest n whose sample can bound the q-th percentile at 95% (`ranks` is not None from
     there on): ranks 1 and n miss (1 - p)^n + p^n, which must be at most 5%. With `equal_tails`,
@@ -145,6 +147,18 @@ def clustered_intervals(groups: Sequence[Sequence[float] | np.ndarray]) -> Inter
             "p95": clustered_interval(ordered, owner, sizes, 95), "p99": clustered_interval(ordered, owner, sizes, 99)}
 
 
+def sorted_percentile(ordered: np.ndarray, q: float) -> float:
+    """`np.percentile(ordered, q)` (linear interpolation), the same float, of values already
+    ascending: read at its rank, with no partition of the whole array."""
+    at = (ordered.size - 1) * (q / 100)
+    low = math.floor(at)
+    if low >= ordered.size - 1:
+        return float(ordered[-1])
+    a, b = float(ordered[low]), float(ordered[low + 1])
+    t = at - low
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t  # numpy's two-sided lerp
+
+
 def effective_n(ordered: np.ndarray, owner: np.ndarray, sizes: np.ndarray, q: float) -> int:
     """How many independent values the ascending pooled values `ordered` (value i of group
     owner[i]; group g holds sizes[g] of them) count as for their q-th percentile (module
@@ -153,7 +167,7 @@ def effective_n(ordered: np.ndarray, owner: np.ndarray, sizes: np.ndarray, q: fl
     n, groups = int(ordered.size), int(sizes.size)
     if groups < 2:
         return 0
-    at = float(np.percentile(ordered, q))
+    at = sorted_percentile(ordered, q)
     below = np.bincount(owner[: int(np.searchsorted(ordered, at, side="right"))], minlength=groups)
     p = float(below.sum()) / n
     independent = p * (1 - p) / n
