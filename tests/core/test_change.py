@@ -38,6 +38,7 @@ def with_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             "ttft_ms": {"p50": float(np.median(p50s)), "ci95": {"p50": rounds_interval(p50s)}}}
 
 
+@pytest.mark.sim
 def test_identical_runs_are_called_a_change_at_most_as_often_as_the_interval_allows() -> None:
     """1,000 pairs of identical 3-round runs with 8% run-to-run noise: output tok/s and TTFT p50
     are judged a change in at most 6% of pairs (5% nominal, plus simulation noise)."""
@@ -51,6 +52,7 @@ def test_identical_runs_are_called_a_change_at_most_as_often_as_the_interval_all
     assert all(n / 1000 <= 0.06 for n in called.values()), called
 
 
+@pytest.mark.sim
 def test_a_30_percent_throughput_loss_is_a_regression_and_a_gain_an_improvement() -> None:
     rng = np.random.default_rng(3)
     found = 0

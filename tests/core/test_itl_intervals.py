@@ -82,6 +82,7 @@ def decisions(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, str]:
             if c.figure in (ITL50, ITL99)}
 
 
+@pytest.mark.sim
 def test_gaps_that_move_together_count_as_fewer_and_their_intervals_cover_the_true_percentiles() -> None:
     """400 levels of 100 requests (about 12,000 correlated gaps each): counted as independent,
     the gaps' intervals cover the true p50 in 27% of levels (p99: 47%); counted by their effective
@@ -122,6 +123,7 @@ def test_independent_gaps_keep_nearly_their_whole_count_and_identical_ones_count
     assert one["p50"] == {"low": None, "high": None, "needs_n": 6, "effective_n": 0}
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("requests", "rounds", "draws"), [(24, 1, 1000), (100, 1, 1000), (24, 3, 500)])
 def test_identical_runs_are_called_an_itl_change_in_at_most_5_percent_of_draws(requests: int, rounds: int,
                                                                                 draws: int) -> None:
@@ -157,6 +159,7 @@ def stalled(rng: np.random.Generator, groups: list[np.ndarray]) -> list[np.ndarr
             for g in groups]
 
 
+@pytest.mark.sim
 def test_identical_runs_on_a_host_whose_stalls_differ_round_to_round_are_rarely_an_itl_change() -> None:
     """3 rounds of 24 requests per side, each round with its own host stall rate (a round's ITL
     p99 then spreads over rounds with a log sd of about 1.25; llama-server's c=1 rounds, 1.35 on
@@ -178,6 +181,7 @@ def test_identical_runs_on_a_host_whose_stalls_differ_round_to_round_are_rarely_
     assert all(hits / draws <= 0.05 for hits in called.values()), {k: (v, wilson(v, draws)) for k, v in called.items()}
 
 
+@pytest.mark.sim
 @pytest.mark.parametrize(("requests", "rounds", "slower", "p50_found", "p99_found"),
                          [(24, 3, 1.25, 0.90, None), (100, 1, 1.15, 0.95, 0.75)])
 def test_a_real_itl_change_is_still_found(requests: int, rounds: int, slower: float, p50_found: float,
