@@ -46,7 +46,8 @@ test: setup chromium lint
 # pytest layer needs checked, in under a minute and a half (docs/measurements.md). `make test` runs
 # the rest too: integration tests (real servers, the fault matrix), `session` ones (a whole pytest
 # or cellbench run in a subprocess), `browser` ones (the HTML report in Chromium), `venv` ones
-# (a venv and pip) and `sim` ones (compare's error rates over thousands of simulated runs).
+# (a venv and pip) and `sim` ones (thousands of drawn cases: compare's error rates, the quick
+# schema validator against jsonschema).
 FAST := not integration and not perf and not session and not browser and not venv and not sim
 # Three workers on two cores: about a third of the tier's test time is waiting on scripted servers'
 # clocks (sleeps, paced streams), which a third worker fills (docs/measurements.md).

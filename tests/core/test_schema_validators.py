@@ -74,6 +74,7 @@ def as_read(name: str) -> Any:
     return json.loads(json.dumps(rich_result() if name == "rich" else open_result(sweep=True)))
 
 
+@pytest.mark.sim  # about 450 full jsonschema checks: 5 s of CPU
 def test_the_quick_validator_never_says_yes_where_jsonschema_says_no() -> None:
     quick = jsonschema_rs.validator_for(result_schema())
     full = jsonschema.Draft202012Validator(result_schema())
