@@ -19,13 +19,16 @@ def test_t_quantile_matches_the_published_tables(df: float, expected: float) -> 
 
 def test_t_quantile_meets_the_closed_forms_and_refuses_what_it_cannot_integrate() -> None:
     """Where t has a closed form (1 df: Cauchy, tan(pi (p - 1/2)); 2 df: (2p - 1) sqrt(2 / (4p(1 - p))))
-    the quantile is exact to 1e-9 at 95% and 99%; a fractional (Welch) df lies between its
-    neighbours; below 1 df (no caller's) it refuses rather than guess."""
+    the quantile is exact to 1e-9 at 95% and 99%, and so at a fractional (Welch) df; below 1 df
+    (no caller's) it refuses rather than guess."""
     for confidence in (0.95, 0.99):
         p = (1 + confidence) / 2
         assert t_quantile(1, confidence) == pytest.approx(math.tan(math.pi * (p - 0.5)), abs=1e-9)
         assert t_quantile(2, confidence) == pytest.approx((2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p))), abs=1e-9)
-    assert t_quantile(1) > t_quantile(1.5) > t_quantile(2) > t_quantile(2.5) > t_quantile(3)
+    # Welch's fractional df, against the regularized incomplete beta at 30 digits (mpmath)
+    for df, exact in ((1.5, 6.01666310442793), (2.7, 3.39214838317375), (7.3, 2.3450667365477),
+                      (57.5, 2.00208815197951)):
+        assert t_quantile(df) == pytest.approx(exact, abs=1e-9)
     assert t_quantile(1 - 1e-12) == pytest.approx(t_quantile(1))  # Welch's df of two 1-df parts, rounded
     with pytest.raises(ValueError, match="at least 1 degree of freedom"):
         t_quantile(0.5)
