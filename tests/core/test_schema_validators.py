@@ -1,7 +1,8 @@
 """The two validators of a result (bench.core.result.files.follows_schema): jsonschema_rs's quick
-yes is taken as it is, so it must never say yes where jsonschema says no. Checked on real result
-files and on thousands of results made wrong one change at a time (a key dropped, a key added, a
-value of another type or out of bounds), as a reader of a hand-edited or corrupted file meets them."""
+yes is taken as it is, so it must never say yes where jsonschema says no. Checked on a result file
+a cell wrote, on synthetic ones, and on thousands of results made wrong one change at a time (a key
+dropped, a key added, a value of another type or out of bounds), as a reader of a hand-edited or
+corrupted file meets them."""
 
 from __future__ import annotations
 
@@ -111,5 +112,5 @@ def test_values_json_does_not_have_are_left_to_jsonschema() -> None:
     with pytest.raises(jsonschema.ValidationError, match="is not of type 'integer'"):
         validate(result)
     result["levels"][0]["num_requests"] = 8
-    result["levels"][0]["output_throughput_tps"] = np.float64(2.5)  # a float to both
+    result["levels"][0]["output_throughput_tps"] = np.float64(2.5)  # jsonschema_rs says no; jsonschema, yes
     validate(result)
